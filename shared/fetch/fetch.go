@@ -1,0 +1,72 @@
+// Package fetch holds the vocabulary shared by the worker and the mirror implementations:
+// what to fetch, what a fetch found, and how a failure is classified.
+package fetch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Target is one repo to mirror.
+type Target struct {
+	ID  string
+	URL string // normalized, already checked by the URL policy
+}
+
+// Result is what a successful Sync found.
+type Result struct {
+	Cloned        bool      // the mirror was created by this call
+	Changed       bool      // refs differ from before (always true for a clone)
+	LastCommitAt  time.Time // newest commit time over all refs; zero for an empty repo
+	BytesReceived int64
+	SizeBytes     int64 // mirror size on disk after the sync
+}
+
+// Kind classifies a failed fetch so the worker can decide between retry, back-off and gone.
+type Kind string
+
+const (
+	KindNotFound    Kind = "not_found"
+	KindAuth        Kind = "auth_required"
+	KindTimeout     Kind = "timeout"
+	KindNetwork     Kind = "network"
+	KindRateLimited Kind = "rate_limited"
+	KindCorrupt     Kind = "corrupt"
+	KindPolicy      Kind = "refused_by_policy"
+	KindBusy        Kind = "busy" // another fetch holds the repo's lock
+	KindOther       Kind = "other"
+)
+
+// Error is a classified fetch failure.
+type Error struct {
+	Kind       Kind
+	RetryAfter time.Duration // from Retry-After on 429/503, else 0
+	Err        error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %v", e.Kind, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds a classified error.
+func Errorf(kind Kind, format string, args ...any) error {
+	return &Error{Kind: kind, Err: fmt.Errorf(format, args...)}
+}
+
+// KindOf returns the Kind of err, KindOther when it is not classified.
+func KindOf(err error) Kind {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Kind
+	}
+	return KindOther
+}
+
+// RetryAfterOf returns the upstream's Retry-After hint carried by err, if any.
+func RetryAfterOf(err error) time.Duration {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.RetryAfter
+	}
+	return 0
+}

@@ -1,0 +1,630 @@
+// Package mirror keeps bare mirrors of upstream git repositories on a shared
+// directory (EFS in production, a local directory in dev), using go-git v5.
+//
+// Layout under Config.Root:
+//
+//	<host>[_<port>]/<path>.git       the bare mirror (all refs, +refs/*:refs/*)
+//	<host>[_<port>]/<path>.git.lock  its lock file (flock), held during Sync and Trash
+//	.tmp/                            clones in progress, renamed into place when done
+//	.trash/                          trashed mirrors waiting to be freed
+//
+// A Mirrorer is safe for concurrent use. One repo is never synced twice at once, in
+// this process or another: Sync returns a fetch.KindBusy error instead of waiting.
+package mirror
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+)
+
+// Defaults for Config.
+const (
+	DefaultTimeout          = 10 * time.Minute
+	DefaultListTimeout      = 30 * time.Second
+	DefaultObjectCacheBytes = 8 << 20
+)
+
+// mirrorRefSpec maps every upstream ref onto the same name, as `git clone --mirror`.
+const mirrorRefSpec = config.RefSpec("+refs/*:refs/*")
+
+// Config configures a Mirrorer.
+type Config struct {
+	// Root holds the mirrors, at <Root>/<host>[_<port>]/<path>.git. Required.
+	Root string
+	// TrashDir receives trashed mirrors; default <Root>/.trash. It must be on the
+	// same file system as Root (Trash is a rename).
+	TrashDir string
+	// TmpDir holds clones in progress; default <Root>/.tmp. Same file system as Root.
+	TmpDir string
+	// Timeout bounds one clone or fetch transfer; default DefaultTimeout.
+	Timeout time.Duration
+	// ListTimeout bounds listing the upstream refs; default DefaultListTimeout.
+	ListTimeout time.Duration
+	// Client makes every HTTP request of this Mirrorer (its Transport's dialer is
+	// where the URL policy is enforced at connect time). Nil: a plain client with
+	// http.DefaultTransport, for dev and tests only. It is used by this Mirrorer only;
+	// see transport.go for how it reaches go-git.
+	Client *http.Client
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
+	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
+	ObjectCacheBytes int64
+}
+
+// Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
+// background trash removal.
+type Mirrorer struct {
+	root, tmpDir, trashDir string
+	timeout, listTimeout   time.Duration
+	cacheBytes             int64
+	log                    *slog.Logger
+	route                  *routeAuth
+
+	bg       sync.WaitGroup
+	trashSem chan struct{} // at most one background RemoveAll at a time
+	inflight sync.Map      // trash entry names being removed in the background
+	mu       sync.Mutex
+	closed   bool
+}
+
+// New checks the directories, installs the go-git transport dispatcher (once per
+// process) and removes clones that a crashed or killed process left in TmpDir.
+func New(cfg Config) (*Mirrorer, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("mirror: Config.Root is required")
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("mirror: root: %w", err)
+	}
+	m := &Mirrorer{
+		root:        root,
+		tmpDir:      cfg.TmpDir,
+		trashDir:    cfg.TrashDir,
+		timeout:     cfg.Timeout,
+		listTimeout: cfg.ListTimeout,
+		cacheBytes:  cfg.ObjectCacheBytes,
+		log:         cfg.Logger,
+		trashSem:    make(chan struct{}, 1),
+	}
+	if m.tmpDir == "" {
+		m.tmpDir = filepath.Join(root, ".tmp")
+	}
+	if m.trashDir == "" {
+		m.trashDir = filepath.Join(root, ".trash")
+	}
+	if m.tmpDir, err = filepath.Abs(m.tmpDir); err != nil {
+		return nil, err
+	}
+	if m.trashDir, err = filepath.Abs(m.trashDir); err != nil {
+		return nil, err
+	}
+	if m.timeout <= 0 {
+		m.timeout = DefaultTimeout
+	}
+	if m.listTimeout <= 0 {
+		m.listTimeout = DefaultListTimeout
+	}
+	if m.cacheBytes <= 0 {
+		m.cacheBytes = DefaultObjectCacheBytes
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	for _, d := range []string{root, m.tmpDir, m.trashDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("mirror: %w", err)
+		}
+	}
+	var rs syscall.Stat_t
+	if err := syscall.Stat(root, &rs); err != nil {
+		return nil, fmt.Errorf("mirror: stat root: %w", err)
+	}
+	for _, d := range []string{m.tmpDir, m.trashDir} {
+		var ds syscall.Stat_t
+		if err := syscall.Stat(d, &ds); err != nil {
+			return nil, fmt.Errorf("mirror: stat %s: %w", d, err)
+		}
+		if ds.Dev != rs.Dev {
+			return nil, fmt.Errorf("mirror: %s is not on the same file system as %s (mirrors are moved by rename)", d, root)
+		}
+	}
+
+	tr, _ := newGoGitTransport(cfg.Client)
+	m.route = &routeAuth{t: tr}
+	installDispatcher()
+
+	m.cleanTmp()
+	return m, nil
+}
+
+// Path is where t's mirror lives (or would live). It fails with a
+// refused_by_policy error for URLs that cannot be mapped safely under Root.
+func (m *Mirrorer) Path(t fetch.Target) (string, error) {
+	rel, err := relMirrorPath(t.URL)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(m.root, rel)
+	if !strings.HasPrefix(p, m.root+string(filepath.Separator)) {
+		return "", policyErr("URL maps outside the mirror root")
+	}
+	return p, nil
+}
+
+// Exists reports whether t has a mirror yet.
+func (m *Mirrorer) Exists(t fetch.Target) bool {
+	p, err := m.Path(t)
+	return err == nil && isDir(p)
+}
+
+// Sync clones t if it has no mirror yet, else brings the mirror up to date with the
+// upstream's refs: it lists them first and fetches only if they differ from the
+// mirror's, with prune and force, so deleted refs go away and force-pushes are
+// followed. The upstream's HEAD is followed too (symbolic target or detached hash).
+//
+// Result: LastCommitAt is the newest committer time over the commits the refs point
+// to (annotated tags peeled, refs to trees and blobs skipped); SizeBytes the apparent
+// size of the mirror's files; BytesReceived the HTTP response body bytes of this
+// call (ref advertisements included). On the no-change path the mirror is only
+// read, never written.
+//
+// Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
+// existing mirror: go-git writes a pack completely before it touches refs.
+func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) {
+	start := time.Now()
+	dir, err := m.Path(t)
+	if err != nil {
+		return fetch.Result{}, err
+	}
+	u := redact(t.URL)
+	if scheme := strings.ToLower(strings.SplitN(t.URL, ":", 2)[0]); !dispatcherInstalled(scheme) {
+		return fetch.Result{}, policyErr("go-git's %s transport was replaced by another package; refusing to fetch around the URL policy", scheme)
+	}
+	if err := ctx.Err(); err != nil {
+		return fetch.Result{}, classify(err)
+	}
+	lk, err := tryLock(dir + ".lock")
+	if errors.Is(err, errLocked) {
+		return fetch.Result{}, busyErr(u)
+	}
+	if err != nil {
+		return fetch.Result{}, classify(fmt.Errorf("sync %s: lock: %w", u, err))
+	}
+	defer func() { lk.unlock(false) }()
+
+	ctx, counter := withByteCounter(ctx)
+	var res fetch.Result
+	if isDir(dir) {
+		res, err = m.update(ctx, t, dir)
+	} else {
+		res, err = m.clone(ctx, t, dir)
+		if err != nil {
+			// No mirror: leave no lock file or empty directories behind either
+			// (a not_found repo would otherwise keep them forever).
+			lk.unlock(true)
+			lk = nil
+			m.removeEmptyParents(dir)
+		}
+	}
+	if err != nil {
+		err = classify(fmt.Errorf("sync %s: %w", u, err))
+		m.log.Warn("mirror sync failed", "id", t.ID, "url", u, "kind", fetch.KindOf(err),
+			"err", err, "took", time.Since(start))
+		return fetch.Result{}, err
+	}
+	res.BytesReceived = counter.n.Load()
+	if res.SizeBytes, err = dirSize(dir); err != nil {
+		m.log.Warn("mirror size", "id", t.ID, "err", err)
+	}
+	level := slog.LevelInfo
+	if !res.Changed {
+		level = slog.LevelDebug // the common no-change poll
+	}
+	m.log.Log(ctx, level, "mirror synced", "id", t.ID, "url", u, "cloned", res.Cloned, "changed", res.Changed,
+		"bytes_received", res.BytesReceived, "size_bytes", res.SizeBytes, "took", time.Since(start))
+	return res, nil
+}
+
+// storage opens dir as a bare repository with a small object cache.
+func (m *Mirrorer) storage(dir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(dir),
+		cache.NewObjectLRU(cache.FileSize(m.cacheBytes)), filesystem.Options{})
+}
+
+// clone mirrors t into a fresh temp dir and renames it into place.
+func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res fetch.Result, err error) {
+	tmp, tmpLock, err := m.newTempDir(t.ID)
+	if err != nil {
+		return res, fmt.Errorf("temp dir: %w", err)
+	}
+	placed := false
+	defer func() {
+		if !placed {
+			if rmErr := os.RemoveAll(tmp); rmErr != nil {
+				m.log.Warn("mirror: removing failed clone", "dir", tmp, "err", rmErr)
+			}
+		}
+		tmpLock.unlock(true)
+	}()
+
+	sto := m.storage(tmp)
+	defer sto.Close()
+	repo, err := git.InitWithOptions(sto, nil, git.InitOptions{DefaultBranch: plumbing.Master})
+	if err != nil {
+		return res, fmt.Errorf("init: %w", err)
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{
+		Name: git.DefaultRemoteName, URLs: []string{t.URL},
+		Fetch: []config.RefSpec{mirrorRefSpec}, Mirror: true,
+	}); err != nil {
+		return res, fmt.Errorf("configure remote: %w", err)
+	}
+
+	// Not git.CloneContext: it fails on an empty upstream and on an upstream whose
+	// HEAD dangles, and re-resolves HEAD itself. Listing first lets an empty
+	// upstream become an empty bare repo with the remote configured.
+	remote, remoteHead, err := m.list(ctx, sto, t.URL)
+	if err != nil {
+		return res, err
+	}
+	if len(remote) > 0 {
+		if err := m.fetch(ctx, sto, t.URL); err != nil {
+			return res, err
+		}
+	}
+	if _, err := setHead(sto, remoteHead, nil); err != nil {
+		return res, fmt.Errorf("set HEAD: %w", err)
+	}
+	refs, _, err := localRefs(sto)
+	if err != nil {
+		return res, fmt.Errorf("read refs: %w", err)
+	}
+	if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
+		return res, fmt.Errorf("read commits: %w", err)
+	}
+	// One packed-refs file instead of a file per ref: fewer files to read on every
+	// poll (and to copy, stat or delete on EFS). Nobody reads the temp dir yet.
+	if err := sto.PackRefs(); err != nil {
+		return res, fmt.Errorf("pack refs: %w", err)
+	}
+	if err := sto.Close(); err != nil {
+		return res, err
+	}
+
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return res, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return res, fmt.Errorf("move clone into place: %w", err)
+	}
+	placed = true
+	res.Cloned, res.Changed = true, true
+	return res, nil
+}
+
+// update brings an existing mirror up to date; it fetches only when the upstream's
+// refs differ from the mirror's.
+func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res fetch.Result, err error) {
+	m.removePackTemps(dir, func(fi os.FileInfo) bool { return time.Since(fi.ModTime()) > m.timeout })
+
+	sto := m.storage(dir)
+	defer sto.Close()
+	if _, err := git.Open(sto, nil); err != nil {
+		return res, local("open", err)
+	}
+	have, haveHead, err := localRefs(sto)
+	if err != nil {
+		return res, local("read refs", err)
+	}
+	want, wantHead, err := m.list(ctx, sto, t.URL)
+	if err != nil {
+		return res, err
+	}
+
+	refs := have
+	if !have.equal(want) {
+		res.Changed = true
+		if len(want) == 0 {
+			// Upstream has become empty; nothing to fetch, just drop the refs.
+			for name := range have {
+				if err := sto.RemoveReference(name); err != nil {
+					return res, local("remove ref", err)
+				}
+			}
+		} else {
+			before := m.packTemps(dir)
+			if err := m.fetch(ctx, sto, t.URL); err != nil {
+				// The previous mirror stays: go-git writes the pack (to a temp file,
+				// renamed when complete) before it touches any ref. Drop the temp
+				// file a failed transfer may leave behind.
+				m.removePackTemps(dir, func(fi os.FileInfo) bool { return !before[fi.Name()] })
+				return res, err
+			}
+		}
+		if refs, _, err = localRefs(sto); err != nil {
+			return res, local("read refs", err)
+		}
+	}
+	headChanged, err := setHead(sto, wantHead, haveHead)
+	if err != nil {
+		return res, local("set HEAD", err)
+	}
+	res.Changed = res.Changed || headChanged
+	if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
+		return res, local("read commits", err)
+	}
+	return res, nil
+}
+
+// list asks the upstream for its refs (one GET of info/refs).
+func (m *Mirrorer) list(ctx context.Context, sto *filesystem.Storage, rawURL string) (refMap, *plumbing.Reference, error) {
+	lctx, cancel := context.WithTimeout(ctx, m.listTimeout)
+	defer cancel()
+	rem := git.NewRemote(sto, &config.RemoteConfig{Name: git.DefaultRemoteName, URLs: []string{rawURL}})
+	list, err := rem.ListContext(lctx, &git.ListOptions{Auth: m.route})
+	if isErr(err, transport.ErrEmptyRemoteRepository) {
+		return refMap{}, nil, nil
+	}
+	if err != nil {
+		return nil, nil, stepErr(lctx, "list refs", err)
+	}
+	refs, head := remoteRefs(list)
+	return refs, head, nil
+}
+
+// fetch runs a mirror fetch: all refs, pruned, forced.
+func (m *Mirrorer) fetch(ctx context.Context, sto *filesystem.Storage, rawURL string) error {
+	fctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	specs := []config.RefSpec{mirrorRefSpec}
+	rem := git.NewRemote(sto, &config.RemoteConfig{
+		Name: git.DefaultRemoteName, URLs: []string{rawURL}, Fetch: specs, Mirror: true,
+	})
+	err := rem.FetchContext(fctx, &git.FetchOptions{
+		RemoteName: git.DefaultRemoteName,
+		RefSpecs:   specs,
+		Auth:       m.route,
+		Tags:       git.NoTags, // refs/tags/* are in the refspec already
+		Prune:      true,
+		Force:      true,
+	})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+		return nil
+	case isErr(err, transport.ErrEmptyRemoteRepository):
+		// Emptied between list and fetch; the next sync prunes.
+		return nil
+	}
+	return stepErr(fctx, "fetch", err)
+}
+
+// setHead makes the mirror's HEAD follow the upstream's. A nil upstream HEAD (empty
+// repo, or none advertised) leaves it alone.
+func setHead(sto *filesystem.Storage, want, have *plumbing.Reference) (bool, error) {
+	if want == nil || sameHead(want, have) {
+		return false, nil
+	}
+	var ref *plumbing.Reference
+	if want.Type() == plumbing.SymbolicReference {
+		ref = plumbing.NewSymbolicReference(plumbing.HEAD, want.Target())
+	} else {
+		if _, err := sto.EncodedObject(plumbing.AnyObject, want.Hash()); err != nil {
+			return false, nil // detached HEAD at an object we did not fetch
+		}
+		ref = plumbing.NewHashReference(plumbing.HEAD, want.Hash())
+	}
+	return true, sto.SetReference(ref)
+}
+
+// packTemps lists the temp files in objects/pack.
+func (m *Mirrorer) packTemps(dir string) map[string]bool {
+	out := map[string]bool{}
+	entries, _ := os.ReadDir(filepath.Join(dir, "objects", "pack"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "tmp_") {
+			out[e.Name()] = true
+		}
+	}
+	return out
+}
+
+// removePackTemps removes temp files (tmp_pack_*, tmp_obj_*) in objects/pack that
+// match; only called under the repo lock.
+func (m *Mirrorer) removePackTemps(dir string, match func(os.FileInfo) bool) {
+	packDir := filepath.Join(dir, "objects", "pack")
+	for name := range m.packTemps(dir) {
+		p := filepath.Join(packDir, name)
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() || !match(fi) {
+			continue
+		}
+		if err := os.Remove(p); err == nil {
+			m.log.Info("mirror: removed temp pack file", "path", p)
+		}
+	}
+}
+
+// newTempDir makes a fresh clone dir in TmpDir with its own lock, so that cleanTmp
+// (another process starting up) can tell a live clone from a dead one.
+func (m *Mirrorer) newTempDir(id string) (string, *fileLock, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	dir := filepath.Join(m.tmpDir, sanitizeName(id)+"-"+hex.EncodeToString(b[:]))
+	l, err := tryLock(dir + ".lock")
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		l.unlock(true)
+		return "", nil, err
+	}
+	return dir, l, nil
+}
+
+// cleanTmp removes temp clones nobody holds the lock of: leftovers of a crash.
+func (m *Mirrorer) cleanTmp() {
+	entries, err := os.ReadDir(m.tmpDir)
+	if err != nil {
+		m.log.Warn("mirror: reading temp dir", "err", err)
+		return
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, ".lock") {
+			if names[strings.TrimSuffix(name, ".lock")] {
+				continue // handled with its dir
+			}
+			if l, err := tryLock(filepath.Join(m.tmpDir, name)); err == nil {
+				l.unlock(true)
+			}
+			continue
+		}
+		p := filepath.Join(m.tmpDir, name)
+		l, err := tryLock(p + ".lock")
+		if err != nil {
+			continue // a live clone
+		}
+		if err := os.RemoveAll(p); err != nil {
+			m.log.Warn("mirror: removing stale temp dir", "dir", p, "err", err)
+		} else {
+			m.log.Info("mirror: removed stale temp dir", "dir", p)
+		}
+		l.unlock(true)
+	}
+}
+
+// Trash moves t's mirror out of the way at once (a rename into TrashDir, under the
+// repo lock) and frees the space in the background. No mirror: nil. A sync in
+// progress: a busy error.
+func (m *Mirrorer) Trash(ctx context.Context, t fetch.Target) error {
+	dir, err := m.Path(t)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return classify(err)
+	}
+	lk, err := tryLock(dir + ".lock")
+	if errors.Is(err, errLocked) {
+		return busyErr(redact(t.URL))
+	}
+	if err != nil {
+		return classify(fmt.Errorf("trash: lock: %w", err))
+	}
+	if !isDir(dir) {
+		lk.unlock(true)
+		m.removeEmptyParents(dir)
+		return nil
+	}
+	name := fmt.Sprintf("%s-%d", sanitizeName(t.ID), time.Now().UnixNano())
+	dst := filepath.Join(m.trashDir, name)
+	if err := os.Rename(dir, dst); err != nil {
+		lk.unlock(false)
+		return classify(fmt.Errorf("trash: %w", err))
+	}
+	lk.unlock(true)
+	m.removeEmptyParents(dir)
+	m.log.Info("mirror trashed", "id", t.ID, "url", redact(t.URL), "to", dst)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil // EmptyTrash frees it later
+	}
+	m.inflight.Store(name, struct{}{})
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		defer m.inflight.Delete(name)
+		m.trashSem <- struct{}{}
+		defer func() { <-m.trashSem }()
+		if err := os.RemoveAll(dst); err != nil {
+			m.log.Warn("mirror: freeing trash", "dir", dst, "err", err)
+		}
+	}()
+	return nil
+}
+
+// EmptyTrash frees everything in TrashDir (for example what a crashed process left)
+// except entries that this Mirrorer is freeing in the background already. It stops
+// between entries when ctx is done.
+func (m *Mirrorer) EmptyTrash(ctx context.Context) error {
+	entries, err := os.ReadDir(m.trashDir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, busy := m.inflight.Load(e.Name()); busy {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(m.trashDir, e.Name())); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close waits for background trash removal. Syncs must have returned.
+func (m *Mirrorer) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.bg.Wait()
+	return nil
+}
+
+// removeEmptyParents removes the now empty directories between dir and Root. A
+// concurrent locker that loses its directory this way retries (see tryLock).
+func (m *Mirrorer) removeEmptyParents(dir string) {
+	for p := filepath.Dir(dir); strings.HasPrefix(p, m.root+string(filepath.Separator)); p = filepath.Dir(p) {
+		if os.Remove(p) != nil {
+			return
+		}
+	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// redact drops a password from a URL for logs and errors.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,151 @@
+package mirror
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// refMap is name -> hash for the hash refs under refs/.
+type refMap map[plumbing.ReferenceName]plumbing.Hash
+
+func (a refMap) equal(b refMap) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, h := range a {
+		if bh, ok := b[n]; !ok || bh != h {
+			return false
+		}
+	}
+	return true
+}
+
+// localRefs reads the mirror's refs (loose and packed) and its HEAD.
+func localRefs(s storer.ReferenceStorer) (refMap, *plumbing.Reference, error) {
+	iter, err := s.IterReferences()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer iter.Close()
+	refs := refMap{}
+	var head *plumbing.Reference
+	err = iter.ForEach(func(r *plumbing.Reference) error {
+		switch {
+		case r.Name() == plumbing.HEAD:
+			head = r
+		case r.Type() == plumbing.HashReference && strings.HasPrefix(r.Name().String(), "refs/"):
+			refs[r.Name()] = r.Hash()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if head == nil {
+		// IterReferences may skip a HEAD whose target is missing (empty repo).
+		if h, err := s.Reference(plumbing.HEAD); err == nil {
+			head = h
+		}
+	}
+	return refs, head, nil
+}
+
+// remoteRefs splits a go-git ls-remote answer into the refs/ hash refs and HEAD.
+func remoteRefs(list []*plumbing.Reference) (refMap, *plumbing.Reference) {
+	refs := refMap{}
+	var head *plumbing.Reference
+	for _, r := range list {
+		switch {
+		case r.Name() == plumbing.HEAD:
+			head = r
+		case r.Type() == plumbing.HashReference && strings.HasPrefix(r.Name().String(), "refs/"):
+			refs[r.Name()] = r.Hash()
+		}
+	}
+	return refs, head
+}
+
+func sameHead(a, b *plumbing.Reference) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Type() != b.Type() {
+		return false
+	}
+	if a.Type() == plumbing.SymbolicReference {
+		return a.Target() == b.Target()
+	}
+	return a.Hash() == b.Hash()
+}
+
+// maxPeel bounds tag-of-tag chains.
+const maxPeel = 16
+
+// lastCommitAt is the newest committer time over the commits the refs point to,
+// annotated tags peeled; refs to trees or blobs are skipped. A ref whose object is
+// missing is an error (the mirror is corrupt).
+func lastCommitAt(s storer.EncodedObjectStorer, refs refMap) (time.Time, error) {
+	var newest time.Time
+	seen := make(map[plumbing.Hash]struct{}, len(refs))
+	for _, h := range refs {
+		for range maxPeel {
+			if _, ok := seen[h]; ok {
+				break
+			}
+			seen[h] = struct{}{}
+			o, err := s.EncodedObject(plumbing.AnyObject, h)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if o.Type() == plumbing.TagObject {
+				t, err := object.DecodeTag(s, o)
+				if err != nil {
+					return time.Time{}, err
+				}
+				h = t.Target
+				continue
+			}
+			if o.Type() == plumbing.CommitObject {
+				c, err := object.DecodeCommit(s, o)
+				if err != nil {
+					return time.Time{}, err
+				}
+				if c.Committer.When.After(newest) {
+					newest = c.Committer.When
+				}
+			}
+			break
+		}
+	}
+	if newest.IsZero() {
+		return newest, nil
+	}
+	return newest.UTC(), nil
+}
+
+// dirSize is the apparent size of the regular files under dir.
+func dirSize(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n, err
+}

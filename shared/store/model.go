@@ -1,0 +1,190 @@
+// Package store defines the shared state of a mirrorfleet (DESIGN.md §3) and the Store
+// seam that every backend (bbolt, DynamoDB) implements. The conformance suite in
+// store/storetest pins down the behaviour each backend must have.
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"time"
+)
+
+// RepoState is the lifecycle state of a mirrored repository.
+type RepoState string
+
+const (
+	RepoPending  RepoState = "pending"  // known, not yet assigned to a worker
+	RepoCloning  RepoState = "cloning"  // assigned, no mirror yet
+	RepoOK       RepoState = "ok"       // mirror exists and the last fetch succeeded
+	RepoFailing  RepoState = "failing"  // consecutive failures; retried on a long cooldown
+	RepoGone     RepoState = "gone"     // upstream says not found; mirror kept
+	RepoOverflow RepoState = "overflow" // handed back by a full worker; awaits a re-hash
+	RepoDeleting RepoState = "deleting" // removed through the API; awaits the coordinator
+)
+
+// Source says who added a repo; the list sync only ever removes its own.
+type Source string
+
+const (
+	SourceAPI  Source = "api"
+	SourceList Source = "list"
+)
+
+// Repo is one upstream repository and its mirror's bookkeeping.
+type Repo struct {
+	ID         string    `json:"id"`
+	URL        string    `json:"url"` // normalized
+	Source     Source    `json:"source"`
+	Owner      string    `json:"owner,omitempty"`
+	OwnerEpoch int64     `json:"owner_epoch"` // bumped on every (re)assignment: fences stale owners
+	Salt       int       `json:"salt"`        // disk-guard re-hash count
+	State      RepoState `json:"state"`
+	Priority   float64   `json:"priority"`
+	// SyncRequested is set by the API; the coordinator turns it into a sync outbox entry.
+	SyncRequested bool      `json:"sync_requested,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	LastFetchAt   time.Time `json:"last_fetch_at"`
+	LastSuccessAt time.Time `json:"last_success_at"`
+	LastChangeAt  time.Time `json:"last_change_at"`
+	LastCommitAt  time.Time `json:"last_commit_at"`
+	CloneFailCnt  int       `json:"clone_fail_cnt"`
+	FetchFailCnt  int       `json:"fetch_fail_cnt"`
+	SizeBytes     int64     `json:"size_bytes"`
+	LastError     string    `json:"last_error,omitempty"`
+}
+
+// NeedsDecision reports whether the coordinator must act on the repo at its next tick.
+// Backends index exactly these repos so a tick never scans the whole table.
+func (r Repo) NeedsDecision() bool {
+	return r.State == RepoPending || r.State == RepoOverflow || r.State == RepoDeleting || r.SyncRequested
+}
+
+// RepoID derives the stable id of a repo from its normalized URL.
+func RepoID(normalizedURL string) string {
+	sum := sha256.Sum256([]byte(normalizedURL))
+	return hex.EncodeToString(sum[:8])
+}
+
+// RingKey is the string hashed onto the ring: the normalized URL, plus a suffix once the
+// disk guard has re-hashed the repo (seed 004).
+func RingKey(normalizedURL string, salt int) string {
+	if salt == 0 {
+		return normalizedURL
+	}
+	return normalizedURL + "#" + strconv.Itoa(salt)
+}
+
+// WorkerState is the coordinator's view of a worker.
+type WorkerState string
+
+const (
+	WorkerJoining  WorkerState = "joining"  // registered, not yet in the ring
+	WorkerActive   WorkerState = "active"   // in the ring, heartbeating
+	WorkerSuspect  WorkerState = "suspect"  // missed heartbeats, still in the ring
+	WorkerDead     WorkerState = "dead"     // silent past the grace; out of the ring
+	WorkerDraining WorkerState = "draining" // asked to leave; out of the ring at next tick
+)
+
+// Worker is a fetch worker's membership record.
+type Worker struct {
+	ID          string      `json:"id"`
+	Slot        int         `json:"slot"`
+	StartedAt   time.Time   `json:"started_at"`
+	HeartbeatAt time.Time   `json:"heartbeat_at"`
+	State       WorkerState `json:"state"`
+	DiskUsed    int64       `json:"disk_used"`
+	DiskTotal   int64       `json:"disk_total"`
+	Fetching    int         `json:"fetching"`    // fetches in flight at the last heartbeat
+	QueueLen    int         `json:"queue_len"`   // repos in its queue at the last heartbeat
+	AckSeq      uint64      `json:"ack_seq"`     // last outbox entry the worker applied
+	OutboxHead  uint64      `json:"outbox_head"` // last outbox seq the coordinator wrote
+	TrimmedTo   uint64      `json:"trimmed_to"`  // entries <= this are gone from the outbox
+}
+
+// Heartbeat is what a worker reports each heartbeat.
+type Heartbeat struct {
+	At        time.Time
+	DiskUsed  int64
+	DiskTotal int64
+	Fetching  int
+	QueueLen  int
+	AckSeq    uint64
+}
+
+// Token is one virtual node: the member owns the arc (previous token, Pos].
+type Token struct {
+	Pos    uint64 `json:"p"`
+	Member string `json:"m"`
+}
+
+// Member is a worker placed in the ring.
+type Member struct {
+	ID   string `json:"id"`
+	Slot int    `json:"slot"`
+}
+
+// Ring is the stored consistent-hash ring and the coordinator's start-up bookkeeping.
+type Ring struct {
+	Version     int64     `json:"version"` // 0 = never written
+	Hash        string    `json:"hash"`    // hash function id, so a reader knows how keys map
+	Members     []Member  `json:"members"`
+	Tokens      []Token   `json:"tokens"` // sorted by Pos
+	WarmupUntil time.Time `json:"warmup_until"`
+	// Batch is the current assignment batch size; it grows after warm-up (anti-thrashing).
+	Batch int `json:"batch"`
+}
+
+// Election is the Raft-style leadership record; Term is the fencing token.
+type Election struct {
+	Version      int64     `json:"version"` // 0 = never written
+	Term         int64     `json:"term"`
+	VotedFor     string    `json:"voted_for"`
+	LeaseUntil   time.Time `json:"lease_until"`
+	LastCallTime time.Time `json:"last_call_time"`
+}
+
+// OutboxOp is what an outbox entry tells a worker to do with a repo.
+type OutboxOp string
+
+const (
+	OpAdd   OutboxOp = "add"   // start fetching the repo
+	OpDel   OutboxOp = "del"   // stop fetching; the mirror stays (another worker continues it)
+	OpPurge OutboxOp = "purge" // the repo was deleted: stop and move its mirror to the trash
+	OpSync  OutboxOp = "sync"  // fetch it as soon as possible
+)
+
+// OutboxEntry is one change delivered to a worker with its heartbeat (seed 004's buffer).
+type OutboxEntry struct {
+	Seq    uint64   `json:"seq"`
+	Op     OutboxOp `json:"op"`
+	RepoID string   `json:"repo_id"`
+	URL    string   `json:"url"`
+	Epoch  int64    `json:"epoch"` // owner epoch the entry belongs to
+	// Priority is the repo's priority at assignment; 0 means "front of the queue".
+	Priority float64 `json:"priority"`
+}
+
+// ListSync is the state of the upstream-list synchronisation.
+type ListSync struct {
+	Version   int64     `json:"version"`
+	Commit    string    `json:"commit"`
+	AppliedAt time.Time `json:"applied_at"`
+	// Extra holds list-sync details (bad lines, held purge) as JSON the store does not read.
+	Extra []byte `json:"extra,omitempty"`
+}
+
+// FetchReport is a worker's record of a fetch, written only when something worth
+// storing happened (invariant 6).
+type FetchReport struct {
+	State         RepoState
+	Priority      float64
+	LastFetchAt   time.Time
+	LastSuccessAt time.Time
+	LastChangeAt  time.Time
+	LastCommitAt  time.Time
+	CloneFailCnt  int
+	FetchFailCnt  int
+	SizeBytes     int64
+	LastError     string
+}

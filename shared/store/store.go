@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+var (
+	// ErrNotFound: the record does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a condition of a conditional write did not hold; nothing was written.
+	ErrConflict = errors.New("conditional write failed")
+	// ErrFenced: the write carried a term that is no longer current; nothing was written.
+	ErrFenced = errors.New("stale term: write fenced off")
+	// ErrNoSlot: every worker slot in the bitmap is taken.
+	ErrNoSlot = errors.New("no free worker slot")
+	// ErrTooLarge: an Apply carried more items than the backend writes atomically.
+	ErrTooLarge = errors.New("batch too large")
+)
+
+// MaxApplyItems bounds the items one Apply may touch, so every backend can apply a batch
+// atomically (DynamoDB transactions take 100 actions, one of which is the term check).
+const MaxApplyItems = 99
+
+// Store is the shared state of the fleet. Every write that others race on is conditional.
+type Store interface {
+	// Election. CASElection writes e with Version = expectVersion+1 if the stored version
+	// is still expectVersion (0: no record yet), else ErrConflict.
+	GetElection(ctx context.Context) (Election, error)
+	CASElection(ctx context.Context, expectVersion int64, e Election) (Election, error)
+
+	// Apply performs the coordinator's writes atomically, fenced by term: if the stored
+	// election term is not term, ErrFenced; if any mutation's condition fails, ErrConflict.
+	// Either way nothing is written. At most MaxApplyItems items (Mutation.Items) per call,
+	// and each stored item at most once per call (at most one mutation per worker record,
+	// per repo, one PutRing, one PutListSync), as DynamoDB transactions require.
+	Apply(ctx context.Context, term int64, muts []Mutation) error
+
+	GetRing(ctx context.Context) (Ring, error) // zero Ring (Version 0) when never written
+
+	// Workers. ClaimSlot registers w in the lowest free slot below maxSlots (a conditional
+	// write on the slot bitmap) and returns it with Slot set; an existing id is ErrConflict.
+	ClaimSlot(ctx context.Context, w Worker, maxSlots int) (Worker, error)
+	// Heartbeat records hb and returns the worker record; ErrNotFound once the worker has
+	// been removed. It never changes State.
+	Heartbeat(ctx context.Context, id string, hb Heartbeat) (Worker, error)
+	// Leave marks a worker draining (a graceful exit); the coordinator moves its repos.
+	Leave(ctx context.Context, id string) error
+	GetWorker(ctx context.Context, id string) (Worker, error)
+	ListWorkers(ctx context.Context) ([]Worker, error)
+	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]OutboxEntry, error)
+
+	// Repos. CreateRepo inserts r unless a repo with r.ID exists; it returns the stored repo
+	// and whether it was created.
+	CreateRepo(ctx context.Context, r Repo) (Repo, bool, error)
+	GetRepo(ctx context.Context, id string) (Repo, error)
+	// ListRepos pages through all repos by id; pass the returned cursor to continue ("" ends).
+	ListRepos(ctx context.Context, cursor string, limit int) ([]Repo, string, error)
+	ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]Repo, string, error)
+	// ListReposNeedingDecision returns up to limit repos for which Repo.NeedsDecision holds.
+	ListReposNeedingDecision(ctx context.Context, limit int) ([]Repo, error)
+	// ListStalest returns up to limit repos (limit <= 0: a backend default) ordered by
+	// LastSuccessAt ascending — never-succeeded repos first — then by id, leaving out repos
+	// being deleted. It feeds the status page's "stalest" table. bbolt scans every repo
+	// (O(n)); DynamoDB is expected to serve it from an index.
+	ListStalest(ctx context.Context, limit int) ([]Repo, error)
+	RequestDelete(ctx context.Context, id string) error
+	RequestSync(ctx context.Context, id string) error
+	// ReportFetch records a fetch outcome if owner/epoch still hold the repo and it is not
+	// being deleted, else ErrConflict.
+	ReportFetch(ctx context.Context, id, owner string, epoch int64, rep FetchReport) error
+	// HandBack marks an owned repo overflow (the disk guard), fenced like ReportFetch.
+	HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error
+	CountRepos(ctx context.Context) (map[RepoState]int, error)
+
+	GetListSync(ctx context.Context) (ListSync, error)
+
+	Close() error
+}
+
+// Mutation is one coordinator write inside a fenced Apply.
+type Mutation interface {
+	// Items is how many stored items the mutation touches.
+	Items() int
+}
+
+// PutRing replaces the ring if its stored version is ExpectVersion; the stored version
+// becomes ExpectVersion+1.
+type PutRing struct {
+	Ring          Ring
+	ExpectVersion int64
+}
+
+// SetWorkerState changes a worker's state. If ExpectHeartbeat is not zero the worker's
+// heartbeat must still be exactly that (seed 000: a newer heartbeat cancels the decision).
+type SetWorkerState struct {
+	ID              string
+	State           WorkerState
+	ExpectHeartbeat time.Time
+}
+
+// DeleteWorker removes a worker, frees its slot and drops its outbox.
+type DeleteWorker struct {
+	ID              string
+	ExpectHeartbeat time.Time
+}
+
+// AssignRepo (re)assigns a repo if its owner and epoch are still ExpectOwner and
+// ExpectEpoch and it is not being deleted (a delete request always wins); the stored
+// epoch becomes ExpectEpoch+1.
+type AssignRepo struct {
+	ID          string
+	ExpectOwner string
+	ExpectEpoch int64
+	Owner       string
+	State       RepoState // "" keeps the stored state (a worker may have just updated it)
+	Salt        int
+	Priority    float64
+	ClearSync   bool
+}
+
+// DeleteRepo removes a repo if its epoch is still ExpectEpoch.
+type DeleteRepo struct {
+	ID          string
+	ExpectEpoch int64
+}
+
+// AppendOutbox appends entries numbered ExpectHead+1, ExpectHead+2, ... to a worker's
+// outbox if its head is still ExpectHead, and moves the head to the last one.
+type AppendOutbox struct {
+	Worker     string
+	ExpectHead uint64
+	Entries    []OutboxEntry // Seq is assigned by the store
+}
+
+// TrimOutbox drops a worker's entries with Seq <= Through and records the trim point.
+type TrimOutbox struct {
+	Worker  string
+	Through uint64
+}
+
+// PutListSync records the applied list commit if the stored version is ExpectVersion.
+type PutListSync struct {
+	ListSync      ListSync
+	ExpectVersion int64
+}
+
+func (PutRing) Items() int        { return 1 }
+func (SetWorkerState) Items() int { return 1 }
+func (DeleteWorker) Items() int   { return 2 }
+func (AssignRepo) Items() int     { return 1 }
+func (DeleteRepo) Items() int     { return 1 }
+func (m AppendOutbox) Items() int { return 1 + len(m.Entries) }
+func (TrimOutbox) Items() int     { return 1 }
+func (PutListSync) Items() int    { return 1 }
+
+// CountItems sums Items over muts.
+func CountItems(muts []Mutation) int {
+	n := 0
+	for _, m := range muts {
+		n += m.Items()
+	}
+	return n
+}

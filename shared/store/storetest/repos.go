@@ -1,0 +1,452 @@
+package storetest
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// Repos, their listings and indexes.
+
+func testCreateRepo(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := newRepo(1)
+	got, created, err := s.CreateRepo(ctx, r)
+	noErr(t, err, "CreateRepo")
+	if !created {
+		t.Fatalf("CreateRepo of a new id: created = false")
+	}
+	want := r
+	want.State = store.RepoPending // the default
+	equal(t, "CreateRepo result", got, want, normRepo)
+	equal(t, "stored repo", getRepo(t, s, r.ID), want, normRepo)
+
+	dup := r
+	dup.URL, dup.State, dup.Source = "https://elsewhere/x.git", store.RepoOK, store.SourceAPI
+	got, created, err = s.CreateRepo(ctx, dup)
+	noErr(t, err, "CreateRepo of an existing id")
+	if created {
+		t.Fatalf("CreateRepo of an existing id: created = true")
+	}
+	equal(t, "CreateRepo of an existing id returns the stored repo", got, want, normRepo)
+	equal(t, "stored repo after duplicate create", getRepo(t, s, r.ID), want, normRepo)
+
+	given := newRepo(2)
+	given.State, given.Source, given.Priority = store.RepoOK, store.SourceAPI, 2.5
+	got, created, err = s.CreateRepo(ctx, given)
+	if err != nil || !created {
+		t.Fatalf("CreateRepo with a state = created %v, %v", created, err)
+	}
+	equal(t, "CreateRepo keeps a given state", got, given, normRepo)
+	equal(t, "stored repo with a given state", getRepo(t, s, given.ID), given, normRepo)
+
+	_, err = s.GetRepo(ctx, "r-none")
+	wantErr(t, err, store.ErrNotFound, "GetRepo of an unknown id")
+	checkIndexes(t, s)
+}
+
+func testListReposPaging(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	rs := createRepos(t, s, 25)
+	byID := map[string]store.Repo{}
+	for _, r := range rs {
+		byID[r.ID] = r
+	}
+	for _, limit := range []int{1, 2, 3, 7, 24, 25, 26, 1000, 0} {
+		got := pageAll(t, "ListRepos", limit, func(c string) ([]store.Repo, string, error) { return s.ListRepos(ctx, c, limit) })
+		wantIDs(t, fmt.Sprintf("ListRepos(limit %d)", limit), got, ids(rs))
+		for _, r := range got {
+			equal(t, "listed repo", r, byID[r.ID], normRepo)
+		}
+	}
+	// A cursor survives writes between pages: nothing is skipped or repeated.
+	page, next, err := s.ListRepos(ctx, "", 10)
+	if err != nil || len(page) != 10 || next == "" {
+		t.Fatalf("ListRepos(limit 10) = %d repos, cursor %q, %v", len(page), next, err)
+	}
+	term := lead(t, s)
+	mustApply(t, s, term, store.AssignRepo{ID: page[3].ID, Owner: "w1", State: store.RepoCloning})
+	rest := pageAll(t, "ListRepos", 4, func(c string) ([]store.Repo, string, error) {
+		if c == "" {
+			c = next
+		}
+		return s.ListRepos(ctx, c, 4)
+	})
+	wantIDs(t, "ListRepos across a write", append(page, rest...), ids(rs))
+}
+
+func testListReposByOwner(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	rs := createRepos(t, s, 12)
+	owners := map[string][]string{}
+	var muts []store.Mutation
+	for i, r := range rs {
+		owner := []string{"w1", "w1", "w2", ""}[i%4]
+		if owner == "" {
+			continue
+		}
+		owners[owner] = append(owners[owner], r.ID)
+		muts = append(muts, store.AssignRepo{ID: r.ID, Owner: owner, State: store.RepoCloning})
+	}
+	mustApply(t, s, term, muts...)
+	for _, owner := range []string{"w1", "w2", "w3"} {
+		for _, limit := range []int{1, 2, 3, 5, 6, 100, 0} {
+			got := pageAll(t, "ListReposByOwner", limit, func(c string) ([]store.Repo, string, error) {
+				return s.ListReposByOwner(ctx, owner, c, limit)
+			})
+			wantIDs(t, fmt.Sprintf("ListReposByOwner(%s, limit %d)", owner, limit), got, owners[owner])
+			for _, r := range got {
+				if r.Owner != owner || r.OwnerEpoch != 1 || r.State != store.RepoCloning {
+					t.Fatalf("ListReposByOwner(%s) returned %+v", owner, r)
+				}
+			}
+		}
+	}
+	checkIndexes(t, s, "w1", "w2", "w3")
+}
+
+func testAssignRepo(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	r := createRepos(t, s, 1)[0]
+
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "", ExpectEpoch: 0, Owner: "w1", State: store.RepoCloning, Salt: 0, Priority: 0.7})
+	want := r
+	want.Owner, want.OwnerEpoch, want.State, want.Priority = "w1", 1, store.RepoCloning, 0.7
+	equal(t, "assigned repo", getRepo(t, s, r.ID), want, normRepo)
+	checkIndexes(t, s, "w1", "w2")
+
+	before := snap(t, s)
+	for _, m := range []store.AssignRepo{
+		{ID: r.ID, ExpectOwner: "w2", ExpectEpoch: 1, Owner: "w2", State: store.RepoCloning},
+		{ID: r.ID, ExpectOwner: "", ExpectEpoch: 1, Owner: "w2", State: store.RepoCloning},
+		{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 0, Owner: "w2", State: store.RepoCloning},
+		{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 2, Owner: "w2", State: store.RepoCloning},
+		{ID: "r-none", ExpectOwner: "", ExpectEpoch: 0, Owner: "w2", State: store.RepoCloning},
+	} {
+		wantErr(t, s.Apply(ctx, term, []store.Mutation{m}), store.ErrConflict, fmt.Sprintf("AssignRepo %+v", m))
+	}
+	wantUnchanged(t, "refused AssignRepo", before, s)
+	_, err := s.GetRepo(ctx, "r-none")
+	wantErr(t, err, store.ErrNotFound, "AssignRepo created a repo")
+
+	// SyncRequested survives an assignment unless ClearSync.
+	noErr(t, s.RequestSync(ctx, r.ID), "RequestSync")
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 1, Owner: "w2", State: store.RepoOK, Salt: 1, Priority: 0.2})
+	want.Owner, want.OwnerEpoch, want.State, want.Salt, want.Priority, want.SyncRequested = "w2", 2, store.RepoOK, 1, 0.2, true
+	equal(t, "reassigned repo", getRepo(t, s, r.ID), want, normRepo)
+	checkIndexes(t, s, "w1", "w2")
+
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w2", ExpectEpoch: 2, Owner: "w2", State: store.RepoOK, Salt: 1, Priority: 0.2, ClearSync: true})
+	want.OwnerEpoch, want.SyncRequested = 3, false
+	equal(t, "repo after ClearSync", getRepo(t, s, r.ID), want, normRepo)
+	checkIndexes(t, s, "w1", "w2")
+
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w2", ExpectEpoch: 3, Owner: "", State: store.RepoPending})
+	want.Owner, want.OwnerEpoch, want.State, want.Salt, want.Priority = "", 4, store.RepoPending, 0, 0
+	equal(t, "unassigned repo", getRepo(t, s, r.ID), want, normRepo)
+	checkIndexes(t, s, "w1", "w2")
+
+	// An empty State keeps the stored one (a worker may have just written it).
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "", ExpectEpoch: 4, Owner: "w1", State: store.RepoCloning})
+	noErr(t, s.ReportFetch(ctx, r.ID, "w1", 5, store.FetchReport{State: store.RepoOK}), "ReportFetch")
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 5, Owner: "w2"})
+	if got := getRepo(t, s, r.ID); got.State != store.RepoOK || got.Owner != "w2" || got.OwnerEpoch != 6 {
+		t.Fatalf("AssignRepo with empty State: state %s owner %s epoch %d; want ok w2 6", got.State, got.Owner, got.OwnerEpoch)
+	}
+	checkIndexes(t, s, "w1", "w2")
+
+	// A delete request wins over a concurrent assignment.
+	noErr(t, s.RequestDelete(ctx, r.ID), "RequestDelete")
+	before = snap(t, s)
+	wantErr(t, s.Apply(ctx, term, []store.Mutation{store.AssignRepo{ID: r.ID, ExpectOwner: "w2", ExpectEpoch: 6, Owner: "w1", State: store.RepoCloning}}),
+		store.ErrConflict, "AssignRepo of a deleting repo")
+	wantUnchanged(t, "refused AssignRepo of a deleting repo", before, s)
+	wantErr(t, s.ReportFetch(ctx, r.ID, "w2", 6, store.FetchReport{State: store.RepoOK}), store.ErrConflict, "ReportFetch on a deleting repo")
+	wantErr(t, s.HandBack(ctx, r.ID, "w2", 6, "full"), store.ErrConflict, "HandBack on a deleting repo")
+	wantUnchanged(t, "fetch report on a deleting repo", before, s)
+}
+
+func testDeleteRepo(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	rs := createRepos(t, s, 2)
+	r, other := rs[0], rs[1]
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, Owner: "w1", State: store.RepoCloning})
+
+	before := snap(t, s)
+	for _, m := range []store.DeleteRepo{{ID: r.ID, ExpectEpoch: 0}, {ID: r.ID, ExpectEpoch: 2}, {ID: "r-none"}} {
+		wantErr(t, s.Apply(ctx, term, []store.Mutation{m}), store.ErrConflict, fmt.Sprintf("DeleteRepo %+v", m))
+	}
+	wantUnchanged(t, "refused DeleteRepo", before, s)
+
+	mustApply(t, s, term, store.DeleteRepo{ID: r.ID, ExpectEpoch: 1})
+	_, err := s.GetRepo(ctx, r.ID)
+	wantErr(t, err, store.ErrNotFound, "GetRepo after DeleteRepo")
+	wantErr(t, s.Apply(ctx, term, []store.Mutation{store.DeleteRepo{ID: r.ID, ExpectEpoch: 1}}), store.ErrConflict, "DeleteRepo twice")
+	equal(t, "untouched repo", getRepo(t, s, other.ID), other, normRepo)
+	checkIndexes(t, s, "w1")
+
+	// The id can come back, with a fresh record.
+	got, created, err := s.CreateRepo(ctx, newRepo(0))
+	if err != nil || !created || got.Owner != "" || got.OwnerEpoch != 0 || got.State != store.RepoPending {
+		t.Fatalf("CreateRepo after delete = %+v, created %v, %v", got, created, err)
+	}
+	checkIndexes(t, s, "w1")
+}
+
+func testRequestDeleteAndSync(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	wantErr(t, s.RequestDelete(ctx, "r-none"), store.ErrNotFound, "RequestDelete of an unknown repo")
+	wantErr(t, s.RequestSync(ctx, "r-none"), store.ErrNotFound, "RequestSync of an unknown repo")
+
+	rs := createRepos(t, s, 2)
+	mustApply(t, s, term,
+		store.AssignRepo{ID: rs[0].ID, Owner: "w1", State: store.RepoOK},
+		store.AssignRepo{ID: rs[1].ID, Owner: "w1", State: store.RepoOK},
+	)
+	checkIndexes(t, s, "w1")
+	if needs := needing(t, s); len(needs) != 0 {
+		t.Fatalf("assigned ok repos need a decision: %v", needs)
+	}
+
+	noErr(t, s.RequestSync(ctx, rs[0].ID), "RequestSync")
+	want := getRepo(t, s, rs[0].ID)
+	if !want.SyncRequested || want.State != store.RepoOK || want.Owner != "w1" || want.OwnerEpoch != 1 {
+		t.Fatalf("after RequestSync: %+v", want)
+	}
+	noErr(t, s.RequestSync(ctx, rs[0].ID), "RequestSync twice")
+	equal(t, "after a second RequestSync", getRepo(t, s, rs[0].ID), want, normRepo)
+	checkIndexes(t, s, "w1")
+
+	noErr(t, s.RequestDelete(ctx, rs[1].ID), "RequestDelete")
+	want = getRepo(t, s, rs[1].ID)
+	if want.State != store.RepoDeleting || want.Owner != "w1" || want.OwnerEpoch != 1 {
+		t.Fatalf("after RequestDelete: %+v", want)
+	}
+	checkIndexes(t, s, "w1")
+	wantIDs(t, "needing a decision", needing(t, s), ids(rs))
+}
+
+func testReportFetch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	r := createRepos(t, s, 1)[0]
+	noErr(t, s.RequestSync(ctx, r.ID), "RequestSync")
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, Owner: "w1", State: store.RepoCloning, Salt: 2, Priority: 1})
+	want := getRepo(t, s, r.ID)
+
+	rep := store.FetchReport{
+		State: store.RepoOK, Priority: 3.5,
+		LastFetchAt: t0.Add(time.Hour), LastSuccessAt: t0.Add(time.Hour + 1), LastChangeAt: t0.Add(time.Hour + 2), LastCommitAt: t0.Add(-time.Hour),
+		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
+	}
+	before := snap(t, s)
+	for _, c := range []struct {
+		id, owner string
+		epoch     int64
+	}{{r.ID, "w2", 1}, {r.ID, "w1", 0}, {r.ID, "w1", 2}, {r.ID, "", 1}, {"r-none", "w1", 1}} {
+		wantErr(t, s.ReportFetch(ctx, c.id, c.owner, c.epoch, rep), store.ErrConflict, fmt.Sprintf("ReportFetch(%s, %s, %d)", c.id, c.owner, c.epoch))
+	}
+	wantUnchanged(t, "refused ReportFetch", before, s)
+
+	noErr(t, s.ReportFetch(ctx, r.ID, "w1", 1, rep), "ReportFetch")
+	want.State, want.Priority = rep.State, rep.Priority
+	want.LastFetchAt, want.LastSuccessAt, want.LastChangeAt, want.LastCommitAt = rep.LastFetchAt, rep.LastSuccessAt, rep.LastChangeAt, rep.LastCommitAt
+	want.CloneFailCnt, want.FetchFailCnt, want.SizeBytes, want.LastError = 1, 2, 5<<30, "slow remote"
+	equal(t, "repo after ReportFetch", getRepo(t, s, r.ID), want, normRepo)
+	checkIndexes(t, s, "w1")
+
+	// Every field is copied, including zero ones.
+	rep2 := store.FetchReport{State: store.RepoFailing, LastFetchAt: t0.Add(2 * time.Hour)}
+	noErr(t, s.ReportFetch(ctx, r.ID, "w1", 1, rep2), "second ReportFetch")
+	want.State, want.Priority = rep2.State, 0
+	want.LastFetchAt, want.LastSuccessAt, want.LastChangeAt, want.LastCommitAt = rep2.LastFetchAt, time.Time{}, time.Time{}, time.Time{}
+	want.CloneFailCnt, want.FetchFailCnt, want.SizeBytes, want.LastError = 0, 0, 0, ""
+	equal(t, "repo after second ReportFetch", getRepo(t, s, r.ID), want, normRepo)
+	checkIndexes(t, s, "w1")
+}
+
+func testHandBack(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	r := createRepos(t, s, 1)[0]
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, Owner: "w1", State: store.RepoOK, Priority: 2})
+	want := getRepo(t, s, r.ID)
+
+	before := snap(t, s)
+	for _, c := range []struct {
+		id, owner string
+		epoch     int64
+	}{{r.ID, "w2", 1}, {r.ID, "w1", 0}, {r.ID, "w1", 2}, {"r-none", "w1", 1}} {
+		wantErr(t, s.HandBack(ctx, c.id, c.owner, c.epoch, "disk full"), store.ErrConflict, fmt.Sprintf("HandBack(%s, %s, %d)", c.id, c.owner, c.epoch))
+	}
+	wantUnchanged(t, "refused HandBack", before, s)
+
+	noErr(t, s.HandBack(ctx, r.ID, "w1", 1, "disk full"), "HandBack")
+	want.State, want.LastError = store.RepoOverflow, "disk full"
+	equal(t, "repo after HandBack", getRepo(t, s, r.ID), want, normRepo)
+	wantIDs(t, "needing a decision after HandBack", needing(t, s), []string{r.ID})
+	checkIndexes(t, s, "w1")
+}
+
+func testCountRepos(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	rs := createRepos(t, s, 6)
+	wantCounts(t, s, map[store.RepoState]int{store.RepoPending: 6})
+	mustApply(t, s, term,
+		store.AssignRepo{ID: rs[0].ID, Owner: "w1", State: store.RepoCloning},
+		store.AssignRepo{ID: rs[1].ID, Owner: "w1", State: store.RepoCloning},
+		store.AssignRepo{ID: rs[2].ID, Owner: "w1", State: store.RepoCloning},
+	)
+	wantCounts(t, s, map[store.RepoState]int{store.RepoPending: 3, store.RepoCloning: 3})
+	noErr(t, s.ReportFetch(ctx, rs[0].ID, "w1", 1, store.FetchReport{State: store.RepoOK}), "ReportFetch")
+	noErr(t, s.ReportFetch(ctx, rs[1].ID, "w1", 1, store.FetchReport{State: store.RepoGone}), "ReportFetch")
+	noErr(t, s.HandBack(ctx, rs[2].ID, "w1", 1, "full"), "HandBack")
+	noErr(t, s.RequestDelete(ctx, rs[3].ID), "RequestDelete")
+	wantCounts(t, s, map[store.RepoState]int{store.RepoPending: 2, store.RepoOK: 1, store.RepoGone: 1, store.RepoOverflow: 1, store.RepoDeleting: 1})
+	mustApply(t, s, term, store.DeleteRepo{ID: rs[3].ID}, store.DeleteRepo{ID: rs[0].ID, ExpectEpoch: 1})
+	wantCounts(t, s, map[store.RepoState]int{store.RepoPending: 2, store.RepoGone: 1, store.RepoOverflow: 1})
+	checkIndexes(t, s, "w1")
+}
+
+func wantCounts(t *testing.T, s store.Store, want map[store.RepoState]int) {
+	t.Helper()
+	got, err := s.CountRepos(t.Context())
+	noErr(t, err, "CountRepos")
+	for _, st := range allStates(got, want) {
+		if got[st] != want[st] {
+			t.Fatalf("CountRepos = %v, want %v", got, want)
+		}
+	}
+}
+
+func allStates(ms ...map[store.RepoState]int) []store.RepoState {
+	states := []store.RepoState{store.RepoPending, store.RepoCloning, store.RepoOK, store.RepoFailing, store.RepoGone, store.RepoOverflow, store.RepoDeleting}
+	for _, m := range ms {
+		for st := range m {
+			if !slices.Contains(states, st) {
+				states = append(states, st)
+			}
+		}
+	}
+	return states
+}
+
+// testIndexesStayExact walks repos through every kind of write and checks after each
+// that the owner index, the needs-decision index and the counts match the repos.
+func testIndexesStayExact(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	owners := []string{"w1", "w2", "w3", "w9"}
+	rs := createRepos(t, s, 20)
+	preowned := newRepo(100) // created with an owner, as a restore might
+	preowned.Owner, preowned.OwnerEpoch, preowned.State = "w9", 4, store.RepoOK
+	if _, created, err := s.CreateRepo(ctx, preowned); err != nil || !created {
+		t.Fatalf("CreateRepo(preowned) = %v, %v", created, err)
+	}
+	checkIndexes(t, s, owners...)
+
+	epoch := map[string]int64{}
+	owner := map[string]string{}
+	assign := func(to string, state store.RepoState, clearSync bool, idx ...int) {
+		t.Helper()
+		var muts []store.Mutation
+		for _, i := range idx {
+			id := rs[i].ID
+			muts = append(muts, store.AssignRepo{ID: id, ExpectOwner: owner[id], ExpectEpoch: epoch[id], Owner: to, State: state, ClearSync: clearSync})
+			owner[id] = to
+			epoch[id]++
+		}
+		mustApply(t, s, term, muts...)
+		checkIndexes(t, s, owners...)
+	}
+	step := func(what string, err error) {
+		t.Helper()
+		noErr(t, err, what)
+		checkIndexes(t, s, owners...)
+	}
+
+	assign("w1", store.RepoCloning, false, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9)
+	assign("w2", store.RepoCloning, false, 10, 11, 12, 13, 14)
+	step("RequestSync", s.RequestSync(ctx, rs[3].ID))
+	assign("w2", store.RepoCloning, true, 3)
+	assign("w2", store.RepoOK, false, 0, 1, 2, 4)
+	step("ReportFetch ok", s.ReportFetch(ctx, rs[5].ID, "w1", epoch[rs[5].ID], store.FetchReport{State: store.RepoOK}))
+	step("ReportFetch failing", s.ReportFetch(ctx, rs[6].ID, "w1", epoch[rs[6].ID], store.FetchReport{State: store.RepoFailing, LastError: "x"}))
+	step("ReportFetch gone", s.ReportFetch(ctx, rs[10].ID, "w2", epoch[rs[10].ID], store.FetchReport{State: store.RepoGone}))
+	step("HandBack", s.HandBack(ctx, rs[7].ID, "w1", epoch[rs[7].ID], "disk full"))
+	assign("w3", store.RepoCloning, false, 7)
+	step("RequestDelete", s.RequestDelete(ctx, rs[8].ID))
+	step("RequestDelete unowned", s.RequestDelete(ctx, rs[19].ID))
+	step("DeleteRepo", s.Apply(ctx, term, []store.Mutation{
+		store.DeleteRepo{ID: rs[8].ID, ExpectEpoch: epoch[rs[8].ID]},
+		store.DeleteRepo{ID: rs[11].ID, ExpectEpoch: epoch[rs[11].ID]},
+		store.DeleteRepo{ID: rs[19].ID},
+		store.DeleteRepo{ID: preowned.ID, ExpectEpoch: 4},
+	}))
+	assign("", store.RepoPending, false, 12)
+	step("RequestSync unowned", s.RequestSync(ctx, rs[12].ID))
+	assign("w1", store.RepoCloning, true, 12, 15, 16)
+}
+
+func needing(t *testing.T, s store.Store) []store.Repo {
+	t.Helper()
+	rs, err := s.ListReposNeedingDecision(t.Context(), 0)
+	noErr(t, err, "ListReposNeedingDecision")
+	slices.SortFunc(rs, func(a, b store.Repo) int { return cmp.Compare(a.ID, b.ID) })
+	return rs
+}
+
+// checkIndexes derives what each index must hold from a full listing and compares.
+func checkIndexes(t *testing.T, s store.Store, owners ...string) {
+	t.Helper()
+	ctx := t.Context()
+	all := pageAll(t, "ListRepos", 3, func(c string) ([]store.Repo, string, error) { return s.ListRepos(ctx, c, 3) })
+	byID := map[string]store.Repo{}
+	var needIDs []string
+	counts := map[store.RepoState]int{}
+	for _, r := range all {
+		byID[r.ID] = r
+		if r.NeedsDecision() {
+			needIDs = append(needIDs, r.ID)
+		}
+		counts[r.State]++
+	}
+	for _, owner := range owners {
+		var want []string
+		for _, r := range all {
+			if r.Owner == owner {
+				want = append(want, r.ID)
+			}
+		}
+		got := pageAll(t, "ListReposByOwner", 2, func(c string) ([]store.Repo, string, error) { return s.ListReposByOwner(ctx, owner, c, 2) })
+		wantIDs(t, "ListReposByOwner("+owner+")", got, want)
+		for _, r := range got {
+			equal(t, "repo from the owner index", r, byID[r.ID], normRepo)
+		}
+	}
+	needs := needing(t, s)
+	wantIDs(t, "ListReposNeedingDecision", needs, needIDs)
+	for _, r := range needs {
+		equal(t, "repo from the needs-decision index", r, byID[r.ID], normRepo)
+	}
+	few, err := s.ListReposNeedingDecision(ctx, 2)
+	noErr(t, err, "ListReposNeedingDecision(2)")
+	if len(few) != min(2, len(needIDs)) {
+		t.Fatalf("ListReposNeedingDecision(2) returned %d of %d", len(few), len(needIDs))
+	}
+	for _, r := range few {
+		if !slices.Contains(needIDs, r.ID) {
+			t.Fatalf("ListReposNeedingDecision(2) returned %s, which needs no decision", r.ID)
+		}
+	}
+	wantCounts(t, s, counts)
+}

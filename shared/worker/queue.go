@@ -1,0 +1,145 @@
+package worker
+
+import (
+	"container/heap"
+	"time"
+)
+
+// Queue is the fetch schedule of one worker (seed 004): a min-priority queue of the repos
+// it owns, plus a holding heap of repos that may not be fetched before a given time
+// (per-repo minimum interval, back-off, Retry-After). It is not safe for concurrent use.
+type Queue struct {
+	ready   readyHeap
+	waiting waitHeap
+	items   map[string]*qitem
+	seq     uint64
+	last    float64 // priority of the last pop: the queue's virtual "now"
+}
+
+type qitem struct {
+	id        string
+	priority  float64
+	notBefore time.Time
+	seq       uint64 // FIFO among equal priorities
+	index     int    // position in whichever heap holds it; -1 when popped
+	inReady   bool
+}
+
+// NewQueue returns an empty queue.
+func NewQueue() *Queue { return &Queue{items: map[string]*qitem{}} }
+
+// Len is the number of queued repos (not counting those popped and in flight).
+func (q *Queue) Len() int { return len(q.items) }
+
+// Has reports whether id is queued.
+func (q *Queue) Has(id string) bool { _, ok := q.items[id]; return ok }
+
+// Min is the priority at the front of the queue: the smallest ready priority, or the
+// last one popped when nothing is ready. Pushing at Min puts a repo next in line.
+func (q *Queue) Min() float64 {
+	if len(q.ready) > 0 && q.ready[0].priority < q.last {
+		return q.ready[0].priority
+	}
+	return q.last
+}
+
+// Push queues id (or requeues it) with priority, not to be fetched before notBefore.
+func (q *Queue) Push(id string, priority float64, notBefore time.Time) {
+	q.Remove(id)
+	q.seq++
+	it := &qitem{id: id, priority: priority, notBefore: notBefore, seq: q.seq}
+	q.items[id] = it
+	if notBefore.IsZero() {
+		it.inReady = true
+		heap.Push(&q.ready, it)
+	} else {
+		heap.Push(&q.waiting, it)
+	}
+}
+
+// Remove drops id; it reports whether id was queued.
+func (q *Queue) Remove(id string) bool {
+	it, ok := q.items[id]
+	if !ok {
+		return false
+	}
+	delete(q.items, id)
+	if it.inReady {
+		heap.Remove(&q.ready, it.index)
+	} else {
+		heap.Remove(&q.waiting, it.index)
+	}
+	return true
+}
+
+// Priority returns id's queued priority.
+func (q *Queue) Priority(id string) (float64, bool) {
+	it, ok := q.items[id]
+	if !ok {
+		return 0, false
+	}
+	return it.priority, true
+}
+
+// Pop removes and returns the repo with the smallest priority among those eligible at now.
+func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
+	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {
+		it := heap.Pop(&q.waiting).(*qitem)
+		it.inReady = true
+		heap.Push(&q.ready, it)
+	}
+	if len(q.ready) == 0 {
+		return "", 0, false
+	}
+	it := heap.Pop(&q.ready).(*qitem)
+	delete(q.items, it.id)
+	q.last = it.priority
+	return it.id, it.priority, true
+}
+
+// NextEligible is when the earliest held repo becomes eligible (zero if one is ready now
+// or the queue is empty; ok=false when nothing is queued).
+func (q *Queue) NextEligible() (time.Time, bool) {
+	if len(q.ready) > 0 {
+		return time.Time{}, true
+	}
+	if len(q.waiting) > 0 {
+		return q.waiting[0].notBefore, true
+	}
+	return time.Time{}, false
+}
+
+type readyHeap []*qitem
+
+func (h readyHeap) Len() int { return len(h) }
+func (h readyHeap) Less(i, j int) bool {
+	if h[i].priority != h[j].priority {
+		return h[i].priority < h[j].priority
+	}
+	return h[i].seq < h[j].seq
+}
+func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *readyHeap) Push(x any)   { it := x.(*qitem); it.index = len(*h); *h = append(*h, it) }
+func (h *readyHeap) Pop() any     { return popLast((*[]*qitem)(h)) }
+
+type waitHeap []*qitem
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(i, j int) bool {
+	if !h[i].notBefore.Equal(h[j].notBefore) {
+		return h[i].notBefore.Before(h[j].notBefore)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *waitHeap) Push(x any)   { it := x.(*qitem); it.index = len(*h); *h = append(*h, it) }
+func (h *waitHeap) Pop() any     { return popLast((*[]*qitem)(h)) }
+
+func popLast(h *[]*qitem) any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.index = -1
+	return it
+}

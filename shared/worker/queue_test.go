@@ -1,0 +1,58 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var q0 = time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+
+func TestQueuePopsSmallestEligiblePriority(t *testing.T) {
+	q := NewQueue()
+	q.Push("a", 5, time.Time{})
+	q.Push("b", 1, q0.Add(time.Minute)) // smallest, but held for a minute
+	q.Push("c", 3, time.Time{})
+	q.Push("d", 3, time.Time{}) // ties: first pushed first
+	var got []string
+	for {
+		id, _, ok := q.Pop(q0)
+		if !ok {
+			break
+		}
+		got = append(got, id)
+	}
+	if want := "c d a"; strings.Join(got, " ") != want {
+		t.Fatalf("pop order %q, want %q", strings.Join(got, " "), want)
+	}
+	if at, ok := q.NextEligible(); !ok || !at.Equal(q0.Add(time.Minute)) {
+		t.Fatalf("next eligible %v %v", at, ok)
+	}
+	if id, _, ok := q.Pop(q0.Add(time.Minute)); !ok || id != "b" {
+		t.Fatalf("held repo not released: %q %v", id, ok)
+	}
+}
+
+func TestQueueRemoveAndRequeue(t *testing.T) {
+	q := NewQueue()
+	q.Push("a", 1, time.Time{})
+	q.Push("b", 2, q0.Add(time.Hour))
+	if !q.Remove("b") || q.Remove("b") || q.Len() != 1 {
+		t.Fatal("remove of held repo")
+	}
+	q.Push("a", 9, time.Time{}) // requeue replaces
+	if p, _ := q.Priority("a"); p != 9 || q.Len() != 1 {
+		t.Fatalf("requeue: priority %v len %d", p, q.Len())
+	}
+}
+
+func TestQueueFrontIsAheadOfEverythingReady(t *testing.T) {
+	q := NewQueue()
+	q.Push("a", 100, time.Time{})
+	q.Push("b", 200, time.Time{})
+	q.Pop(q0) // a; the queue's virtual now is 100
+	q.Push("orphan", q.Min(), time.Time{})
+	if id, _, _ := q.Pop(q0); id != "orphan" {
+		t.Fatalf("front push popped after %q", id)
+	}
+}

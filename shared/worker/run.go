@@ -1,0 +1,92 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Run is the worker's real-time loop: a heartbeat loop and Fetchers fetch loops, until
+// ctx ends. Then dispatching stops, in-flight fetches get Drain to finish (a fetch that is
+// cut short leaves the previous mirror intact), and the worker leaves the fleet so its
+// repos move at the next coordinator tick instead of after the grace.
+func (w *Worker) Run(ctx context.Context) error {
+	fetchCtx, cancelFetches := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelFetches()
+	for {
+		err := w.Heartbeat(ctx)
+		if err == nil {
+			break
+		}
+		w.log.Warn("first heartbeat failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(w.cfg.Heartbeat):
+		}
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(w.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := w.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+					w.log.Warn("heartbeat failed", "worker", w.ID(), "err", err)
+				}
+			}
+		}
+	}()
+
+	var fetchers sync.WaitGroup
+	for range w.cfg.Fetchers {
+		fetchers.Add(1)
+		go func() {
+			defer fetchers.Done()
+			for ctx.Err() == nil {
+				if j, ok := w.Next(w.clock.Now()); ok {
+					w.Do(fetchCtx, j)
+					continue
+				}
+				select {
+				case <-ctx.Done():
+				case <-w.wake: // one idle fetcher wakes per poke; the others within a second
+				case <-time.After(w.idleWait()):
+				}
+			}
+		}()
+	}
+
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() { fetchers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.Drain):
+		w.log.Warn("abandoning in-flight fetches", "worker", w.ID())
+		cancelFetches()
+		<-done
+	}
+	wg.Wait()
+	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return w.Leave(leaveCtx)
+}
+
+// idleWait is how long an idle fetcher sleeps: until the next held repo is eligible,
+// at most one second so rate-limit tokens and pokes are picked up.
+func (w *Worker) idleWait() time.Duration {
+	w.mu.Lock()
+	at, ok := w.queue.NextEligible()
+	w.mu.Unlock()
+	if !ok || at.IsZero() {
+		return time.Second
+	}
+	return min(max(at.Sub(w.clock.Now()), 10*time.Millisecond), time.Second)
+}

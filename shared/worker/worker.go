@@ -1,0 +1,615 @@
+// Package worker is the fetch worker's runtime (DESIGN.md §5): it joins the fleet in a
+// slot, heartbeats, learns its assignment from its outbox (partial resync) or from the
+// owner index (full resync), and keeps its repos fresh through a priority queue.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// Store is the part of the store a worker uses.
+type Store interface {
+	ClaimSlot(ctx context.Context, w store.Worker, maxSlots int) (store.Worker, error)
+	Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error)
+	Leave(ctx context.Context, id string) error
+	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]store.OutboxEntry, error)
+	ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error)
+	GetRepo(ctx context.Context, id string) (store.Repo, error)
+	ReportFetch(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) error
+	HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error
+}
+
+// Mirrorer keeps mirrors on the shared storage.
+type Mirrorer interface {
+	Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) // clone if absent, else fetch
+	Exists(t fetch.Target) bool
+	Trash(ctx context.Context, t fetch.Target) error // lazy delete: rename now, free later
+}
+
+// Disk reports the mirror file system's usage (or a byte quota on EFS).
+type Disk interface {
+	Usage(ctx context.Context) (used, total int64, err error)
+}
+
+// Config holds a worker's knobs; zero fields take DefaultConfig's values.
+type Config struct {
+	ID            string        // base id; a worker that rejoins gets a new incarnation suffix
+	Fetchers      int           // concurrent fetches
+	Heartbeat     time.Duration // heartbeat interval
+	MinInterval   time.Duration // a repo is not fetched again sooner than this; <0: no minimum
+	Rate          float64       // fetch starts per second across the worker; 0 = unlimited
+	MaxSlots      int           // size of the worker slot bitmap
+	DiskThreshold float64       // above this fraction used, new clones are handed back
+	Checkpoint    time.Duration // a no-change poll writes the repo at most this often
+	FailAfter     int           // consecutive failures before the repo is failing
+	BackoffBase   time.Duration // first retry delay after a failure; doubles
+	BackoffMax    time.Duration
+	FailCooldown  time.Duration // retry interval of failing and gone repos
+	BusyRetry     time.Duration // retry delay when another process holds the repo's lock
+	Drain         time.Duration // on shutdown, how long in-flight fetches may finish
+	Policy        priority.Policy
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Fetchers:      10,
+		Heartbeat:     10 * time.Second,
+		MinInterval:   5 * time.Minute,
+		MaxSlots:      1024,
+		DiskThreshold: 0.85,
+		Checkpoint:    6 * time.Hour,
+		FailAfter:     5,
+		BackoffBase:   time.Minute,
+		BackoffMax:    6 * time.Hour,
+		FailCooldown:  24 * time.Hour,
+		BusyRetry:     30 * time.Second,
+		Drain:         20 * time.Second,
+		Policy:        priority.Cbrt{},
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Fetchers <= 0 {
+		c.Fetchers = d.Fetchers
+	}
+	durs := []struct {
+		v *time.Duration
+		d time.Duration
+	}{
+		{&c.Heartbeat, d.Heartbeat}, {&c.Checkpoint, d.Checkpoint}, {&c.BackoffBase, d.BackoffBase},
+		{&c.BackoffMax, d.BackoffMax}, {&c.FailCooldown, d.FailCooldown}, {&c.BusyRetry, d.BusyRetry}, {&c.Drain, d.Drain},
+	}
+	for _, x := range durs {
+		if *x.v <= 0 {
+			*x.v = x.d
+		}
+	}
+	if c.MinInterval == 0 {
+		c.MinInterval = d.MinInterval
+	}
+	if c.MaxSlots <= 0 {
+		c.MaxSlots = d.MaxSlots
+	}
+	if c.DiskThreshold <= 0 {
+		c.DiskThreshold = d.DiskThreshold
+	}
+	if c.FailAfter <= 0 {
+		c.FailAfter = d.FailAfter
+	}
+	if c.Policy == nil {
+		c.Policy = d.Policy
+	}
+	return c
+}
+
+// repoState is what a worker keeps per owned repo.
+type repoState struct {
+	rec         store.Repo // last known record (history the policy needs)
+	lastWritten time.Time  // when the repo record was last written by us
+	inFlight    bool
+	dropped     bool // removed while a fetch was in flight
+}
+
+// Stats are counters for metrics and tests.
+type Stats struct {
+	Fetches, Changed, Failures, Reports, HandedBack, FullResyncs, Purged int64
+}
+
+// Worker is one fetch worker.
+type Worker struct {
+	cfg    Config
+	store  Store
+	mirror Mirrorer
+	disk   Disk
+	clock  clock.Clock
+	log    *slog.Logger
+
+	mu          sync.Mutex
+	id          string
+	incarnation int
+	joined      bool
+	ack         uint64
+	repos       map[string]*repoState
+	queue       *Queue
+	inFlight    int
+	tokens      float64
+	tokensAt    time.Time
+
+	stats struct {
+		fetches, changed, failures, reports, handedBack, fullResyncs, purged atomic.Int64
+	}
+	wake chan struct{}
+}
+
+// New returns a worker that has not joined yet.
+func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog.Logger) *Worker {
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg = cfg.withDefaults()
+	return &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
+		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1)}
+}
+
+// ID is the worker's current identity ("" before it joined).
+func (w *Worker) ID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.id
+}
+
+// Owned returns the ids of the repos the worker believes it owns and their epochs.
+func (w *Worker) Owned() map[string]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]int64, len(w.repos))
+	for id, r := range w.repos {
+		if !r.dropped {
+			out[id] = r.rec.OwnerEpoch
+		}
+	}
+	return out
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	return Stats{Fetches: w.stats.fetches.Load(), Changed: w.stats.changed.Load(), Failures: w.stats.failures.Load(),
+		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
+		Purged: w.stats.purged.Load()}
+}
+
+// QueueLen is the number of repos waiting in the queue.
+func (w *Worker) QueueLen() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queue.Len()
+}
+
+// Join claims a slot and registers a new incarnation of the worker.
+func (w *Worker) Join(ctx context.Context) error {
+	now := w.clock.Now()
+	w.mu.Lock()
+	w.incarnation++
+	id := w.cfg.ID
+	if w.incarnation > 1 {
+		id = fmt.Sprintf("%s.%d", w.cfg.ID, w.incarnation)
+	}
+	w.mu.Unlock()
+	rec, err := w.store.ClaimSlot(ctx, store.Worker{ID: id, StartedAt: now, HeartbeatAt: now, State: store.WorkerJoining}, w.cfg.MaxSlots)
+	if err != nil {
+		return fmt.Errorf("join as %s: %w", id, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.id, w.joined, w.ack = rec.ID, true, 0
+	w.dropAllLocked()
+	w.log.Info("joined", "worker", rec.ID, "slot", rec.Slot)
+	return nil
+}
+
+func (w *Worker) dropAllLocked() {
+	for id, r := range w.repos {
+		if r.inFlight {
+			r.dropped = true
+		} else {
+			delete(w.repos, id)
+		}
+		w.queue.Remove(id)
+	}
+}
+
+// Heartbeat reports liveness and applies new outbox entries (joining first if needed).
+func (w *Worker) Heartbeat(ctx context.Context) error {
+	w.mu.Lock()
+	joined := w.joined
+	w.mu.Unlock()
+	if !joined {
+		if err := w.Join(ctx); err != nil {
+			return err
+		}
+	}
+	hb := store.Heartbeat{At: w.clock.Now()}
+	if w.disk != nil {
+		used, total, err := w.disk.Usage(ctx)
+		if err == nil {
+			hb.DiskUsed, hb.DiskTotal = used, total
+		}
+	}
+	w.mu.Lock()
+	id := w.id
+	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queue.Len()
+	w.mu.Unlock()
+
+	rec, err := w.store.Heartbeat(ctx, id, hb)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.State == store.WorkerDead) {
+		// Declared dead while we were away: our repos have moved. Start over as a new
+		// incarnation rather than fight the coordinator for them.
+		w.log.Warn("worker was declared dead; rejoining", "worker", id)
+		w.mu.Lock()
+		w.joined = false
+		w.dropAllLocked()
+		w.mu.Unlock()
+		return w.Join(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	if err := w.syncOutbox(ctx, rec); err != nil {
+		return err
+	}
+	w.poke()
+	return nil
+}
+
+func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
+	w.mu.Lock()
+	ack := w.ack
+	w.mu.Unlock()
+	if ack < rec.TrimmedTo {
+		if err := w.fullResync(ctx, rec.OutboxHead); err != nil {
+			return err
+		}
+		ack = rec.OutboxHead
+	}
+	for {
+		entries, err := w.store.ReadOutbox(ctx, rec.ID, ack, 1000)
+		if err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		if len(entries) == 0 {
+			return nil
+		}
+		if entries[0].Seq != ack+1 {
+			// Entries we never saw were trimmed between the heartbeat and this read.
+			if err := w.fullResync(ctx, rec.OutboxHead); err != nil {
+				return err
+			}
+			ack = rec.OutboxHead
+			continue
+		}
+		for _, e := range entries {
+			if err := w.applyEntry(ctx, e); err != nil {
+				return err
+			}
+			ack = e.Seq
+		}
+		w.mu.Lock()
+		w.ack = ack
+		w.mu.Unlock()
+	}
+}
+
+// fullResync replaces the local assignment with the owner index's view. Entries after
+// head are replayed afterwards; they are idempotent.
+func (w *Worker) fullResync(ctx context.Context, head uint64) error {
+	w.stats.fullResyncs.Add(1)
+	id := w.ID()
+	listed := map[string]store.Repo{}
+	cursor := ""
+	for {
+		page, next, err := w.store.ListReposByOwner(ctx, id, cursor, 1000)
+		if err != nil {
+			return fmt.Errorf("full resync: %w", err)
+		}
+		for _, r := range page {
+			listed[r.ID] = r
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for rid, r := range w.repos {
+		if _, ok := listed[rid]; !ok {
+			w.removeLocked(rid, r)
+		}
+	}
+	for _, r := range listed {
+		w.addLocked(r, r.Priority)
+	}
+	w.ack = head
+	w.log.Info("full resync", "worker", id, "repos", len(listed), "ack", head)
+	return nil
+}
+
+func (w *Worker) removeLocked(id string, r *repoState) {
+	w.queue.Remove(id)
+	if r.inFlight {
+		r.dropped = true
+		return
+	}
+	delete(w.repos, id)
+}
+
+// addLocked starts tracking rec, or refreshes its epoch when already tracked.
+// Priority 0 means "front of the queue" (orphans and new repos).
+func (w *Worker) addLocked(rec store.Repo, prio float64) {
+	if r, ok := w.repos[rec.ID]; ok && !r.dropped {
+		r.rec.OwnerEpoch = rec.OwnerEpoch
+		return
+	}
+	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt}
+	p := max(prio, w.queue.Min())
+	w.queue.Push(rec.ID, p, time.Time{})
+}
+
+func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
+	switch e.Op {
+	case store.OpAdd:
+		rec, err := w.store.GetRepo(ctx, e.RepoID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // deleted since; a purge entry follows or already came
+		}
+		if err != nil {
+			return fmt.Errorf("read repo %s: %w", e.RepoID, err)
+		}
+		rec.OwnerEpoch = e.Epoch
+		w.mu.Lock()
+		w.addLocked(rec, e.Priority)
+		w.mu.Unlock()
+	case store.OpDel:
+		w.mu.Lock()
+		if r, ok := w.repos[e.RepoID]; ok {
+			w.removeLocked(e.RepoID, r)
+		}
+		w.mu.Unlock()
+	case store.OpPurge:
+		w.mu.Lock()
+		if r, ok := w.repos[e.RepoID]; ok {
+			w.removeLocked(e.RepoID, r)
+		}
+		w.mu.Unlock()
+		if err := w.mirror.Trash(ctx, fetch.Target{ID: e.RepoID, URL: e.URL}); err != nil {
+			w.log.Warn("purge: trash mirror", "repo", e.RepoID, "err", err)
+		}
+		w.stats.purged.Add(1)
+	case store.OpSync:
+		w.mu.Lock()
+		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
+			r.rec.OwnerEpoch = e.Epoch
+			if !r.inFlight {
+				w.queue.Push(e.RepoID, w.queue.Min(), time.Time{})
+			}
+		}
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// Job is one fetch handed to a fetcher.
+type Job struct {
+	Target   fetch.Target
+	Owner    string
+	Epoch    int64
+	Priority float64
+}
+
+// Next pops the next repo to fetch at now, if one is eligible and the rate allows.
+func (w *Worker) Next(now time.Time) (Job, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.joined || !w.allowLocked(now) {
+		return Job{}, false
+	}
+	for {
+		id, prio, ok := w.queue.Pop(now)
+		if !ok {
+			return Job{}, false
+		}
+		r, ok := w.repos[id]
+		if !ok || r.dropped {
+			continue
+		}
+		r.inFlight = true
+		w.inFlight++
+		if w.cfg.Rate > 0 {
+			w.tokens--
+		}
+		return Job{Target: fetch.Target{ID: id, URL: r.rec.URL}, Owner: w.id, Epoch: r.rec.OwnerEpoch, Priority: prio}, true
+	}
+}
+
+// allowLocked is a token bucket over the worker's fetch starts.
+func (w *Worker) allowLocked(now time.Time) bool {
+	if w.cfg.Rate <= 0 {
+		return true
+	}
+	burst := math.Max(1, w.cfg.Rate)
+	if w.tokensAt.IsZero() {
+		w.tokens = burst
+	} else {
+		w.tokens = math.Min(burst, w.tokens+now.Sub(w.tokensAt).Seconds()*w.cfg.Rate)
+	}
+	w.tokensAt = now
+	return w.tokens >= 1
+}
+
+// Do runs one job: the disk guard, the fetch, the bookkeeping.
+func (w *Worker) Do(ctx context.Context, j Job) {
+	cloned := w.mirror.Exists(j.Target)
+	if !cloned && w.disk != nil {
+		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 && float64(used)/float64(total) > w.cfg.DiskThreshold {
+			w.handBack(ctx, j, fmt.Sprintf("disk %.0f%% full on %s", 100*float64(used)/float64(total), j.Owner))
+			return
+		}
+	}
+	w.stats.fetches.Add(1)
+	res, err := w.mirror.Sync(ctx, j.Target)
+	w.finish(ctx, j, cloned, res, err)
+}
+
+// RunOnce takes the next eligible job and runs it synchronously; false if none was due.
+func (w *Worker) RunOnce(ctx context.Context) bool {
+	j, ok := w.Next(w.clock.Now())
+	if !ok {
+		return false
+	}
+	w.Do(ctx, j)
+	return true
+}
+
+func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
+	w.mu.Lock()
+	if r, ok := w.repos[j.Target.ID]; ok {
+		r.inFlight = false
+		w.inFlight--
+		delete(w.repos, j.Target.ID)
+	}
+	w.mu.Unlock()
+	w.stats.handedBack.Add(1)
+	if err := w.store.HandBack(ctx, j.Target.ID, j.Owner, j.Epoch, reason); err != nil && !errors.Is(err, store.ErrConflict) {
+		w.log.Warn("hand back", "repo", j.Target.ID, "err", err)
+	}
+	w.log.Info("handed back (disk guard)", "repo", j.Target.ID, "reason", reason)
+}
+
+// finish updates the repo after a fetch, decides its next turn and writes the record
+// only when something worth storing happened (invariant 6).
+func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Result, ferr error) {
+	now := w.clock.Now()
+	w.mu.Lock()
+	r, ok := w.repos[j.Target.ID]
+	if !ok {
+		w.mu.Unlock()
+		return
+	}
+	r.inFlight = false
+	w.inFlight--
+	if r.dropped {
+		delete(w.repos, j.Target.ID)
+		w.mu.Unlock()
+		return
+	}
+	rec := &r.rec
+	prev := *rec
+	write := false
+	notBefore := now.Add(max(w.cfg.MinInterval, 0))
+	kind := fetch.KindOf(ferr)
+	switch {
+	case ferr == nil:
+		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
+		rec.LastFetchAt, rec.LastSuccessAt = now, now
+		if res.Changed {
+			rec.LastChangeAt = now
+			w.stats.changed.Add(1)
+		}
+		if !res.LastCommitAt.IsZero() {
+			rec.LastCommitAt = res.LastCommitAt
+		}
+		rec.SizeBytes = res.SizeBytes
+		rec.State = store.RepoOK
+		write = res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
+			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
+	case kind == fetch.KindBusy:
+		notBefore = now.Add(w.cfg.BusyRetry) // someone else is fetching it: nothing to record
+	default:
+		w.stats.failures.Add(1)
+		rec.LastFetchAt = now
+		rec.LastError = ferr.Error()
+		fails := 0
+		if wasCloned {
+			rec.FetchFailCnt++
+			fails = rec.FetchFailCnt
+		} else {
+			rec.CloneFailCnt++
+			fails = rec.CloneFailCnt
+		}
+		backoff := min(time.Duration(float64(w.cfg.BackoffBase)*math.Pow(2, float64(fails-1))), w.cfg.BackoffMax)
+		switch {
+		case kind == fetch.KindNotFound:
+			rec.State = store.RepoGone // the mirror is kept; checked again on the cooldown
+			backoff = w.cfg.FailCooldown
+		case fails >= w.cfg.FailAfter:
+			rec.State = store.RepoFailing
+			backoff = w.cfg.FailCooldown
+		}
+		if ra := fetch.RetryAfterOf(ferr); ra > backoff {
+			backoff = ra
+		}
+		notBefore = now.Add(max(backoff, w.cfg.MinInterval, 0))
+		write = true
+	}
+	cloned := wasCloned || (ferr == nil)
+	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
+		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed, Now: now})
+	w.queue.Push(j.Target.ID, rec.Priority, notBefore)
+	report := store.FetchReport{State: rec.State, Priority: rec.Priority, LastFetchAt: rec.LastFetchAt,
+		LastSuccessAt: rec.LastSuccessAt, LastChangeAt: rec.LastChangeAt, LastCommitAt: rec.LastCommitAt,
+		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError}
+	if write {
+		r.lastWritten = now
+	}
+	w.mu.Unlock()
+
+	if ferr != nil && kind != fetch.KindBusy {
+		w.log.Info("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
+	}
+	if !write {
+		return
+	}
+	w.stats.reports.Add(1)
+	if err := w.store.ReportFetch(ctx, j.Target.ID, j.Owner, j.Epoch, report); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			// We no longer hold this epoch (moved, re-synced or deleted); the outbox says what next.
+			w.log.Debug("fetch report fenced off", "repo", j.Target.ID, "epoch", j.Epoch)
+			return
+		}
+		w.log.Warn("report fetch", "repo", j.Target.ID, "err", err)
+	}
+}
+
+// Leave tells the coordinator this worker is going away so its repos move now rather
+// than after the grace.
+func (w *Worker) Leave(ctx context.Context) error {
+	id := w.ID()
+	if id == "" {
+		return nil
+	}
+	if err := w.store.Leave(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("leave: %w", err)
+	}
+	return nil
+}
+
+func (w *Worker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
