@@ -2,9 +2,14 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
+
+// ErrKilled, as the cancel cause of Run's context, stops the worker abruptly: no drain and
+// no goodbye, as a crash would (tests use it to kill one worker of an in-process fleet).
+var ErrKilled = errors.New("worker killed")
 
 // Run is the worker's real-time loop: a heartbeat loop and Fetchers fetch loops, until
 // ctx ends. Then dispatching stops, in-flight fetches get Drain to finish (a fetch that is
@@ -64,6 +69,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), ErrKilled) {
+		cancelFetches()
+		fetchers.Wait()
+		wg.Wait()
+		return nil
+	}
 	done := make(chan struct{})
 	go func() { fetchers.Wait(); close(done) }()
 	select {

@@ -24,6 +24,7 @@ type Store interface {
 	ClaimSlot(ctx context.Context, w store.Worker, maxSlots int) (store.Worker, error)
 	Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error)
 	Leave(ctx context.Context, id string) error
+	GetWorker(ctx context.Context, id string) (store.Worker, error)
 	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]store.OutboxEntry, error)
 	ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error)
 	GetRepo(ctx context.Context, id string) (store.Repo, error)
@@ -199,26 +200,40 @@ func (w *Worker) QueueLen() int {
 	return w.queue.Len()
 }
 
-// Join claims a slot and registers a new incarnation of the worker.
+// Join claims a slot and registers the worker. A live record under our id is a previous
+// run of this same worker (a restart): it is resumed and the outbox replayed from the
+// start. A dead or draining one is not ours any more: we take the next incarnation id.
 func (w *Worker) Join(ctx context.Context) error {
 	now := w.clock.Now()
-	w.mu.Lock()
-	w.incarnation++
-	id := w.cfg.ID
-	if w.incarnation > 1 {
-		id = fmt.Sprintf("%s.%d", w.cfg.ID, w.incarnation)
+	for attempt := 0; ; attempt++ {
+		w.mu.Lock()
+		w.incarnation++
+		id := w.cfg.ID
+		if w.incarnation > 1 {
+			id = fmt.Sprintf("%s.%d", w.cfg.ID, w.incarnation)
+		}
+		w.mu.Unlock()
+		rec, err := w.store.ClaimSlot(ctx, store.Worker{ID: id, StartedAt: now, HeartbeatAt: now, State: store.WorkerJoining}, w.cfg.MaxSlots)
+		if errors.Is(err, store.ErrConflict) && attempt < 100 {
+			old, gerr := w.store.GetWorker(ctx, id)
+			if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
+				return fmt.Errorf("join as %s: %w", id, gerr)
+			}
+			if gerr != nil || old.State == store.WorkerDead || old.State == store.WorkerDraining || attempt > 0 {
+				continue
+			}
+			rec = old
+			w.log.Info("resuming worker record from a previous run", "worker", id, "state", old.State)
+		} else if err != nil {
+			return fmt.Errorf("join as %s: %w", id, err)
+		}
+		w.mu.Lock()
+		w.id, w.joined, w.ack = rec.ID, true, 0
+		w.dropAllLocked()
+		w.mu.Unlock()
+		w.log.Info("joined", "worker", rec.ID, "slot", rec.Slot)
+		return nil
 	}
-	w.mu.Unlock()
-	rec, err := w.store.ClaimSlot(ctx, store.Worker{ID: id, StartedAt: now, HeartbeatAt: now, State: store.WorkerJoining}, w.cfg.MaxSlots)
-	if err != nil {
-		return fmt.Errorf("join as %s: %w", id, err)
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.id, w.joined, w.ack = rec.ID, true, 0
-	w.dropAllLocked()
-	w.log.Info("joined", "worker", rec.ID, "slot", rec.Slot)
-	return nil
 }
 
 func (w *Worker) dropAllLocked() {

@@ -1,0 +1,222 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
+)
+
+// scripted is a Mirrorer whose answers the test sets per call.
+type scripted struct {
+	exists  bool
+	results []error // popped per Sync; nil = success with changes
+	changed bool
+	calls   int
+}
+
+func (s *scripted) Sync(context.Context, fetch.Target) (fetch.Result, error) {
+	s.calls++
+	var err error
+	if len(s.results) > 0 {
+		err, s.results = s.results[0], s.results[1:]
+	}
+	if err != nil {
+		return fetch.Result{}, err
+	}
+	cloned := !s.exists
+	s.exists = true
+	return fetch.Result{Cloned: cloned, Changed: cloned || s.changed, LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, nil
+}
+func (s *scripted) Exists(fetch.Target) bool                  { return s.exists }
+func (s *scripted) Trash(context.Context, fetch.Target) error { s.exists = false; return nil }
+
+type fixture struct {
+	st  *bolt.Store
+	clk *clock.Virtual
+	w   *worker.Worker
+	m   *scripted
+	id  string
+}
+
+// newFixture makes a worker that owns one repo, assigned through a real outbox entry.
+func newFixture(t *testing.T, cfg worker.Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	m := &scripted{}
+	cfg.ID = "w1"
+	w := worker.New(cfg, st, m, nil, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	el, err := st.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://example.org/a/b"
+	id := store.RepoID(url)
+	if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Apply(ctx, el.Term, []store.Mutation{
+		store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning},
+		store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Owned(); got[id] != 1 {
+		t.Fatalf("worker holds %v after the outbox entry", got)
+	}
+	return &fixture{st: st, clk: clk, w: w, m: m, id: id}
+}
+
+func (f *fixture) repo(t *testing.T) store.Repo {
+	t.Helper()
+	r, err := f.st.GetRepo(context.Background(), f.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestFailuresBackOffThenFail(t *testing.T) {
+	f := newFixture(t, worker.Config{FailAfter: 3, BackoffBase: time.Minute, MinInterval: time.Second, FailCooldown: 24 * time.Hour})
+	ctx := context.Background()
+	netErr := &fetch.Error{Kind: fetch.KindNetwork, Err: errors.New("connection reset")}
+	f.m.results = []error{netErr, netErr, netErr}
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("nothing to fetch")
+	}
+	if r := f.repo(t); r.CloneFailCnt != 1 || r.State != store.RepoCloning || r.LastError == "" {
+		t.Fatalf("after one failure: %+v", r)
+	}
+	// Backed off: not eligible before a minute has passed.
+	f.clk.Advance(59 * time.Second)
+	if f.w.RunOnce(ctx) {
+		t.Fatal("fetched again before the back-off ended")
+	}
+	f.clk.Advance(time.Second)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("not retried after the back-off")
+	}
+	f.clk.Advance(2*time.Minute - time.Second) // the second back-off is twice as long
+	if f.w.RunOnce(ctx) {
+		t.Fatal("second back-off did not double")
+	}
+	f.clk.Advance(time.Second)
+	f.w.RunOnce(ctx)
+	if r := f.repo(t); r.State != store.RepoFailing || r.CloneFailCnt != 3 {
+		t.Fatalf("after %d failures: state %s count %d", 3, r.State, r.CloneFailCnt)
+	}
+	f.clk.Advance(23 * time.Hour)
+	if f.w.RunOnce(ctx) {
+		t.Fatal("failing repo retried before the cooldown")
+	}
+	f.clk.Advance(time.Hour)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("failing repo not retried after the cooldown")
+	}
+	if r := f.repo(t); r.State != store.RepoOK || r.CloneFailCnt != 0 || r.LastError != "" {
+		t.Fatalf("recovered repo: %+v", r)
+	}
+}
+
+func TestNotFoundMarksGoneAndRateLimitHonoursRetryAfter(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Second, BackoffBase: time.Second})
+	ctx := context.Background()
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindRateLimited, RetryAfter: 10 * time.Minute, Err: errors.New("429")},
+		&fetch.Error{Kind: fetch.KindNotFound, Err: errors.New("404")}}
+	f.w.RunOnce(ctx)
+	f.clk.Advance(10*time.Minute - time.Second)
+	if f.w.RunOnce(ctx) {
+		t.Fatal("retried before Retry-After")
+	}
+	f.clk.Advance(time.Second)
+	f.w.RunOnce(ctx)
+	if r := f.repo(t); r.State != store.RepoGone || r.LastError == "" {
+		t.Fatalf("404: state %s error %q", r.State, r.LastError)
+	}
+}
+
+func TestNoChangePollWritesOnlyAtCheckpoints(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Minute, Checkpoint: time.Hour})
+	ctx := context.Background()
+	f.w.RunOnce(ctx) // the clone: written
+	first := f.repo(t)
+	if first.State != store.RepoOK {
+		t.Fatalf("after clone: %s", first.State)
+	}
+	reports := f.w.Stats().Reports
+	for range 30 { // 30 no-change polls over 30 minutes
+		f.clk.Advance(time.Minute)
+		if !f.w.RunOnce(ctx) {
+			t.Fatal("no poll")
+		}
+	}
+	if got := f.w.Stats().Reports - reports; got != 0 {
+		t.Fatalf("%d writes for no-change polls", got)
+	}
+	if r := f.repo(t); !r.LastFetchAt.Equal(first.LastFetchAt) {
+		t.Fatal("record changed without a write")
+	}
+	f.clk.Advance(31 * time.Minute)
+	f.w.RunOnce(ctx)
+	if got := f.w.Stats().Reports - reports; got != 1 {
+		t.Fatalf("%d writes after the checkpoint interval, want 1", got)
+	}
+}
+
+func TestSyncEntryJumpsTheQueueAndPurgeTrashes(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Hour})
+	ctx := context.Background()
+	f.w.RunOnce(ctx)
+	if f.w.RunOnce(ctx) {
+		t.Fatal("polled inside the minimum interval")
+	}
+	el, _ := f.st.GetElection(ctx)
+	wk, _ := f.st.GetWorker(ctx, "w1")
+	r := f.repo(t)
+	err := f.st.Apply(ctx, el.Term, []store.Mutation{
+		store.AssignRepo{ID: f.id, ExpectOwner: "w1", ExpectEpoch: r.OwnerEpoch, Owner: "w1", ClearSync: true},
+		store.AppendOutbox{Worker: "w1", ExpectHead: wk.OutboxHead, Entries: []store.OutboxEntry{{Op: store.OpSync, RepoID: f.id, URL: r.URL, Epoch: r.OwnerEpoch + 1}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("sync entry did not make the repo eligible now")
+	}
+	wk, _ = f.st.GetWorker(ctx, "w1")
+	if err := f.st.Apply(ctx, el.Term, []store.Mutation{store.AppendOutbox{Worker: "w1", ExpectHead: wk.OutboxHead,
+		Entries: []store.OutboxEntry{{Op: store.OpPurge, RepoID: f.id, URL: r.URL}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.w.Owned()) != 0 || f.m.exists {
+		t.Fatal("purge did not drop the repo and trash its mirror")
+	}
+}
