@@ -1,21 +1,131 @@
-// Command mirrorfleet runs the local fleet and talks to its API.
+// Command mirrorfleet runs the local fleet (`mirrorfleet run`) and is the operator's CLI
+// against a fleet's API (`mirrorfleet repos add ...`, `workers`, `ring`, `status`).
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 )
 
+const usage = `mirrorfleet keeps large collections of git mirrors fresh.
+
+Usage:
+  mirrorfleet run [flags]                 the local fleet: coordinator, workers, API
+  mirrorfleet repos add URL... | --file F add repos (bulk adds show progress)
+  mirrorfleet repos ls [--state S]        list repos
+  mirrorfleet repos show ID               one repo
+  mirrorfleet repos rm ID                 delete a repo (its mirror goes to the trash)
+  mirrorfleet repos sync ID               fetch a repo now
+  mirrorfleet workers                     the workers and their health
+  mirrorfleet ring                        the consistent-hash ring
+  mirrorfleet status                      fleet summary
+
+Client commands take --api (default http://127.0.0.1:8080, or $MIRRORFLEET_API),
+--token (default $MIRRORFLEET_TOKEN, else <data>/token), --data and -o table|json.
+Run 'mirrorfleet run -h' for the fleet's flags.
+`
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: mirrorfleet run")
-		os.Exit(2)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
 	}
-	switch os.Args[1] {
+	var err error
+	switch args[0] {
 	case "run":
-		fmt.Println("mirrorfleet run: not yet — the local product (API, real mirrors) is still being built; `make test` runs the fleet in simulation")
+		err = runFleet(args[1:], stderr)
+	case "repos", "workers", "ring", "status":
+		err = runClient(args, stdout, stderr)
 	default:
-		fmt.Fprintf(os.Stderr, "mirrorfleet: unknown command %q\n", os.Args[1])
-		os.Exit(2)
+		fmt.Fprintf(stderr, "mirrorfleet: unknown command %q\n\n%s", args[0], usage)
+		return 2
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "mirrorfleet: %v\n", err)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "mirrorfleet: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func runFleet(args []string, stderr io.Writer) error {
+	d := fleet.Defaults()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := fleet.Config{}
+	fs.StringVar(&cfg.Data, "data", d.Data, "data directory (store, token, mirrors)")
+	fs.StringVar(&cfg.Listen, "listen", d.Listen, "API listen address")
+	fs.IntVar(&cfg.Workers, "workers", d.Workers, "in-process workers")
+	fs.IntVar(&cfg.Fetchers, "fetchers", d.Fetchers, "concurrent fetches per worker")
+	fs.StringVar(&cfg.Token, "token", os.Getenv("MIRRORFLEET_TOKEN"), "API bearer token (default $MIRRORFLEET_TOKEN, else generated into <data>/token)")
+	fs.BoolVar(&cfg.AllowPrivateHosts, "allow-private-hosts", false, "allow repos on loopback/private addresses (cloud metadata stays blocked)")
+	fs.DurationVar(&cfg.Tick, "tick", d.Tick, "coordinator tick interval")
+	fs.DurationVar(&cfg.Heartbeat, "heartbeat", d.Heartbeat, "worker heartbeat interval")
+	fs.DurationVar(&cfg.Grace, "grace", d.Grace, "silence before a worker's repos move")
+	fs.DurationVar(&cfg.Warmup, "warmup", d.Warmup, "wait on first start before assigning (0s: none)")
+	fs.DurationVar(&cfg.MinInterval, "min-interval", d.MinInterval, "minimum time between two polls of one repo")
+	fs.StringVar(&cfg.ReposFile, "repos-file", "", "file of repo URLs to add at start (one per line, # comments)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("run takes no arguments, got %q", fs.Args())}
+	}
+	if cfg.Warmup == 0 {
+		cfg.Warmup = coordinator.NoWarmup
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError{fmt.Sprintf("--log-level: %v", err)}
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f, err := fleet.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "\nmirrorfleet is running.\n  status page: http://%s/\n  API:         http://%s/v1/  (spec at /openapi.yaml)\n  mirrors:     %s\n",
+		f.Addr(), f.Addr(), fleet.MirrorsDir(cfg.Data))
+	if f.TokenGenerated {
+		fmt.Fprintf(stderr, "  API token (generated, saved in %s; shown once):\n    %s\n", fleet.TokenPath(cfg.Data), f.Token)
+	}
+	fmt.Fprintf(stderr, "Add a repo:  mirrorfleet repos add https://github.com/git/git --data %s\nStop with Ctrl-C.\n\n", cfg.Data)
+	<-ctx.Done()
+	stop()
+	fmt.Fprintln(stderr, "shutting down…")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return f.Stop(sctx)
 }

@@ -148,7 +148,11 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 			return rep, fmt.Errorf("timer %s: %w", t.Name, err)
 		}
 	}
-	c.log().Info("tick", "coordinator", c.ID, "term", term, "ring", rep.RingVersion, "members", rep.Members,
+	level := slog.LevelDebug // a quiet tick is not news
+	if rep.Moved+rep.Deleted+rep.Skipped > 0 || plan.RingChanged || len(plan.WorkerOps) > 0 || act == election.TakeOver {
+		level = slog.LevelInfo
+	}
+	c.log().Log(ctx, level, "tick", "coordinator", c.ID, "term", term, "ring", rep.RingVersion, "members", rep.Members,
 		"moved", rep.Moved, "assigned", rep.Assigned, "deleted", rep.Deleted, "skipped", rep.Skipped,
 		"pending_left", rep.PendingLeft, "incomplete", rep.Incomplete, "warming_up", rep.WarmingUp)
 	return rep, nil

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RequestDeleteAndSync", testRequestDeleteAndSync},
 		{"ReportFetch", testReportFetch},
 		{"HandBack", testHandBack},
+		{"ListStalest", testListStalest},
 		{"CountRepos", testCountRepos},
 		{"IndexesStayExact", testIndexesStayExact},
 	}

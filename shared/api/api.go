@@ -1,0 +1,253 @@
+// Package api is mirrorfleet's HTTP API (DESIGN.md §6) and status page. The same
+// http.Handler serves the local all-in-one process and, behind API Gateway, the AWS
+// deployment: it only sees the Store seam, a URL policy and an auth function.
+//
+// Every response of the /v1 routes is JSON; every error is
+// {"error":{"code":"...","message":"..."}}. The routes are listed once, in routes, which
+// both New and the OpenAPI test read, so the document cannot drift from the handler.
+package api
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
+)
+
+// Store is the part of store.Store the API uses; store.Store satisfies it.
+type Store interface {
+	CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error)
+	GetRepo(ctx context.Context, id string) (store.Repo, error)
+	ListRepos(ctx context.Context, cursor string, limit int) ([]store.Repo, string, error)
+	ListStalest(ctx context.Context, limit int) ([]store.Repo, error)
+	RequestDelete(ctx context.Context, id string) error
+	RequestSync(ctx context.Context, id string) error
+	CountRepos(ctx context.Context) (map[store.RepoState]int, error)
+	ListWorkers(ctx context.Context) ([]store.Worker, error)
+	GetRing(ctx context.Context) (store.Ring, error)
+	GetElection(ctx context.Context) (store.Election, error)
+}
+
+var _ Store = store.Store(nil)
+
+// Config configures the handler. Store is required; everything else has a default.
+type Config struct {
+	Store Store
+	// Policy decides which repository URLs are accepted; only its Normalize output is
+	// ever stored.
+	Policy urlpolicy.Policy
+	// Auth authorizes a request that needs it: every write, and with ReadsNeedAuth every
+	// /v1 read. A nil Auth is BearerAuth(Token). Returning an *Error picks the response
+	// (e.g. 403); any other error is a 401 whose message is err.Error().
+	Auth func(*http.Request) error
+	// Token is the bearer token writes need when Auth is nil. With both unset every
+	// write is refused: an API without a token configured is read-only, never open.
+	Token string
+	// ReadsNeedAuth makes the /v1 reads need Auth too (deployments reachable from
+	// outside). By default reads are open, as the local API listens on 127.0.0.1. The
+	// status page and /openapi.yaml hold no fleet data and are always open.
+	ReadsNeedAuth bool
+	// Poke, if set, is called after a write that the coordinator should act on (a repo
+	// created, a delete or sync requested) so it ticks now rather than at its next
+	// period. It must not block.
+	Poke func()
+	// Clock defaults to the wall clock.
+	Clock clock.Clock
+	// Log defaults to discarding.
+	Log *slog.Logger
+	// MaxBulk bounds the URLs of one bulk add; default 10000.
+	MaxBulk int
+}
+
+// DefaultMaxBulk is Config.MaxBulk's default.
+const DefaultMaxBulk = 10000
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 1 << 20
+
+//go:embed openapi.yaml
+var openapiYAML []byte
+
+//go:embed ui
+var uiFS embed.FS
+
+type server struct {
+	cfg  Config
+	auth func(*http.Request) error
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// route is one (method, path) the handler serves. Path is in OpenAPI form; the ServeMux
+// pattern is derived from it.
+type route struct {
+	Method string
+	Path   string
+	// Write routes need auth always; /v1 reads need it with ReadsNeedAuth.
+	Write bool
+	// Query lists the query parameters a /v1 route accepts; any other is a 400. Pages
+	// ignore what they do not use, as browsers and people append things.
+	Query []string
+	h     func(*server, http.ResponseWriter, *http.Request) error
+}
+
+// routes is the single list of routes, read by New and by the OpenAPI test.
+var routes = []route{
+	{Method: "GET", Path: "/v1/repos", Query: []string{"cursor", "limit", "state"}, h: (*server).listRepos},
+	{Method: "POST", Path: "/v1/repos", Write: true, h: (*server).createRepos},
+	{Method: "GET", Path: "/v1/repos/{id}", h: (*server).getRepo},
+	{Method: "DELETE", Path: "/v1/repos/{id}", Write: true, h: (*server).deleteRepo},
+	{Method: "POST", Path: "/v1/repos/{id}/sync", Write: true, h: (*server).syncRepo},
+	{Method: "GET", Path: "/v1/workers", h: (*server).listWorkers},
+	{Method: "GET", Path: "/v1/ring", h: (*server).getRing},
+	{Method: "GET", Path: "/v1/status", h: (*server).getStatus},
+	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},
+	{Method: "GET", Path: "/", h: (*server).page},
+	{Method: "GET", Path: "/ui/{file}", h: (*server).asset},
+}
+
+func (rt route) pattern() string {
+	p := rt.Path
+	if strings.HasSuffix(p, "/") {
+		p += "{$}" // "/" is the page, not a catch-all
+	}
+	return rt.Method + " " + p
+}
+
+// New returns the API handler. It panics if cfg.Store is nil, a programming error.
+func New(cfg Config) http.Handler {
+	if cfg.Store == nil {
+		panic("api: Config.Store is nil")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBulk <= 0 {
+		cfg.MaxBulk = DefaultMaxBulk
+	}
+	s := &server{cfg: cfg, auth: cfg.Auth, log: cfg.Log, mux: http.NewServeMux()}
+	if s.auth == nil {
+		s.auth = BearerAuth(cfg.Token)
+	}
+	for _, rt := range routes {
+		s.mux.Handle(rt.pattern(), s.wrap(rt))
+	}
+	return s
+}
+
+// ServeHTTP routes through the mux but answers its misses (404, 405) in JSON: the mux
+// writes those as plain text, so they are captured and rewritten.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer s.recoverPanic(w, r)
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r) // ServeHTTP, not h: it sets PathValue
+		return
+	}
+	c := &capture{header: http.Header{}}
+	h.ServeHTTP(c, r)
+	if c.status == http.StatusMethodNotAllowed {
+		allow := c.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		s.writeError(w, r, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: fmt.Sprintf("method %s is not allowed on %s; allowed: %s", truncate(r.Method, 20), truncate(r.URL.Path, 200), allow)})
+		return
+	}
+	s.writeError(w, r, &Error{Status: http.StatusNotFound, Code: "not_found",
+		Message: fmt.Sprintf("no route for %s %s; see /openapi.yaml", truncate(r.Method, 20), truncate(r.URL.Path, 200))})
+}
+
+// wrap adds what every route shares: auth, query checks, error responses.
+func (s *server) wrap(rt route) http.Handler {
+	isAPI := strings.HasPrefix(rt.Path, "/v1/")
+	needAuth := rt.Write || (s.cfg.ReadsNeedAuth && isAPI)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if needAuth {
+			if err := s.auth(r); err != nil {
+				var ae *Error
+				if !errors.As(err, &ae) {
+					ae = &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: err.Error()}
+				}
+				if ae.Status == http.StatusUnauthorized {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="mirrorfleet"`)
+				}
+				s.writeError(w, r, ae)
+				return
+			}
+		}
+		if isAPI {
+			if err := checkQuery(r, rt.Query); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		if err := rt.h(s, w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func checkQuery(r *http.Request, allowed []string) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	for k := range q {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			msg := fmt.Sprintf("unknown query parameter %q", k)
+			if len(allowed) > 0 {
+				msg += "; allowed: " + strings.Join(allowed, ", ")
+			} else {
+				msg += "; this route takes none"
+			}
+			return &Error{Status: http.StatusBadRequest, Code: "invalid_parameter", Message: msg, Field: k}
+		}
+	}
+	return nil
+}
+
+func (s *server) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v) // the documented way to abort a response; let net/http handle it
+	}
+	// The response may be half written; writing the error is the best left to do.
+	s.writeError(w, r, fmt.Errorf("panic: %v\n%s", v, debug.Stack()))
+}
+
+// capture is a ResponseWriter that keeps only the status and headers.
+type capture struct {
+	header http.Header
+	status int
+}
+
+func (c *capture) Header() http.Header { return c.header }
+func (c *capture) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return len(p), nil
+}
+func (c *capture) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}

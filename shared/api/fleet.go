@@ -1,0 +1,264 @@
+package api
+
+import (
+	"cmp"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/ring"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+type workerJSON struct {
+	ID                  string            `json:"id"`
+	Slot                int               `json:"slot"`
+	State               store.WorkerState `json:"state"`
+	StartedAt           *time.Time        `json:"started_at"`
+	HeartbeatAt         *time.Time        `json:"heartbeat_at"`
+	HeartbeatAgeSeconds *float64          `json:"heartbeat_age_seconds"`
+	DiskUsed            int64             `json:"disk_used"`
+	DiskTotal           int64             `json:"disk_total"`
+	Fetching            int               `json:"fetching"`
+	QueueLen            int               `json:"queue_len"`
+}
+
+var workerStates = []store.WorkerState{
+	store.WorkerJoining, store.WorkerActive, store.WorkerSuspect, store.WorkerDead, store.WorkerDraining,
+}
+
+func (s *server) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	ws, err := s.cfg.Store.ListWorkers(r.Context())
+	if err != nil {
+		return fmt.Errorf("list workers: %w", err)
+	}
+	slices.SortFunc(ws, func(a, b store.Worker) int { return cmp.Or(cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.ID, b.ID)) })
+	now := s.cfg.Clock.Now()
+	out := make([]workerJSON, 0, len(ws))
+	for _, wk := range ws {
+		j := workerJSON{
+			ID: wk.ID, Slot: wk.Slot, State: wk.State, StartedAt: optTime(wk.StartedAt), HeartbeatAt: optTime(wk.HeartbeatAt),
+			DiskUsed: wk.DiskUsed, DiskTotal: wk.DiskTotal, Fetching: wk.Fetching, QueueLen: wk.QueueLen,
+		}
+		if !wk.HeartbeatAt.IsZero() {
+			j.HeartbeatAgeSeconds = ptr(seconds(now.Sub(wk.HeartbeatAt)))
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": out})
+	return nil
+}
+
+// seconds rounds to milliseconds: more digits are noise for a heartbeat age.
+func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
+
+func ptr[T any](v T) *T { return &v }
+
+type memberJSON struct {
+	ID    string  `json:"id"`
+	Slot  int     `json:"slot"`
+	Share float64 `json:"share"`
+}
+
+// arc is [start_fraction, end_fraction, member] as a JSON array, to keep large rings
+// compact.
+type arc [3]any
+
+type ringJSON struct {
+	Version     int64        `json:"version"`
+	Hash        string       `json:"hash"`
+	Members     []memberJSON `json:"members"`
+	Tokens      int          `json:"tokens"`
+	WarmupUntil *time.Time   `json:"warmup_until"`
+	Arcs        []arc        `json:"arcs"`
+	ArcsExact   bool         `json:"arcs_exact"`
+}
+
+// maxArcs caps the arcs /v1/ring returns: half a degree each is finer than a drawing
+// shows, and a 1000-worker ring has ~60k tokens.
+const maxArcs = 720
+
+func (s *server) getRing(w http.ResponseWriter, r *http.Request) error {
+	sr, err := s.cfg.Store.GetRing(r.Context())
+	if err != nil {
+		return fmt.Errorf("get ring: %w", err)
+	}
+	rg, err := ring.FromStore(sr)
+	if err != nil {
+		return fmt.Errorf("load stored ring version %d: %w", sr.Version, err)
+	}
+	shares := rg.Shares()
+	out := ringJSON{
+		Version: sr.Version, Hash: sr.Hash, Members: []memberJSON{}, Tokens: rg.NumTokens(),
+		WarmupUntil: optTime(sr.WarmupUntil),
+	}
+	for _, m := range rg.Members() {
+		out.Members = append(out.Members, memberJSON{ID: m.ID, Slot: m.Slot, Share: shares[m.ID]})
+	}
+	out.Arcs, out.ArcsExact = arcs(rg)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// arcs returns the ring as arcs tiling [0, 1), in order, each owned by one member and
+// adjacent arcs owned by different members. With more than maxArcs runs it samples the
+// owner at maxArcs evenly spaced points instead (exact = false): right in proportion,
+// approximate in detail.
+func arcs(rg *ring.Ring) (out []arc, exact bool) {
+	out = []arc{}
+	toks := rg.Tokens() // FromStore merged runs of one owner, so neighbours differ
+	switch {
+	case len(toks) == 0:
+		return out, true
+	case len(toks) == 1:
+		return append(out, arc{0.0, 1.0, toks[0].Member}), true
+	case len(toks) <= maxArcs:
+		// Token i owns (pos[i-1], pos[i]]; token 0 also owns the wrap past the top.
+		frac := func(p uint64) float64 { return float64(p) / (1 << 64) }
+		out = append(out, arc{0.0, frac(toks[0].Pos), toks[0].Member})
+		for i := 1; i < len(toks); i++ {
+			out = append(out, arc{frac(toks[i-1].Pos), frac(toks[i].Pos), toks[i].Member})
+		}
+		return append(out, arc{frac(toks[len(toks)-1].Pos), 1.0, toks[0].Member}), true
+	}
+	step := ^uint64(0) / maxArcs
+	for b := range uint64(maxArcs) {
+		owner, _ := rg.Owner(b*step + step/2)
+		start := float64(b) / maxArcs
+		if n := len(out); n > 0 && out[n-1][2] == owner {
+			out[n-1][1] = float64(b+1) / maxArcs
+			continue
+		}
+		out = append(out, arc{start, float64(b+1) / maxArcs, owner})
+	}
+	out[len(out)-1][1] = 1.0
+	return out, false
+}
+
+// stalestShown is how many repos /v1/status lists as stalest.
+const stalestShown = 20
+
+type staleJSON struct {
+	ID            string          `json:"id"`
+	URL           string          `json:"url"`
+	State         store.RepoState `json:"state"`
+	Owner         *string         `json:"owner"`
+	LastSuccessAt *time.Time      `json:"last_success_at"`
+	AgeSeconds    float64         `json:"age_seconds"`
+}
+
+func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	el, err := s.cfg.Store.GetElection(ctx)
+	if err != nil {
+		return fmt.Errorf("get election: %w", err)
+	}
+	sr, err := s.cfg.Store.GetRing(ctx)
+	if err != nil {
+		return fmt.Errorf("get ring: %w", err)
+	}
+	ws, err := s.cfg.Store.ListWorkers(ctx)
+	if err != nil {
+		return fmt.Errorf("list workers: %w", err)
+	}
+	counts, err := s.cfg.Store.CountRepos(ctx)
+	if err != nil {
+		return fmt.Errorf("count repos: %w", err)
+	}
+	stale, err := s.cfg.Store.ListStalest(ctx, stalestShown)
+	if err != nil {
+		return fmt.Errorf("list stalest repos: %w", err)
+	}
+	now := s.cfg.Clock.Now()
+
+	var leader any // null until a coordinator has campaigned
+	if el.Version > 0 {
+		leader = map[string]any{"id": el.VotedFor, "term": el.Term, "lease_until": optTime(el.LeaseUntil)}
+	}
+	byWorker := map[store.WorkerState]int{}
+	for _, st := range workerStates {
+		byWorker[st] = 0
+	}
+	for _, wk := range ws {
+		byWorker[wk.State]++
+	}
+	byRepo := map[store.RepoState]int{}
+	for _, st := range repoStates {
+		byRepo[st] = 0
+	}
+	total := 0
+	for st, n := range counts {
+		byRepo[st] += n
+		total += n
+	}
+	stalest := make([]staleJSON, 0, len(stale))
+	for _, rp := range stale {
+		// A repo that never succeeded has been without a mirror since it was added.
+		since := rp.LastSuccessAt
+		if since.IsZero() {
+			since = rp.CreatedAt
+		}
+		stalest = append(stalest, staleJSON{
+			ID: rp.ID, URL: rp.URL, State: rp.State, Owner: optString(rp.Owner),
+			LastSuccessAt: optTime(rp.LastSuccessAt), AgeSeconds: max(0, seconds(now.Sub(since))),
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"now": now.UTC(), "leader": leader, "ring_version": sr.Version,
+		"workers_by_state": byWorker, "repos_by_state": byRepo, "repos_total": total, "stalest": stalest,
+	})
+	return nil
+}
+
+// ---- documents ----
+
+func (s *server) openapi(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/yaml; charset=utf-8")
+	_, _ = w.Write(openapiYAML)
+	return nil
+}
+
+// The status page: static files, no build step. The CSP allows only our own script,
+// styles and fetches.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+func (s *server) page(w http.ResponseWriter, r *http.Request) error {
+	return s.serveUI(w, "index.html")
+}
+
+func (s *server) asset(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("file")
+	if name == "index.html" || !fs.ValidPath(name) || path.Dir(name) != "." {
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no status page asset %q", truncate(name, 64))}
+	}
+	return s.serveUI(w, name)
+}
+
+// uiTypes is fixed rather than mime.TypeByExtension, which reads the host's mime.types.
+var uiTypes = map[string]string{
+	".html": "text/html; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".css":  "text/css; charset=utf-8",
+	".svg":  "image/svg+xml",
+}
+
+func (s *server) serveUI(w http.ResponseWriter, name string) error {
+	b, err := uiFS.ReadFile("ui/" + name)
+	if err != nil {
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no status page asset %q", truncate(name, 64))}
+	}
+	ct, ok := uiTypes[path.Ext(name)]
+	if !ok {
+		ct = "application/octet-stream"
+	}
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Content-Security-Policy", pageCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-cache")
+	_, _ = w.Write(b)
+	return nil
+}

@@ -1,0 +1,420 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
+)
+
+// repoJSON is a repo as the API shows it. Every field is always present; times that
+// never happened and the owner of an unassigned repo are null (documented in
+// openapi.yaml), so clients need no "missing vs zero" logic.
+type repoJSON struct {
+	ID            string          `json:"id"`
+	URL           string          `json:"url"`
+	Source        store.Source    `json:"source"`
+	State         store.RepoState `json:"state"`
+	Owner         *string         `json:"owner"`
+	OwnerEpoch    int64           `json:"owner_epoch"`
+	Salt          int             `json:"salt"`
+	Priority      float64         `json:"priority"`
+	SyncRequested bool            `json:"sync_requested"`
+	CreatedAt     *time.Time      `json:"created_at"`
+	LastFetchAt   *time.Time      `json:"last_fetch_at"`
+	LastSuccessAt *time.Time      `json:"last_success_at"`
+	LastChangeAt  *time.Time      `json:"last_change_at"`
+	LastCommitAt  *time.Time      `json:"last_commit_at"`
+	FetchFailCnt  int             `json:"fetch_fail_cnt"`
+	CloneFailCnt  int             `json:"clone_fail_cnt"`
+	SizeBytes     int64           `json:"size_bytes"`
+	LastError     string          `json:"last_error"`
+}
+
+func toRepoJSON(r store.Repo) repoJSON {
+	return repoJSON{
+		ID: r.ID, URL: r.URL, Source: r.Source, State: r.State, Owner: optString(r.Owner),
+		OwnerEpoch: r.OwnerEpoch, Salt: r.Salt, Priority: r.Priority, SyncRequested: r.SyncRequested,
+		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
+		LastChangeAt: optTime(r.LastChangeAt), LastCommitAt: optTime(r.LastCommitAt),
+		FetchFailCnt: r.FetchFailCnt, CloneFailCnt: r.CloneFailCnt, SizeBytes: r.SizeBytes, LastError: r.LastError,
+	}
+}
+
+// optTime is nil for the zero time and the time in UTC otherwise, so every timestamp the
+// API prints has one form.
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+var repoStates = []store.RepoState{
+	store.RepoPending, store.RepoCloning, store.RepoOK, store.RepoFailing,
+	store.RepoGone, store.RepoOverflow, store.RepoDeleting,
+}
+
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+	// storePage is the page read from the store while filtering by state.
+	storePage = 1000
+	// scanBudget bounds the repos one filtered listing reads; past it the response
+	// carries what it found and a cursor, so a rare state cannot make one request scan
+	// the whole table.
+	scanBudget = 20 * storePage
+	maxCursor  = 1024
+)
+
+func (s *server) listRepos(w http.ResponseWriter, r *http.Request) error {
+	q, err := parseQuery(r)
+	if err != nil {
+		return err
+	}
+	limit := defaultListLimit
+	if v := q.Get("limit"); v != "" || q.Has("limit") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			e := badRequest("invalid_parameter", "limit %q is not an integer from 1 to %d", v, maxListLimit)
+			e.Field = "limit"
+			return e
+		}
+		limit = n
+	}
+	cursor := q.Get("cursor")
+	if len(cursor) > maxCursor || strings.ContainsRune(cursor, 0) {
+		e := badRequest("invalid_parameter", "cursor is not one this API returned; pass next_cursor from the previous page")
+		e.Field = "cursor"
+		return e
+	}
+	var state store.RepoState
+	if v := q.Get("state"); v != "" {
+		state = store.RepoState(v)
+		if !slices.Contains(repoStates, state) {
+			e := badRequest("invalid_parameter", "state %q is not a repo state; one of: %s", v, joinStates())
+			e.Field = "state"
+			return e
+		}
+	}
+
+	var repos []store.Repo
+	var next string
+	if state == "" {
+		repos, next, err = s.cfg.Store.ListRepos(r.Context(), cursor, limit)
+	} else {
+		repos, next, err = s.listByState(r, cursor, limit, state)
+	}
+	if err != nil {
+		return fmt.Errorf("list repos: %w", err)
+	}
+	out := make([]repoJSON, 0, len(repos))
+	for _, rp := range repos {
+		out = append(out, toRepoJSON(rp))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"repos": out, "next_cursor": next})
+	return nil
+}
+
+// listByState pages through the store keeping repos in state. The store's cursor is
+// opaque, so a page is never cut in the middle by hand: when a page holds more matches
+// than wanted, the same page is re-read with a limit that ends at the last wanted match,
+// and the store hands back the right cursor.
+func (s *server) listByState(r *http.Request, cursor string, limit int, state store.RepoState) ([]store.Repo, string, error) {
+	var out []store.Repo
+	for scanned := 0; ; {
+		page, next, err := s.cfg.Store.ListRepos(r.Context(), cursor, storePage)
+		if err != nil {
+			return nil, "", err
+		}
+		scanned += len(page)
+		cut := -1 // index in page of the last match that fits
+		for i, rp := range page {
+			if rp.State != state {
+				continue
+			}
+			if len(out) == limit {
+				break
+			}
+			out = append(out, rp)
+			cut = i
+		}
+		if len(out) == limit && cut >= 0 && cut < len(page)-1 {
+			// Re-read up to the cut to get a cursor there. Repos written in between may
+			// shift the page, so the matches are taken from the re-read.
+			out = out[:len(out)-countState(page[:cut+1], state)]
+			page, next, err = s.cfg.Store.ListRepos(r.Context(), cursor, cut+1)
+			if err != nil {
+				return nil, "", err
+			}
+			for _, rp := range page {
+				if rp.State == state && len(out) < limit {
+					out = append(out, rp)
+				}
+			}
+			return out, next, nil
+		}
+		if next == "" || len(out) == limit || scanned >= scanBudget {
+			return out, next, nil
+		}
+		cursor = next
+	}
+}
+
+func countState(rs []store.Repo, state store.RepoState) int {
+	n := 0
+	for _, r := range rs {
+		if r.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+func joinStates() string {
+	var ss []string
+	for _, st := range repoStates {
+		ss = append(ss, string(st))
+	}
+	return strings.Join(ss, ", ")
+}
+
+// createRequest is the body of POST /v1/repos: exactly one of URL and URLs. Pointers
+// tell a field that is absent (or null) from one that is empty.
+type createRequest struct {
+	URL  *string   `json:"url"`
+	URLs *[]string `json:"urls"`
+}
+
+type bulkResult struct {
+	URL    string `json:"url"`
+	ID     string `json:"id,omitempty"`
+	Status string `json:"status"` // created | exists | error
+	Error  *Error `json:"error,omitempty"`
+}
+
+func (s *server) createRepos(w http.ResponseWriter, r *http.Request) error {
+	var req createRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.URL != nil && req.URLs != nil:
+		return badRequest("invalid_request", `send either "url" (one repo) or "urls" (a bulk add), not both`)
+	case req.URL == nil && req.URLs == nil:
+		return badRequest("invalid_request", `request body needs "url" (one repo) or "urls" (a bulk add)`)
+	case req.URL != nil:
+		repo, created, err := s.create(r, *req.URL)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+			w.Header().Set("Location", "/v1/repos/"+repo.ID)
+			s.poke()
+		}
+		writeJSON(w, status, toRepoJSON(repo))
+		return nil
+	}
+
+	urls := *req.URLs
+	switch {
+	case len(urls) == 0:
+		e := badRequest("invalid_request", `"urls" is empty; give at least one URL`)
+		e.Field = "urls"
+		return e
+	case len(urls) > s.cfg.MaxBulk:
+		e := badRequest("too_many_urls", `"urls" has %d URLs; the limit per request is %d`, len(urls), s.cfg.MaxBulk)
+		e.Field = "urls"
+		return e
+	}
+	results := make([]bulkResult, 0, len(urls))
+	counts := map[string]int{"created": 0, "exists": 0, "error": 0}
+	for _, raw := range urls {
+		res := bulkResult{URL: raw}
+		repo, created, err := s.create(r, raw)
+		var ae *Error
+		switch {
+		case errors.As(err, &ae):
+			res.Status, res.Error = "error", ae
+		case err != nil:
+			// A store failure mid-way: the URLs before it are stored; the client retries
+			// the whole request, which is idempotent. The coordinator still hears of
+			// what was created.
+			if counts["created"] > 0 {
+				s.poke()
+			}
+			return fmt.Errorf("bulk add, after %d of %d URLs: %w", len(results), len(urls), err)
+		case created:
+			res.Status, res.ID = "created", repo.ID
+		default:
+			res.Status, res.ID = "exists", repo.ID
+		}
+		counts[res.Status]++
+		results = append(results, res)
+	}
+	if counts["created"] > 0 {
+		s.poke()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"results": results, "created": counts["created"], "exists": counts["exists"], "errors": counts["error"],
+	})
+	return nil
+}
+
+// create adds one repo for the API.
+func (s *server) create(r *http.Request, raw string) (store.Repo, bool, error) {
+	res := AddRepo(r.Context(), s.cfg.Store, s.cfg.Policy, raw, store.SourceAPI, s.cfg.Clock.Now())
+	return res.Repo, res.Created, res.Err
+}
+
+// RepoCreator is the store method AddRepo needs; store.Store has it.
+type RepoCreator interface {
+	CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error)
+}
+
+// AddResult is the outcome of AddRepo.
+type AddResult struct {
+	Repo    store.Repo // the stored repo, new or existing; zero when Err is set
+	Created bool
+	// Err is an *Error when the input is refused (invalid_url with the policy's
+	// reason, or conflict when the repo is being deleted); any other error is the
+	// store's.
+	Err error
+}
+
+// AddRepo normalizes raw with p and stores it as a new pending repo from src, created
+// at now, unless a repo with its id exists. It is the one way repos are added (the API
+// and file imports), so only Policy.Normalize output ever reaches the store.
+func AddRepo(ctx context.Context, st RepoCreator, p urlpolicy.Policy, raw string, src store.Source, now time.Time) AddResult {
+	norm, err := p.Normalize(raw)
+	if err != nil {
+		e := &Error{Status: http.StatusBadRequest, Code: "invalid_url", Message: err.Error()}
+		var pe *urlpolicy.Error
+		if errors.As(err, &pe) {
+			e.Reason = string(pe.Reason)
+		}
+		return AddResult{Err: e}
+	}
+	if strings.HasPrefix(norm, "git://") {
+		// go-git's git:// transport dials on its own, past the policy's connect-time
+		// check (docs/adr/0006-no-git-protocol.md).
+		return AddResult{Err: &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(urlpolicy.ReasonScheme),
+			Message: fmt.Sprintf("url %q: the git:// protocol is not supported (its connections cannot be checked against the URL policy, and it is unencrypted); use the repository's https:// URL", raw)}}
+	}
+	repo, created, err := st.CreateRepo(ctx, store.Repo{
+		ID: store.RepoID(norm), URL: norm, Source: src, State: store.RepoPending, CreatedAt: now,
+	})
+	if err != nil {
+		return AddResult{Err: fmt.Errorf("create repo %s: %w", norm, err)}
+	}
+	if !created && repo.State == store.RepoDeleting {
+		return AddResult{Err: &Error{Status: http.StatusConflict, Code: "conflict",
+			Message: fmt.Sprintf("repo %s (%s) is being deleted; add it again once the delete completes", repo.ID, repo.URL)}}
+	}
+	return AddResult{Repo: repo, Created: created}
+}
+
+func (s *server) poke() {
+	if s.cfg.Poke != nil {
+		s.cfg.Poke()
+	}
+}
+
+// repoID reads and checks the {id} path value.
+func repoID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !hexID(id) {
+		e := badRequest("invalid_id", "repo id %q is not 16 lowercase hex digits (ids come from POST /v1/repos)", truncate(id, 64))
+		e.Field = "id"
+		return "", e
+	}
+	return id, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+func notFound(id string) *Error {
+	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("repo %s does not exist", id)}
+}
+
+func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
+	id, err := repoID(r)
+	if err != nil {
+		return err
+	}
+	repo, err := s.cfg.Store.GetRepo(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("get repo %s: %w", id, err)
+	}
+	writeJSON(w, http.StatusOK, toRepoJSON(repo))
+	return nil
+}
+
+func (s *server) deleteRepo(w http.ResponseWriter, r *http.Request) error {
+	id, err := repoID(r)
+	if err != nil {
+		return err
+	}
+	err = s.cfg.Store.RequestDelete(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("request delete of repo %s: %w", id, err)
+	}
+	s.poke()
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": "deleting"})
+	return nil
+}
+
+func (s *server) syncRepo(w http.ResponseWriter, r *http.Request) error {
+	id, err := repoID(r)
+	if err != nil {
+		return err
+	}
+	repo, err := s.cfg.Store.GetRepo(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("get repo %s: %w", id, err)
+	}
+	if repo.State == store.RepoDeleting {
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("repo %s is being deleted; it cannot be synced", id)}
+	}
+	err = s.cfg.Store.RequestSync(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(id) // deleted since the read above
+	}
+	if err != nil {
+		return fmt.Errorf("request sync of repo %s: %w", id, err)
+	}
+	s.poke()
+	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": "sync_requested"})
+	return nil
+}

@@ -1,0 +1,330 @@
+// Package fleet assembles the local product: the coordinator, N workers and the HTTP API
+// in one process on the embedded bbolt store, with real go-git mirrors under <data>/mirrors.
+// `mirrorfleet run` is a thin wrapper around Start.
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+	"github.com/mirrorfleet/mirrorfleet/shared/timer"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
+)
+
+// Config is the local fleet's configuration; zero fields take the defaults of Defaults.
+type Config struct {
+	Data              string        // data directory: store, token, mirrors
+	Listen            string        // API address
+	Workers           int           // in-process workers
+	Fetchers          int           // fetchers per worker
+	Token             string        // API bearer token; empty: read or generate <data>/token
+	AllowPrivateHosts bool          // let repos on loopback/private addresses through the URL policy
+	Tick              time.Duration // coordinator tick interval
+	Heartbeat         time.Duration
+	Grace             time.Duration
+	Warmup            time.Duration // first-start warm-up; <0 none
+	MinInterval       time.Duration // per-repo minimum poll interval
+	ReposFile         string        // URLs to add at start, one per line
+	Log               *slog.Logger
+}
+
+// Defaults returns the documented defaults of `mirrorfleet run`.
+func Defaults() Config {
+	return Config{Data: ".mirrorfleet", Listen: "127.0.0.1:8080", Workers: 3, Fetchers: 10,
+		Tick: 10 * time.Second, Heartbeat: 10 * time.Second, Grace: 10 * time.Minute,
+		Warmup: 10 * time.Second, MinInterval: time.Minute}
+}
+
+func (c Config) withDefaults() Config {
+	d := Defaults()
+	if c.Data == "" {
+		c.Data = d.Data
+	}
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.Workers <= 0 {
+		c.Workers = d.Workers
+	}
+	if c.Fetchers <= 0 {
+		c.Fetchers = d.Fetchers
+	}
+	for _, x := range []struct{ v *time.Duration; d time.Duration }{
+		{&c.Tick, d.Tick}, {&c.Heartbeat, d.Heartbeat}, {&c.Grace, d.Grace}, {&c.MinInterval, d.MinInterval}} {
+		if *x.v <= 0 {
+			*x.v = x.d
+		}
+	}
+	if c.Warmup == 0 {
+		c.Warmup = d.Warmup
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	return c
+}
+
+// Fleet is a running local fleet.
+type Fleet struct {
+	cfg     Config
+	Store   *bolt.Store
+	Mirror  *mirror.Mirrorer
+	Token   string
+	// TokenGenerated is set when the token was created at this start (print it once).
+	TokenGenerated bool
+	addr    net.Addr
+	server  *http.Server
+	poke    chan struct{}
+	workers []*runningWorker
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	coord   *coordinator.Coordinator
+}
+
+type runningWorker struct {
+	w      *worker.Worker
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+// MirrorsDir is where mirrors land: <data>/mirrors/<host>/<path>.git.
+func MirrorsDir(data string) string { return filepath.Join(data, "mirrors") }
+
+// Start opens the store and starts everything. It returns once the API is listening.
+func Start(ctx context.Context, cfg Config) (*Fleet, error) {
+	cfg = cfg.withDefaults()
+	log := cfg.Log
+	if err := os.MkdirAll(MirrorsDir(cfg.Data), 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	st, err := bolt.Open(filepath.Join(cfg.Data, "mirrorfleet.db"))
+	if err != nil {
+		return nil, fmt.Errorf("store: %w (is another mirrorfleet running on %s?)", err, cfg.Data)
+	}
+	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1)}
+	fail := func(err error) (*Fleet, error) {
+		st.Close()
+		return nil, err
+	}
+	if f.Token, f.TokenGenerated, err = loadToken(cfg.Data, cfg.Token); err != nil {
+		return fail(err)
+	}
+	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
+	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log})
+	if err != nil {
+		return fail(fmt.Errorf("mirrors: %w", err))
+	}
+	if cfg.ReposFile != "" {
+		if err := importFile(ctx, st, policy, cfg.ReposFile, log); err != nil {
+			return fail(err)
+		}
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
+	}
+	f.addr = ln.Addr()
+	handler := api.New(api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log})
+	f.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f.cancel = cancel
+	host, _ := os.Hostname()
+	tmr := timer.NewLocal()
+	f.coord = &coordinator.Coordinator{ID: "local-" + host, Store: st, Timer: tmr, Clock: clock.Real{},
+		Config: coordinator.Config{Grace: cfg.Grace, Warmup: cfg.Warmup, SuspectAfter: 3 * cfg.Heartbeat,
+			Lease: 3 * cfg.Tick}, Log: log}
+
+	f.wg.Add(3)
+	go func() {
+		defer f.wg.Done()
+		if err := f.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("api server", "err", err)
+		}
+	}()
+	go func() {
+		defer f.wg.Done()
+		tmr.Run(runCtx, clock.Real{}, func(ctx context.Context, fr timer.Firing) {
+			if _, err := f.coord.OnTimer(ctx, fr.Payload); err != nil {
+				log.Warn("timer", "name", fr.Name, "err", err)
+			}
+		})
+	}()
+	go func() {
+		defer f.wg.Done()
+		f.coordinatorLoop(runCtx)
+	}()
+	for i := range cfg.Workers {
+		f.startWorker(runCtx, fmt.Sprintf("%s-w%d", hostLabel(host), i+1))
+	}
+	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers,
+		"mirrors", MirrorsDir(cfg.Data), "store", filepath.Join(cfg.Data, "mirrorfleet.db"))
+	return f, nil
+}
+
+func (f *Fleet) startWorker(ctx context.Context, id string) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
+	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval},
+		f.Store, f.Mirror, disk, clock.Real{}, f.cfg.Log.With("worker", id))
+	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
+	f.workers = append(f.workers, rw)
+	go func() {
+		defer close(rw.done)
+		if err := w.Run(wctx); err != nil {
+			f.cfg.Log.Warn("worker stopped", "worker", id, "err", err)
+		}
+	}()
+}
+
+// coordinatorLoop ticks on the interval and whenever the API pokes.
+func (f *Fleet) coordinatorLoop(ctx context.Context) {
+	t := time.NewTicker(f.cfg.Tick)
+	defer t.Stop()
+	for {
+		if _, err := f.coord.Tick(ctx); err != nil && ctx.Err() == nil {
+			f.cfg.Log.Warn("coordinator tick", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-f.poke:
+		}
+	}
+}
+
+// Poke asks the coordinator to tick now (the API calls it after writes).
+func (f *Fleet) Poke() {
+	select {
+	case f.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Addr is the API's address.
+func (f *Fleet) Addr() string { return f.addr.String() }
+
+// WorkerIDs returns the current ids of the in-process workers.
+func (f *Fleet) WorkerIDs() []string {
+	var out []string
+	for _, rw := range f.workers {
+		out = append(out, rw.w.ID())
+	}
+	return out
+}
+
+// KillWorker stops worker i abruptly, as a crash would: no drain, no goodbye.
+func (f *Fleet) KillWorker(i int) {
+	rw := f.workers[i]
+	rw.cancel(worker.ErrKilled)
+	<-rw.done
+}
+
+// Stop shuts down cleanly: workers finish or abandon their fetches and leave (so their
+// repos move at once on the next start), the coordinator steps down, the API drains.
+func (f *Fleet) Stop(ctx context.Context) error {
+	for _, rw := range f.workers {
+		rw.cancel(context.Canceled)
+	}
+	for _, rw := range f.workers {
+		<-rw.done
+	}
+	el := election.Elector{Store: f.Store, ID: f.coord.ID}
+	if err := el.StepDown(ctx, time.Now()); err != nil {
+		f.cfg.Log.Warn("step down", "err", err)
+	}
+	err := f.server.Shutdown(ctx)
+	f.cancel()
+	f.wg.Wait()
+	f.Mirror.Close()
+	if cerr := f.Store.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// loadToken returns the configured token, or the one saved in the data directory, or a
+// new one saved there (0600).
+func loadToken(data, configured string) (string, bool, error) {
+	if configured != "" {
+		return configured, false, nil
+	}
+	path := filepath.Join(data, "token")
+	if b, err := os.ReadFile(path); err == nil {
+		if tok := strings.TrimSpace(string(b)); tok != "" {
+			return tok, false, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("read token: %w", err)
+	}
+	buf := make([]byte, 24)
+	if _, err := rand.Read(buf); err != nil {
+		return "", false, fmt.Errorf("generate token: %w", err)
+	}
+	tok := hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("save token: %w", err)
+	}
+	return tok, true, nil
+}
+
+// TokenPath is where a generated token is kept.
+func TokenPath(data string) string { return filepath.Join(data, "token") }
+
+func hostLabel(h string) string {
+	if h == "" {
+		return "local"
+	}
+	if i := strings.IndexByte(h, '.'); i > 0 {
+		h = h[:i]
+	}
+	return h
+}
+
+// importFile adds the URLs of a file (one per line, # comments) as pending repos.
+func importFile(ctx context.Context, st store.Store, p urlpolicy.Policy, path string, log *slog.Logger) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("repos file: %w", err)
+	}
+	added, existed, bad := 0, 0, 0
+	for n, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		res := api.AddRepo(ctx, st, p, line, store.SourceAPI, time.Now())
+		switch {
+		case res.Err != nil:
+			bad++
+			log.Warn("repos file: line skipped", "file", path, "line", n+1, "err", res.Err)
+		case res.Created:
+			added++
+		default:
+			existed++
+		}
+	}
+	log.Info("repos file imported", "file", path, "added", added, "existing", existed, "skipped", bad)
+	return nil
+}
