@@ -30,6 +30,12 @@ type Timer interface {
 	Cancel(ctx context.Context, name string) error
 }
 
+// ListSyncer applies the upstream repo list kept in a git repository (DESIGN §4 step 6).
+// It writes with the leader's term as fencing token.
+type ListSyncer interface {
+	SyncList(ctx context.Context, term int64) error
+}
+
 // Coordinator runs ticks. It keeps no state between ticks: everything it knows is read
 // from the store, so a restarted (or Lambda-invoked) coordinator carries on.
 type Coordinator struct {
@@ -39,6 +45,8 @@ type Coordinator struct {
 	Clock  clock.Clock
 	Config Config
 	Log    *slog.Logger
+	// List, if set, syncs the repo list at the end of every tick the coordinator leads.
+	List ListSyncer
 }
 
 // Report says what a tick did; it feeds logs and metrics.
@@ -60,6 +68,7 @@ type Report struct {
 	Ignored        string // why a timer firing was ignored
 	Stale          string // why the tick stopped early: the state changed under it
 	Writes         int    // Apply calls made
+	ListError      string // why the list sync failed, if it did
 }
 
 func (c *Coordinator) log() *slog.Logger {
@@ -146,6 +155,13 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 		}
 		if err != nil {
 			return rep, fmt.Errorf("timer %s: %w", t.Name, err)
+		}
+	}
+	if c.List != nil {
+		// A list that cannot be fetched must not stop the fleet: report and go on.
+		if err := c.List.SyncList(ctx, term); err != nil {
+			rep.ListError = err.Error()
+			c.log().Warn("list sync", "coordinator", c.ID, "term", term, "err", err)
 		}
 	}
 	level := slog.LevelDebug // a quiet tick is not news
