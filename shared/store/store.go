@@ -32,9 +32,10 @@ type Store interface {
 
 	// Apply performs the coordinator's writes atomically, fenced by term: if the stored
 	// election term is not term, ErrFenced; if any mutation's condition fails, ErrConflict.
-	// Either way nothing is written. At most MaxApplyItems items (Mutation.Items) per call,
-	// and each stored item at most once per call (at most one mutation per worker record,
-	// per repo, one PutRing, one PutListSync), as DynamoDB transactions require.
+	// Either way nothing is written. At most MaxApplyItems items (Mutation.Items) per call.
+	// Mutations of one stored item are applied in order (a backend whose transactions take
+	// each item once folds them). Any other error may mean the write landed (a timeout
+	// after commit): callers must be idempotent, as the coordinator is.
 	Apply(ctx context.Context, term int64, muts []Mutation) error
 
 	GetRing(ctx context.Context) (Ring, error) // zero Ring (Version 0) when never written
@@ -57,6 +58,9 @@ type Store interface {
 	GetRepo(ctx context.Context, id string) (Repo, error)
 	// ListRepos pages through all repos by id; pass the returned cursor to continue ("" ends).
 	ListRepos(ctx context.Context, cursor string, limit int) ([]Repo, string, error)
+	// Listings by owner, needing a decision and stalest read indexes that may lag behind
+	// writes (DynamoDB GSIs): they may miss a repo that just qualified, but never return
+	// one that no longer does.
 	ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]Repo, string, error)
 	// ListReposNeedingDecision returns up to limit repos for which Repo.NeedsDecision holds.
 	ListReposNeedingDecision(ctx context.Context, limit int) ([]Repo, error)

@@ -295,10 +295,13 @@ func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
 	ack := w.ack
 	w.mu.Unlock()
 	if ack < rec.TrimmedTo {
-		if err := w.fullResync(ctx, rec.OutboxHead); err != nil {
+		// Resync from the owner index, then replay every entry still in the outbox: the
+		// index may lag (DynamoDB GSIs are eventually consistent) and the entries are
+		// idempotent, so replaying from the trim point closes the gap.
+		if err := w.fullResync(ctx, rec.TrimmedTo); err != nil {
 			return err
 		}
-		ack = rec.OutboxHead
+		ack = rec.TrimmedTo
 	}
 	for {
 		entries, err := w.store.ReadOutbox(ctx, rec.ID, ack, 1000)
@@ -310,11 +313,10 @@ func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
 		}
 		if entries[0].Seq != ack+1 {
 			// Entries we never saw were trimmed between the heartbeat and this read.
-			if err := w.fullResync(ctx, rec.OutboxHead); err != nil {
+			if err := w.fullResync(ctx, entries[0].Seq-1); err != nil {
 				return err
 			}
-			ack = rec.OutboxHead
-			continue
+			ack = entries[0].Seq - 1
 		}
 		for _, e := range entries {
 			if err := w.applyEntry(ctx, e); err != nil {
@@ -328,9 +330,9 @@ func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
 	}
 }
 
-// fullResync replaces the local assignment with the owner index's view. Entries after
-// head are replayed afterwards; they are idempotent.
-func (w *Worker) fullResync(ctx context.Context, head uint64) error {
+// fullResync replaces the local assignment with the owner index's view and sets the ack
+// to from; the entries after it are replayed afterwards (they are idempotent).
+func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 	w.stats.fullResyncs.Add(1)
 	id := w.ID()
 	listed := map[string]store.Repo{}
@@ -358,8 +360,8 @@ func (w *Worker) fullResync(ctx context.Context, head uint64) error {
 	for _, r := range listed {
 		w.addLocked(r, r.Priority)
 	}
-	w.ack = head
-	w.log.Info("full resync", "worker", id, "repos", len(listed), "ack", head)
+	w.ack = from
+	w.log.Info("full resync", "worker", id, "repos", len(listed), "replay_from", from)
 	return nil
 }
 

@@ -1,0 +1,275 @@
+package dynamo
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// Item shapes. Every record is a flat item with short attribute names; times are UTC
+// RFC 3339 strings with nanoseconds (fmtTime), numbers are DynamoDB numbers.
+
+// ---- repos ----
+
+const (
+	// staleShards spreads the stalest index over partitions: every successful fetch moves
+	// a repo in it. Readers query every shard and merge, so changing it needs a re-index.
+	staleShards = 4
+	// counterShards spreads the per-state counters that worker and API writes move.
+	counterShards = 16
+)
+
+func shardOf(id string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % uint32(n))
+}
+
+func staleKey(id string) string { return "S" + strconv.Itoa(shardOf(id, staleShards)) }
+
+var (
+	minStaleTime = time.Unix(0, math.MinInt64)
+	maxStaleTime = time.Unix(0, math.MaxInt64)
+)
+
+// staleSort orders the stalest index: never-succeeded repos first, then by last success,
+// then by id. Times are fixed-width so string order is time order.
+func staleSort(lastSuccess time.Time, id string) string {
+	if lastSuccess.IsZero() {
+		return "0#" + id
+	}
+	t := lastSuccess
+	if t.Before(minStaleTime) {
+		t = minStaleTime
+	} else if t.After(maxStaleTime) {
+		t = maxStaleTime
+	}
+	return fmt.Sprintf("1%020d#%s", uint64(t.UnixNano())^(1<<63), id)
+}
+
+// Repo attribute names.
+const (
+	rID, rURL, rSource, rOwner, rEpoch, rSalt, rState, rPrio, rSync = "id", "url", "src", "owner", "epoch", "salt", "state", "prio", "sync"
+	rCreated, rFetch, rSuccess, rChange, rCommit                    = "created", "last_fetch", "last_success", "last_change", "last_commit"
+	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
+)
+
+// repoItem is the whole stored item of r at revision rev, index keys included: every
+// write that replaces a repo goes through here, so the indexes stay exact.
+func repoItem(r store.Repo, rev int64) (item, error) {
+	if math.IsNaN(r.Priority) || math.IsInf(r.Priority, 0) {
+		return nil, fmt.Errorf("dynamo: repo %s: priority %v is not a finite number", r.ID, r.Priority)
+	}
+	m := repoKey(r.ID)
+	m[rID] = avS(r.ID)
+	m[rURL] = avS(r.URL)
+	m[rSource] = avS(string(r.Source))
+	m[rEpoch] = avN(r.OwnerEpoch)
+	m[rSalt] = avN(int64(r.Salt))
+	m[rState] = avS(string(r.State))
+	m[rPrio] = avF(r.Priority)
+	m[rCreated] = avT(r.CreatedAt)
+	m[rFetch] = avT(r.LastFetchAt)
+	m[rSuccess] = avT(r.LastSuccessAt)
+	m[rChange] = avT(r.LastChangeAt)
+	m[rCommit] = avT(r.LastCommitAt)
+	m[rCloneFail] = avN(int64(r.CloneFailCnt))
+	m[rFetchFail] = avN(int64(r.FetchFailCnt))
+	m[rSize] = avN(r.SizeBytes)
+	m[rRev] = avN(rev)
+	if r.SyncRequested {
+		m[rSync] = avBool(true)
+	}
+	if r.LastError != "" {
+		m[rErr] = avS(r.LastError)
+	}
+	m[attrAllKey] = avS(allValue)
+	if r.Owner != "" {
+		m[rOwner] = avS(r.Owner)
+		m[attrOwnerKey] = avS(r.Owner)
+	}
+	if r.NeedsDecision() {
+		m[attrNeedKey] = avS(needValue)
+	}
+	if r.State != store.RepoDeleting {
+		m[attrStaleKey] = avS(staleKey(r.ID))
+		m[attrStaleSort] = avS(staleSort(r.LastSuccessAt, r.ID))
+	}
+	return m, nil
+}
+
+func decodeRepo(m item) (store.Repo, int64, error) {
+	d := decoder{what: "repo", m: m}
+	r := store.Repo{
+		ID:            d.s(rID),
+		URL:           d.s(rURL),
+		Source:        store.Source(d.s(rSource)),
+		Owner:         d.s(rOwner),
+		OwnerEpoch:    d.i64(rEpoch),
+		Salt:          int(d.i64(rSalt)),
+		State:         store.RepoState(d.s(rState)),
+		Priority:      d.f64(rPrio),
+		SyncRequested: getBool(m, rSync),
+		CreatedAt:     d.t(rCreated),
+		LastFetchAt:   d.t(rFetch),
+		LastSuccessAt: d.t(rSuccess),
+		LastChangeAt:  d.t(rChange),
+		LastCommitAt:  d.t(rCommit),
+		CloneFailCnt:  int(d.i64(rCloneFail)),
+		FetchFailCnt:  int(d.i64(rFetchFail)),
+		SizeBytes:     d.i64(rSize),
+		LastError:     d.s(rErr),
+	}
+	rev := d.i64(rRev)
+	return r, rev, d.err
+}
+
+// counterAttr is the attribute counting repos in state st (on counter items and on the
+// election item).
+func counterAttr(st store.RepoState) string { return "n_" + string(st) }
+
+// ---- workers ----
+
+const (
+	wID, wSlot, wStarted, wHB, wState, wDiskUsed, wDiskTotal = "wid", "slot", "started", "hb", "state", "disk_used", "disk_total"
+	wFetching, wQueue, wAck, wHead, wTrimmed, wInc           = "fetching", "queue_len", "ack", "head", "trimmed", "inc"
+)
+
+func workerItem(w store.Worker, inc string) item {
+	m := workerKey(w.ID)
+	m[wID] = avS(w.ID)
+	m[wSlot] = avN(int64(w.Slot))
+	m[wStarted] = avT(w.StartedAt)
+	m[wHB] = avT(w.HeartbeatAt)
+	m[wState] = avS(string(w.State))
+	m[wDiskUsed] = avN(w.DiskUsed)
+	m[wDiskTotal] = avN(w.DiskTotal)
+	m[wFetching] = avN(int64(w.Fetching))
+	m[wQueue] = avN(int64(w.QueueLen))
+	m[wAck] = avU(w.AckSeq)
+	m[wHead] = avU(w.OutboxHead)
+	m[wTrimmed] = avU(w.TrimmedTo)
+	m[wInc] = avS(inc)
+	return m
+}
+
+// storedWorker is a worker record with its registration's incarnation.
+type storedWorker struct {
+	store.Worker
+	Inc string
+}
+
+func decodeWorker(m item) (storedWorker, error) {
+	d := decoder{what: "worker", m: m}
+	w := storedWorker{Worker: store.Worker{
+		ID:          d.s(wID),
+		Slot:        int(d.i64(wSlot)),
+		StartedAt:   d.t(wStarted),
+		HeartbeatAt: d.t(wHB),
+		State:       store.WorkerState(d.s(wState)),
+		DiskUsed:    d.i64(wDiskUsed),
+		DiskTotal:   d.i64(wDiskTotal),
+		Fetching:    int(d.i64(wFetching)),
+		QueueLen:    int(d.i64(wQueue)),
+		AckSeq:      d.u64(wAck),
+		OutboxHead:  d.u64(wHead),
+		TrimmedTo:   d.u64(wTrimmed),
+	}, Inc: d.s(wInc)}
+	return w, d.err
+}
+
+// ---- outbox entries ----
+
+const (
+	oSeq, oOp, oRepo, oURL, oEpoch, oPrio = "seq", "op", "rid", "url", "epoch", "prio"
+)
+
+func (s *Store) entryItem(worker, inc string, e store.OutboxEntry) (item, error) {
+	if math.IsNaN(e.Priority) || math.IsInf(e.Priority, 0) {
+		return nil, fmt.Errorf("dynamo: outbox entry for %s: priority %v is not a finite number", e.RepoID, e.Priority)
+	}
+	m := key(outboxPK(worker, inc), seqSK(e.Seq))
+	m[oSeq] = avU(e.Seq)
+	m[oOp] = avS(string(e.Op))
+	m[oEpoch] = avN(e.Epoch)
+	m[oPrio] = avF(e.Priority)
+	if e.RepoID != "" {
+		m[oRepo] = avS(e.RepoID)
+	}
+	if e.URL != "" {
+		m[oURL] = avS(e.URL)
+	}
+	if s.cfg.OutboxTTL > 0 {
+		m[attrTTL] = avN(s.cfg.Now().Add(s.cfg.OutboxTTL).Unix())
+	}
+	return m, nil
+}
+
+func decodeEntry(m item) (store.OutboxEntry, error) {
+	d := decoder{what: "outbox entry", m: m}
+	e := store.OutboxEntry{
+		Seq:      d.u64(oSeq),
+		Op:       store.OutboxOp(d.s(oOp)),
+		RepoID:   d.s(oRepo),
+		URL:      d.s(oURL),
+		Epoch:    d.i64(oEpoch),
+		Priority: d.f64(oPrio),
+	}
+	return e, d.err
+}
+
+// ---- election, list sync ----
+
+const (
+	eVersion, eTerm, eVotedFor, eLease, eLastCall = "version", "term", "voted_for", "lease_until", "last_call"
+	lVersion, lCommit, lApplied, lExtra           = "version", "commit", "applied_at", "extra"
+)
+
+func decodeElection(m item) (store.Election, error) {
+	d := decoder{what: "election", m: m}
+	e := store.Election{
+		Version:      d.i64(eVersion),
+		Term:         d.i64(eTerm),
+		VotedFor:     d.s(eVotedFor),
+		LeaseUntil:   d.t(eLease),
+		LastCallTime: d.t(eLastCall),
+	}
+	return e, d.err
+}
+
+func listSyncItem(l store.ListSync) item {
+	m := listSyncKey()
+	m[lVersion] = avN(l.Version)
+	m[lCommit] = avS(l.Commit)
+	m[lApplied] = avT(l.AppliedAt)
+	if len(l.Extra) > 0 {
+		m[lExtra] = avB(l.Extra)
+	}
+	return m
+}
+
+func decodeListSync(m item) (store.ListSync, error) {
+	d := decoder{what: "list sync", m: m}
+	l := store.ListSync{
+		Version:   d.i64(lVersion),
+		Commit:    d.s(lCommit),
+		AppliedAt: d.t(lApplied),
+	}
+	if b := getB(m, lExtra); len(b) > 0 {
+		l.Extra = append([]byte(nil), b...)
+	}
+	return l, d.err
+}
+
+// versionOf reads the version attribute of a versioned singleton (0 when absent).
+func versionOf(m item) int64 {
+	if m == nil {
+		return 0
+	}
+	d := decoder{m: m}
+	return d.i64("version")
+}

@@ -1,0 +1,490 @@
+package dynamo
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// CreateRepo puts the repo if its id is free and counts it, in one transaction.
+func (s *Store) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error) {
+	if err := validID("repo", r.ID); err != nil {
+		return store.Repo{}, false, err
+	}
+	if r.State == "" {
+		r.State = store.RepoPending
+	}
+	it, err := repoItem(r, 1)
+	if err != nil {
+		return store.Repo{}, false, err
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if attempt >= maxAttempts {
+				return store.Repo{}, false, fmt.Errorf("dynamo: create repo %s: gave up after %d attempts: %w", r.ID, attempt, store.ErrConflict)
+			}
+			if err := backoff(ctx, attempt); err != nil {
+				return store.Repo{}, false, err
+			}
+		}
+		var x expr
+		out, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: []types.TransactWriteItem{
+				{Put: &types.Put{
+					TableName: aws.String(s.table), Item: it,
+					ConditionExpression: aws.String(x.notExists()), ExpressionAttributeNames: x.Names(),
+					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+				}},
+				s.countAction(r.ID, "", r.State),
+			},
+			ReturnConsumedCapacity: s.rcc(),
+		})
+		if err == nil {
+			s.consumed("CreateRepo/TransactWriteItems", out.ConsumedCapacity...)
+			return r, true, nil
+		}
+		reasons, ok := cancelReasons(err)
+		if !ok {
+			return store.Repo{}, false, fmt.Errorf("dynamo: create repo %s: %w", r.ID, err)
+		}
+		o := classify(reasons)
+		switch {
+		case o.other != "":
+			return store.Repo{}, false, fmt.Errorf("dynamo: create repo %s: %s: %w", r.ID, o.other, err)
+		case slices.Contains(o.failed, 0):
+			existing := reasons[0].Item
+			if len(existing) == 0 {
+				if existing, err = s.getItem(ctx, "CreateRepo", repoKey(r.ID)); err != nil {
+					return store.Repo{}, false, err
+				}
+			}
+			if len(existing) == 0 {
+				continue // deleted meanwhile: try again
+			}
+			old, _, err := decodeRepo(existing)
+			return old, false, err
+		}
+	}
+}
+
+// countAction moves the per-state counters of one repo's state change on its counter
+// shard (from "" = created, to "" = deleted).
+func (s *Store) countAction(id string, from, to store.RepoState) types.TransactWriteItem {
+	var x expr
+	var adds []string
+	if from != "" {
+		adds = append(adds, x.n(counterAttr(from))+" "+x.v(avN(-1)))
+	}
+	if to != "" {
+		adds = append(adds, x.n(counterAttr(to))+" "+x.v(avN(1)))
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName: aws.String(s.table), Key: counterKey(shardOf(id, counterShards)),
+		UpdateExpression:         aws.String("ADD " + strings.Join(adds, ", ")),
+		ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+	}}
+}
+
+func (s *Store) GetRepo(ctx context.Context, id string) (store.Repo, error) {
+	m, err := s.getItem(ctx, "GetRepo", repoKey(id))
+	if err != nil {
+		return store.Repo{}, err
+	}
+	if m == nil {
+		return store.Repo{}, fmt.Errorf("dynamo: repo %s: %w", id, store.ErrNotFound)
+	}
+	r, _, err := decodeRepo(m)
+	return r, err
+}
+
+// ---- listings: a keys-only index, then a consistent BatchGetItem ----
+
+// The cursor of a repo listing is the id of the last repo the index returned.
+
+// ListRepos pages through the by_id index (one partition, keys only: it is written only
+// when a repo is created or deleted). Like every index it is eventually consistent: a
+// repo created a moment ago may be missing from a listing.
+func (s *Store) ListRepos(ctx context.Context, cursor string, limit int) ([]store.Repo, string, error) {
+	return s.listIndex(ctx, "ListRepos", indexByID, attrAllKey, allValue, cursor, limit, nil)
+}
+
+// ListReposByOwner pages through the by_owner index (one partition per owner).
+func (s *Store) ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]store.Repo, string, error) {
+	if owner == "" {
+		return nil, "", nil // unowned repos are not in the index
+	}
+	return s.listIndex(ctx, "ListReposByOwner", indexByOwner, attrOwnerKey, owner, cursor, limit,
+		func(r store.Repo) bool { return r.Owner == owner })
+}
+
+// ListReposNeedingDecision reads the sparse needs_decision index: only repos for which
+// NeedsDecision holds carry its key attribute.
+func (s *Store) ListReposNeedingDecision(ctx context.Context, limit int) ([]store.Repo, error) {
+	rs, _, err := s.listIndex(ctx, "ListReposNeedingDecision", indexNeeds, attrNeedKey, needValue, "", limit,
+		func(r store.Repo) bool { return r.NeedsDecision() })
+	return rs, err
+}
+
+// listIndex reads up to limit repos from an index partition after cursor, fetches them
+// with strongly consistent reads, and keeps those that still match (the index may lag).
+func (s *Store) listIndex(ctx context.Context, op, index, hashAttr, hashValue, cursor string, limit int, keep func(store.Repo) bool) ([]store.Repo, string, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	var x expr
+	in := &dynamodb.QueryInput{
+		IndexName:                 aws.String(index),
+		KeyConditionExpression:    aws.String(x.eq(hashAttr, avS(hashValue))),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}
+	if cursor != "" {
+		in.ExclusiveStartKey = repoKey(cursor)
+		in.ExclusiveStartKey[hashAttr] = avS(hashValue)
+		in.ExclusiveStartKey[attrRepoID] = avS(cursor)
+	}
+	rs := []store.Repo{}
+	for {
+		in.Limit = aws.Int32(int32(min(limit-len(rs), 1000)))
+		out, err := s.queryPage(ctx, op, in)
+		if err != nil {
+			return nil, "", err
+		}
+		ids := make([]string, 0, len(out.Items))
+		for _, it := range out.Items {
+			ids = append(ids, getS(it, attrRepoID))
+		}
+		page, err := s.getRepos(ctx, op, ids)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, r := range page {
+			if keep == nil || keep(r) {
+				rs = append(rs, r)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return rs, "", nil
+		}
+		if len(rs) >= limit {
+			return rs, getS(out.LastEvaluatedKey, attrRepoID), nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// getRepos reads repos by id with consistent reads, in the order given, skipping those
+// gone.
+func (s *Store) getRepos(ctx context.Context, op string, ids []string) ([]store.Repo, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([]item, len(ids))
+	for i, id := range ids {
+		keys[i] = repoKey(id)
+	}
+	got, err := s.batchGet(ctx, op, keys)
+	if err != nil {
+		return nil, err
+	}
+	var rs []store.Repo
+	for _, k := range keys {
+		if m := got[keyString(k)]; m != nil {
+			r, _, err := decodeRepo(m)
+			if err != nil {
+				return nil, err
+			}
+			rs = append(rs, r)
+		}
+	}
+	return rs, nil
+}
+
+// ListStalest reads the first limit keys of each shard of the stalest index (sorted by
+// last success, then id), merges them, and fetches the first limit repos. The index
+// holds every repo not being deleted; a repo a moment into deletion, or whose success
+// the index has not caught up with, is filtered or re-sorted on the fetched values.
+func (s *Store) ListStalest(ctx context.Context, limit int) ([]store.Repo, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	type cand struct{ sort, id string }
+	var cands []cand
+	for shard := range staleShards {
+		var x expr
+		in := &dynamodb.QueryInput{
+			IndexName:                 aws.String(indexStalest),
+			KeyConditionExpression:    aws.String(x.eq(attrStaleKey, avS("S"+fmt.Sprint(shard)))),
+			ExpressionAttributeNames:  x.Names(),
+			ExpressionAttributeValues: x.Values(),
+		}
+		for n := 0; n < limit; {
+			in.Limit = aws.Int32(int32(min(limit-n, 1000)))
+			out, err := s.queryPage(ctx, "ListStalest", in)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range out.Items {
+				cands = append(cands, cand{getS(it, attrStaleSort), strings.TrimPrefix(getS(it, attrPK), pkRepoPre)})
+			}
+			n += len(out.Items)
+			if len(out.LastEvaluatedKey) == 0 {
+				break
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.sort, b.sort) })
+	ids := make([]string, 0, limit)
+	for _, c := range cands[:min(limit, len(cands))] {
+		ids = append(ids, c.id)
+	}
+	rs, err := s.getRepos(ctx, "ListStalest", ids)
+	if err != nil {
+		return nil, err
+	}
+	rs = slices.DeleteFunc(rs, func(r store.Repo) bool { return r.State == store.RepoDeleting })
+	slices.SortFunc(rs, func(a, b store.Repo) int {
+		return cmp.Or(a.LastSuccessAt.Compare(b.LastSuccessAt), cmp.Compare(a.ID, b.ID))
+	})
+	return rs, nil
+}
+
+// ---- repo writes outside Apply ----
+
+// RequestSync sets the flag and the needs-decision key in one conditional UpdateItem:
+// a repo with a sync requested needs a decision whatever its state.
+func (s *Store) RequestSync(ctx context.Context, id string) error {
+	var x expr
+	update := "SET " + x.eq(rSync, avBool(true)) + ", " + x.eq(attrNeedKey, avS(needValue)) + ", " +
+		x.n(rRev) + " = " + x.n(rRev) + " + " + x.v(avN(1))
+	err := s.retryConflicts(ctx, func() error {
+		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: repoKey(id),
+			UpdateExpression: aws.String(update), ConditionExpression: aws.String(x.exists()),
+			ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+			ReturnConsumedCapacity: s.rcc(),
+		})
+		if err == nil {
+			s.consumedPtr("RequestSync/UpdateItem", out.ConsumedCapacity)
+		}
+		return err
+	})
+	switch {
+	case isConditionFailed(err):
+		return fmt.Errorf("dynamo: request sync: repo %s: %w", id, store.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("dynamo: request sync %s: %w", id, err)
+	}
+	return nil
+}
+
+func (s *Store) RequestDelete(ctx context.Context, id string) error {
+	return s.updateRepo(ctx, "RequestDelete", id, false, func(r *store.Repo) error {
+		r.State = store.RepoDeleting
+		return nil
+	})
+}
+
+// ReportFetch usually changes no state (ok stays ok): then it is one UpdateItem
+// conditioned on owner, epoch and the state. A state change (cloning → ok, ok →
+// failing, ...) also moves the counters: a read and a two-item transaction.
+func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) error {
+	apply := func(r *store.Repo) error {
+		if err := checkOwner(r, owner, epoch); err != nil {
+			return err
+		}
+		r.State, r.Priority = rep.State, rep.Priority
+		r.LastFetchAt, r.LastSuccessAt = rep.LastFetchAt, rep.LastSuccessAt
+		r.LastChangeAt, r.LastCommitAt = rep.LastChangeAt, rep.LastCommitAt
+		r.CloneFailCnt, r.FetchFailCnt = rep.CloneFailCnt, rep.FetchFailCnt
+		r.SizeBytes, r.LastError = rep.SizeBytes, rep.LastError
+		return nil
+	}
+	if owner != "" && rep.State != "" && rep.State != store.RepoDeleting {
+		done, err := s.reportFetchFast(ctx, id, owner, epoch, rep)
+		if done || err != nil {
+			return err
+		}
+	}
+	return s.updateRepo(ctx, "ReportFetch", id, true, apply)
+}
+
+// reportFetchFast writes a report that keeps the stored state. done is false when the
+// stored state differs (the caller takes the slow path).
+func (s *Store) reportFetchFast(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) (bool, error) {
+	if err := finite(rep.Priority); err != nil {
+		return true, fmt.Errorf("dynamo: report fetch %s: %w", id, err)
+	}
+	var x expr
+	sets := []string{
+		x.eq(rPrio, avF(rep.Priority)),
+		x.eq(rFetch, avT(rep.LastFetchAt)), x.eq(rSuccess, avT(rep.LastSuccessAt)),
+		x.eq(rChange, avT(rep.LastChangeAt)), x.eq(rCommit, avT(rep.LastCommitAt)),
+		x.eq(rCloneFail, avN(int64(rep.CloneFailCnt))), x.eq(rFetchFail, avN(int64(rep.FetchFailCnt))),
+		x.eq(rSize, avN(rep.SizeBytes)),
+		// state unchanged and not deleting: the repo is in the stalest index; move it there
+		x.eq(attrStaleSort, avS(staleSort(rep.LastSuccessAt, id))),
+		x.n(rRev) + " = " + x.n(rRev) + " + " + x.v(avN(1)),
+	}
+	update := ""
+	if rep.LastError != "" {
+		sets = append(sets, x.eq(rErr, avS(rep.LastError)))
+		update = "SET " + strings.Join(sets, ", ")
+	} else {
+		update = "SET " + strings.Join(sets, ", ") + " REMOVE " + x.n(rErr)
+	}
+	cond := x.eq(rOwner, avS(owner)) + " AND " + x.eq(rEpoch, avN(epoch)) + " AND " + x.eq(rState, avS(string(rep.State)))
+	var out *dynamodb.UpdateItemOutput
+	err := s.retryConflicts(ctx, func() error {
+		var err error
+		out, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(s.table), Key: repoKey(id),
+			UpdateExpression: aws.String(update), ConditionExpression: aws.String(cond),
+			ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			ReturnConsumedCapacity:              s.rcc(),
+		})
+		return err
+	})
+	if err == nil {
+		s.consumedPtr("ReportFetch/UpdateItem", out.ConsumedCapacity)
+		return true, nil
+	}
+	ccf, ok := errors.AsType[*types.ConditionalCheckFailedException](err)
+	if !ok {
+		return true, fmt.Errorf("dynamo: report fetch %s: %w", id, err)
+	}
+	if len(ccf.Item) == 0 {
+		return false, nil // gone (or no old image returned): the slow path reads and decides
+	}
+	old, _, err := decodeRepo(ccf.Item)
+	if err != nil {
+		return true, err
+	}
+	if err := checkOwner(&old, owner, epoch); err != nil {
+		return true, err
+	}
+	return false, nil // only the state differs
+}
+
+func finite(f float64) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("priority %v is not a finite number", f)
+	}
+	return nil
+}
+
+func (s *Store) HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error {
+	return s.updateRepo(ctx, "HandBack", id, true, func(r *store.Repo) error {
+		if err := checkOwner(r, owner, epoch); err != nil {
+			return err
+		}
+		r.State, r.LastError = store.RepoOverflow, reason
+		return nil
+	})
+}
+
+func checkOwner(r *store.Repo, owner string, epoch int64) error {
+	if r.State == store.RepoDeleting {
+		return fmt.Errorf("dynamo: repo %s is being deleted: %w", r.ID, store.ErrConflict)
+	}
+	if r.Owner != owner || r.OwnerEpoch != epoch {
+		return fmt.Errorf("dynamo: repo %s is owner %q epoch %d, not %q epoch %d: %w",
+			r.ID, r.Owner, r.OwnerEpoch, owner, epoch, store.ErrConflict)
+	}
+	return nil
+}
+
+// updateRepo reads a repo, applies fn and writes the whole item back conditioned on the
+// revision read: a PutItem, or — when the state changes — a transaction that also moves
+// the counters. A write that raced in between sends it round again. A missing repo is
+// ErrNotFound, except under a fence, where the owner no longer holding it is ErrConflict.
+func (s *Store) updateRepo(ctx context.Context, op, id string, fenced bool, fn func(*store.Repo) error) error {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if attempt >= maxAttempts {
+				return fmt.Errorf("dynamo: %s %s: the repo kept changing: %w", op, id, store.ErrConflict)
+			}
+			if err := backoff(ctx, attempt); err != nil {
+				return err
+			}
+		}
+		m, err := s.getItem(ctx, op, repoKey(id))
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			if fenced {
+				return fmt.Errorf("dynamo: %s: repo %s is gone: %w", op, id, store.ErrConflict)
+			}
+			return fmt.Errorf("dynamo: %s: repo %s: %w", op, id, store.ErrNotFound)
+		}
+		old, rev, err := decodeRepo(m)
+		if err != nil {
+			return err
+		}
+		nu := old
+		if err := fn(&nu); err != nil {
+			return err
+		}
+		it, err := repoItem(nu, rev+1)
+		if err != nil {
+			return err
+		}
+		var x expr
+		cond := aws.String(x.eq(rRev, avN(rev)))
+		if nu.State == old.State {
+			err = s.retryConflicts(ctx, func() error {
+				out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+					TableName: aws.String(s.table), Item: it, ConditionExpression: cond,
+					ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+					ReturnConsumedCapacity: s.rcc(),
+				})
+				if err == nil {
+					s.consumedPtr(op+"/PutItem", out.ConsumedCapacity)
+				}
+				return err
+			})
+			switch {
+			case err == nil:
+				return nil
+			case isConditionFailed(err) || isTxConflict(err):
+				continue
+			default:
+				return fmt.Errorf("dynamo: %s %s: %w", op, id, err)
+			}
+		}
+		out, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: []types.TransactWriteItem{
+				{Put: &types.Put{
+					TableName: aws.String(s.table), Item: it, ConditionExpression: cond,
+					ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+				}},
+				s.countAction(id, old.State, nu.State),
+			},
+			ReturnConsumedCapacity: s.rcc(),
+		})
+		if err == nil {
+			s.consumed(op+"/TransactWriteItems", out.ConsumedCapacity...)
+			return nil
+		}
+		reasons, ok := cancelReasons(err)
+		if !ok {
+			return fmt.Errorf("dynamo: %s %s: %w", op, id, err)
+		}
+		if o := classify(reasons); o.other != "" {
+			return fmt.Errorf("dynamo: %s %s: %s: %w", op, id, o.other, err)
+		}
+	}
+}
