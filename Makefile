@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: all run test vet unit bench fmt clean
+.PHONY: all run test vet unit bench build fmt clean
 
 all: test
 
@@ -24,6 +24,17 @@ unit:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./shared/ring/
 	$(GO) test -run '^$$' -bench . ./shared/worker/ ./shared/mirror/
+
+## build: Lambda zips (bootstrap) and the worker binary for linux/arm64, into build/
+LAMBDA_FLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
+build:
+	@mkdir -p build/coordinator build/api
+	$(LAMBDA_FLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/coordinator/bootstrap ./functions/coordinator
+	$(LAMBDA_FLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/api/bootstrap ./functions/api
+	cd build/coordinator && rm -f ../coordinator.zip && zip -q -X ../coordinator.zip bootstrap
+	cd build/api && rm -f ../api.zip && zip -q -X ../api.zip bootstrap
+	$(LAMBDA_FLAGS) $(GO) build -trimpath -ldflags='-s -w' -o build/worker ./worker
+	@ls -l build/*.zip build/worker
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

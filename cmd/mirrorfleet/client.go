@@ -69,6 +69,8 @@ func runClient(args []string, stdout, stderr io.Writer) error {
 		return c.ring(ctx)
 	case "status":
 		return c.status(ctx)
+	case "list":
+		return c.listCmd(ctx, words)
 	}
 	if len(words) == 0 {
 		return usageError{"repos needs a sub-command: add, ls, show, rm or sync"}
@@ -472,3 +474,148 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// listCmd runs `mirrorfleet list [status]` and `mirrorfleet list confirm COMMIT`.
+func (c *client) listCmd(ctx context.Context, words []string) error {
+	if len(words) == 0 || (words[0] == "status" && len(words) == 1) {
+		if c.json {
+			_, err := c.do(ctx, http.MethodGet, "/v1/list", nil, nil)
+			return err
+		}
+		var st listStatus
+		if _, err := c.do(ctx, http.MethodGet, "/v1/list", nil, &st); err != nil {
+			return err
+		}
+		return c.printList(st)
+	}
+	if words[0] == "confirm" {
+		if len(words) != 2 {
+			return usageError{"list confirm takes one commit: the held purge's, as `mirrorfleet list` shows it"}
+		}
+		if c.json {
+			_, err := c.do(ctx, http.MethodPost, "/v1/list/confirm", map[string]string{"commit": words[1]}, nil)
+			return err
+		}
+		var st listStatus
+		if _, err := c.do(ctx, http.MethodPost, "/v1/list/confirm", map[string]string{"commit": words[1]}, &st); err != nil {
+			return err
+		}
+		if h := st.HeldPurge; h != nil {
+			fmt.Fprintf(c.out, "confirmed: the purge of %d list repos from commit %s goes ahead at the coordinator's next tick\n", h.Remove, short(h.Commit))
+		} else {
+			fmt.Fprintln(c.out, "confirmed")
+		}
+		return nil
+	}
+	return usageError{fmt.Sprintf("unknown list sub-command %q; use `mirrorfleet list` or `mirrorfleet list confirm COMMIT`", strings.Join(words, " "))}
+}
+
+// listStatus is the part of GET /v1/list the table shows.
+type listStatus struct {
+	Configured            bool       `json:"configured"`
+	Message               string     `json:"message"`
+	Repo                  *string    `json:"repo"`
+	Branch                *string    `json:"branch"`
+	Paths                 []string   `json:"paths"`
+	IntervalSeconds       *float64   `json:"interval_seconds"`
+	PurgeThresholdPercent *float64   `json:"purge_threshold_percent"`
+	Commit                *string    `json:"commit"`
+	AppliedAt             *time.Time `json:"applied_at"`
+	Entries               int        `json:"entries"`
+	LastChange            *struct {
+		Mode    string `json:"mode"`
+		Added   int    `json:"added"`
+		Removed int    `json:"removed"`
+	} `json:"last_change"`
+	BadLines []struct {
+		File   string `json:"file"`
+		Line   int    `json:"line"`
+		Text   string `json:"text"`
+		Reason string `json:"reason"`
+	} `json:"bad_lines"`
+	BadTotal  int `json:"bad_lines_total"`
+	HeldPurge *struct {
+		Commit           string    `json:"commit"`
+		Remove           int       `json:"remove"`
+		Of               int       `json:"of"`
+		Percent          float64   `json:"percent"`
+		ThresholdPercent float64   `json:"threshold_percent"`
+		Since            time.Time `json:"since"`
+		Sample           []string  `json:"sample"`
+		Confirmed        bool      `json:"confirmed"`
+	} `json:"held_purge"`
+	Pending   []string `json:"pending"`
+	LastError *string  `json:"last_error"`
+}
+
+func (c *client) printList(st listStatus) error {
+	if !st.Configured {
+		fmt.Fprintln(c.out, st.Message)
+		return nil
+	}
+	branch := "HEAD"
+	if st.Branch != nil {
+		branch = *st.Branch
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "repository\t%s (%s: %s)\n", deref(st.Repo), branch, strings.Join(st.Paths, ", "))
+	if st.Commit != nil {
+		change := ""
+		if lc := st.LastChange; lc != nil {
+			change = fmt.Sprintf(", last change %s +%d -%d", lc.Mode, lc.Added, lc.Removed)
+		}
+		fmt.Fprintf(tw, "commit\t%s, applied %s%s\n", *st.Commit, ago(st.AppliedAt), change)
+	} else {
+		fmt.Fprintf(tw, "commit\tnone applied yet\n")
+	}
+	fmt.Fprintf(tw, "entries\t%d URLs, %d bad lines\n", st.Entries, st.BadTotal)
+	if st.PurgeThresholdPercent != nil && st.IntervalSeconds != nil {
+		fmt.Fprintf(tw, "settings\tpurge threshold %g%%, fetched every %s\n", *st.PurgeThresholdPercent, time.Duration(*st.IntervalSeconds*float64(time.Second)))
+	}
+	if len(st.Pending) > 0 {
+		fmt.Fprintf(tw, "pending\t%s\n", strings.Join(st.Pending, " "))
+	}
+	if st.LastError != nil {
+		fmt.Fprintf(tw, "last error\t%s\n", *st.LastError)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if h := st.HeldPurge; h != nil {
+		state := "PURGE HELD"
+		if h.Confirmed {
+			state = "PURGE CONFIRMED (applied at the next tick)"
+		}
+		fmt.Fprintf(c.out, "\n%s: commit %s would delete %d of %d list repos (%.1f%%, threshold %g%%), since %s\n",
+			state, h.Commit, h.Remove, h.Of, h.Percent, h.ThresholdPercent, ago(&h.Since))
+		for _, u := range h.Sample {
+			fmt.Fprintf(c.out, "  e.g. %s\n", u)
+		}
+		if !h.Confirmed {
+			fmt.Fprintf(c.out, "confirm with:  mirrorfleet list confirm %s\n", h.Commit)
+		}
+	}
+	if len(st.BadLines) > 0 {
+		fmt.Fprintln(c.out, "\nbad lines (skipped):")
+		var rows [][]string
+		for _, b := range st.BadLines {
+			rows = append(rows, []string{fmt.Sprintf("%s:%d", b.File, b.Line), b.Reason, b.Text})
+		}
+		if err := c.table("WHERE\tREASON\tLINE", rows); err != nil {
+			return err
+		}
+		if st.BadTotal > len(st.BadLines) {
+			fmt.Fprintf(c.out, "and %d more\n", st.BadTotal-len(st.BadLines))
+		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+func short(c string) string { return c[:min(len(c), 12)] }

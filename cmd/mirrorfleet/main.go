@@ -11,17 +11,22 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
+	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 )
 
 const usage = `mirrorfleet keeps large collections of git mirrors fresh.
 
 Usage:
   mirrorfleet run [flags]                 the local fleet: coordinator, workers, API
+  mirrorfleet worker                      one worker process against DynamoDB, configured
+                                          from the environment (see worker/README.md)
   mirrorfleet repos add URL... | --file F add repos (bulk adds show progress)
   mirrorfleet repos ls [--state S]        list repos
   mirrorfleet repos show ID               one repo
@@ -30,6 +35,8 @@ Usage:
   mirrorfleet workers                     the workers and their health
   mirrorfleet ring                        the consistent-hash ring
   mirrorfleet status                      fleet summary
+  mirrorfleet list                        the repo list kept in git: commit, bad lines, held purge
+  mirrorfleet list confirm COMMIT         let the held purge of COMMIT go ahead
 
 Client commands take --api (default http://127.0.0.1:8080, or $MIRRORFLEET_API),
 --token (default $MIRRORFLEET_TOKEN, else <data>/token), --data and -o table|json.
@@ -52,7 +59,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = runFleet(args[1:], stderr)
-	case "repos", "workers", "ring", "status":
+	case "worker":
+		err = runWorker(args[1:], stderr)
+	case "repos", "workers", "ring", "status", "list":
 		err = runClient(args, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "mirrorfleet: unknown command %q\n\n%s", args[0], usage)
@@ -94,6 +103,23 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Warmup, "warmup", d.Warmup, "wait on first start before assigning (0s: none)")
 	fs.DurationVar(&cfg.MinInterval, "min-interval", d.MinInterval, "minimum time between two polls of one repo")
 	fs.StringVar(&cfg.ReposFile, "repos-file", "", "file of repo URLs to add at start (one per line, # comments)")
+	ld := listsync.Defaults()
+	cfg.List.PurgeThreshold = ld.PurgeThreshold
+	fs.StringVar(&cfg.List.Repo, "list-repo", "", "git repository (https://) holding the list of repos to mirror; empty: none")
+	fs.StringVar(&cfg.List.Branch, "list-branch", "", "branch of the list repository (default: its HEAD)")
+	fs.Func("list-path", "list file, or directory of *.txt files (a `path` in the list repository); repeat or comma-separate (default \""+listsync.DefaultPath+"\")",
+		func(v string) error {
+			cfg.List.Paths = append(cfg.List.Paths, listsync.SplitPaths(v)...)
+			return nil
+		})
+	fs.DurationVar(&cfg.List.Interval, "list-interval", ld.Interval, "time between two fetches of the list repository")
+	fs.Func("list-purge-threshold", fmt.Sprintf("`percent` of the list's repos one change may remove before it waits for 'mirrorfleet list confirm' (default %g)", ld.PurgeThreshold),
+		func(v string) error {
+			p, err := listsync.ParsePercent(v)
+			cfg.List.PurgeThreshold = p
+			return err
+		})
+	fs.StringVar(&cfg.List.Dir, "list-dir", "", "where the list repository's clone is kept (default <data>/list)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -103,6 +129,12 @@ func runFleet(args []string, stderr io.Writer) error {
 	}
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
+	}
+	if err := cfg.List.Validate(); err != nil {
+		return usageError{err.Error()}
+	}
+	if !cfg.List.Enabled() && (cfg.List.Branch != "" || len(cfg.List.Paths) > 0) {
+		return usageError{"--list-branch and --list-path need --list-repo"}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -121,6 +153,10 @@ func runFleet(args []string, stderr io.Writer) error {
 	if f.TokenGenerated {
 		fmt.Fprintf(stderr, "  API token (generated, saved in %s; shown once):\n    %s\n", fleet.TokenPath(cfg.Data), f.Token)
 	}
+	if f.List != nil {
+		lc := f.List.Config()
+		fmt.Fprintf(stderr, "  repo list:   %s (%s, every %s; `mirrorfleet list` shows it)\n", lc.Repo, strings.Join(lc.Paths, ", "), lc.Interval)
+	}
 	fmt.Fprintf(stderr, "Add a repo:  mirrorfleet repos add https://github.com/git/git --data %s\nStop with Ctrl-C.\n\n", cfg.Data)
 	<-ctx.Done()
 	stop()
@@ -128,4 +164,27 @@ func runFleet(args []string, stderr io.Writer) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return f.Stop(sctx)
+}
+
+// runWorker is one fetch worker against a DynamoDB table (AWS, LocalStack or DynamoDB
+// Local via AWS_ENDPOINT_URL), configured like the ECS task.
+func runWorker(args []string, stderr io.Writer) error {
+	if len(args) > 0 {
+		if args[0] == "-h" || args[0] == "--help" {
+			fmt.Fprintln(stderr, "mirrorfleet worker takes its configuration from the environment: MIRRORFLEET_TABLE, AWS_REGION, AWS_ENDPOINT_URL, MIRRORFLEET_MIRROR_ROOT, ... (worker/README.md)")
+			return flag.ErrHelp
+		}
+		return usageError{fmt.Sprintf("worker takes no arguments (configure it with MIRRORFLEET_* variables), got %q", args)}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal ends the process at once
+	}()
+	cfg, err := cloud.WorkerConfigFromEnv(ctx)
+	if err != nil {
+		return err
+	}
+	return cloud.RunWorker(ctx, cfg)
 }

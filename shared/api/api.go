@@ -65,6 +65,9 @@ type Config struct {
 	Log *slog.Logger
 	// MaxBulk bounds the URLs of one bulk add; default 10000.
 	MaxBulk int
+	// List serves /v1/list and /v1/list/confirm; nil means no list repository is
+	// configured (GET /v1/list says so).
+	List ListSync
 }
 
 // DefaultMaxBulk is Config.MaxBulk's default.
@@ -109,6 +112,8 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/workers", h: (*server).listWorkers},
 	{Method: "GET", Path: "/v1/ring", h: (*server).getRing},
 	{Method: "GET", Path: "/v1/status", h: (*server).getStatus},
+	{Method: "GET", Path: "/v1/list", h: (*server).getList},
+	{Method: "POST", Path: "/v1/list/confirm", Write: true, h: (*server).confirmList},
 	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},
 	{Method: "GET", Path: "/", h: (*server).page},
 	{Method: "GET", Path: "/ui/{file}", h: (*server).asset},

@@ -92,7 +92,7 @@ func typeName(goType string) string {
 		return "a string"
 	case "[]string":
 		return "an array of strings"
-	case "api.createRequest":
+	case "api.createRequest", "api.confirmRequest":
 		return "a JSON object"
 	}
 	return "of type " + goType

@@ -22,6 +22,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
@@ -44,7 +45,10 @@ type Config struct {
 	Warmup            time.Duration // first-start warm-up; <0 none
 	MinInterval       time.Duration // per-repo minimum poll interval
 	ReposFile         string        // URLs to add at start, one per line
-	Log               *slog.Logger
+	// List, when List.Repo is set, keeps the repos listed in a git repository
+	// (listsync); its clone lives in <data>/list unless List.Dir says otherwise.
+	List listsync.Config
+	Log  *slog.Logger
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -68,7 +72,10 @@ func (c Config) withDefaults() Config {
 	if c.Fetchers <= 0 {
 		c.Fetchers = d.Fetchers
 	}
-	for _, x := range []struct{ v *time.Duration; d time.Duration }{
+	for _, x := range []struct {
+		v *time.Duration
+		d time.Duration
+	}{
 		{&c.Tick, d.Tick}, {&c.Heartbeat, d.Heartbeat}, {&c.Grace, d.Grace}, {&c.MinInterval, d.MinInterval}} {
 		if *x.v <= 0 {
 			*x.v = x.d
@@ -85,19 +92,21 @@ func (c Config) withDefaults() Config {
 
 // Fleet is a running local fleet.
 type Fleet struct {
-	cfg     Config
-	Store   *bolt.Store
-	Mirror  *mirror.Mirrorer
-	Token   string
+	cfg    Config
+	Store  *bolt.Store
+	Mirror *mirror.Mirrorer
+	Token  string
 	// TokenGenerated is set when the token was created at this start (print it once).
 	TokenGenerated bool
-	addr    net.Addr
-	server  *http.Server
-	poke    chan struct{}
-	workers []*runningWorker
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	coord   *coordinator.Coordinator
+	addr           net.Addr
+	server         *http.Server
+	poke           chan struct{}
+	workers        []*runningWorker
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	coord          *coordinator.Coordinator
+	// List is the list sync; nil when no list repository is configured.
+	List *listsync.Syncer
 }
 
 type runningWorker struct {
@@ -108,6 +117,9 @@ type runningWorker struct {
 
 // MirrorsDir is where mirrors land: <data>/mirrors/<host>/<path>.git.
 func MirrorsDir(data string) string { return filepath.Join(data, "mirrors") }
+
+// ListDir is where the list repository's clone is kept by default: <data>/list.
+func ListDir(data string) string { return filepath.Join(data, "list") }
 
 // Start opens the store and starts everything. It returns once the API is listening.
 func Start(ctx context.Context, cfg Config) (*Fleet, error) {
@@ -139,12 +151,33 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		}
 	}
 
+	if cfg.List.Enabled() {
+		lc := cfg.List
+		if lc.Dir == "" {
+			lc.Dir = ListDir(cfg.Data)
+		}
+		// OnChange pokes the coordinator so the repos the list added are assigned at once.
+		if f.List, err = listsync.New(lc, listsync.Options{Store: st, Policy: policy, Clock: clock.Real{}, Log: log, OnChange: f.Poke}); err != nil {
+			return fail(err)
+		}
+	}
+	failList := func(err error) (*Fleet, error) {
+		if f.List != nil {
+			f.List.Close()
+		}
+		return fail(err)
+	}
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return fail(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
+		return failList(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
 	f.addr = ln.Addr()
-	handler := api.New(api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log})
+	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log}
+	if f.List != nil {
+		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
+	}
+	handler := api.New(apiCfg)
 	f.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -154,6 +187,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	f.coord = &coordinator.Coordinator{ID: "local-" + host, Store: st, Timer: tmr, Clock: clock.Real{},
 		Config: coordinator.Config{Grace: cfg.Grace, Warmup: cfg.Warmup, SuspectAfter: 3 * cfg.Heartbeat,
 			Lease: 3 * cfg.Tick}, Log: log}
+	if f.List != nil {
+		f.coord.List = f.List
+	}
 
 	f.wg.Add(3)
 	go func() {
@@ -251,13 +287,16 @@ func (f *Fleet) Stop(ctx context.Context) error {
 		<-rw.done
 	}
 	el := election.Elector{Store: f.Store, ID: f.coord.ID}
-	if err := el.StepDown(ctx, time.Now()); err != nil {
+	if err := el.StepDown(ctx, clock.Real{}.Now()); err != nil {
 		f.cfg.Log.Warn("step down", "err", err)
 	}
 	err := f.server.Shutdown(ctx)
 	f.cancel()
 	f.wg.Wait()
 	f.Mirror.Close()
+	if f.List != nil {
+		f.List.Close()
+	}
 	if cerr := f.Store.Close(); err == nil {
 		err = cerr
 	}
@@ -314,7 +353,7 @@ func importFile(ctx context.Context, st store.Store, p urlpolicy.Policy, path st
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		res := api.AddRepo(ctx, st, p, line, store.SourceAPI, time.Now())
+		res := api.AddRepo(ctx, st, p, line, store.SourceAPI, clock.Real{}.Now())
 		switch {
 		case res.Err != nil:
 			bad++

@@ -175,6 +175,50 @@ function renderRing(rg) {
   }));
 }
 
+// renderList draws the repo-list panel from /v1/list. The list is optional: its panel
+// says so rather than failing the page.
+function renderList(ls) {
+  $("#list-message").textContent = ls.message;
+  $("#list-meta").textContent = ls.configured ? `${ls.entries} URLs` : "not configured";
+  const facts = [];
+  const fact = (k, v, cls) => facts.push(el("dt", {}, k), el("dd", cls ? { class: cls } : {}, v));
+  if (ls.configured) {
+    fact("repository", ls.repo);
+    fact("branch", ls.branch || "HEAD");
+    fact("paths", ls.paths.join(", "));
+    fact("commit", ls.commit ? el("code", {}, ls.commit) : "none yet");
+    fact("applied", fmtTime(ls.applied_at));
+    if (ls.last_change) fact("last change", `${ls.last_change.mode}: +${ls.last_change.added} −${ls.last_change.removed}`);
+    fact("purge threshold", `${ls.purge_threshold_percent}%`);
+    if (ls.pending.length) fact("waiting to be re-added", ls.pending.join(" "));
+    if (ls.last_error) fact("last error", ls.last_error, "bad");
+  }
+  $("#list-facts").replaceChildren(...facts);
+
+  const held = $("#list-held");
+  const h = ls.held_purge;
+  if (h) {
+    const cmd = `mirrorfleet list confirm ${h.commit}`;
+    held.replaceChildren(
+      el("b", {}, h.confirmed ? "Purge confirmed — applied at the next sync. " : "Purge held. "),
+      `Commit `, el("code", {}, h.commit.slice(0, 12)), ` would delete ${h.remove} of ${h.of} list repos ` +
+        `(${h.percent.toFixed(1)}%, threshold ${h.threshold_percent}%). `,
+      h.confirmed ? "" : el("span", {}, "Confirm with ", el("code", {}, cmd), " or raise --list-purge-threshold."),
+      el("ul", {}, ...h.sample.map((u) => el("li", { class: "url" }, u))));
+    held.hidden = false;
+  } else {
+    held.hidden = true;
+  }
+
+  const bad = $("#list-bad");
+  bad.hidden = !ls.bad_lines.length;
+  $("#list-bad tbody").replaceChildren(...ls.bad_lines.map((b) => el("tr", {},
+    el("td", {}, `${b.file}:${b.line}`), el("td", { class: "wrap" }, b.reason), el("td", { class: "url" }, b.text))));
+  if (ls.bad_lines_total > ls.bad_lines.length) {
+    $("#list-bad tbody").append(el("tr", {}, el("td", { colspan: 3, class: "muted" }, `and ${ls.bad_lines_total - ls.bad_lines.length} more`)));
+  }
+}
+
 // ---- loop ----
 
 function showProblem(err) {
@@ -204,6 +248,12 @@ async function refresh() {
     renderStatus(st);
     renderWorkers(ws.workers);
     renderRing(rg);
+    try {
+      renderList(await getJSON("/v1/list"));
+    } catch (err) {
+      if (err instanceof HTTPError && err.status === 401) throw err;
+      $("#list-message").textContent = `The list status is unavailable: ${err.message}`;
+    }
     $("#banner").hidden = true;
     $("#auth").hidden = true;
     $("main").classList.remove("stale");

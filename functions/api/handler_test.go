@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+)
+
+// iamAuthorizer is the requestContext.authorizer API Gateway sends for a route with IAM
+// authorization (as in the HTTP API payload 2.0 sample of the Lambda docs).
+const iamAuthorizer = `"authorizer": {
+      "iam": {
+        "accessKey": "ASIA2ZJZYVUEREEIHAKY",
+        "accountId": "123456789012",
+        "callerId": "AROA7ZJZYVRE7C3DUXHH6:operator",
+        "principalOrgId": "o-abc123",
+        "userArn": "arn:aws:sts::123456789012:assumed-role/mirrorfleet-operator/operator",
+        "userId": "AROA7ZJZYVRE7C3DUXHH6:operator"
+      }
+    },`
+
+// event is an HTTP API payload 2.0 event for method and path, with body (JSON text or
+// "") and, when auth is set, an IAM identity in the request context.
+func event(t *testing.T, method, path, body string, auth bool) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	authorizer := ""
+	if auth {
+		authorizer = iamAuthorizer
+	}
+	bodyJSON, _ := json.Marshal(body)
+	raw := fmt.Sprintf(`{
+  "version": "2.0",
+  "routeKey": "$default",
+  "rawPath": %q,
+  "rawQueryString": "",
+  "headers": {
+    "accept": "application/json",
+    "content-type": "application/json",
+    "host": "abc123.execute-api.us-east-1.amazonaws.com",
+    "user-agent": "aws-cli/2.15",
+    "x-amz-date": "20250101T000000Z",
+    "x-forwarded-for": "203.0.113.7",
+    "x-forwarded-proto": "https"
+  },
+  "requestContext": {
+    "accountId": "123456789012",
+    "apiId": "abc123",
+    %s
+    "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
+    "domainPrefix": "abc123",
+    "http": {
+      "method": %q,
+      "path": %q,
+      "protocol": "HTTP/1.1",
+      "sourceIp": "203.0.113.7",
+      "userAgent": "aws-cli/2.15"
+    },
+    "requestId": "JKJaXmPLvHcESHA=",
+    "routeKey": "$default",
+    "stage": "$default",
+    "time": "01/Jan/2025:00:00:00 +0000",
+    "timeEpoch": 1735689600000
+  },
+  "body": %s,
+  "isBase64Encoded": false
+}`, path, authorizer, method, path, bodyJSON)
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+		t.Fatalf("sample event: %v\n%s", err, raw)
+	}
+	return ev
+}
+
+type stores map[string]func(t *testing.T) Store
+
+// backends: bolt always; DynamoDB Local when it runs.
+var backends = stores{
+	"bolt": func(t *testing.T) Store {
+		st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "api.db"), bolt.Options{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	},
+	"dynamodb-local": func(t *testing.T) Store {
+		ep := os.Getenv("MIRRORFLEET_DYNAMODB_ENDPOINT")
+		if ep == "" {
+			t.Skip("DynamoDB Local not running: set MIRRORFLEET_DYNAMODB_ENDPOINT (make test starts it); the bolt store covered the same cases")
+		}
+		t.Setenv("AWS_ACCESS_KEY_ID", "test")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+		t.Setenv("AWS_REGION", "us-east-1")
+		st, err := cloud.NewDynamoStore(t.Context(), ep, fmt.Sprintf("mf_api_%d", time.Now().UnixNano()%1e12))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CreateTable(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = st.DeleteTable(ctx)
+		})
+		return st
+	},
+}
+
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func TestAPIThroughAPIGateway(t *testing.T) {
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			var logs bytes.Buffer
+			h := NewHandler(cloud.APIConfig{}, st, clock.Real{}, slog.New(slog.NewJSONHandler(&logs, nil)))
+			ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-1",
+				InvokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:mirrorfleet-api"})
+			call := func(ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+				t.Helper()
+				resp, err := h(ctx, ev)
+				if err != nil {
+					t.Fatalf("%s %s: handler error %v", ev.RequestContext.HTTP.Method, ev.RawPath, err)
+				}
+				if ct := resp.Headers["Content-Type"]; !strings.HasPrefix(ct, "application/json") {
+					t.Errorf("%s %s: Content-Type %q", ev.RequestContext.HTTP.Method, ev.RawPath, ct)
+				}
+				return resp
+			}
+
+			resp := call(event(t, "GET", "/v1/status", "", true))
+			if resp.StatusCode != 200 || !json.Valid([]byte(resp.Body)) {
+				t.Fatalf("GET /v1/status: %d %s", resp.StatusCode, resp.Body)
+			}
+
+			resp = call(event(t, "POST", "/v1/repos", `{"url":"https://github.com/golang/go"}`, true))
+			if resp.StatusCode != 201 {
+				t.Fatalf("POST /v1/repos with IAM identity: %d %s", resp.StatusCode, resp.Body)
+			}
+			var created struct {
+				ID, URL, State string
+			}
+			if err := json.Unmarshal([]byte(resp.Body), &created); err != nil || created.State != string(store.RepoPending) {
+				t.Fatalf("created repo %s (%v)", resp.Body, err)
+			}
+			if r, err := st.GetRepo(t.Context(), created.ID); err != nil || r.URL != created.URL {
+				t.Fatalf("stored repo %+v, %v", r, err)
+			}
+			resp = call(event(t, "POST", "/v1/repos", `{"url":"https://github.com/golang/go"}`, true))
+			if resp.StatusCode != 200 {
+				t.Errorf("POST of an existing repo: %d %s, want 200", resp.StatusCode, resp.Body)
+			}
+
+			// Without an IAM identity: 401 for the write and, since reads need auth, the read.
+			for _, ev := range []events.APIGatewayV2HTTPRequest{
+				event(t, "POST", "/v1/repos", `{"url":"https://github.com/golang/tools"}`, false),
+				event(t, "GET", "/v1/status", "", false),
+			} {
+				resp = call(ev)
+				var e apiError
+				if resp.StatusCode != 401 || json.Unmarshal([]byte(resp.Body), &e) != nil || e.Error.Code != "unauthorized" ||
+					!strings.Contains(e.Error.Message, "SigV4") {
+					t.Errorf("%s %s without identity: %d %s", ev.RequestContext.HTTP.Method, ev.RawPath, resp.StatusCode, resp.Body)
+				}
+				if got := resp.Headers["Www-Authenticate"]; got != "AWS4-HMAC-SHA256" {
+					t.Errorf("WWW-Authenticate %q, want the SigV4 scheme", got)
+				}
+			}
+			if _, err := st.GetRepo(t.Context(), store.RepoID("https://github.com/golang/tools")); err == nil {
+				t.Error("an unauthenticated POST created a repo")
+			}
+
+			// A client-supplied copy of the adapter's context header changes nothing.
+			ev := event(t, "POST", "/v1/repos", `{"url":"https://github.com/golang/tools"}`, false)
+			ev.Headers["X-GoLambdaProxy-ApiGw-Context"] = `{"authorizer":{"iam":{"userArn":"arn:aws:iam::1:user/evil"}}}`
+			if resp = call(ev); resp.StatusCode != 401 {
+				t.Errorf("spoofed context header: %d %s", resp.StatusCode, resp.Body)
+			}
+
+			// Malformed bodies: 400 with a JSON error that says what is wrong.
+			for body, code := range map[string]string{
+				`{"url":`: "invalid_json",
+				`{"url":"https://x.org/a","color":"red"}`: "unknown_field",
+				`{"url":"file:///etc/passwd"}`:            "invalid_url",
+			} {
+				resp = call(event(t, "POST", "/v1/repos", body, true))
+				var e apiError
+				if resp.StatusCode != 400 || json.Unmarshal([]byte(resp.Body), &e) != nil || e.Error.Message == "" {
+					t.Errorf("POST %s: %d %s, want 400 with a JSON error", body, resp.StatusCode, resp.Body)
+				} else if e.Error.Code != code {
+					t.Errorf("POST %s: code %q, want %q: %s", body, e.Error.Code, code, e.Error.Message)
+				}
+			}
+
+			// The caller is in the log.
+			if !strings.Contains(logs.String(), `"user_arn":"arn:aws:sts::123456789012:assumed-role/mirrorfleet-operator/operator"`) ||
+				!strings.Contains(logs.String(), `"account_id":"123456789012"`) {
+				t.Errorf("caller identity not logged:\n%s", logs.String())
+			}
+		})
+	}
+}

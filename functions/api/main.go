@@ -1,0 +1,39 @@
+// Command api is the API Lambda (DESIGN.md §6): API Gateway HTTP API (payload format
+// 2.0, IAM authorization on the routes) in front of the same HTTP handler the local
+// fleet serves. Build it for provided.al2023 on arm64 as a binary named bootstrap, with
+// -tags lambda.norpc. Its environment is documented in functions/README.md.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
+)
+
+func main() {
+	cfg, err := cloud.APIConfigFromEnv()
+	log := cloud.NewLogger(cfg.LogLevel)
+	if err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
+	slog.SetDefault(log)
+	ctx := context.Background()
+	awsCfg, err := cloud.LoadAWSConfig(ctx)
+	if err != nil {
+		log.Error("api init", "err", err)
+		os.Exit(1)
+	}
+	st, err := dynamo.New(ctx, dynamo.Config{Client: cloud.NewDynamoClient(awsCfg, ""), Table: cfg.Table, Log: log})
+	if err != nil {
+		log.Error("api init", "err", err)
+		os.Exit(1)
+	}
+	lambda.Start(NewHandler(cfg, st, clock.Real{}, log))
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
+)
+
+// Deps are the handler's collaborators; main builds the AWS ones, tests pass DynamoDB
+// Local, a Scheduler fake and a virtual clock.
+type Deps struct {
+	Store     store.Store
+	Scheduler scheduler.API
+	Clock     clock.Clock            // default: the wall clock
+	Log       *slog.Logger           // default: discard
+	Metrics   io.Writer              // EMF lines; default: stdout, which CloudWatch Logs reads
+	List      coordinator.ListSyncer // nil: no list sync
+}
+
+// Handler serves the coordinator Lambda's invocations. It keeps no fleet state: each
+// invocation reads the store, so any execution environment can serve any event. It is
+// safe for concurrent invocations.
+type Handler struct {
+	cfg   cloud.CoordinatorConfig
+	deps  Deps
+	emf   *metrics.EMF
+	mu    sync.Mutex
+	tmrs  map[string]*scheduler.Timer // by target ARN
+	stale time.Time                   // last staleness computation in this environment
+	id    string                      // the coordinator id this environment last campaigned as
+}
+
+// NewHandler checks deps and returns a Handler.
+func NewHandler(cfg cloud.CoordinatorConfig, d Deps) (*Handler, error) {
+	if d.Store == nil || d.Scheduler == nil {
+		return nil, errors.New("coordinator: Deps.Store and Deps.Scheduler are required")
+	}
+	if d.Clock == nil {
+		d.Clock = clock.Real{}
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Metrics == nil {
+		d.Metrics = os.Stdout
+	}
+	return &Handler{cfg: cfg, deps: d, emf: metrics.NewEMF(d.Metrics, cfg.Fleet, d.Clock),
+		tmrs: map[string]*scheduler.Timer{}}, nil
+}
+
+// Event kinds the handler serves.
+const (
+	EventTick  = "tick"  // an EventBridge rule's scheduled event
+	EventTimer = "timer" // a Scheduler firing carrying a coordinator.TimerPayload
+)
+
+// Result is what an invocation returns (visible in the console and to a manual invoke).
+type Result struct {
+	Event       string `json:"event"`
+	Coordinator string `json:"coordinator"`
+	Leader      bool   `json:"leader"`
+	Term        int64  `json:"term,omitempty"`
+	Campaign    string `json:"campaign,omitempty"`
+	WarmingUp   bool   `json:"warming_up,omitempty"`
+	Members     int    `json:"members,omitempty"`
+	Moved       int    `json:"moved,omitempty"`
+	Assigned    int    `json:"assigned,omitempty"`
+	Deleted     int    `json:"deleted,omitempty"`
+	Skipped     int    `json:"skipped,omitempty"`
+	PendingLeft int    `json:"pending_left,omitempty"`
+	Incomplete  bool   `json:"incomplete,omitempty"`
+	Ignored     string `json:"ignored,omitempty"`
+	Stale       string `json:"stale,omitempty"`
+	ListError   string `json:"list_error,omitempty"`
+}
+
+// Classify tells which kind of event raw is. EventBridge rule events carry
+// "source":"aws.events" and "detail-type":"Scheduled Event"; a Scheduler firing is
+// exactly the Input we armed it with, our own {"kind":...} payload (DESIGN §9).
+func Classify(raw json.RawMessage) (string, error) {
+	var ev struct {
+		Source     string  `json:"source"`
+		DetailType string  `json:"detail-type"`
+		Kind       *string `json:"kind"`
+	}
+	const want = "expected an EventBridge scheduled event or a coordinator timer payload"
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return "", fmt.Errorf("coordinator: the event is not a JSON object: %s", want)
+	}
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return "", fmt.Errorf("coordinator: the event is not valid JSON (%v): %s", err, want)
+	}
+	switch {
+	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
+		return EventTick, nil
+	case ev.Kind != nil && ev.Source == "":
+		if k := *ev.Kind; k != "death" && k != "warmup" {
+			return "", fmt.Errorf("coordinator: timer payload with unknown kind %q (known: death, warmup)", k)
+		}
+		return EventTimer, nil
+	default:
+		return "", fmt.Errorf("coordinator: unrecognised event (source %q, detail-type %q): expected an EventBridge scheduled event "+
+			`("source":"aws.events", "detail-type":"Scheduled Event") or a coordinator timer payload ({"kind":"death"|"warmup",...})`,
+			clip(ev.Source), clip(ev.DetailType))
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
+}
+
+// Handle serves one invocation: a scheduled event runs a tick, a timer firing runs
+// OnTimer (which ignores a stale death timer), anything else is an error. After the
+// tick it writes EMF metrics.
+func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (Result, error) {
+	kind, err := Classify(raw)
+	if err != nil {
+		h.deps.Log.Error("invocation refused", "err", err)
+		return Result{}, err
+	}
+	lc, ok := lambdacontext.FromContext(ctx)
+	if !ok || lc.InvokedFunctionArn == "" {
+		return Result{}, errors.New("coordinator: no Lambda context with the function's ARN (the Scheduler timers target it)")
+	}
+	tmr, err := h.timer(lc.InvokedFunctionArn)
+	if err != nil {
+		return Result{}, err
+	}
+	c := &coordinator.Coordinator{ID: coordinatorID(lc), Store: h.deps.Store, Timer: tmr, Clock: h.deps.Clock,
+		Config: h.cfg.Coordinator, Log: h.deps.Log, List: h.deps.List}
+	h.mu.Lock()
+	h.id = c.ID
+	h.mu.Unlock()
+
+	start := time.Now()
+	var rep coordinator.Report
+	if kind == EventTick {
+		rep, err = c.Tick(ctx)
+	} else {
+		rep, err = c.OnTimer(ctx, raw)
+	}
+	rep.Coordinator = c.ID
+	h.emit(ctx, rep, time.Since(start))
+	res := Result{Event: kind, Coordinator: c.ID, Leader: rep.Leader, Term: rep.Term, Campaign: rep.Campaign,
+		WarmingUp: rep.WarmingUp, Members: rep.Members, Moved: rep.Moved, Assigned: rep.Assigned, Deleted: rep.Deleted,
+		Skipped: rep.Skipped, PendingLeft: rep.PendingLeft, Incomplete: rep.Incomplete, Ignored: rep.Ignored,
+		Stale: rep.Stale, ListError: rep.ListError}
+	if err != nil {
+		// Failing the invocation makes EventBridge (async invoke) or Scheduler retry; the
+		// tick is idempotent, so a retry repairs whatever part was not applied.
+		h.deps.Log.Error("coordinator "+kind+" failed", "coordinator", c.ID, "term", rep.Term, "err", err)
+		return res, fmt.Errorf("coordinator %s: %w", kind, err)
+	}
+	h.deps.Log.Debug("coordinator "+kind, "result", res)
+	return res, nil
+}
+
+// coordinatorID names this execution environment: the log stream is one per environment
+// and stable across its warm invocations, so a warm leader renews its own lease instead
+// of waiting for it to lapse. Outside Lambda the request id stands in.
+func coordinatorID(lc *lambdacontext.LambdaContext) string {
+	if lambdacontext.LogStreamName != "" {
+		return lambdacontext.LogStreamName
+	}
+	return lc.AwsRequestID
+}
+
+// timer returns the Scheduler timer targeting arn. The function's own ARN comes from
+// the invocation: putting it in the function's environment would make the function
+// depend on itself.
+func (h *Handler) timer(arn string) (*scheduler.Timer, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t, ok := h.tmrs[arn]; ok {
+		return t, nil
+	}
+	t, err := scheduler.New(scheduler.Config{Client: h.deps.Scheduler, Group: h.cfg.ScheduleGroup, TargetARN: arn,
+		RoleARN: h.cfg.SchedulerRoleARN, DLQARN: h.cfg.TimerDLQARN, Clock: h.deps.Clock, Log: h.deps.Log})
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	h.tmrs[arn] = t
+	return t, nil
+}
+
+// emit writes the tick's metrics. Only a leader's tick reports fleet-wide figures, so
+// two coordinators never report conflicting ones; repo counts are two reads (counters),
+// staleness a read per repo and therefore bounded (cloud.CoordinatorConfig).
+func (h *Handler) emit(ctx context.Context, rep coordinator.Report, took time.Duration) {
+	samples := metrics.FromReport(rep, took)
+	if rep.Leader && rep.Ignored == "" {
+		counts, err := h.deps.Store.CountRepos(ctx)
+		if err != nil {
+			h.deps.Log.Warn("metrics: count repos", "err", err)
+		} else {
+			samples = append(samples, metrics.ReposByStateSamples(counts)...)
+			total := 0
+			for _, n := range counts {
+				total += n
+			}
+			if h.stalenessDue(total) {
+				st, err := h.staleness(ctx)
+				if err != nil {
+					h.deps.Log.Warn("metrics: staleness", "err", err)
+				} else {
+					samples = append(samples, st.Samples()...)
+				}
+			}
+		}
+	}
+	if err := h.emf.Record(samples...); err != nil {
+		h.deps.Log.Warn("metrics", "err", err)
+	}
+	if err := h.emf.Flush(); err != nil {
+		h.deps.Log.Warn("metrics: flush", "err", err)
+	}
+}
+
+func (h *Handler) stalenessDue(total int) bool {
+	if total == 0 || total > h.cfg.StalenessMaxRepos {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.deps.Clock.Now()
+	if !h.stale.IsZero() && now.Sub(h.stale) < h.cfg.StalenessEvery {
+		return false
+	}
+	h.stale = now
+	return true
+}
+
+func (h *Handler) staleness(ctx context.Context) (metrics.Staleness, error) {
+	var last []time.Time
+	cursor := ""
+	for {
+		page, next, err := h.deps.Store.ListRepos(ctx, cursor, 1000)
+		if err != nil {
+			return metrics.Staleness{}, err
+		}
+		for _, r := range page {
+			if r.State != store.RepoDeleting {
+				last = append(last, r.LastSuccessAt)
+			}
+		}
+		if next == "" {
+			return metrics.ComputeStaleness(h.deps.Clock.Now(), last), nil
+		}
+		cursor = next
+	}
+}
+
+// StepDown ends this environment's lease early when Lambda shuts it down, so the next
+// environment leads at once instead of after the lease. Best effort: Lambda gives the
+// shutdown phase about half a second.
+func (h *Handler) StepDown(ctx context.Context) {
+	h.mu.Lock()
+	id := h.id
+	h.mu.Unlock()
+	if id == "" {
+		return
+	}
+	el := election.Elector{Store: h.deps.Store, ID: id}
+	if err := el.StepDown(ctx, h.deps.Clock.Now()); err != nil {
+		h.deps.Log.Warn("step down", "coordinator", id, "err", err)
+	}
+}

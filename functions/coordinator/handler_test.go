@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler/schedulerfake"
+)
+
+// scheduledEvent is the event an EventBridge schedule rule sends, as the Lambda
+// developer guide shows it ("Invoke a Lambda function on a schedule").
+const scheduledEvent = `{
+  "version": "0",
+  "account": "123456789012",
+  "region": "us-east-2",
+  "detail": {},
+  "detail-type": "Scheduled Event",
+  "source": "aws.events",
+  "time": "2019-03-01T01:23:45Z",
+  "id": "cdc73f9d-aea9-11e3-9d5a-835b769c0d9c",
+  "resources": [
+    "arn:aws:events:us-east-2:123456789012:rule/my-schedule"
+  ]
+}`
+
+const (
+	functionARN = "arn:aws:lambda:us-east-1:000000000000:function:mirrorfleet-coordinator"
+	roleARN     = "arn:aws:iam::000000000000:role/mirrorfleet-scheduler"
+	group       = "mirrorfleet-timers"
+	endpointEnv = "MIRRORFLEET_DYNAMODB_ENDPOINT"
+)
+
+var tableSeq atomic.Int64
+
+// dynamoStore returns a store on a fresh DynamoDB Local table, deleted at the end.
+func dynamoStore(t *testing.T) store.Store {
+	t.Helper()
+	ep := os.Getenv(endpointEnv)
+	if ep == "" {
+		t.Skip("DynamoDB Local not running: set MIRRORFLEET_DYNAMODB_ENDPOINT (make test starts it; or bash scripts/dynamodb-local.sh start)")
+	}
+	// DynamoDB Local keeps one database per access key and region: every process of a
+	// test must use the same pair.
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	table := fmt.Sprintf("mf_coord_%d_%d", time.Now().UnixNano()%1e9, tableSeq.Add(1))
+	st, err := cloud.NewDynamoStore(t.Context(), ep, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateTable(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := st.DeleteTable(ctx); err != nil {
+			t.Errorf("DeleteTable: %v", err)
+		}
+	})
+	return st
+}
+
+type env struct {
+	h     *Handler
+	st    store.Store
+	fake  *schedulerfake.Fake
+	clock *clock.Virtual
+	emf   *bytes.Buffer
+}
+
+func newEnv(t *testing.T, st store.Store) *env {
+	t.Helper()
+	clk := clock.NewVirtual(time.Now().UTC().Truncate(time.Minute))
+	fake := schedulerfake.New(schedulerfake.Options{Now: clk.Now, Groups: []string{group}})
+	t.Cleanup(fake.Close)
+	var buf bytes.Buffer
+	cfg := cloud.CoordinatorConfig{Table: "unused", ScheduleGroup: group, SchedulerRoleARN: roleARN, Fleet: "test",
+		Coordinator:       coordinator.Config{Warmup: coordinator.NoWarmup, Grace: 10 * time.Minute, SuspectAfter: 30 * time.Second, Lease: 3 * time.Minute},
+		StalenessMaxRepos: 1000, StalenessEvery: time.Minute}
+	h, err := NewHandler(cfg, Deps{Store: st, Scheduler: fake.Client(), Clock: clk, Metrics: &buf,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{h: h, st: st, fake: fake, clock: clk, emf: &buf}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// invoke calls the handler as the Lambda runtime would: with a Lambda context.
+func (e *env) invoke(t *testing.T, event string) (Result, error) {
+	t.Helper()
+	ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{
+		AwsRequestID: "req-1", InvokedFunctionArn: functionARN})
+	return e.h.Handle(ctx, json.RawMessage(event))
+}
+
+func seed(t *testing.T, st store.Store, now time.Time, repos int) {
+	t.Helper()
+	if _, err := st.ClaimSlot(t.Context(), store.Worker{ID: "w1", StartedAt: now, HeartbeatAt: now, State: store.WorkerJoining}, 64); err != nil {
+		t.Fatal(err)
+	}
+	for i := range repos {
+		url := fmt.Sprintf("https://git.example.org/team/repo%d.git", i)
+		if _, _, err := st.CreateRepo(t.Context(), store.Repo{ID: store.RepoID(url), URL: url, Source: store.SourceAPI,
+			State: store.RepoPending, CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// emfLines parses every line written so far: each must be a JSON object with _aws.
+func emfLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(buf.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("EMF line is not JSON: %v\n%s", err, sc.Text())
+		}
+		if _, ok := m["_aws"].(map[string]any); !ok {
+			t.Fatalf("EMF line without an _aws object: %s", sc.Text())
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// The scheduled tick: the election term is written, the seeded worker joins the ring
+// and the pending repos are assigned to it; metrics go out as EMF.
+func TestScheduledEventTicks(t *testing.T) {
+	st := dynamoStore(t)
+	e := newEnv(t, st)
+	seed(t, st, e.clock.Now(), 5)
+
+	res, err := e.invoke(t, scheduledEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Event != EventTick || !res.Leader || res.Term != 1 || res.Coordinator != "req-1" {
+		t.Fatalf("result %+v, want the leader's tick in term 1 as req-1", res)
+	}
+	el, err := st.GetElection(t.Context())
+	if err != nil || el.Term != 1 || el.VotedFor != "req-1" || !el.LeaseUntil.After(e.clock.Now()) {
+		t.Fatalf("election %+v (%v), want term 1 held by req-1", el, err)
+	}
+	w, err := st.GetWorker(t.Context(), "w1")
+	if err != nil || w.State != store.WorkerActive {
+		t.Fatalf("worker %+v (%v), want active", w, err)
+	}
+	repos, _, err := st.ListRepos(t.Context(), "", 100)
+	if err != nil || len(repos) != 5 {
+		t.Fatalf("ListRepos: %d repos, %v", len(repos), err)
+	}
+	for _, r := range repos {
+		if r.Owner != "w1" {
+			t.Errorf("repo %s owner %q state %s, want w1", r.URL, r.Owner, r.State)
+		}
+	}
+	if res.Assigned != 5 {
+		t.Errorf("result assigned %d, want 5", res.Assigned)
+	}
+
+	names := map[string]bool{}
+	for _, l := range emfLines(t, e.emf) {
+		if l["Fleet"] != "test" {
+			t.Errorf("EMF line without Fleet=test: %v", l)
+		}
+		for k := range l {
+			names[k] = true
+		}
+	}
+	for _, want := range []string{"Ticks", "LeaderTerm", "WorkersByState", "ReposByState", "ReposMoved"} {
+		if !names[want] {
+			t.Errorf("no %s in the EMF output:\n%s", want, e.emf.String())
+		}
+	}
+
+	// A second tick from the same environment renews the lease: same term.
+	res, err = e.invoke(t, scheduledEvent)
+	if err != nil || !res.Leader || res.Term != 1 || res.Campaign != "renew" {
+		t.Fatalf("second tick %+v, %v: want a renewal of term 1", res, err)
+	}
+}
+
+// A death timer armed for a heartbeat is ignored when it fires after a newer heartbeat;
+// a warm-up firing runs a tick; a death firing for a silent worker declares it dead.
+func TestSchedulerTimerFirings(t *testing.T) {
+	st := dynamoStore(t)
+	e := newEnv(t, st)
+	t0 := e.clock.Now()
+	seed(t, st, t0, 3)
+	if _, err := e.invoke(t, scheduledEvent); err != nil { // w1 joins, owns the repos
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute) // w1 silent past SuspectAfter: suspect, death timer armed
+	if _, err := e.invoke(t, scheduledEvent); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := e.fake.Get(group, "death-w1")
+	if !ok {
+		t.Fatalf("no death-w1 schedule; schedules: %+v", e.fake.Schedules())
+	}
+	if s.Target.Arn != functionARN || s.Target.RoleArn != roleARN {
+		t.Errorf("schedule target %+v, want the function's own ARN and the role", s.Target)
+	}
+	var p coordinator.TimerPayload
+	if err := json.Unmarshal([]byte(s.Target.Input), &p); err != nil || p.Kind != "death" || !p.HeartbeatAt.Equal(t0) {
+		t.Fatalf("payload %s (%v)", s.Target.Input, err)
+	}
+
+	// w1 heartbeats after the timer was armed; the firing must change nothing.
+	if _, err := st.Heartbeat(t.Context(), "w1", store.Heartbeat{At: t0.Add(2 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(s.At)
+	var results []Result
+	n, err := e.fake.FireDue(t.Context(), e.clock.Now(), func(ctx context.Context, d schedulerfake.Delivery) error {
+		res, err := e.invoke(t, string(d.Input))
+		results = append(results, res)
+		return err
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("FireDue: %d, %v", n, err)
+	}
+	if results[0].Event != EventTimer || !strings.Contains(results[0].Ignored, "heartbeated since") {
+		t.Fatalf("firing result %+v, want the death timer ignored", results[0])
+	}
+	if w, err := st.GetWorker(t.Context(), "w1"); err != nil || w.State == store.WorkerDead {
+		t.Fatalf("w1 %+v (%v) after an ignored firing", w, err)
+	}
+
+	// A warm-up firing runs a tick.
+	res, err := e.invoke(t, `{"kind":"warmup"}`)
+	if err != nil || res.Event != EventTimer || !res.Leader || res.Ignored != "" {
+		t.Fatalf("warm-up firing %+v, %v: want a leader's tick", res, err)
+	}
+
+	// Silent past the grace since its last heartbeat: the death firing declares it dead
+	// and its repos go back to needing an owner.
+	hb := t0.Add(2 * time.Minute)
+	e.clock.Set(hb.Add(11 * time.Minute))
+	res, err = e.invoke(t, fmt.Sprintf(`{"kind":"death","worker":"w1","heartbeat_at":%q}`, hb.Format(time.RFC3339Nano)))
+	if err != nil || res.Ignored != "" || !res.Leader {
+		t.Fatalf("death firing %+v, %v", res, err)
+	}
+	switch w, err := st.GetWorker(t.Context(), "w1"); {
+	case errors.Is(err, store.ErrNotFound): // dead and already removed: fine
+	case err != nil:
+		t.Fatal(err)
+	case w.State != store.WorkerDead:
+		t.Fatalf("w1 is %s after its death firing, want dead", w.State)
+	}
+	if len(emfLines(t, e.emf)) == 0 { // and each line parsed as JSON with _aws
+		t.Error("no EMF output from the ticks")
+	}
+}
+
+// Events that are neither a scheduled event nor our timer payload are refused with a
+// message that says what was expected. The store is bolt: nothing reaches it.
+func TestUnknownEventsAreErrors(t *testing.T) {
+	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := newEnv(t, st)
+	for _, ev := range []string{
+		`{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put"}]}`,
+		`{"version":"0","source":"aws.ec2","detail-type":"EC2 Instance State-change Notification","detail":{}}`,
+		`{"source":"aws.events","detail-type":"Something Else"}`,
+		`{"kind":"reboot"}`,
+		`{"kind":"death","source":"aws.events"}`,
+		`[1,2]`,
+		`"tick"`,
+		`{}`,
+	} {
+		res, err := e.invoke(t, ev)
+		if err == nil {
+			t.Errorf("event %s: no error (result %+v)", ev, res)
+			continue
+		}
+		if !strings.Contains(err.Error(), "coordinator:") {
+			t.Errorf("event %s: error %q does not say who refused it", ev, err)
+		}
+	}
+	if el, _ := st.GetElection(t.Context()); el.Version != 0 {
+		t.Errorf("an unknown event campaigned: %+v", el)
+	}
+	if e.emf.Len() != 0 {
+		t.Errorf("metrics written for refused events: %s", e.emf.String())
+	}
+	// Without a Lambda context there is no ARN for the timers' target.
+	if _, err := e.h.Handle(t.Context(), json.RawMessage(scheduledEvent)); err == nil || !strings.Contains(err.Error(), "Lambda context") {
+		t.Errorf("no Lambda context: err %v", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for ev, want := range map[string]string{
+		scheduledEvent: EventTick,
+		`{"kind":"death","worker":"w1","heartbeat_at":"2030-01-01T00:00:00Z"}`: EventTimer,
+		`{"kind":"warmup"}`: EventTimer,
+	} {
+		if got, err := Classify(json.RawMessage(ev)); got != want || err != nil {
+			t.Errorf("Classify(%s) = %q, %v; want %q", ev, got, err, want)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package cloud
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
+)
+
+// EnvAPIBasePath is a path prefix API Gateway puts before the API's own paths (a named
+// stage, a custom domain's base path mapping); it is stripped before routing.
+const EnvAPIBasePath = "MIRRORFLEET_API_BASE_PATH"
+
+// APIConfig is the API Lambda's configuration.
+type APIConfig struct {
+	Table             string
+	AllowPrivateHosts bool
+	BasePath          string
+	// List lets GET /v1/list report the list sync's configuration and state (not
+	// Enabled when MIRRORFLEET_LIST_REPO is unset).
+	List     listsync.Config
+	LogLevel slog.Level
+}
+
+// APIConfigFromEnv reads and validates the API's environment.
+func APIConfigFromEnv() (APIConfig, error) {
+	return apiConfigFrom(os.Getenv)
+}
+
+func apiConfigFrom(get func(string) string) (APIConfig, error) {
+	e := newEnv(get)
+	c := APIConfig{
+		Table:             e.required(EnvTable, "the DynamoDB table of the fleet's state"),
+		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
+		BasePath:          e.raw(EnvAPIBasePath),
+		LogLevel:          e.logLevel(),
+	}
+	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
+		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")
+	}
+	list, err := listsync.ConfigFromEnv()
+	if err != nil {
+		e.errs = append(e.errs, err)
+	}
+	c.List = list
+	if err := e.err("API"); err != nil {
+		return APIConfig{}, err
+	}
+	return c, nil
+}

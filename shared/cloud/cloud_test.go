@@ -1,0 +1,262 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
+)
+
+func getter(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestCoordinatorConfig(t *testing.T) {
+	good := map[string]string{
+		EnvTable:            "mirrorfleet",
+		EnvScheduleGroup:    "mirrorfleet-timers",
+		EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/mirrorfleet-scheduler",
+	}
+	c, err := coordinatorConfigFrom(getter(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := coordinator.DefaultConfig()
+	if c.Fleet != DefaultFleet || c.Coordinator.Grace != d.Grace || c.Coordinator.Warmup != d.Warmup ||
+		c.Coordinator.SuspectAfter != d.SuspectAfter || c.TimerDLQARN != "" || c.List.Enabled() {
+		t.Errorf("defaults: %+v", c)
+	}
+
+	set := map[string]string{EnvGrace: "5m", EnvWarmup: "0", EnvSuspectAfter: "20s", EnvFleet: "prod",
+		EnvTimerDLQARN: "arn:aws:sqs:us-east-1:123456789012:timers-dlq", EnvLease: "2m"}
+	for k, v := range good {
+		set[k] = v
+	}
+	c, err = coordinatorConfigFrom(getter(set))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Coordinator.Grace != 5*time.Minute || c.Coordinator.Warmup != coordinator.NoWarmup ||
+		c.Coordinator.SuspectAfter != 20*time.Second || c.Fleet != "prod" || c.Coordinator.Lease != 2*time.Minute ||
+		c.TimerDLQARN != set[EnvTimerDLQARN] {
+		t.Errorf("set: %+v", c)
+	}
+
+	// Everything wrong at once: one error naming each variable.
+	_, err = coordinatorConfigFrom(getter(map[string]string{
+		EnvScheduleGroup: "bad group!", EnvSchedulerRoleARN: "mirrorfleet-scheduler", EnvTimerDLQARN: "queue",
+		EnvGrace: "ten minutes", EnvSuspectAfter: "-1s", EnvLease: "10s", EnvLogLevel: "loud",
+	}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{EnvTable + " is not set", EnvScheduleGroup, EnvSchedulerRoleARN + `="mirrorfleet-scheduler": not an ARN`,
+		EnvTimerDLQARN, EnvGrace + `="ten minutes": not a duration`, EnvSuspectAfter + `="-1s": must be greater than zero`,
+		EnvLease, EnvLogLevel} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	_, err = coordinatorConfigFrom(getter(map[string]string{EnvTable: "t", EnvScheduleGroup: "g",
+		EnvSchedulerRoleARN: good[EnvSchedulerRoleARN], EnvGrace: "20s", EnvSuspectAfter: "30s"}))
+	if err == nil || !strings.Contains(err.Error(), "must be shorter than") {
+		t.Errorf("suspect after the grace: %v", err)
+	}
+}
+
+func TestCoordinatorConfigListSync(t *testing.T) {
+	t.Setenv("MIRRORFLEET_LIST_REPO", "https://git.example.org/mirrors/list.git")
+	t.Setenv("MIRRORFLEET_LIST_INTERVAL", "5m")
+	c, err := coordinatorConfigFrom(getter(map[string]string{EnvTable: "t12", EnvScheduleGroup: "g",
+		EnvSchedulerRoleARN: "arn:aws:iam::123456789012:role/r"}))
+	if err != nil || !c.List.Enabled() || c.List.Interval != 5*time.Minute {
+		t.Fatalf("list config %+v, %v", c.List, err)
+	}
+	t.Setenv("MIRRORFLEET_LIST_INTERVAL", "often")
+	if _, err := CoordinatorConfigFromEnv(); err == nil || !strings.Contains(err.Error(), "MIRRORFLEET_LIST_INTERVAL") {
+		t.Errorf("bad list interval: %v", err)
+	}
+}
+
+func TestWorkerConfig(t *testing.T) {
+	ctx := t.Context()
+	c, err := workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if c.MirrorRoot != DefaultMirrorRoot || c.Fetchers != 10 || c.Heartbeat != 10*time.Second || c.Drain != DefaultDrain ||
+		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" ||
+		!strings.HasSuffix(c.WorkerID, fmt.Sprintf("-%d", os.Getpid())) || host == "" {
+		t.Errorf("defaults: %+v", c)
+	}
+
+	c, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet", EnvMirrorRoot: "/srv/mirrors",
+		EnvFetchers: "4", EnvHeartbeat: "500ms", EnvMinInterval: "1m", EnvDiskQuota: "500G",
+		EnvAllowPrivateHosts: "1", EnvWorkerID: "w-1", EnvDrain: "15s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MirrorRoot != "/srv/mirrors" || c.Fetchers != 4 || c.Heartbeat != 500*time.Millisecond || c.MinInterval != time.Minute ||
+		c.DiskQuota != 500<<30 || !c.AllowPrivateHosts || c.WorkerID != "w-1" || c.WorkerIDSource != "env" || c.Drain != 15*time.Second {
+		t.Errorf("set: %+v", c)
+	}
+
+	_, err = workerConfigFrom(ctx, getter(map[string]string{EnvMirrorRoot: "mirrors", EnvFetchers: "ten",
+		EnvHeartbeat: "1ms", EnvDiskQuota: "-5", EnvAllowPrivateHosts: "maybe", EnvWorkerID: "../etc"}))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{EnvTable + " is not set", EnvMirrorRoot + `="mirrors": must be an absolute path`,
+		EnvFetchers + `="ten": not an integer`, EnvHeartbeat, EnvDiskQuota, EnvAllowPrivateHosts, EnvWorkerID} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// Without MIRRORFLEET_WORKER_ID the worker is named after its ECS task; if the metadata
+// endpoint does not answer in time, after the host.
+func TestWorkerIDFromECSMetadata(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v4/abc/task" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"Cluster":"arn:aws:ecs:us-east-1:123456789012:cluster/mirrors",
+			"TaskARN":"arn:aws:ecs:us-east-1:123456789012:task/mirrors/0123456789abcdef0123456789abcdef",
+			"Family":"mirrorfleet-worker","Revision":"7"}`)
+	}))
+	defer srv.Close()
+	c, err := workerConfigFrom(t.Context(), getter(map[string]string{EnvTable: "t12", EnvECSMetadata: srv.URL + "/v4/abc"}))
+	if err != nil || c.WorkerID != "0123456789abcdef0123456789abcdef" || c.WorkerIDSource != "ecs-metadata" {
+		t.Fatalf("%+v, %v", c, err)
+	}
+
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	defer stuck.Close()
+	start := time.Now()
+	c, err = workerConfigFrom(t.Context(), getter(map[string]string{EnvTable: "t12", EnvECSMetadata: stuck.URL}))
+	if err != nil || !strings.HasPrefix(c.WorkerIDSource, "hostname (ECS task metadata unusable") {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	if took := time.Since(start); took > ecsMetadataTimeout+time.Second {
+		t.Errorf("metadata timeout took %s", took)
+	}
+}
+
+func TestAPIConfig(t *testing.T) {
+	c, err := apiConfigFrom(getter(map[string]string{EnvTable: "mirrorfleet", EnvAPIBasePath: "/prod"}))
+	if err != nil || c.Table != "mirrorfleet" || c.BasePath != "/prod" || c.AllowPrivateHosts {
+		t.Fatalf("%+v, %v", c, err)
+	}
+	_, err = apiConfigFrom(getter(map[string]string{EnvAPIBasePath: "prod"}))
+	if err == nil || !strings.Contains(err.Error(), EnvTable) || !strings.Contains(err.Error(), EnvAPIBasePath) {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1073741824": 1 << 30, "512M": 512 << 20, "500G": 500 << 30,
+		"2TiB": 2 << 40, "1.5k": 1536, "10 GB": 10 << 30, "7B": 7} {
+		if got, err := ParseBytes(in); got != want || err != nil {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "lots", "5iB", "1e3", "5P", "99999999999T"} {
+		if _, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q): no error", in)
+		}
+	}
+}
+
+type fakeMirror struct{ err error }
+
+func (f fakeMirror) Sync(context.Context, fetch.Target) (fetch.Result, error) {
+	return fetch.Result{BytesReceived: 100}, f.err
+}
+func (fakeMirror) Exists(fetch.Target) bool                  { return true }
+func (fakeMirror) Trash(context.Context, fetch.Target) error { return nil }
+
+type sink struct{ samples []metrics.Sample }
+
+func (s *sink) Record(ss ...metrics.Sample) error { s.samples = append(s.samples, ss...); return nil }
+
+func TestMeteredMirror(t *testing.T) {
+	count := func(err error) map[string]float64 {
+		s := &sink{}
+		if _, gotErr := (MeteredMirror{Mirrorer: fakeMirror{err}, Sink: s}).Sync(t.Context(), fetch.Target{}); !errors.Is(gotErr, err) {
+			t.Errorf("error %v not passed through", gotErr)
+		}
+		out := map[string]float64{}
+		for _, x := range s.samples {
+			out[x.Name] += x.Value
+		}
+		return out
+	}
+	if m := count(nil); m[metrics.FetchSuccesses] != 1 || m[metrics.FetchFailures] != 0 || m[metrics.BytesFetched] != 100 {
+		t.Errorf("success: %v", m)
+	}
+	if m := count(fetch.Errorf(fetch.KindNetwork, "reset")); m[metrics.FetchFailures] != 1 || m[metrics.FetchSuccesses] != 0 {
+		t.Errorf("failure: %v", m)
+	}
+	if m := count(fetch.Errorf(fetch.KindBusy, "locked")); len(m) != 0 {
+		t.Errorf("busy counted as a fetch: %v", m)
+	}
+}
+
+// The SDK's default configuration reaches DynamoDB Local through AWS_ENDPOINT_URL, as a
+// worker process does.
+func TestNewDynamoStoreHonoursAWSEndpointURL(t *testing.T) {
+	ep := os.Getenv("MIRRORFLEET_DYNAMODB_ENDPOINT")
+	if ep == "" {
+		t.Skip("DynamoDB Local not running: set MIRRORFLEET_DYNAMODB_ENDPOINT (make test starts it)")
+	}
+	t.Setenv("AWS_ENDPOINT_URL", ep)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	st, err := NewDynamoStore(t.Context(), "", fmt.Sprintf("mf_cloud_%d", time.Now().UnixNano()%1e12))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateTable(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = st.DeleteTable(ctx)
+	}()
+	if _, err := st.GetElection(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMissingRegionIsAClearError(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_PROFILE", "")
+	if _, err := LoadAWSConfig(t.Context()); err == nil || !strings.Contains(err.Error(), "AWS_REGION is not set") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestRunWorkerNeedsTheMirrorRoot(t *testing.T) {
+	err := RunWorker(t.Context(), WorkerConfig{Table: "t12", MirrorRoot: "/nonexistent/mirrors"})
+	if err == nil || !strings.Contains(err.Error(), EnvMirrorRoot) || !strings.Contains(err.Error(), "EFS") {
+		t.Errorf("err %v", err)
+	}
+}

@@ -1,0 +1,185 @@
+// Package cloud is the AWS wiring shared by the Lambda functions (functions/coordinator,
+// functions/api) and the ECS worker (worker/): configuration from environment variables
+// with validation that names the variable at fault, DynamoDB and Scheduler clients built
+// from the default AWS configuration, and the worker process runner. The domain code
+// (shared/coordinator, shared/worker, shared/api) knows nothing of it (DESIGN.md §2).
+package cloud
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables shared by every binary.
+const (
+	EnvTable             = "MIRRORFLEET_TABLE"               // DynamoDB table (required)
+	EnvFleet             = "MIRRORFLEET_FLEET"               // Fleet dimension of the metrics
+	EnvLogLevel          = "MIRRORFLEET_LOG_LEVEL"           // debug, info, warn, error
+	EnvAllowPrivateHosts = "MIRRORFLEET_ALLOW_PRIVATE_HOSTS" // let repos on private addresses through the URL policy
+)
+
+// DefaultFleet is the Fleet dimension when MIRRORFLEET_FLEET is unset.
+const DefaultFleet = "mirrorfleet"
+
+// envReader reads variables and collects every problem, so one start reports all the
+// misconfigured variables at once rather than one per deploy.
+type envReader struct {
+	get  func(string) string
+	errs []error
+}
+
+func newEnv(get func(string) string) *envReader {
+	if get == nil {
+		get = os.Getenv
+	}
+	return &envReader{get: get}
+}
+
+func (e *envReader) raw(name string) string { return strings.TrimSpace(e.get(name)) }
+
+func (e *envReader) fail(name, v, format string, args ...any) {
+	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, v, fmt.Sprintf(format, args...)))
+}
+
+func (e *envReader) str(name, def string) string {
+	if v := e.raw(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (e *envReader) required(name, what string) string {
+	v := e.raw(name)
+	if v == "" {
+		e.errs = append(e.errs, fmt.Errorf("%s is not set: %s", name, what))
+	}
+	return v
+}
+
+// duration reads a positive Go duration.
+func (e *envReader) duration(name string, def time.Duration) time.Duration {
+	v := e.raw(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		e.fail(name, v, "not a duration (Go syntax: 500ms, 10s, 5m, 1h30m)")
+		return def
+	}
+	if d <= 0 {
+		e.fail(name, v, "must be greater than zero")
+		return def
+	}
+	return d
+}
+
+func (e *envReader) integer(name string, def, lo, hi int) int {
+	v := e.raw(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		e.fail(name, v, "not an integer")
+		return def
+	}
+	if n < lo || n > hi {
+		e.fail(name, v, "must be from %d to %d", lo, hi)
+		return def
+	}
+	return n
+}
+
+func (e *envReader) boolean(name string, def bool) bool {
+	v := e.raw(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.fail(name, v, "not a boolean (1, true, 0, false)")
+		return def
+	}
+	return b
+}
+
+// bytes reads a size in bytes: a plain integer, or one with a binary suffix (K, M, G, T,
+// optionally followed by "i" and/or "B": 500G, 1.5TiB).
+func (e *envReader) bytes(name string, def int64) int64 {
+	v := e.raw(name)
+	if v == "" {
+		return def
+	}
+	n, err := ParseBytes(v)
+	if err != nil {
+		e.fail(name, v, "%v", err)
+		return def
+	}
+	return n
+}
+
+func (e *envReader) logLevel() slog.Level {
+	v := e.raw(EnvLogLevel)
+	if v == "" {
+		return slog.LevelInfo
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(v)); err != nil {
+		e.fail(EnvLogLevel, v, "not a log level (debug, info, warn, error)")
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// arn checks the rough shape arn:partition:service:region:account:resource; the service
+// itself refuses a wrong one later, but only at the first timer, minutes after a deploy.
+func (e *envReader) arn(name, v string) {
+	if v == "" {
+		return
+	}
+	parts := strings.SplitN(v, ":", 6)
+	if len(parts) < 6 || parts[0] != "arn" || parts[1] == "" || parts[2] == "" || parts[5] == "" {
+		e.fail(name, v, "not an ARN (arn:aws:<service>:<region>:<account>:<resource>)")
+	}
+}
+
+func (e *envReader) err(what string) error {
+	if len(e.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s configuration from the environment is invalid:\n%w", what, errors.Join(e.errs...))
+}
+
+// ParseBytes reads a byte count: "1073741824", "512M", "500G", "1.5TiB". Suffixes are
+// binary (K = 1024).
+func ParseBytes(s string) (int64, error) {
+	m := bytesRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("not a size in bytes (e.g. 1073741824, 512M, 500G, 2TiB)")
+	}
+	f, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a size in bytes (e.g. 1073741824, 512M, 500G, 2TiB)")
+	}
+	n := f * map[string]float64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[strings.ToUpper(m[2])]
+	if n >= math.MaxInt64 {
+		return 0, fmt.Errorf("size too large")
+	}
+	return int64(n), nil
+}
+
+var bytesRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTkmgt])(?:i?B)?|B)?$`)
+
+// NewLogger returns the JSON logger every binary uses: CloudWatch Logs indexes JSON
+// fields, so a query can filter on worker, repo or term.
+func NewLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
