@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: all run test vet unit bench build fmt clean
+.PHONY: all run test vet unit bench build localstack-test fmt clean
 
 all: test
 
@@ -35,6 +35,10 @@ build:
 	cd build/api && rm -f ../api.zip && zip -q -X ../api.zip bootstrap
 	$(LAMBDA_FLAGS) $(GO) build -trimpath -ldflags='-s -w' -o build/worker ./worker
 	@ls -l build/*.zip build/worker
+
+## localstack-test: the LocalStack tier (needs Docker and LOCALSTACK_AUTH_TOKEN; says so when absent)
+localstack-test:
+	bash localstack/run.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -27,6 +27,8 @@ Usage:
   mirrorfleet run [flags]                 the local fleet: coordinator, workers, API
   mirrorfleet worker                      one worker process against DynamoDB, configured
                                           from the environment (see worker/README.md)
+  mirrorfleet init-aws [--table T]        create the DynamoDB table and schedule group
+                                          (LocalStack, DynamoDB Local: AWS_ENDPOINT_URL)
   mirrorfleet repos add URL... | --file F add repos (bulk adds show progress)
   mirrorfleet repos ls [--state S]        list repos
   mirrorfleet repos show ID               one repo
@@ -61,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runFleet(args[1:], stderr)
 	case "worker":
 		err = runWorker(args[1:], stderr)
+	case "init-aws":
+		err = runInitAWS(args[1:], stdout, stderr)
 	case "repos", "workers", "ring", "status", "list":
 		err = runClient(args, stdout, stderr)
 	default:

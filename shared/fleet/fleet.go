@@ -20,9 +20,11 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
@@ -95,7 +97,9 @@ type Fleet struct {
 	cfg    Config
 	Store  *bolt.Store
 	Mirror *mirror.Mirrorer
-	Token  string
+	// Metrics holds the Prometheus figures served at /metrics.
+	Metrics *metrics.Prometheus
+	Token   string
 	// TokenGenerated is set when the token was created at this start (print it once).
 	TokenGenerated bool
 	addr           net.Addr
@@ -177,8 +181,11 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
-	handler := api.New(apiCfg)
-	f.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	f.Metrics = metrics.NewPrometheus()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", f.Metrics.Handler()) // the same figures as CloudWatch gets on AWS
+	mux.Handle("/", api.New(apiCfg))
+	f.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.cancel = cancel
@@ -222,7 +229,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval},
-		f.Store, f.Mirror, disk, clock.Real{}, f.cfg.Log.With("worker", id))
+		f.Store, cloud.MeteredMirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workers = append(f.workers, rw)
 	go func() {
@@ -238,15 +245,35 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 	t := time.NewTicker(f.cfg.Tick)
 	defer t.Stop()
 	for {
-		if _, err := f.coord.Tick(ctx); err != nil && ctx.Err() == nil {
+		start := time.Now()
+		rep, err := f.coord.Tick(ctx)
+		if err != nil && ctx.Err() == nil {
 			f.cfg.Log.Warn("coordinator tick", "err", err)
 		}
+		f.recordMetrics(ctx, rep, time.Since(start))
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-f.poke:
 		}
+	}
+}
+
+// recordMetrics feeds /metrics after a tick: the tick's report, repos by state (kept
+// as counters by the store, so cheap) and each worker's queue depth.
+func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took time.Duration) {
+	samples := metrics.FromReport(rep, took)
+	if counts, err := f.Store.CountRepos(ctx); err == nil {
+		samples = append(samples, metrics.ReposByStateSamples(counts)...)
+	}
+	for _, rw := range f.workers {
+		if id := rw.w.ID(); id != "" {
+			samples = append(samples, metrics.Queue(id, rw.w.QueueLen()))
+		}
+	}
+	if err := f.Metrics.Record(samples...); err != nil {
+		f.cfg.Log.Debug("metrics", "err", err)
 	}
 }
 
