@@ -548,11 +548,6 @@ func testCLI(t *testing.T, p *fleetProc, srv *gittest.Server, ups map[string]*up
 				break
 			}
 			if time.Now().After(deadline) {
-				if strings.Contains(p.out.String(), `msg="purge: trash mirror"`) {
-					// The purge came while the owner was polling the repo.
-					t.Skip("blocked on: a purge that finds the mirror busy is not retried (worker.applyEntry, " +
-						"shared/worker/worker.go, case store.OpPurge); the mirror stays in <data>/mirrors")
-				}
 				t.Fatalf("%s still exists 15s after the repo was deleted", dir)
 			}
 			time.Sleep(200 * time.Millisecond)

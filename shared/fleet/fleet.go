@@ -213,13 +213,16 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			}
 		})
 	}()
+	for i := range cfg.Workers {
+		f.startWorker(runCtx, fmt.Sprintf("%s-w%d", hostLabel(host), i+1))
+	}
+	// Let the workers register before the first tick: a tick that saw only the first
+	// one would give it every repo, and the next ticks would move most of them again.
+	f.waitJoined(runCtx, 2*cfg.Heartbeat)
 	go func() {
 		defer f.wg.Done()
 		f.coordinatorLoop(runCtx)
 	}()
-	for i := range cfg.Workers {
-		f.startWorker(runCtx, fmt.Sprintf("%s-w%d", hostLabel(host), i+1))
-	}
 	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers,
 		"mirrors", MirrorsDir(cfg.Data), "store", filepath.Join(cfg.Data, "mirrorfleet.db"))
 	return f, nil
@@ -238,6 +241,33 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 			f.cfg.Log.Warn("worker stopped", "worker", id, "err", err)
 		}
 	}()
+}
+
+// waitJoined waits, at most d, until every in-process worker has joined.
+func (f *Fleet) waitJoined(ctx context.Context, d time.Duration) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		joined := 0
+		for _, rw := range f.workers {
+			if rw.w.ID() != "" {
+				joined++
+			}
+		}
+		if joined == len(f.workers) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			f.cfg.Log.Warn("starting the coordinator before every worker joined", "joined", joined, "workers", len(f.workers))
+			return
+		case <-poll.C:
+		}
+	}
 }
 
 // coordinatorLoop ticks on the interval and whenever the API pokes.

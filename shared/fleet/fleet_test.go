@@ -552,9 +552,6 @@ func TestCrashRestartResumes(t *testing.T) {
 // has been restarted cleanly before: its workers then run as second incarnations
 // (<host>-w1.2, ...), and those records must be resumed after a crash too.
 func TestCrashRestartAfterCleanRestartResumes(t *testing.T) {
-	blockedOn(t, "worker.Join (shared/worker/worker.go) resumes a live record only at attempt 0, i.e. only under the "+
-		"base id: a worker that runs as <id>.2 after a clean restart is not resumed after a crash; the new process joins as "+
-		"<id>.3 and the repos stay with the dead <id>.2 records, unfetched, until the grace ends (10 min by default)")
 	t.Parallel()
 	srv := gittest.NewServer(t)
 	logs := dumpOnFailure(t)
@@ -578,23 +575,11 @@ func TestCrashRestartAfterCleanRestartResumes(t *testing.T) {
 	resumesAfterCrash(t, f2, data, ups, logs)
 }
 
-// blockedOn skips a test that fails until a bug in non-test code is fixed; set
-// MIRRORFLEET_RUN_BLOCKED=1 to run it anyway (to check a fix).
-func blockedOn(t *testing.T, bug string) {
-	t.Helper()
-	if os.Getenv("MIRRORFLEET_RUN_BLOCKED") == "" {
-		t.Skip("blocked on: " + bug + " (MIRRORFLEET_RUN_BLOCKED=1 runs it)")
-	}
-}
-
 // TestBusyMirrorIsRetriedWithinMinInterval: a poll that finds the mirror locked by
 // another sync (a repo that just moved while its previous owner still fetches it; a
 // second process on the same mirrors) must be retried about MinInterval later, not
 // after the worker's default BusyRetry of 30 s, which the local fleet never lowers.
 func TestBusyMirrorIsRetriedWithinMinInterval(t *testing.T) {
-	blockedOn(t, "worker BusyRetry is 30 s (worker.DefaultConfig) whatever MinInterval is, and fleet.startWorker "+
-		"does not set it, so a repo whose mirror was busy once is not fetched again for 30 s (shared/worker/worker.go finish, "+
-		"case kind == fetch.KindBusy)")
 	t.Parallel()
 	srv := gittest.NewServer(t)
 	logs := dumpOnFailure(t)
@@ -641,9 +626,6 @@ func TestBusyMirrorIsRetriedWithinMinInterval(t *testing.T) {
 // workers. Today the coordinator's first tick runs before the workers have joined, so
 // the repos all go to the first worker in and most move again a tick later.
 func TestRestartMovesEachRepoOnce(t *testing.T) {
-	blockedOn(t, "fleet.Start starts the coordinator loop before the workers join (shared/fleet/fleet.go Start), "+
-		"so the first tick after a restart hands every orphaned repo to the one worker that joined first and the next tick "+
-		"moves most of them again (owner_epoch +2, double fetches, busy collisions)")
 	t.Parallel()
 	srv := gittest.NewServer(t)
 	logs := dumpOnFailure(t)
@@ -679,8 +661,6 @@ func TestRestartMovesEachRepoOnce(t *testing.T) {
 // is only logged, and as the repo record is already gone nobody ever trashes the
 // mirror: it stays in <data>/mirrors for good.
 func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
-	blockedOn(t, "worker.applyEntry (shared/worker/worker.go, case store.OpPurge) calls Mirrorer.Trash once and only logs "+
-		"its error; a KindBusy error (the repo's fetch in flight) leaves the mirror on disk forever")
 	t.Parallel()
 	srv := gittest.NewServer(t)
 	logs := dumpOnFailure(t)

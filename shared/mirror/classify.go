@@ -264,7 +264,9 @@ func stepErr(stepCtx context.Context, what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(stepCtx.Err(), context.Canceled) && !isErr(err, context.Canceled) {
+	// errors.Is, not isErr: the result must match context.Canceled for callers, and
+	// go-git's UnexpectedError (no Unwrap) can hide it from errors.Is.
+	if errors.Is(stepCtx.Err(), context.Canceled) && !errors.Is(err, context.Canceled) {
 		err = fmt.Errorf("%w (%w)", context.Canceled, err)
 	}
 	c := classify(fmt.Errorf("%s: %w", what, err))

@@ -6,6 +6,7 @@ package store
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -58,6 +59,19 @@ type Repo struct {
 // Backends index exactly these repos so a tick never scans the whole table.
 func (r Repo) NeedsDecision() bool {
 	return r.State == RepoPending || r.State == RepoOverflow || r.State == RepoDeleting || r.SyncRequested
+}
+
+// CheckFence is the condition of a worker's write to a repo (ReportFetch, HandBack): the
+// worker must still own it at the epoch it was given, and it must not be being deleted.
+func (r Repo) CheckFence(owner string, epoch int64) error {
+	if r.State == RepoDeleting {
+		return fmt.Errorf("repo %s is being deleted: %w", r.ID, ErrConflict)
+	}
+	if r.Owner != owner || r.OwnerEpoch != epoch {
+		return fmt.Errorf("repo %s is owned by %q at epoch %d, not %q at epoch %d: %w",
+			r.ID, r.Owner, r.OwnerEpoch, owner, epoch, ErrConflict)
+	}
+	return nil
 }
 
 // RepoID derives the stable id of a repo from its normalized URL.

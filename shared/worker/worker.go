@@ -139,16 +139,18 @@ type Worker struct {
 	clock  clock.Clock
 	log    *slog.Logger
 
-	mu          sync.Mutex
-	id          string
-	incarnation int
-	joined      bool
-	ack         uint64
-	repos       map[string]*repoState
-	queue       *Queue
-	inFlight    int
-	tokens      float64
-	tokensAt    time.Time
+	mu           sync.Mutex
+	id           string
+	incarnation  int
+	joined       bool
+	everJoined   bool           // this process has joined once: later joins never resume a record
+	pendingTrash []fetch.Target // purged mirrors whose trash failed (busy); retried each heartbeat
+	ack          uint64
+	repos        map[string]*repoState
+	queue        *Queue
+	inFlight     int
+	tokens       float64
+	tokensAt     time.Time
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged atomic.Int64
@@ -219,7 +221,10 @@ func (w *Worker) Join(ctx context.Context) error {
 			if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
 				return fmt.Errorf("join as %s: %w", id, gerr)
 			}
-			if gerr != nil || old.State == store.WorkerDead || old.State == store.WorkerDraining || attempt > 0 {
+			// Only a process that has not joined yet may resume a record (a restart after a
+			// crash, under whatever incarnation it last ran as); one declared dead while
+			// running must take a fresh identity.
+			if gerr != nil || old.State == store.WorkerDead || old.State == store.WorkerDraining || w.everJoined {
 				continue
 			}
 			rec = old
@@ -228,7 +233,7 @@ func (w *Worker) Join(ctx context.Context) error {
 			return fmt.Errorf("join as %s: %w", id, err)
 		}
 		w.mu.Lock()
-		w.id, w.joined, w.ack = rec.ID, true, 0
+		w.id, w.joined, w.everJoined, w.ack = rec.ID, true, true, 0
 		w.dropAllLocked()
 		w.mu.Unlock()
 		w.log.Info("joined", "worker", rec.ID, "slot", rec.Slot)
@@ -286,6 +291,7 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	if err := w.syncOutbox(ctx, rec); err != nil {
 		return err
 	}
+	w.retryTrash(ctx)
 	w.poke()
 	return nil
 }
@@ -412,9 +418,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 			w.removeLocked(e.RepoID, r)
 		}
 		w.mu.Unlock()
-		if err := w.mirror.Trash(ctx, fetch.Target{ID: e.RepoID, URL: e.URL}); err != nil {
-			w.log.Warn("purge: trash mirror", "repo", e.RepoID, "err", err)
-		}
+		w.trash(ctx, fetch.Target{ID: e.RepoID, URL: e.URL})
 		w.stats.purged.Add(1)
 	case store.OpSync:
 		w.mu.Lock()
@@ -427,6 +431,33 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		w.mu.Unlock()
 	}
 	return nil
+}
+
+// trash moves a purged repo's mirror to the trash. If a fetch still holds it (busy), it
+// is retried at every heartbeat: the repo record is gone, so nobody else would.
+func (w *Worker) trash(ctx context.Context, t fetch.Target) {
+	err := w.mirror.Trash(ctx, t)
+	if err == nil {
+		return
+	}
+	if fetch.KindOf(err) == fetch.KindBusy {
+		w.mu.Lock()
+		w.pendingTrash = append(w.pendingTrash, t)
+		w.mu.Unlock()
+		w.log.Info("purge: mirror busy; retrying at the next heartbeat", "repo", t.ID)
+		return
+	}
+	w.log.Warn("purge: trash mirror", "repo", t.ID, "err", err)
+}
+
+func (w *Worker) retryTrash(ctx context.Context) {
+	w.mu.Lock()
+	todo := w.pendingTrash
+	w.pendingTrash = nil
+	w.mu.Unlock()
+	for _, t := range todo {
+		w.trash(ctx, t)
+	}
 }
 
 // Job is one fetch handed to a fetcher.
@@ -554,7 +585,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		write = res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
 			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
 	case kind == fetch.KindBusy:
-		notBefore = now.Add(w.cfg.BusyRetry) // someone else is fetching it: nothing to record
+		// Someone else is fetching it (its previous owner, just after a move): nothing to
+		// record; look again soon, but no later than a normal poll would.
+		notBefore = now.Add(min(w.cfg.BusyRetry, max(w.cfg.MinInterval, time.Second)))
 	default:
 		w.stats.failures.Add(1)
 		rec.LastFetchAt = now

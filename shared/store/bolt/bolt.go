@@ -778,7 +778,7 @@ func (s *Store) RequestSync(ctx context.Context, id string) error {
 
 func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) error {
 	return s.updateRepo(ctx, id, true, func(r *store.Repo) error {
-		if err := checkOwner(r, owner, epoch); err != nil {
+		if err := r.CheckFence(owner, epoch); err != nil {
 			return err
 		}
 		r.State, r.Priority = rep.State, rep.Priority
@@ -792,23 +792,12 @@ func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, 
 
 func (s *Store) HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error {
 	return s.updateRepo(ctx, id, true, func(r *store.Repo) error {
-		if err := checkOwner(r, owner, epoch); err != nil {
+		if err := r.CheckFence(owner, epoch); err != nil {
 			return err
 		}
 		r.State, r.LastError = store.RepoOverflow, reason
 		return nil
 	})
-}
-
-func checkOwner(r *store.Repo, owner string, epoch int64) error {
-	if r.State == store.RepoDeleting {
-		return fmt.Errorf("bolt: repo %s is being deleted: %w", r.ID, store.ErrConflict)
-	}
-	if r.Owner != owner || r.OwnerEpoch != epoch {
-		return fmt.Errorf("bolt: repo %s is owner %q epoch %d, not %q epoch %d: %w",
-			r.ID, r.Owner, r.OwnerEpoch, owner, epoch, store.ErrConflict)
-	}
-	return nil
 }
 
 // updateRepo applies fn to a repo through writeRepo. A missing repo is ErrNotFound

@@ -301,7 +301,7 @@ func (s *Store) RequestDelete(ctx context.Context, id string) error {
 // failing, ...) also moves the counters: a read and a two-item transaction.
 func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) error {
 	apply := func(r *store.Repo) error {
-		if err := checkOwner(r, owner, epoch); err != nil {
+		if err := r.CheckFence(owner, epoch); err != nil {
 			return err
 		}
 		r.State, r.Priority = rep.State, rep.Priority
@@ -372,7 +372,7 @@ func (s *Store) reportFetchFast(ctx context.Context, id, owner string, epoch int
 	if err != nil {
 		return true, err
 	}
-	if err := checkOwner(&old, owner, epoch); err != nil {
+	if err := old.CheckFence(owner, epoch); err != nil {
 		return true, err
 	}
 	return false, nil // only the state differs
@@ -387,23 +387,12 @@ func finite(f float64) error {
 
 func (s *Store) HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error {
 	return s.updateRepo(ctx, "HandBack", id, true, func(r *store.Repo) error {
-		if err := checkOwner(r, owner, epoch); err != nil {
+		if err := r.CheckFence(owner, epoch); err != nil {
 			return err
 		}
 		r.State, r.LastError = store.RepoOverflow, reason
 		return nil
 	})
-}
-
-func checkOwner(r *store.Repo, owner string, epoch int64) error {
-	if r.State == store.RepoDeleting {
-		return fmt.Errorf("dynamo: repo %s is being deleted: %w", r.ID, store.ErrConflict)
-	}
-	if r.Owner != owner || r.OwnerEpoch != epoch {
-		return fmt.Errorf("dynamo: repo %s is owner %q epoch %d, not %q epoch %d: %w",
-			r.ID, r.Owner, r.OwnerEpoch, owner, epoch, store.ErrConflict)
-	}
-	return nil
 }
 
 // updateRepo reads a repo, applies fn and writes the whole item back conditioned on the
