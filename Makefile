@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: all run test vet unit bench build localstack-test fmt clean
+.PHONY: all run test vet unit infra synth deploy destroy bench build localstack-test fmt clean
 
 all: test
 
@@ -12,13 +12,30 @@ run:
 	$(GO) run ./cmd/mirrorfleet run
 
 ## test: every test tier this machine can run
-test: vet unit
+test: vet unit infra synth
 
 vet:
 	$(GO) vet ./...
 
+# The CDK app is tested without -race: the race build of the CDK bindings alone takes
+# minutes, and jsii's own code is not what the race detector is for here.
 unit:
-	bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m ./...
+	bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m $$($(GO) list ./... | grep -v /infra)
+
+infra:
+	$(GO) test -timeout 5m ./infra/
+
+## synth: the CloudFormation template into cdk.out/ (no AWS account, network or Docker)
+synth:
+	cd infra && CDK_OUTDIR=../cdk.out $(GO) run .
+	@ls cdk.out/*.template.json
+
+## deploy / destroy: through the CDK CLI from npm (AWS credentials; Docker for the worker image)
+deploy: build
+	cd infra && npx --yes aws-cdk@2 deploy --require-approval broadening
+
+destroy:
+	cd infra && npx --yes aws-cdk@2 destroy
 
 ## bench: the benchmarks (ring balance and movement, queue, ...)
 bench:
