@@ -57,7 +57,7 @@ type Props struct {
 	MinLive       int           // alarm when fewer active workers; default WorkerCount
 	StaleAfter    time.Duration // alarm when StalenessMax exceeds it
 	VpcID         string        // existing VPC (needs env account/region); empty: new VPC
-	PublicReads   bool          // GET routes without IAM auth: refused until functions/api supports it
+	PublicReads   bool          // GET routes without IAM auth (the API Lambda then serves reads to anyone)
 	DiskQuota     string        // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
 	AlarmEmail    string        // optional SNS email subscription
 	DeletionGuard bool          // table deletion protection and RETAIN of stateful resources
@@ -211,13 +211,6 @@ func NewStack(scope constructs.Construct, id string, props Props) *Stack {
 	s := &Stack{Stack: awscdk.NewStack(scope, &id, &sp), props: props}
 	if s.props.Fleet == "" {
 		s.props.Fleet = id
-	}
-	if s.props.PublicReads {
-		// functions/api builds its handler with ReadsNeedAuth: true and answers 401 to a
-		// request without an IAM identity, so unauthenticated GET routes would only serve
-		// 401s. Refuse rather than deploy a setting that does nothing.
-		awscdk.Annotations_Of(s.Stack).AddError(jsii.String(
-			"publicReads=true is not supported: functions/api requires an IAM identity on every /v1 route (ReadsNeedAuth)"))
 	}
 	s.table()
 	s.timers()
@@ -391,7 +384,8 @@ func (s *Stack) api() {
 		Timeout:      awscdk.Duration_Seconds(jsii.Number(15)),
 		Description:  jsii.String("mirrorfleet HTTP API"),
 		Environment: &map[string]*string{
-			"MIRRORFLEET_TABLE": s.Table.TableName(),
+			"MIRRORFLEET_TABLE":        s.Table.TableName(),
+			"MIRRORFLEET_PUBLIC_READS": jsii.String(strconv.FormatBool(s.props.PublicReads)),
 		},
 	})
 	s.logWrite(role, logs)
@@ -409,6 +403,15 @@ func (s *Stack) api() {
 			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
 			Integration: integration,
 		})
+		if s.props.PublicReads {
+			// A method route outranks ANY: GETs skip IAM, every write keeps it.
+			s.HTTPAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+				Path:        jsii.String(path),
+				Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+				Integration: integration,
+				Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
+			})
+		}
 	}
 	access := s.logGroup("ApiAccessLogs")
 	awsapigatewayv2.NewHttpStage(s.Stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{

@@ -357,3 +357,41 @@ func TestPropsFromContext(t *testing.T) {
 		t.Errorf("defaults = %+v", d)
 	}
 }
+
+// TestPublicReads: with publicReads the GET routes skip IAM, every other method keeps it,
+// and the API Lambda is told to serve reads without an identity.
+func TestPublicReads(t *testing.T) {
+	out := t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out)})
+	s := NewStack(app, "MirrorFleetPublic", Props{LambdaAssetDir: filepath.Join(out, "no-build"), PublicReads: true})
+	var tp map[string]any
+	b, _ := json.Marshal(assertions.Template_FromStack(s.Stack, nil).ToJSON())
+	if err := json.Unmarshal(b, &tp); err != nil {
+		t.Fatal(err)
+	}
+	auth := map[string]any{}
+	envOK := false
+	for _, r := range tp["Resources"].(map[string]any) {
+		res := r.(map[string]any)
+		p, _ := res["Properties"].(map[string]any)
+		switch res["Type"] {
+		case "AWS::ApiGatewayV2::Route":
+			auth[p["RouteKey"].(string)] = p["AuthorizationType"]
+		case "AWS::Lambda::Function":
+			if env, ok := p["Environment"].(map[string]any); ok {
+				if vars, ok := env["Variables"].(map[string]any); ok && vars["MIRRORFLEET_PUBLIC_READS"] == "true" {
+					envOK = true
+				}
+			}
+		}
+	}
+	want := map[string]any{"GET /": "NONE", "GET /{proxy+}": "NONE", "ANY /": "AWS_IAM", "ANY /{proxy+}": "AWS_IAM"}
+	for k, v := range want {
+		if auth[k] != v {
+			t.Errorf("route %q authorization %v, want %v (all: %v)", k, auth[k], v, auth)
+		}
+	}
+	if !envOK {
+		t.Error("the API Lambda is not told MIRRORFLEET_PUBLIC_READS=true")
+	}
+}

@@ -32,14 +32,14 @@ var _ Store = store.Store(nil)
 type HandlerFunc func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 
 // NewHandler serves the shared HTTP handler (shared/api) behind API Gateway. Every /v1
-// route needs an IAM identity in the request context (IAMAuth); each request is logged
-// with its caller.
+// route needs an IAM identity in the request context (IAMAuth), but for the reads when
+// cfg.PublicReads; each request is logged with its caller.
 func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger) HandlerFunc {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ac := api.Config{Store: st, Policy: urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts},
-		Auth: IAMAuth, ReadsNeedAuth: true, Clock: clk, Log: log}
+		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, Clock: clk, Log: log}
 	if cfg.List.Enabled() {
 		ac.List = listsync.View{Config: cfg.List, Store: st}
 	}

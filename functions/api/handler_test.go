@@ -221,3 +221,19 @@ func TestAPIThroughAPIGateway(t *testing.T) {
 		})
 	}
 }
+
+// TestPublicReads: with MIRRORFLEET_PUBLIC_READS a read needs no IAM identity; a write
+// still does.
+func TestPublicReads(t *testing.T) {
+	st := backends["bolt"](t)
+	h := NewHandler(cloud.APIConfig{PublicReads: true}, st, clock.Real{}, nil)
+	ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-2"})
+	resp, err := h(ctx, event(t, "GET", "/v1/status", "", false))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("public GET /v1/status without identity: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+	resp, err = h(ctx, event(t, "POST", "/v1/repos", `{"url":"https://github.com/golang/go"}`, false))
+	if err != nil || resp.StatusCode != 401 {
+		t.Fatalf("write without identity under public reads: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+}

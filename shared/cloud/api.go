@@ -12,11 +12,17 @@ import (
 // stage, a custom domain's base path mapping); it is stripped before routing.
 const EnvAPIBasePath = "MIRRORFLEET_API_BASE_PATH"
 
+// EnvPublicReads makes the /v1 reads answer without an IAM identity.
+const EnvPublicReads = "MIRRORFLEET_PUBLIC_READS"
+
 // APIConfig is the API Lambda's configuration.
 type APIConfig struct {
 	Table             string
 	AllowPrivateHosts bool
 	BasePath          string
+	// PublicReads serves the /v1 reads without an IAM identity (the stack's publicReads:
+	// GET routes without IAM auth); writes always need one.
+	PublicReads bool
 	// List lets GET /v1/list report the list sync's configuration and state (not
 	// Enabled when MIRRORFLEET_LIST_REPO is unset).
 	List     listsync.Config
@@ -34,6 +40,7 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		Table:             e.required(EnvTable, "the DynamoDB table of the fleet's state"),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
 		BasePath:          e.raw(EnvAPIBasePath),
+		PublicReads:       e.boolean(EnvPublicReads, false),
 		LogLevel:          e.logLevel(),
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
