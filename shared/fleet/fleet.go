@@ -107,8 +107,11 @@ type Fleet struct {
 	poke           chan struct{}
 	workers        []*runningWorker
 	cancel         context.CancelFunc
-	wg             sync.WaitGroup
-	coord          *coordinator.Coordinator
+	// stopCoordinator ends the coordinator loop and its timers (coordWG).
+	stopCoordinator context.CancelFunc
+	coordWG         sync.WaitGroup
+	wg              sync.WaitGroup
+	coord           *coordinator.Coordinator
 	// List is the list sync; nil when no list repository is configured.
 	List *listsync.Syncer
 }
@@ -198,7 +201,12 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		f.coord.List = f.List
 	}
 
-	f.wg.Add(3)
+	// The coordinator and its timers stop before the workers on Stop, so no tick moves
+	// repos between workers that are leaving one after the other.
+	coordCtx, coordCancel := context.WithCancel(runCtx)
+	f.stopCoordinator = coordCancel
+	f.wg.Add(1)
+	f.coordWG.Add(2)
 	go func() {
 		defer f.wg.Done()
 		if err := f.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -206,8 +214,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		}
 	}()
 	go func() {
-		defer f.wg.Done()
-		tmr.Run(runCtx, clock.Real{}, func(ctx context.Context, fr timer.Firing) {
+		defer f.coordWG.Done()
+		tmr.Run(coordCtx, clock.Real{}, func(ctx context.Context, fr timer.Firing) {
 			if _, err := f.coord.OnTimer(ctx, fr.Payload); err != nil {
 				log.Warn("timer", "name", fr.Name, "err", err)
 			}
@@ -220,8 +228,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	// one would give it every repo, and the next ticks would move most of them again.
 	f.waitJoined(runCtx, 2*cfg.Heartbeat)
 	go func() {
-		defer f.wg.Done()
-		f.coordinatorLoop(runCtx)
+		defer f.coordWG.Done()
+		f.coordinatorLoop(coordCtx)
 	}()
 	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers,
 		"mirrors", MirrorsDir(cfg.Data), "store", filepath.Join(cfg.Data, "mirrorfleet.db"))
@@ -337,6 +345,8 @@ func (f *Fleet) KillWorker(i int) {
 // Stop shuts down cleanly: workers finish or abandon their fetches and leave (so their
 // repos move at once on the next start), the coordinator steps down, the API drains.
 func (f *Fleet) Stop(ctx context.Context) error {
+	f.stopCoordinator()
+	f.coordWG.Wait()
 	for _, rw := range f.workers {
 		rw.cancel(context.Canceled)
 	}
