@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
@@ -48,7 +49,8 @@ type Props struct {
 	awscdk.StackProps
 
 	Fleet         string        // Fleet dimension of the metrics; default: the stack name
-	WorkerCount   int           // Fargate tasks
+	WorkerCount   int           // Fargate tasks (the autoscaling minimum)
+	MaxWorkers    int           // autoscaling maximum; default 4 × WorkerCount
 	WorkerCPU     int           // Fargate CPU units
 	WorkerMemory  int           // MiB
 	Fetchers      int           // MIRRORFLEET_FETCHERS
@@ -86,6 +88,7 @@ func (p Props) Defaults() Props {
 	def(&p.WorkerMemory, 2048)
 	def(&p.Fetchers, 10)
 	def(&p.MinLive, p.WorkerCount)
+	def(&p.MaxWorkers, 4*p.WorkerCount)
 	if p.Grace <= 0 {
 		p.Grace = 10 * time.Minute
 	}
@@ -112,6 +115,7 @@ func PropsFromContext(node constructs.Node) Props {
 	var p Props
 	p.Fleet = ctxString(node, "fleet")
 	p.WorkerCount = ctxInt(node, "workerCount")
+	p.MaxWorkers = ctxInt(node, "maxWorkers")
 	p.WorkerCPU = ctxInt(node, "workerCpu")
 	p.WorkerMemory = ctxInt(node, "workerMemory")
 	p.Fetchers = ctxInt(node, "fetchers")
@@ -603,6 +607,28 @@ func (s *Stack) workers() {
 	})
 	// The file system's security group admits NFS from the workers only.
 	s.FileSystem.Connections().AllowDefaultPortFrom(s.Service, jsii.String("NFS from mirrorfleet workers"))
+	s.workerScaling()
+}
+
+// workerScaling grows the fleet when it falls behind — the 99th percentile of how long
+// repos have gone without a successful fetch — and shrinks it when it is well ahead.
+// New workers take their arcs at the next tick; leavers hand theirs over as they drain.
+func (s *Stack) workerScaling() {
+	scaling := s.Service.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
+		MinCapacity: jsii.Number(float64(s.props.WorkerCount)),
+		MaxCapacity: jsii.Number(float64(max(s.props.MaxWorkers, s.props.WorkerCount))),
+	})
+	behind := s.props.StaleAfter.Seconds()
+	scaling.ScaleOnMetric(jsii.String("ScaleOnStaleness"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
+		Metric: s.metric("StalenessP99", "Maximum", 10*time.Minute, nil),
+		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
+			{Upper: jsii.Number(behind / 4), Change: jsii.Number(-1)},
+			{Lower: jsii.Number(behind / 2), Change: jsii.Number(1)},
+			{Lower: jsii.Number(behind), Change: jsii.Number(2)},
+		},
+		AdjustmentType: awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
+		Cooldown:       awscdk.Duration_Minutes(jsii.Number(15)),
+	})
 }
 
 func (s *Stack) metric(name, stat string, period time.Duration, dims map[string]*string) awscloudwatch.Metric {

@@ -100,7 +100,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::EFS::AccessPoint":         1,
 		"AWS::ECS::Cluster":             1,
 		"AWS::ECS::Service":             1,
-		"AWS::CloudWatch::Alarm":        5,
+		"AWS::CloudWatch::Alarm":        7, // five operator alarms + the two of the scaling policy
 		"AWS::CloudWatch::Dashboard":    1,
 		"AWS::SNS::Topic":               1,
 		"AWS::SNS::Subscription":        1,
@@ -327,9 +327,18 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(
 		"MetricName", "ApproximateNumberOfMessagesVisible", "Threshold", 0,
 	))
-	template.AllResourcesProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(
-		"AlarmActions", []any{obj("Ref", logicalID(stack.AlarmTopic))},
-	))
+	// The five operator alarms notify the topic; the other two drive the worker scaling.
+	toTopic := 0
+	topic := logicalID(stack.AlarmTopic)
+	for _, r := range resourcesOf("AWS::CloudWatch::Alarm") {
+		acts, _ := json.Marshal(r["Properties"].(map[string]any)["AlarmActions"])
+		if string(acts) == `[{"Ref":"`+topic+`"}]` {
+			toTopic++
+		}
+	}
+	if toTopic != 5 {
+		t.Errorf("%d alarms notify the alarm topic, want 5", toTopic)
+	}
 	template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), obj("RetentionInDays", 30))
 	template.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), obj("Protocol", "email", "Endpoint", "ops@example.com"))
 	b, _ := json.Marshal(resourcesOf("AWS::CloudWatch::Dashboard"))
@@ -393,5 +402,25 @@ func TestPublicReads(t *testing.T) {
 	}
 	if !envOK {
 		t.Error("the API Lambda is not told MIRRORFLEET_PUBLIC_READS=true")
+	}
+}
+
+// TestWorkersScaleOnStaleness: the worker service scales between workerCount and
+// maxWorkers on the p99 staleness the coordinator publishes.
+func TestWorkersScaleOnStaleness(t *testing.T) {
+	template.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalableTarget"), obj(
+		"MinCapacity", 2, "MaxCapacity", 8, "ScalableDimension", "ecs:service:DesiredCount"))
+	found := false
+	for _, r := range resourcesOf("AWS::CloudWatch::Alarm") {
+		p := r["Properties"].(map[string]any)
+		if p["MetricName"] == "StalenessP99" && p["Namespace"] == "MirrorFleet" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no alarm drives scaling on MirrorFleet/StalenessP99")
+	}
+	if n := len(resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy")); n < 2 {
+		t.Fatalf("%d scaling policies, want scale-out and scale-in", n)
 	}
 }
