@@ -755,6 +755,33 @@ func (s *Stack) dashboard() {
 				graph("Fetch duration (s)", m("FetchDuration", "Average"), m("FetchDuration", "p99")),
 				graph("Bytes fetched / queue depth", m("BytesFetched", "Sum"), m("QueueDepth", "Maximum")),
 			},
+			s.platformWidgets(graph),
 		},
 	})
+}
+
+// platformWidgets is the dashboard's platform row: the Lambdas, the table and the file
+// system, from the services' own metrics.
+func (s *Stack) platformWidgets(graph func(string, ...awscloudwatch.IMetric) awscloudwatch.IWidget) *[]awscloudwatch.IWidget {
+	var lambda []awscloudwatch.IMetric
+	for _, fn := range []awslambda.Function{s.Coordinator, s.API} {
+		lambda = append(lambda, fn.MetricErrors(nil), fn.MetricThrottles(nil))
+	}
+	aws := func(ns, name, stat string, dims map[string]*string) awscloudwatch.IMetric {
+		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(ns), MetricName: jsii.String(name),
+			DimensionsMap: &dims, Statistic: jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(5))})
+	}
+	table := map[string]*string{"TableName": s.Table.TableName()}
+	fs := map[string]*string{"FileSystemId": s.FileSystem.FileSystemId()}
+	return &[]awscloudwatch.IWidget{
+		graph("Lambda errors / throttles", lambda...),
+		graph("Lambda duration (ms)", s.Coordinator.MetricDuration(nil), s.API.MetricDuration(nil)),
+		graph("DynamoDB capacity / throttles",
+			aws("AWS/DynamoDB", "ConsumedReadCapacityUnits", "Sum", table),
+			aws("AWS/DynamoDB", "ConsumedWriteCapacityUnits", "Sum", table),
+			aws("AWS/DynamoDB", "ThrottledRequests", "Sum", table)),
+		graph("EFS size (bytes) / throughput",
+			aws("AWS/EFS", "StorageBytes", "Average", map[string]*string{"FileSystemId": s.FileSystem.FileSystemId(), "StorageClass": jsii.String("Total")}),
+			aws("AWS/EFS", "MeteredIOBytes", "Sum", fs)),
+	}
 }

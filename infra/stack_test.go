@@ -343,7 +343,8 @@ func TestAlarmsAndDashboard(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), obj("Protocol", "email", "Endpoint", "ops@example.com"))
 	b, _ := json.Marshal(resourcesOf("AWS::CloudWatch::Dashboard"))
 	for _, name := range []string{"Ticks", "TickDuration", "LeaderTerm", "ReposMoved", "WorkersByState", "ReposByState",
-		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth"} {
+		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth",
+		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "ThrottledRequests", "StorageBytes", "MeteredIOBytes"} {
 		if !strings.Contains(string(b), `\"`+name+`\"`) && !strings.Contains(string(b), name) {
 			t.Errorf("dashboard lacks %s", name)
 		}
