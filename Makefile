@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 GO    ?= go
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# Node 20 is past its end of life for jsii; this silences that banner for major version 20.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 .PHONY: all run test vet unit infra synth deploy destroy bench build localstack-test fmt clean
 

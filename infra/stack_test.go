@@ -26,6 +26,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Setenv("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+	os.Setenv("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 	code := func() int {
 		// No jsii.Close(): it races with the runtime's own child-process watcher (go test
 		// -race reports it, and it prints "waitid: no child processes"); the node child
