@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -482,7 +483,7 @@ func (c *client) listCmd(ctx context.Context, words []string) error {
 			_, err := c.do(ctx, http.MethodGet, "/v1/list", nil, nil)
 			return err
 		}
-		var st listStatus
+		var st api.ListStatus
 		if _, err := c.do(ctx, http.MethodGet, "/v1/list", nil, &st); err != nil {
 			return err
 		}
@@ -496,7 +497,7 @@ func (c *client) listCmd(ctx context.Context, words []string) error {
 			_, err := c.do(ctx, http.MethodPost, "/v1/list/confirm", map[string]string{"commit": words[1]}, nil)
 			return err
 		}
-		var st listStatus
+		var st api.ListStatus
 		if _, err := c.do(ctx, http.MethodPost, "/v1/list/confirm", map[string]string{"commit": words[1]}, &st); err != nil {
 			return err
 		}
@@ -510,45 +511,7 @@ func (c *client) listCmd(ctx context.Context, words []string) error {
 	return usageError{fmt.Sprintf("unknown list sub-command %q; use `mirrorfleet list` or `mirrorfleet list confirm COMMIT`", strings.Join(words, " "))}
 }
 
-// listStatus is the part of GET /v1/list the table shows.
-type listStatus struct {
-	Configured            bool       `json:"configured"`
-	Message               string     `json:"message"`
-	Repo                  *string    `json:"repo"`
-	Branch                *string    `json:"branch"`
-	Paths                 []string   `json:"paths"`
-	IntervalSeconds       *float64   `json:"interval_seconds"`
-	PurgeThresholdPercent *float64   `json:"purge_threshold_percent"`
-	Commit                *string    `json:"commit"`
-	AppliedAt             *time.Time `json:"applied_at"`
-	Entries               int        `json:"entries"`
-	LastChange            *struct {
-		Mode    string `json:"mode"`
-		Added   int    `json:"added"`
-		Removed int    `json:"removed"`
-	} `json:"last_change"`
-	BadLines []struct {
-		File   string `json:"file"`
-		Line   int    `json:"line"`
-		Text   string `json:"text"`
-		Reason string `json:"reason"`
-	} `json:"bad_lines"`
-	BadTotal  int `json:"bad_lines_total"`
-	HeldPurge *struct {
-		Commit           string    `json:"commit"`
-		Remove           int       `json:"remove"`
-		Of               int       `json:"of"`
-		Percent          float64   `json:"percent"`
-		ThresholdPercent float64   `json:"threshold_percent"`
-		Since            time.Time `json:"since"`
-		Sample           []string  `json:"sample"`
-		Confirmed        bool      `json:"confirmed"`
-	} `json:"held_purge"`
-	Pending   []string `json:"pending"`
-	LastError *string  `json:"last_error"`
-}
-
-func (c *client) printList(st listStatus) error {
+func (c *client) printList(st api.ListStatus) error {
 	if !st.Configured {
 		fmt.Fprintln(c.out, st.Message)
 		return nil
