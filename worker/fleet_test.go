@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -17,7 +18,6 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
-	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
@@ -27,8 +27,6 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
-
-const endpointEnv = "MIRRORFLEET_DYNAMODB_ENDPOINT"
 
 // Timing of the test fleet: heartbeats every 500 ms, suspect after 1.5 s of silence,
 // dead (repos move) after 4 s.
@@ -62,10 +60,7 @@ func (p *proc) exited() bool {
 // survivor owns every repo and follows new upstream commits; no repo is lost or owned
 // twice; SIGTERM then stops the survivor cleanly, with a goodbye.
 func TestTwoWorkerProcessesSurviveAKill(t *testing.T) {
-	ep := os.Getenv(endpointEnv)
-	if ep == "" {
-		t.Skip("DynamoDB Local not running: set MIRRORFLEET_DYNAMODB_ENDPOINT (make test starts it; or bash scripts/dynamodb-local.sh start)")
-	}
+	ep := dynamotest.Endpoint(t) // skips without DynamoDB Local
 	if testing.Short() {
 		t.Skip("multi-process fleet test: skipped in -short mode")
 	}
@@ -74,15 +69,12 @@ func TestTwoWorkerProcessesSurviveAKill(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	// DynamoDB Local keeps one database per access key and region: the test and the
-	// workers must use the same pair.
-	creds := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}
-	for k, v := range creds {
-		t.Setenv(k, v)
-	}
+	// DynamoDB Local keeps one database per access key and region: the workers use the
+	// test's pair.
+	creds := map[string]string{"AWS_ACCESS_KEY_ID": dynamotest.AccessKey, "AWS_SECRET_ACCESS_KEY": dynamotest.AccessKey, "AWS_REGION": dynamotest.Region}
 	bin := buildWorker(t)
 	t.Logf("%s: worker binary built", time.Since(start).Round(time.Millisecond))
-	st := newTable(t, ep)
+	st := dynamotest.Table(t, "mf_fleet", dynamo.Config{})
 	root := t.TempDir()
 	// Only to compute mirror paths; created before the workers start, as New clears
 	// <root>/.tmp of clones in progress.
@@ -268,25 +260,6 @@ func buildWorker(t *testing.T) string {
 		t.Fatalf("go build ./worker: %v\n%s", err, out)
 	}
 	return bin
-}
-
-func newTable(t *testing.T, ep string) *dynamo.Store {
-	t.Helper()
-	st, err := cloud.NewDynamoStore(t.Context(), ep, fmt.Sprintf("mf_fleet_%d", time.Now().UnixNano()%1e12))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateTable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := st.DeleteTable(ctx); err != nil {
-			t.Errorf("DeleteTable: %v", err)
-		}
-	})
-	return st
 }
 
 // runCoordinator ticks a coordinator until the test ends, as the Lambda would on its

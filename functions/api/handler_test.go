@@ -2,15 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -98,28 +97,7 @@ var backends = stores{
 		t.Cleanup(func() { st.Close() })
 		return st
 	},
-	"dynamodb-local": func(t *testing.T) Store {
-		ep := os.Getenv("MIRRORFLEET_DYNAMODB_ENDPOINT")
-		if ep == "" {
-			t.Skip("DynamoDB Local not running: set MIRRORFLEET_DYNAMODB_ENDPOINT (make test starts it); the bolt store covered the same cases")
-		}
-		t.Setenv("AWS_ACCESS_KEY_ID", "test")
-		t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-		t.Setenv("AWS_REGION", "us-east-1")
-		st, err := cloud.NewDynamoStore(t.Context(), ep, fmt.Sprintf("mf_api_%d", time.Now().UnixNano()%1e12))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.CreateTable(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_ = st.DeleteTable(ctx)
-		})
-		return st
-	},
+	"dynamodb-local": func(t *testing.T) Store { return dynamotest.Table(t, "mf_api", dynamo.Config{}) },
 }
 
 type apiError struct {

@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,40 +45,10 @@ const (
 	functionARN = "arn:aws:lambda:us-east-1:000000000000:function:mirrorfleet-coordinator"
 	roleARN     = "arn:aws:iam::000000000000:role/mirrorfleet-scheduler"
 	group       = "mirrorfleet-timers"
-	endpointEnv = "MIRRORFLEET_DYNAMODB_ENDPOINT"
 )
 
-var tableSeq atomic.Int64
-
 // dynamoStore returns a store on a fresh DynamoDB Local table, deleted at the end.
-func dynamoStore(t *testing.T) store.Store {
-	t.Helper()
-	ep := os.Getenv(endpointEnv)
-	if ep == "" {
-		t.Skip("DynamoDB Local not running: set MIRRORFLEET_DYNAMODB_ENDPOINT (make test starts it; or bash scripts/dynamodb-local.sh start)")
-	}
-	// DynamoDB Local keeps one database per access key and region: every process of a
-	// test must use the same pair.
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_REGION", "us-east-1")
-	table := fmt.Sprintf("mf_coord_%d_%d", time.Now().UnixNano()%1e9, tableSeq.Add(1))
-	st, err := cloud.NewDynamoStore(t.Context(), ep, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateTable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := st.DeleteTable(ctx); err != nil {
-			t.Errorf("DeleteTable: %v", err)
-		}
-	})
-	return st
-}
+func dynamoStore(t *testing.T) store.Store { return dynamotest.Table(t, "mf_coord", dynamo.Config{}) }
 
 type env struct {
 	h     *Handler

@@ -2,16 +2,13 @@ package sim_test
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"os"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
@@ -48,44 +45,12 @@ func (c *capacity) take() (float64, float64) {
 	return r, w
 }
 
-// dynamoStore returns a store on a fresh DynamoDB Local table, or skips.
-func dynamoStore(t *testing.T, cc *capacity) store.Store {
-	t.Helper()
-	endpoint := os.Getenv("MIRRORFLEET_DYNAMODB_ENDPOINT")
-	if endpoint == "" {
-		t.Skip("DynamoDB Local not running: set MIRRORFLEET_DYNAMODB_ENDPOINT (make test starts it)")
-	}
-	client := dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "test", SecretAccessKey: "test", Source: "test"}, nil
-		}),
-		DisableValidateResponseChecksum: true,
-		HTTPClient:                      &http.Client{Timeout: 30 * time.Second},
-	})
-	name := fmt.Sprintf("sim_%d_%s", time.Now().UnixNano()%1e9, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	st, err := dynamo.New(t.Context(), dynamo.Config{Client: client, Table: name, OnConsumed: cc.add})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateTable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		st.DeleteTable(ctx)
-	})
-	return st
-}
-
 // TestFleetOnDynamoDBLocal runs the core scenarios on the DynamoDB backend: a cold start
 // with warm-up, a join, a worker going silent past the grace, with the invariants checked
 // after every step; and it measures the request units of the coordinator and heartbeats.
 func TestFleetOnDynamoDBLocal(t *testing.T) {
 	cc := &capacity{}
-	st := dynamoStore(t, cc)
+	st := dynamotest.Table(t, "sim", dynamo.Config{OnConsumed: cc.add})
 	const n = 150
 	s, err := sim.New(context.Background(), sim.Config{
 		Seed: 7, Store: st, Workers: 3, Tick: 10 * time.Second,
