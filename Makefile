@@ -5,7 +5,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # Node 20 is past its end of life for jsii; this silences that banner for major version 20.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: all run test vet unit infra synth deploy destroy bench build localstack-test fmt clean
+.PHONY: all run test vet unit infra synth deploy destroy bench microbench build localstack-test fmt clean
 
 all: test
 
@@ -39,8 +39,20 @@ deploy: build
 destroy:
 	cd infra && npx --yes aws-cdk@2 destroy
 
-## bench: the benchmarks (ring balance and movement, queue, ...)
+## bench: every benchmark, then bench/REPORT.md and its charts from the results (~15 min on 2 cores)
+# Run one after another: the figures include wall times, which a parallel run would distort.
+BENCH_RESULTS := bench/results
 bench:
+	rm -rf $(BENCH_RESULTS) bench/plots bench/REPORT.md
+	$(GO) run ./bench/freshness -out $(BENCH_RESULTS)
+	$(GO) run ./bench/placement -out $(BENCH_RESULTS)
+	$(GO) run ./bench/fetchcost -out $(BENCH_RESULTS)
+	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/storecost -out $(BENCH_RESULTS)
+	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/ticklatency -out $(BENCH_RESULTS)
+	$(GO) run ./bench/report -results $(BENCH_RESULTS) -out bench
+
+## microbench: the Go micro-benchmarks (ring lookups, queue, mirror) with go test -bench
+microbench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./shared/ring/
 	$(GO) test -run '^$$' -bench . ./shared/worker/ ./shared/mirror/
 

@@ -19,6 +19,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
 const usage = `mirrorfleet keeps large collections of git mirrors fresh.
@@ -106,6 +107,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Grace, "grace", d.Grace, "silence before a worker's repos move")
 	fs.DurationVar(&cfg.Warmup, "warmup", d.Warmup, "wait on first start before assigning (0s: none)")
 	fs.DurationVar(&cfg.MinInterval, "min-interval", d.MinInterval, "minimum time between two polls of one repo")
+	fs.StringVar(&cfg.PriorityPolicy, "policy", "rate", "when a repo is polled next: rate (learns each repo's change rate) or cbrt (cube root of the time since its last commit)")
 	fs.StringVar(&cfg.ReposFile, "repos-file", "", "file of repo URLs to add at start (one per line, # comments)")
 	ld := listsync.Defaults()
 	cfg.List.PurgeThreshold = ld.PurgeThreshold
@@ -133,6 +135,9 @@ func runFleet(args []string, stderr io.Writer) error {
 	}
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
+	}
+	if _, ok := priority.ByName(cfg.PriorityPolicy); !ok {
+		return usageError{fmt.Sprintf("--policy %q: want rate or cbrt", cfg.PriorityPolicy)}
 	}
 	if err := cfg.List.Validate(); err != nil {
 		return usageError{err.Error()}

@@ -17,6 +17,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
@@ -32,6 +33,7 @@ const (
 	EnvWorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
 	EnvDrain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
 	EnvMetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
+	EnvPolicy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: rate (default) or cbrt
 
 	// EnvECSMetadata is set by the ECS agent in every container (task metadata v4).
 	EnvECSMetadata = "ECS_CONTAINER_METADATA_URI_V4"
@@ -53,6 +55,7 @@ type WorkerConfig struct {
 	Fetchers          int
 	Heartbeat         time.Duration
 	MinInterval       time.Duration
+	PriorityPolicy    string // a priority.ByName name; "" is the default (rate)
 	Drain             time.Duration
 	DiskQuota         int64 // bytes; 0 = the file system's own size
 	AllowPrivateHosts bool
@@ -89,6 +92,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		Fetchers:          e.integer(EnvFetchers, def.Fetchers, 1, 1000),
 		Heartbeat:         e.duration(EnvHeartbeat, def.Heartbeat),
 		MinInterval:       e.duration(EnvMinInterval, def.MinInterval),
+		PriorityPolicy:    e.str(EnvPolicy, def.Policy.Name()),
 		Drain:             e.duration(EnvDrain, DefaultDrain),
 		DiskQuota:         e.bytes(EnvDiskQuota, 0),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
@@ -97,6 +101,9 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		LogLevel:          e.logLevel(),
 	}
 	checkFleet(e, c.Fleet)
+	if _, ok := priority.ByName(c.PriorityPolicy); !ok {
+		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: rate (the default) or cbrt")
+	}
 	if !strings.HasPrefix(c.MirrorRoot, "/") {
 		e.fail(EnvMirrorRoot, c.MirrorRoot, "must be an absolute path")
 	}
@@ -194,6 +201,10 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if fi, err := os.Stat(cfg.MirrorRoot); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%s=%s is not a directory (is the EFS volume mounted?)", EnvMirrorRoot, cfg.MirrorRoot)
 	}
+	prio, ok := priority.ByName(cfg.PriorityPolicy)
+	if !ok {
+		return fmt.Errorf("%s=%q: unknown policy: rate (the default) or cbrt", EnvPolicy, cfg.PriorityPolicy)
+	}
 	st, err := NewDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
 	if err != nil {
 		return err
@@ -208,10 +219,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	emf := metrics.NewEMF(out, cfg.Fleet, nil)
 	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota}
 	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
-		MinInterval: cfg.MinInterval, Drain: cfg.Drain},
+		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio},
 		st, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
-		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota)
+		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
+		"priority_policy", prio.Name())
 
 	var wg sync.WaitGroup
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))

@@ -26,6 +26,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
@@ -46,6 +47,7 @@ type Config struct {
 	Grace             time.Duration
 	Warmup            time.Duration // first-start warm-up; <0 none
 	MinInterval       time.Duration // per-repo minimum poll interval
+	PriorityPolicy    string        // when a repo is polled next (priority.ByName): "rate" (default) or "cbrt"
 	ReposFile         string        // URLs to add at start, one per line
 	// List, when List.Repo is set, keeps the repos listed in a git repository
 	// (listsync); its clone lives in <data>/list unless List.Dir says otherwise.
@@ -112,6 +114,7 @@ type Fleet struct {
 	coordWG         sync.WaitGroup
 	wg              sync.WaitGroup
 	coord           *coordinator.Coordinator
+	prio            priority.Policy
 	// List is the list sync; nil when no list repository is configured.
 	List *listsync.Syncer
 }
@@ -132,6 +135,10 @@ func ListDir(data string) string { return filepath.Join(data, "list") }
 func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	cfg = cfg.withDefaults()
 	log := cfg.Log
+	prio, ok := priority.ByName(cfg.PriorityPolicy)
+	if !ok {
+		return nil, fmt.Errorf("priority policy %q: want rate (the default) or cbrt", cfg.PriorityPolicy)
+	}
 	if err := os.MkdirAll(MirrorsDir(cfg.Data), 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -139,7 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w (is another mirrorfleet running on %s?)", err, cfg.Data)
 	}
-	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1)}
+	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio}
 	fail := func(err error) (*Fleet, error) {
 		st.Close()
 		return nil, err
@@ -239,7 +246,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 func (f *Fleet) startWorker(ctx context.Context, id string) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
-	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval},
+	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
+		Policy: f.prio},
 		f.Store, cloud.MeteredMirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workers = append(f.workers, rw)

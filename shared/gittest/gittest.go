@@ -11,7 +11,8 @@
 //	if got, want := gittest.RefsOf(t, mirrorDir), up.Refs(t); got != want { ... }
 //
 // A test that needs git or git http-backend and does not find them is skipped, with a
-// message naming what is missing.
+// message naming what is missing. Outside of tests, Serve starts the same server over
+// a directory of repositories and reports what is missing as an error.
 package gittest
 
 import (
@@ -135,20 +136,30 @@ func RandomBytes(t testing.TB, n int) []byte {
 	return b
 }
 
+// BackendPath returns the path of git http-backend, or an error naming what is
+// missing (git itself, or its http-backend).
+func BackendPath() (string, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return "", fmt.Errorf("git is not installed (not on PATH): %w", err)
+	}
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		return "", fmt.Errorf("git --exec-path failed, so git http-backend cannot be found: %w", err)
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("git http-backend is not installed (%w); it comes with git (Debian/Ubuntu: package git)", err)
+	}
+	return p, nil
+}
+
 // Require skips the test unless git and git http-backend are installed, and returns
 // the path of git-http-backend.
 func Require(t testing.TB) string {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skipf("git is not installed (not on PATH): %v", err)
-	}
-	out, err := exec.Command("git", "--exec-path").Output()
+	p, err := BackendPath()
 	if err != nil {
-		t.Skipf("git --exec-path failed, so git http-backend cannot be found: %v", err)
-	}
-	p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("git http-backend is not installed (%v); it comes with git (Debian/Ubuntu: package git)", err)
+		t.Skip(err)
 	}
 	return p
 }
@@ -175,8 +186,46 @@ type Interceptor func(w http.ResponseWriter, r *http.Request, next http.Handler)
 // http-backend is missing.
 func NewServer(t testing.TB) *Server {
 	t.Helper()
-	backendPath := Require(t)
-	s := &Server{Root: t.TempDir(), Home: t.TempDir(), work: t.TempDir()}
+	s := serve(Require(t), t.TempDir(), t.TempDir(), t.TempDir())
+	t.Cleanup(s.HTTP.Close)
+	return s
+}
+
+// Serve starts a server for the repositories under root outside of any test (a
+// benchmark program, say). Its Home and the working trees of NewRepo go to new
+// temporary directories; stop removes them and stops the server, leaving root alone.
+func Serve(root string) (s *Server, stop func(), err error) {
+	backendPath, err := BackendPath()
+	if err != nil {
+		return nil, nil, err
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, nil, fmt.Errorf("gittest: root: %w", err)
+	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, nil, fmt.Errorf("gittest: root %s is not a directory: %w", root, err)
+	}
+	scratch, err := os.MkdirTemp("", "gittest-server-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("gittest: %w", err)
+	}
+	home, work := filepath.Join(scratch, "home"), filepath.Join(scratch, "work")
+	for _, d := range []string{home, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			os.RemoveAll(scratch)
+			return nil, nil, fmt.Errorf("gittest: %w", err)
+		}
+	}
+	s = serve(backendPath, root, home, work)
+	return s, func() {
+		s.HTTP.Close()
+		os.RemoveAll(scratch)
+	}, nil
+}
+
+// serve starts the HTTP server in front of git http-backend at backendPath.
+func serve(backendPath, root, home, work string) *Server {
+	s := &Server{Root: root, Home: home, work: work}
 	backend := &cgi.Handler{
 		Path: backendPath,
 		Env: []string{
@@ -200,7 +249,6 @@ func NewServer(t testing.TB) *Server {
 		backend.ServeHTTP(w, r)
 	}))
 	s.URL = s.HTTP.URL
-	t.Cleanup(s.HTTP.Close)
 	return s
 }
 

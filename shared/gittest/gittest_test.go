@@ -163,3 +163,41 @@ func TestWorkRepoAndInterceptAndRequestLog(t *testing.T) {
 	}
 	srv.Intercept(nil)
 }
+
+func TestServeOutsideATest(t *testing.T) {
+	t.Parallel()
+	gittest.Require(t)
+	root := t.TempDir()
+	bare := filepath.Join(root, "plain.git")
+	gittest.Run(t, "", "", nil, "init", "-q", "--bare", "-b", "main", bare)
+	work := filepath.Join(t.TempDir(), "w")
+	gittest.Run(t, "", "", nil, "init", "-q", "-b", "main", work)
+	gittest.Run(t, "", work, nil, "commit", "-q", "--allow-empty", "-m", "one")
+	gittest.Run(t, "", work, nil, "push", "-q", bare, "main")
+
+	srv, stop, err := gittest.Serve(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.Root != root {
+		t.Fatalf("Root = %s, want %s", srv.Root, root)
+	}
+	if got, want := gittest.Run(t, srv.Home, "", nil, "ls-remote", srv.URL+"/plain.git", "refs/heads/main"),
+		gittest.Run(t, "", work, nil, "rev-parse", "HEAD")+"\trefs/heads/main"; got != want {
+		t.Fatalf("ls-remote = %q, want %q", got, want)
+	}
+	stop()
+	if _, err := os.Stat(srv.Home); !os.IsNotExist(err) {
+		t.Fatalf("stop left the server's home behind: %v", err)
+	}
+	if _, err := os.Stat(bare); err != nil {
+		t.Fatalf("stop touched the served repositories: %v", err)
+	}
+	if resp, err := http.Get(srv.URL + "/plain.git/info/refs"); err == nil {
+		resp.Body.Close()
+		t.Fatal("the server still answers after stop")
+	}
+	if _, _, err := gittest.Serve(filepath.Join(root, "missing")); err == nil {
+		t.Fatal("Serve of a missing root succeeded")
+	}
+}

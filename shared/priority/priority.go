@@ -23,6 +23,7 @@ type Input struct {
 	FetchFailCnt int       // consecutive failed fetches
 	LastCommitAt time.Time // newest upstream commit seen; zero if none
 	Changed      bool      // the last fetch brought something new
+	Stats        Stats     // what the polls have seen so far, this one included
 	Now          time.Time
 }
 
@@ -53,10 +54,13 @@ func (Cbrt) Next(in Input) float64 {
 	return in.Old + math.Cbrt(in.Now.Sub(in.LastCommitAt).Seconds())
 }
 
-// ByName returns the policy called name, or false.
+// ByName returns the policy called name, or false. "" is the default, rate; cbrt is
+// kept selectable for fleets that prefer its shorter tail of lag.
 func ByName(name string) (Policy, bool) {
 	switch name {
-	case "", "cbrt":
+	case "", "rate":
+		return Rate{}, true
+	case "cbrt":
 		return Cbrt{}, true
 	}
 	return nil, false

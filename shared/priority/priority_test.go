@@ -45,10 +45,14 @@ func TestRecentlyChangedReposComeBackSooner(t *testing.T) {
 }
 
 func TestByName(t *testing.T) {
-	if p, ok := ByName("cbrt"); !ok || p.Name() != "cbrt" {
-		t.Fatalf("ByName(cbrt) = %v, %v", p, ok)
+	for name, want := range map[string]string{"": "rate", "rate": "rate", "cbrt": "cbrt"} {
+		if p, ok := ByName(name); !ok || p.Name() != want {
+			t.Fatalf("ByName(%q) = %v, %v; want %s", name, p, ok, want)
+		}
 	}
-	if _, ok := ByName("nope"); ok {
-		t.Fatal("unknown policy accepted")
+	for _, name := range []string{"nope", "Rate", " cbrt"} {
+		if _, ok := ByName(name); ok {
+			t.Fatalf("unknown policy %q accepted", name)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
 // RepoState is the lifecycle state of a mirrored repository.
@@ -53,6 +55,9 @@ type Repo struct {
 	FetchFailCnt  int       `json:"fetch_fail_cnt"`
 	SizeBytes     int64     `json:"size_bytes"`
 	LastError     string    `json:"last_error,omitempty"`
+	// Stats is the poll history the change-rate policy learns from; it moves with the
+	// repo so a new owner does not start from nothing.
+	Stats priority.Stats `json:"stats"`
 }
 
 // NeedsDecision reports whether the coordinator must act on the repo at its next tick.
@@ -201,4 +206,5 @@ type FetchReport struct {
 	FetchFailCnt  int
 	SizeBytes     int64
 	LastError     string
+	Stats         priority.Stats
 }

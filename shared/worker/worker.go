@@ -78,7 +78,7 @@ func DefaultConfig() Config {
 		FailCooldown:  24 * time.Hour,
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
-		Policy:        priority.Cbrt{},
+		Policy:        priority.Rate{},
 	}
 }
 
@@ -571,6 +571,11 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	kind := fetch.KindOf(ferr)
 	switch {
 	case ferr == nil:
+		if wasCloned && !res.Cloned && !prev.LastSuccessAt.IsZero() {
+			// The poll covers the time since the last success; the clone only starts
+			// the clock (it always "changes"). Failed polls in between are part of it.
+			rec.Stats = rec.Stats.Observe(now.Sub(prev.LastSuccessAt), res.Changed)
+		}
 		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
 		rec.LastFetchAt, rec.LastSuccessAt = now, now
 		if res.Changed {
@@ -617,11 +622,15 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	}
 	cloned := wasCloned || (ferr == nil)
 	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
-		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed, Now: now})
+		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
+		Stats: rec.Stats, Now: now})
 	w.queue.Push(j.Target.ID, rec.Priority, notBefore)
+	// No-change polls change the stats but write nothing (invariant 6): they reach the
+	// store with the next change or checkpoint, which carries them all.
 	report := store.FetchReport{State: rec.State, Priority: rec.Priority, LastFetchAt: rec.LastFetchAt,
 		LastSuccessAt: rec.LastSuccessAt, LastChangeAt: rec.LastChangeAt, LastCommitAt: rec.LastCommitAt,
-		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError}
+		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError,
+		Stats: rec.Stats}
 	if write {
 		r.lastWritten = now
 	}

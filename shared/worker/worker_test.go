@@ -5,12 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -218,5 +220,86 @@ func TestSyncEntryJumpsTheQueueAndPurgeTrashes(t *testing.T) {
 	}
 	if len(f.w.Owned()) != 0 || f.m.exists {
 		t.Fatal("purge did not drop the repo and trash its mirror")
+	}
+}
+
+// recording is a policy that remembers what it was told.
+type recording struct {
+	priority.Rate
+	inputs []priority.Input
+}
+
+func (p *recording) Next(in priority.Input) float64 {
+	p.inputs = append(p.inputs, in)
+	return p.Rate.Next(in)
+}
+
+func TestPollStatsAccumulateAndReachTheStoreOnAChange(t *testing.T) {
+	pol := &recording{}
+	f := newFixture(t, worker.Config{MinInterval: time.Minute, Checkpoint: 24 * time.Hour, Policy: pol})
+	ctx := context.Background()
+	f.w.RunOnce(ctx) // the clone starts the clock: nothing observed yet
+	if r := f.repo(t); r.Stats != (priority.Stats{}) {
+		t.Fatalf("stats after the clone: %+v", r.Stats)
+	}
+	var want priority.Stats
+	reports := f.w.Stats().Reports
+	for i, gap := range []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour} {
+		f.clk.Advance(gap)
+		if !f.w.RunOnce(ctx) {
+			t.Fatalf("poll %d: nothing to fetch", i)
+		}
+		want = want.Observe(gap, false)
+		if got := pol.inputs[len(pol.inputs)-1].Stats; got != want {
+			t.Fatalf("poll %d: policy saw %+v, want %+v", i, got, want)
+		}
+	}
+	if got := f.w.Stats().Reports - reports; got != 0 {
+		t.Fatalf("%d writes for no-change polls", got)
+	}
+	if r := f.repo(t); r.Stats != (priority.Stats{}) {
+		t.Fatalf("no-change polls wrote stats: %+v", r.Stats)
+	}
+
+	f.m.changed = true
+	f.clk.Advance(4 * time.Hour)
+	f.w.RunOnce(ctx)
+	want = want.Observe(4*time.Hour, true)
+	r := f.repo(t)
+	if r.Stats != want {
+		t.Fatalf("stored stats after a change: %+v, want %+v", r.Stats, want)
+	}
+	// Four polls over 10 h, one of them with a change; 10 h of decay is about 0.3%.
+	if math.Abs(r.Stats.Polls-4) > 0.05 || math.Abs(r.Stats.Changes-1) > 1e-9 || math.Abs(r.Stats.Seconds-36000) > 180 {
+		t.Fatalf("stored stats %+v, want about 4 polls, 1 change, 36000 s", r.Stats)
+	}
+	if got := pol.inputs[len(pol.inputs)-1]; got.Stats != want || !got.Changed {
+		t.Fatalf("policy input of the changed poll: %+v", got)
+	}
+}
+
+func TestFailedPollsAreCoveredByTheNextSuccess(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Minute, BackoffBase: time.Minute, Checkpoint: 24 * time.Hour})
+	ctx := context.Background()
+	f.w.RunOnce(ctx)
+	netErr := &fetch.Error{Kind: fetch.KindNetwork, Err: errors.New("connection reset")}
+	f.m.results = []error{netErr}
+	f.clk.Advance(time.Hour)
+	f.w.RunOnce(ctx) // fails: observes nothing
+	if r := f.repo(t); r.Stats != (priority.Stats{}) || r.FetchFailCnt != 1 {
+		t.Fatalf("after a failed poll: %+v", r)
+	}
+	f.m.changed = true
+	f.clk.Advance(time.Hour)
+	f.w.RunOnce(ctx)
+	want := priority.Stats{}.Observe(2*time.Hour, true)
+	if r := f.repo(t); r.Stats != want {
+		t.Fatalf("stats after recovering: %+v, want one poll over 2 h: %+v", r.Stats, want)
+	}
+}
+
+func TestDefaultPolicyIsRate(t *testing.T) {
+	if got := worker.DefaultConfig().Policy.Name(); got != "rate" {
+		t.Fatalf("default policy %q", got)
 	}
 }

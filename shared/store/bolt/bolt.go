@@ -786,6 +786,7 @@ func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, 
 		r.LastChangeAt, r.LastCommitAt = rep.LastChangeAt, rep.LastCommitAt
 		r.CloneFailCnt, r.FetchFailCnt = rep.CloneFailCnt, rep.FetchFailCnt
 		r.SizeBytes, r.LastError = rep.SizeBytes, rep.LastError
+		r.Stats = rep.Stats
 		return nil
 	})
 }

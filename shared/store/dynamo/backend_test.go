@@ -3,6 +3,7 @@ package dynamo
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -409,5 +411,41 @@ func TestOutboxTTL(t *testing.T) {
 	mustNoErr(t, err, "getItem")
 	if got, want := getNum(it, attrTTL), fmt.Sprint(now.Add(DefaultOutboxTTL).Unix()); got != want {
 		t.Fatalf("entry %s = %q, want %q", attrTTL, got, want)
+	}
+}
+
+// Poll statistics cost nothing when zero, round-trip exactly otherwise, and a value that
+// decayed below what DynamoDB can store is dropped rather than fail every write.
+func TestRepoStatsEncoding(t *testing.T) {
+	t.Parallel()
+	r := testRepo(1)
+	it, err := repoItem(r, 1)
+	mustNoErr(t, err, "repoItem")
+	for _, a := range []string{rPolls, rChanges, rPolled} {
+		if _, ok := it[a]; ok {
+			t.Fatalf("zero stats stored attribute %s", a)
+		}
+	}
+	for _, st := range []priority.Stats{
+		{Polls: 12.375, Changes: 0.1, Seconds: 1.5e6 + 1.0/3},
+		{Polls: 1},
+		{Polls: 3, Changes: 1e-200, Seconds: 60},
+	} {
+		r.Stats = st
+		it, err := repoItem(r, 1)
+		mustNoErr(t, err, "repoItem")
+		got, _, err := decodeRepo(it)
+		mustNoErr(t, err, "decodeRepo")
+		want := st
+		if want.Changes < minStat {
+			want.Changes = 0
+		}
+		if got.Stats != want {
+			t.Fatalf("stats %+v read back as %+v", st, got.Stats)
+		}
+	}
+	r.Stats = priority.Stats{Polls: math.NaN()}
+	if _, err := repoItem(r, 1); err == nil {
+		t.Fatal("NaN stats accepted")
 	}
 }

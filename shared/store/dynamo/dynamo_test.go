@@ -178,6 +178,9 @@ var minidynSkips = map[string]string{
 	"ListStalest":      minidynIndexBug,
 	"CountRepos":       minidynIndexBug,
 	"IndexesStayExact": minidynIndexBug,
+	// REMOVE in an UpdateItem leaves the attribute in place (its Environment.Apply only
+	// writes what is left), and the move at the end changes the owner index.
+	"ReportFetchKeepingState": "minidyn v0.7.0: UpdateItem's REMOVE is a no-op (covered by TestConformanceDynamoDBLocal)",
 }
 
 func TestConformanceMinidyn(t *testing.T) {

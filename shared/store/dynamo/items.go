@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -56,7 +59,36 @@ const (
 	rID, rURL, rSource, rOwner, rEpoch, rSalt, rState, rPrio, rSync = "id", "url", "src", "owner", "epoch", "salt", "state", "prio", "sync"
 	rCreated, rFetch, rSuccess, rChange, rCommit                    = "created", "last_fetch", "last_success", "last_change", "last_commit"
 	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
+	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
 )
+
+// statAttr is one stored statistic of a repo's polls.
+type statAttr struct {
+	name string
+	v    float64
+}
+
+// statAttrs are the attributes of a repo's poll statistics. A zero value is not stored
+// (it reads back as zero), so a repo without history pays nothing for them.
+func statAttrs(st priority.Stats) []statAttr {
+	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds}}
+}
+
+// statValue is the stored form of one statistic, and whether it is stored at all.
+// DynamoDB numbers stop at 1e-130, so values that decayed to practically nothing are
+// dropped rather than fail the write.
+func statValue(v float64) (types.AttributeValue, bool, error) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil, false, fmt.Errorf("poll statistic %v is not a finite number", v)
+	}
+	if math.Abs(v) < minStat {
+		return nil, false, nil
+	}
+	return avF(v), true, nil
+}
+
+// minStat is the smallest statistic stored: far below anything that moves a priority.
+const minStat = 1e-100
 
 // repoItem is the whole stored item of r at revision rev, index keys included: every
 // write that replaces a repo goes through here, so the indexes stay exact.
@@ -81,6 +113,15 @@ func repoItem(r store.Repo, rev int64) (item, error) {
 	m[rFetchFail] = avN(int64(r.FetchFailCnt))
 	m[rSize] = avN(r.SizeBytes)
 	m[rRev] = avN(rev)
+	for _, a := range statAttrs(r.Stats) {
+		av, ok, err := statValue(a.v)
+		if err != nil {
+			return nil, fmt.Errorf("dynamo: repo %s: %w", r.ID, err)
+		}
+		if ok {
+			m[a.name] = av
+		}
+	}
 	if r.SyncRequested {
 		m[rSync] = avBool(true)
 	}
@@ -123,6 +164,7 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		FetchFailCnt:  int(d.i64(rFetchFail)),
 		SizeBytes:     d.i64(rSize),
 		LastError:     d.s(rErr),
+		Stats:         priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled)},
 	}
 	rev := d.i64(rRev)
 	return r, rev, d.err

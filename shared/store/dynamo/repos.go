@@ -309,6 +309,7 @@ func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, 
 		r.LastChangeAt, r.LastCommitAt = rep.LastChangeAt, rep.LastCommitAt
 		r.CloneFailCnt, r.FetchFailCnt = rep.CloneFailCnt, rep.FetchFailCnt
 		r.SizeBytes, r.LastError = rep.SizeBytes, rep.LastError
+		r.Stats = rep.Stats
 		return nil
 	}
 	if owner != "" && rep.State != "" && rep.State != store.RepoDeleting {
@@ -337,12 +338,27 @@ func (s *Store) reportFetchFast(ctx context.Context, id, owner string, epoch int
 		x.eq(attrStaleSort, avS(staleSort(rep.LastSuccessAt, id))),
 		x.n(rRev) + " = " + x.n(rRev) + " + " + x.v(avN(1)),
 	}
-	update := ""
+	var removes []string
 	if rep.LastError != "" {
 		sets = append(sets, x.eq(rErr, avS(rep.LastError)))
-		update = "SET " + strings.Join(sets, ", ")
 	} else {
-		update = "SET " + strings.Join(sets, ", ") + " REMOVE " + x.n(rErr)
+		removes = append(removes, x.n(rErr))
+	}
+	// Like the full write: a zero statistic is absent, so a stale one must go.
+	for _, a := range statAttrs(rep.Stats) {
+		av, ok, err := statValue(a.v)
+		if err != nil {
+			return true, fmt.Errorf("dynamo: report fetch %s: %w", id, err)
+		}
+		if ok {
+			sets = append(sets, x.eq(a.name, av))
+		} else {
+			removes = append(removes, x.n(a.name))
+		}
+	}
+	update := "SET " + strings.Join(sets, ", ")
+	if len(removes) > 0 {
+		update += " REMOVE " + strings.Join(removes, ", ")
 	}
 	cond := x.eq(rOwner, avS(owner)) + " AND " + x.eq(rEpoch, avN(epoch)) + " AND " + x.eq(rState, avS(string(rep.State)))
 	var out *dynamodb.UpdateItemOutput

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -246,6 +247,7 @@ func testReportFetch(t *testing.T, s store.Store) {
 		State: store.RepoOK, Priority: 3.5,
 		LastFetchAt: t0.Add(time.Hour), LastSuccessAt: t0.Add(time.Hour + 1), LastChangeAt: t0.Add(time.Hour + 2), LastCommitAt: t0.Add(-time.Hour),
 		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
+		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25},
 	}
 	before := snap(t, s)
 	for _, c := range []struct {
@@ -260,6 +262,7 @@ func testReportFetch(t *testing.T, s store.Store) {
 	want.State, want.Priority = rep.State, rep.Priority
 	want.LastFetchAt, want.LastSuccessAt, want.LastChangeAt, want.LastCommitAt = rep.LastFetchAt, rep.LastSuccessAt, rep.LastChangeAt, rep.LastCommitAt
 	want.CloneFailCnt, want.FetchFailCnt, want.SizeBytes, want.LastError = 1, 2, 5<<30, "slow remote"
+	want.Stats = rep.Stats
 	equal(t, "repo after ReportFetch", getRepo(t, s, r.ID), want, normRepo)
 	checkIndexes(t, s, "w1")
 
@@ -269,8 +272,47 @@ func testReportFetch(t *testing.T, s store.Store) {
 	want.State, want.Priority = rep2.State, 0
 	want.LastFetchAt, want.LastSuccessAt, want.LastChangeAt, want.LastCommitAt = rep2.LastFetchAt, time.Time{}, time.Time{}, time.Time{}
 	want.CloneFailCnt, want.FetchFailCnt, want.SizeBytes, want.LastError = 0, 0, 0, ""
+	want.Stats = priority.Stats{}
 	equal(t, "repo after second ReportFetch", getRepo(t, s, r.ID), want, normRepo)
 	checkIndexes(t, s, "w1")
+}
+
+// A report that keeps the state (a backend may write it another way than a state change)
+// copies every field too, zero ones included; the poll statistics then move with the repo
+// so its next owner learns from them.
+func testReportFetchKeepingState(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	r := createRepos(t, s, 1)[0]
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, Owner: "w1", State: store.RepoOK, Priority: 1})
+	want := getRepo(t, s, r.ID)
+	rep := store.FetchReport{State: store.RepoOK, Priority: 2, LastFetchAt: t0, LastSuccessAt: t0, LastCommitAt: t0.Add(-time.Hour),
+		SizeBytes: 1 << 20, LastError: "flaky", Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25}}
+	for i, st := range []priority.Stats{
+		rep.Stats,
+		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6},
+		{Polls: 1, Seconds: 3600.5},
+		{Polls: 2.5e-90, Changes: 1e-3, Seconds: 7e9},
+		{},
+		{Polls: 3, Changes: 1, Seconds: 86400},
+	} {
+		rep.LastFetchAt, rep.LastSuccessAt, rep.Priority = t0.Add(time.Duration(i)*time.Minute), t0.Add(time.Duration(i)*time.Minute), float64(2+i)
+		rep.Stats = st
+		if i == 2 {
+			rep.LastError = ""
+		}
+		noErr(t, s.ReportFetch(ctx, r.ID, "w1", 1, rep), "ReportFetch keeping the state")
+		want.Priority, want.LastFetchAt, want.LastSuccessAt, want.LastCommitAt = rep.Priority, rep.LastFetchAt, rep.LastSuccessAt, rep.LastCommitAt
+		want.SizeBytes, want.LastError, want.Stats = rep.SizeBytes, rep.LastError, st
+		equal(t, fmt.Sprintf("repo after ReportFetch with stats %+v", st), getRepo(t, s, r.ID), want, normRepo)
+	}
+	checkIndexes(t, s, "w1")
+
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 1, Owner: "w2", Priority: 1})
+	if got := getRepo(t, s, r.ID); got.Owner != "w2" || got.Stats != rep.Stats {
+		t.Fatalf("repo after a move: owner %q stats %+v, want w2 and %+v", got.Owner, got.Stats, rep.Stats)
+	}
+	checkIndexes(t, s, "w2")
 }
 
 func testHandBack(t *testing.T, s store.Store) {

@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeleteRepo", testDeleteRepo},
 		{"RequestDeleteAndSync", testRequestDeleteAndSync},
 		{"ReportFetch", testReportFetch},
+		{"ReportFetchKeepingState", testReportFetchKeepingState},
 		{"HandBack", testHandBack},
 		{"ListStalest", testListStalest},
 		{"CountRepos", testCountRepos},

@@ -1,0 +1,116 @@
+// Package results is the on-disk form of the benchmark results: each benchmark program
+// writes one JSON file into bench/results/, and the report generator reads them back.
+// The types of every part live here so that writer and reader cannot disagree.
+package results
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Meta says where and when a result was measured.
+type Meta struct {
+	Date      string  `json:"date"` // RFC 3339, UTC
+	CPU       string  `json:"cpu"`
+	Cores     int     `json:"cores"`
+	MemGiB    float64 `json:"mem_gib"`
+	OS        string  `json:"os"`
+	Arch      string  `json:"arch"`
+	GoVersion string  `json:"go_version"`
+	GitCommit string  `json:"git_commit,omitempty"`
+	Seconds   float64 `json:"seconds"` // how long the benchmark program ran
+}
+
+// Collect describes this machine now. Call Finish on the result when the run is done.
+func Collect() Meta {
+	return Meta{
+		Date:      time.Now().UTC().Format(time.RFC3339),
+		CPU:       cpuModel(),
+		Cores:     runtime.NumCPU(),
+		MemGiB:    memGiB(),
+		OS:        runtime.GOOS,
+		Arch:      runtime.GOARCH,
+		GoVersion: runtime.Version(),
+		GitCommit: gitCommit(),
+	}
+}
+
+// Finish records the run's duration.
+func (m *Meta) Finish() {
+	if t, err := time.Parse(time.RFC3339, m.Date); err == nil {
+		m.Seconds = time.Since(t).Round(time.Second).Seconds()
+	}
+}
+
+// Write stores v as dir/name.json.
+func Write(dir, name string, v any) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results dir: %w", err)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Read loads dir/name.json into v.
+func Read(dir, name string, v any) error {
+	path := filepath.Join(dir, name+".json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	return nil
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func memGiB() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	var kb float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "MemTotal:") {
+			fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%g", &kb)
+		}
+	}
+	return float64(int(kb/1024/1024*10+0.5)) / 10
+}
+
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,140 @@
+package results
+
+// StoreCost is bench/results/storecost.json: the request units of the fleet's store
+// operations, measured on DynamoDB Local and recomputed by AWS's billing rules, and the
+// monthly AWS bill they imply at several fleet sizes.
+type StoreCost struct {
+	Meta Meta `json:"meta"`
+	// DynamoDBLocal names the emulator the units were measured on.
+	DynamoDBLocal string `json:"dynamodb_local"`
+	// Rules are the AWS billing rules the AWS-rule figures apply, one sentence each.
+	Rules []string `json:"rules"`
+	// Measurements are per event (one tick, one heartbeat, one poll, ...): when Count > 1
+	// the units are the mean over Count events.
+	Measurements []StoreCostMeasurement `json:"measurements"`
+	// ItemSizes are the record sizes observed in a settled fleet's table.
+	ItemSizes []StoreCostItemSize `json:"item_sizes"`
+	// Assumptions are every input of the bill model that is not a measurement or a price.
+	Assumptions []StoreCostAssumption `json:"assumptions"`
+	Prices      []StoreCostPrice      `json:"prices"`
+	Bills       []StoreCostBill       `json:"bills"`
+	// Sensitivity is the DynamoDB cost of poll writes against the poll rate, for this
+	// design and for the naive one that writes the repo record on every poll.
+	Sensitivity StoreCostSensitivity `json:"sensitivity"`
+	Notes       []string             `json:"notes"`
+}
+
+// StoreCostUnits are request units: as DynamoDB Local reported them (ConsumedCapacity)
+// and as AWS bills them (computed from the observed item sizes). AWSIndexWCU is the part
+// of AWSWCU spent on global secondary index entries.
+type StoreCostUnits struct {
+	Calls       int     `json:"calls"`
+	WriteCalls  int     `json:"write_calls"`
+	LocalRCU    float64 `json:"local_rcu"`
+	LocalWCU    float64 `json:"local_wcu"`
+	AWSRCU      float64 `json:"aws_rcu"`
+	AWSWCU      float64 `json:"aws_wcu"`
+	AWSIndexWCU float64 `json:"aws_index_wcu"`
+	// Bytes are request plus response bodies: what crosses the NAT gateway per event.
+	Bytes float64 `json:"bytes"`
+}
+
+// StoreCostOp is one store operation's share, named "Method/API" as Config.OnConsumed
+// names it.
+type StoreCostOp struct {
+	Op string `json:"op"`
+	StoreCostUnits
+}
+
+// StoreCostMeasurement is one measured event kind.
+type StoreCostMeasurement struct {
+	Key     string `json:"key"` // stable id, e.g. "idle_tick", "join_tick_5000"
+	Name    string `json:"name"`
+	Repos   int    `json:"repos"`
+	Workers int    `json:"workers"`
+	Moved   int    `json:"moved,omitempty"` // repos (re)assigned by the event
+	// Count is how many events the figures average over (1 for a single event).
+	Count int            `json:"count"`
+	Total StoreCostUnits `json:"total"`
+	Ops   []StoreCostOp  `json:"ops"`
+	// SchedulerAPICalls and SchedulerInvocations count EventBridge Scheduler traffic
+	// (on an in-process fake of its API) per event.
+	SchedulerAPICalls    float64 `json:"scheduler_api_calls"`
+	SchedulerInvocations float64 `json:"scheduler_invocations"`
+	// WallMillis is the event's wall time against DynamoDB Local (not AWS latency).
+	WallMillis float64 `json:"wall_millis"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// StoreCostItemSize is the observed size of one kind of record, by AWS's item size rules.
+type StoreCostItemSize struct {
+	Kind     string  `json:"kind"`
+	Count    int     `json:"count"`
+	MeanSize float64 `json:"mean_bytes"`
+	MaxSize  int     `json:"max_bytes"`
+}
+
+// StoreCostAssumption is one input of the bill model.
+type StoreCostAssumption struct {
+	Key   string  `json:"key"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	Note  string  `json:"note"` // where it comes from: the code, the stack, or a stated guess
+}
+
+// StoreCostPrice is one list price (us-east-1, on-demand).
+type StoreCostPrice struct {
+	Key       string  `json:"key"`
+	Service   string  `json:"service"`
+	Item      string  `json:"item"`
+	USD       float64 `json:"usd"`
+	Unit      string  `json:"unit"`
+	Source    string  `json:"source"` // URL
+	Taken     string  `json:"taken"`  // date the price was taken (YYYY-MM-DD)
+	Confirmed bool    `json:"confirmed"`
+	Note      string  `json:"note,omitempty"`
+}
+
+// StoreCostBill is the monthly bill of one fleet size.
+type StoreCostBill struct {
+	Repos   int `json:"repos"`
+	Workers int `json:"workers"`
+	// PollsPerDay is the poll rate per repo the bill assumes; WritesPerRepoDay the store
+	// writes per repo per day it implies (changes plus checkpoints).
+	PollsPerDay      float64              `json:"polls_per_day"`
+	WritesPerRepoDay float64              `json:"writes_per_repo_day"`
+	Components       []StoreCostComponent `json:"components"`
+	DynamoDB         []StoreCostComponent `json:"dynamodb"` // the DynamoDB component broken down
+	TotalUSD         float64              `json:"total_usd"`
+	DynamoDBUSD      float64              `json:"dynamodb_usd"`
+	// NaiveDynamoDBUSD is DynamoDB under the baseline design that writes the repo record
+	// on every poll, at the same poll rate.
+	NaiveDynamoDBUSD float64 `json:"naive_dynamodb_usd"`
+	// Unthrottled is the same fleet at the poll rate its workers reach when nothing
+	// limits them (the deployed default): poll writes of this design and of the naive one.
+	Unthrottled StoreCostUnthrottled `json:"unthrottled"`
+}
+
+// StoreCostComponent is one line of a bill.
+type StoreCostComponent struct {
+	Key    string  `json:"key"`
+	Name   string  `json:"name"`
+	USD    float64 `json:"usd"`
+	Detail string  `json:"detail"` // the quantities and prices behind USD
+}
+
+// StoreCostUnthrottled is a fleet polling as fast as its workers can.
+type StoreCostUnthrottled struct {
+	PollsPerDay   float64 `json:"polls_per_day"`
+	PollWritesUSD float64 `json:"poll_writes_usd"`
+	NaiveUSD      float64 `json:"naive_usd"`
+}
+
+// StoreCostSensitivity is the DynamoDB monthly cost of poll and change writes at Repos
+// repos for each poll rate.
+type StoreCostSensitivity struct {
+	Repos       int       `json:"repos"`
+	PollsPerDay []float64 `json:"polls_per_day"`
+	OursUSD     []float64 `json:"ours_usd"`
+	NaiveUSD    []float64 `json:"naive_usd"`
+}

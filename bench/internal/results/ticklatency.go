@@ -1,0 +1,88 @@
+package results
+
+// TickLatency is bench/results/ticklatency.json: the wall-clock latency of one
+// coordinator tick (coordinator.Tick, the code the Lambda runs) against the number of
+// repos, workers and changes, beside a naive coordinator that reads every repo each tick.
+type TickLatency struct {
+	Meta  Meta   `json:"meta"`
+	Seed  uint64 `json:"seed"`
+	Store string `json:"store"` // the backend of Cells, e.g. "bbolt (NoSync, temp dir)"
+	// Repos and Workers are the grid that was run; Cells holds one entry per pair.
+	Repos   []int `json:"repos"`
+	Workers []int `json:"workers"`
+	// NotRun lists grid points left out and why (e.g. 1M repos over the time budget).
+	NotRun []string      `json:"not_run,omitempty"`
+	Cells  []TickCell    `json:"cells"`
+	Dynamo *TickDynamo   `json:"dynamo,omitempty"`
+	Notes  []string      `json:"notes,omitempty"` // how the run was set up, for the report
+	Kinds  []ChangeKind  `json:"kinds"`           // the change kinds of TickCell.Changes
+	Setup  []SetupTiming `json:"setup,omitempty"` // untimed-part costs, for the curious
+}
+
+// ChangeKind names and explains one kind of change a tick decides.
+type ChangeKind struct {
+	Name        string `json:"name"` // "add", "delete"
+	Description string `json:"description"`
+}
+
+// TickCell is one (repos, workers) point of the grid.
+type TickCell struct {
+	Repos   int `json:"repos"`
+	Workers int `json:"workers"`
+	// Quiet: ticks where nothing changed (also the k = 0 point of every change kind).
+	Quiet Latency `json:"quiet"`
+	// Changes: ticks deciding exactly K changes of one kind.
+	Changes []ChangeLatency `json:"changes"`
+	// Join and Death: the tick that admits a new worker, and the tick that declares a
+	// silent worker dead; both move about Repos/Workers repos.
+	Join  Membership `json:"join"`
+	Death Membership `json:"death"`
+	// Baselines: a naive tick (the same Tick, but reading every repo instead of the
+	// indexes) and a bare full scan of the repo table.
+	NaiveQuiet Latency `json:"naive_quiet"`
+	FullScan   Latency `json:"full_scan"`
+}
+
+// Latency summarises the wall-clock durations of repeated operations.
+type Latency struct {
+	Samples int     `json:"samples"`
+	P50Ms   float64 `json:"p50_ms"`
+	P99Ms   float64 `json:"p99_ms"`
+	MeanMs  float64 `json:"mean_ms"`
+	MaxMs   float64 `json:"max_ms"`
+	// ReposRead is the mean number of repo records the tick read from the store.
+	ReposRead float64 `json:"repos_read"`
+	// Writes is the mean number of Apply calls per tick (election write not counted).
+	Writes float64 `json:"writes"`
+}
+
+// ChangeLatency is the latency of ticks that each decide K changes of Kind.
+type ChangeLatency struct {
+	Kind string `json:"kind"`
+	K    int    `json:"k"`
+	Latency
+	// Decisions is the mean number of repos the tick assigned or deleted (checked = K).
+	Decisions float64 `json:"decisions"`
+}
+
+// Membership is the latency of join or death ticks.
+type Membership struct {
+	Latency
+	Moved float64 `json:"moved"` // mean repos moved per tick
+	// UsPerMovedP50 is the median over samples of tick time / repos moved, in µs.
+	UsPerMovedP50 float64 `json:"us_per_moved_p50"`
+}
+
+// TickDynamo is the smaller grid run on DynamoDB Local, if it was.
+type TickDynamo struct {
+	Skipped string     `json:"skipped,omitempty"` // why it did not run
+	Cells   []TickCell `json:"cells,omitempty"`
+}
+
+// SetupTiming is how long preparing one grid point took (not measured latency).
+type SetupTiming struct {
+	Store   string  `json:"store"`
+	Repos   int     `json:"repos"`
+	Workers int     `json:"workers"`
+	Seconds float64 `json:"seconds"`
+}

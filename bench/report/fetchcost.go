@@ -1,0 +1,386 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/plot"
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+)
+
+// fcNotable is how far a ratio must be from parity to be called a loss or a win.
+const fcNotable = 1.25
+
+// fetchCostSection renders fetchcost.json: go-git's Mirrorer against the git CLI on
+// generated repositories of several sizes.
+func fetchCostSection(r *Report) (string, results.Meta, error) {
+	var v results.FetchCost
+	if err := r.Load("fetchcost", &v); err != nil {
+		return "", results.Meta{}, err
+	}
+	if len(v.Sizes) == 0 {
+		return "", v.Meta, fmt.Errorf("fetchcost: no sizes")
+	}
+	var b strings.Builder
+	b.WriteString("## 3. Fetch cost\n\n")
+	fmt.Fprintf(&b, "What mirroring costs with go-git (%s), through the `Mirrorer` the workers run (`shared/mirror`, "+
+		"with the worker's URL policy and HTTP client), against the git CLI (%s): `git clone --mirror`, "+
+		"`git fetch --prune` in that mirror, and `git ls-remote`. Both sides fetch the same generated repositories "+
+		"from one `git http-backend` (smart HTTP) on 127.0.0.1. Every operation runs in a child process of its own "+
+		"and its memory is that process tree's, so go-git and git are measured the same way. Ratios are "+
+		"**go-git / CLI**: above 1, go-git costs more.\n\n", v.GoGitVersion, strings.TrimPrefix(v.GitVersion, "git version "))
+	b.WriteString(fcRepoTable(v.Sizes))
+	b.WriteString(fcHeadline(v.Sizes))
+	charts, err := fcCharts(r, v.Sizes)
+	if err != nil {
+		return "", v.Meta, err
+	}
+	b.WriteString(charts)
+	for _, s := range v.Sizes {
+		fmt.Fprintf(&b, "### %s (%s pack)\n\n", s.Name, fcMiB(s.Repo.PackBytes))
+		b.WriteString(fcSizeTable(s))
+	}
+	b.WriteString("### What it means\n\n")
+	b.WriteString(fcExplain(v))
+	if len(v.Notes) > 0 {
+		b.WriteString("How it was measured:\n\n")
+		for _, n := range v.Notes {
+			b.WriteString("- " + n + "\n")
+		}
+		fmt.Fprintf(&b, "- No-change poll loops ran %s s each; the run took %.0f s.\n", fcNum(v.PollSeconds), v.Meta.Seconds)
+		fmt.Fprintf(&b, "- 1-minute load average %s at the start and %s at the end, on %d cores%s.\n\n", fcNum(v.LoadStart),
+			fcNum(v.LoadEnd), v.Meta.Cores, fcLoadRemark(v))
+	}
+	return b.String(), v.Meta, nil
+}
+
+func fcRepoTable(sizes []results.FetchCostSize) string {
+	var b strings.Builder
+	b.WriteString("| repository | pack | commits | objects | refs | text files | binary assets | generated in |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range sizes {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, fcMiB(s.Repo.PackBytes),
+			fcInt(s.Repo.Commits), fcInt(s.Repo.Objects), fcInt(s.Repo.Refs), fcInt(s.Repo.TextFiles),
+			fcMiB(s.Repo.BinaryBytes), fcSecs(s.Repo.GenerateSeconds))
+	}
+	b.WriteString("\nHistories are generated from scratch on every run (`git fast-import`): source-like text files edited a " +
+		"few lines per commit, incompressible binary assets added and replaced over the history, annotated release " +
+		"tags and release branches.\n\n")
+	return b.String()
+}
+
+// fcHeadline is the short answer: the ratios per size.
+func fcHeadline(sizes []results.FetchCostSize) string {
+	var b strings.Builder
+	b.WriteString("In short (go-git / CLI, per size " + fcNames(sizes) + "):\n\n")
+	row := func(label string, f func(s results.FetchCostSize) string) {
+		parts := make([]string, len(sizes))
+		for i, s := range sizes {
+			parts[i] = f(s)
+		}
+		fmt.Fprintf(&b, "- %s: %s\n", label, strings.Join(parts, " / "))
+	}
+	row("initial mirror, wall time", func(s results.FetchCostSize) string { return fcRatio(s.Clone.Ratio.Wall) })
+	row("initial mirror, peak memory (all processes)", func(s results.FetchCostSize) string { return fcRatio(s.Clone.Ratio.TreeRSS) })
+	row("fetch after a small change, wall time", func(s results.FetchCostSize) string { return fcRatio(s.Fetch.Ratio.Wall) })
+	row("fetch after a small change, peak memory (all processes)", func(s results.FetchCostSize) string { return fcRatio(s.Fetch.Ratio.TreeRSS) })
+	row("no-change poll, CPU per poll vs `git fetch`", func(s results.FetchCostSize) string { return fcRatio(s.Polls.CPUVsFetch) })
+	row("no-change poll, CPU per poll vs `git ls-remote`", func(s results.FetchCostSize) string { return fcRatio(s.Polls.CPUVsLsRemote) })
+	row("no-change polls per second, go-git / `git ls-remote` (above 1: go-git polls faster)", func(s results.FetchCostSize) string {
+		return fcRatio(s.Polls.RateVsLsRemote)
+	})
+	b.WriteString("\n")
+	return b.String()
+}
+
+func fcNames(sizes []results.FetchCostSize) string {
+	names := make([]string, len(sizes))
+	for i, s := range sizes {
+		names[i] = s.Name
+	}
+	return strings.Join(names, " / ")
+}
+
+// fcSizeTable puts go-git and the CLI side by side for one repository.
+func fcSizeTable(s results.FetchCostSize) string {
+	var b strings.Builder
+	b.WriteString("| | go-git (Mirrorer) | git CLI | go-git / CLI |\n|---|---:|---:|---:|\n")
+	row := func(label, g, c, ratio string) { fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", label, g, c, ratio) }
+	op := func(name string, p results.FetchCostPair) {
+		row(fmt.Sprintf("%s: wall time (median of %d)", name, p.GoGit.Runs), fcSecs(p.GoGit.WallSeconds), fcSecs(p.CLI.WallSeconds), fcRatio(p.Ratio.Wall))
+		row(name+": CPU time", fcSecs(p.GoGit.CPUSeconds), fcSecs(p.CLI.CPUSeconds), fcRatio(p.Ratio.CPU))
+		row(name+": peak RSS, largest process", fcMiB(p.GoGit.MaxRSSBytes), fcMiB(p.CLI.MaxRSSBytes), fcRatio(p.Ratio.MaxRSS))
+		row(name+": peak RSS, all processes", fcMiB(p.GoGit.TreeRSSBytes), fcMiB(p.CLI.TreeRSSBytes), fcRatio(p.Ratio.TreeRSS))
+		row(name+": mirror on disk", fcMiB(p.GoGit.DiskBytes), fcMiB(p.CLI.DiskBytes), fcRatio(p.Ratio.Disk))
+	}
+	op("Initial mirror", s.Clone)
+	op("Fetch after a small change", s.Fetch)
+	p := s.Polls
+	row("No-change poll vs `git fetch --prune`: polls/s (ratio above 1: go-git faster)", fcNum(p.GoGit.PerSecond), fcNum(p.GitFetch.PerSecond), fcRatio(p.RateVsFetch))
+	row("No-change poll vs `git fetch --prune`: CPU per poll", fcMs(p.GoGit.CPUMillisPerPoll), fcMs(p.GitFetch.CPUMillisPerPoll), fcRatio(p.CPUVsFetch))
+	row("No-change poll vs `git ls-remote`: polls/s (ratio above 1: go-git faster)", fcNum(p.GoGit.PerSecond), fcNum(p.LsRemote.PerSecond), fcRatio(p.RateVsLsRemote))
+	row("No-change poll vs `git ls-remote`: CPU per poll", fcMs(p.GoGit.CPUMillisPerPoll), fcMs(p.LsRemote.CPUMillisPerPoll), fcRatio(p.CPUVsLsRemote))
+	row("Polling: peak RSS (go-git: the polling process; CLI: one `git fetch`)", fcMiB(p.GoGit.MaxRSSBytes), fcMiB(p.GitFetch.MaxRSSBytes),
+		fcRatio(fcDiv(float64(p.GoGit.MaxRSSBytes), float64(p.GitFetch.MaxRSSBytes))))
+	fmt.Fprintf(&b, "\ngo-git's ref listing alone (`Remote.List`, no mirror opened): %s polls/s, %s CPU per poll. "+
+		"Pack received: go-git %s, CLI %s (upstream %s).\n\n", fcNum(p.GoGitList.PerSecond), fcMs(p.GoGitList.CPUMillisPerPoll),
+		fcMiB(s.Clone.GoGit.PackBytes), fcMiB(s.Clone.CLI.PackBytes), fcMiB(s.Repo.PackBytes))
+	return b.String()
+}
+
+// fcCharts draws the ratios per size and peak memory against pack size.
+func fcCharts(r *Report, sizes []results.FetchCostSize) (string, error) {
+	bars := plot.Bars{Title: "go-git / git CLI (1 = parity; above: go-git costs more)", YLabel: "ratio", LogY: true}
+	series := []struct {
+		name string
+		f    func(s results.FetchCostSize) float64
+	}{
+		{"initial mirror: time", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.Wall }},
+		{"initial mirror: peak memory", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.TreeRSS }},
+		{"fetch: time", func(s results.FetchCostSize) float64 { return s.Fetch.Ratio.Wall }},
+		{"poll CPU vs git fetch", func(s results.FetchCostSize) float64 { return s.Polls.CPUVsFetch }},
+		{"poll CPU vs git ls-remote", func(s results.FetchCostSize) float64 { return s.Polls.CPUVsLsRemote }},
+	}
+	for _, s := range sizes {
+		bars.Groups = append(bars.Groups, s.Name)
+	}
+	for _, se := range series {
+		bs := plot.BarSeries{Name: se.name}
+		for _, s := range sizes {
+			bs.Values = append(bs.Values, se.f(s))
+		}
+		bars.Series = append(bars.Series, bs)
+	}
+	ratios, err := r.Plot("fetchcost-ratios.svg", "go-git / git CLI ratios per repository size", bars.SVG())
+	if err != nil {
+		return "", err
+	}
+
+	mem := plot.Line{Title: "Peak memory against pack size", XLabel: "pack (MiB)", YLabel: "peak RSS, all processes (MiB)", LogX: true, LogY: true}
+	lines := []struct {
+		name string
+		dash bool
+		f    func(s results.FetchCostSize) int64
+	}{
+		{"go-git initial mirror", false, func(s results.FetchCostSize) int64 { return s.Clone.GoGit.TreeRSSBytes }},
+		{"git clone --mirror", false, func(s results.FetchCostSize) int64 { return s.Clone.CLI.TreeRSSBytes }},
+		{"go-git fetch", true, func(s results.FetchCostSize) int64 { return s.Fetch.GoGit.TreeRSSBytes }},
+		{"git fetch", true, func(s results.FetchCostSize) int64 { return s.Fetch.CLI.TreeRSSBytes }},
+	}
+	for _, l := range lines {
+		ser := plot.Series{Name: l.name, Dash: l.dash}
+		for _, s := range sizes {
+			ser.X = append(ser.X, fcMiBf(s.Repo.PackBytes))
+			ser.Y = append(ser.Y, fcMiBf(l.f(s)))
+		}
+		mem.Series = append(mem.Series, ser)
+	}
+	memory, err := r.Plot("fetchcost-memory.svg", "peak memory of go-git and the git CLI against pack size", mem.SVG())
+	if err != nil {
+		return "", err
+	}
+	return ratios + "\n" + memory + "\n", nil
+}
+
+// fcExplain interprets the figures: where go-git loses, and what that means for a
+// worker task.
+func fcExplain(v results.FetchCost) string {
+	var b strings.Builder
+	losses, wins := fcVerdicts(v.Sizes)
+	if len(losses) > 0 {
+		b.WriteString("**Where go-git loses** (≥ " + fcRatio(fcNotable) + "): " + strings.Join(losses, "; ") + ".\n\n")
+	} else {
+		b.WriteString("**go-git loses nowhere** by " + fcRatio(fcNotable) + " or more.\n\n")
+	}
+	if len(wins) > 0 {
+		b.WriteString("**Where go-git wins** (≤ " + fcRatio(1/fcNotable) + "): " + strings.Join(wins, "; ") + ".\n\n")
+	}
+	b.WriteString(fcMemoryText(v))
+	b.WriteString(fcPollText(v))
+	return b.String()
+}
+
+// fcVerdicts lists, per metric, the sizes where go-git costs notably more or less.
+func fcVerdicts(sizes []results.FetchCostSize) (losses, wins []string) {
+	metrics := []struct {
+		name string
+		f    func(s results.FetchCostSize) float64
+	}{
+		{"initial mirror time", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.Wall }},
+		{"initial mirror CPU", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.CPU }},
+		{"initial mirror peak memory", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.TreeRSS }},
+		{"mirror on disk", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.Disk }},
+		{"fetch time", func(s results.FetchCostSize) float64 { return s.Fetch.Ratio.Wall }},
+		{"fetch CPU", func(s results.FetchCostSize) float64 { return s.Fetch.Ratio.CPU }},
+		{"fetch peak memory", func(s results.FetchCostSize) float64 { return s.Fetch.Ratio.TreeRSS }},
+		{"no-change poll CPU vs `git ls-remote`", func(s results.FetchCostSize) float64 { return s.Polls.CPUVsLsRemote }},
+		{"no-change poll CPU vs `git fetch`", func(s results.FetchCostSize) float64 { return s.Polls.CPUVsFetch }},
+	}
+	for _, m := range metrics {
+		var lose, win []string
+		for _, s := range sizes {
+			switch x := m.f(s); {
+			case x >= fcNotable:
+				lose = append(lose, s.Name+" "+fcRatio(x))
+			case x > 0 && x <= 1/fcNotable:
+				win = append(win, s.Name+" "+fcRatio(x))
+			}
+		}
+		if len(lose) > 0 {
+			losses = append(losses, m.name+" ("+strings.Join(lose, ", ")+")")
+		}
+		if len(win) > 0 {
+			wins = append(wins, m.name+" ("+strings.Join(win, ", ")+")")
+		}
+	}
+	return losses, wins
+}
+
+// fcMemoryText sizes a worker task for first clones of the largest repository.
+func fcMemoryText(v results.FetchCost) string {
+	s := v.Sizes[len(v.Sizes)-1]
+	w := v.Worker
+	g, c := s.Clone.GoGit.TreeRSSBytes, s.Clone.CLI.TreeRSSBytes
+	if g <= 0 || c <= 0 || w.TaskMemoryMiB <= 0 || w.Fetchers <= 0 {
+		return ""
+	}
+	task := int64(w.TaskMemoryMiB) << 20
+	return fmt.Sprintf("**Memory and worker sizing.** go-git's first mirror of the %s repository (%s pack) peaked at %s, "+
+		"the CLI's whole process tree at %s. A worker runs up to %d fetches at once in one process, so %d first mirrors "+
+		"of repositories like it would need about %s with go-git (the default task has %s; %s such clones fit) against "+
+		"about %s with the CLI. Polls and small fetches stay small (see the tables); the risk is a burst of first "+
+		"mirrors of big repositories, as when a worker joins and takes over part of the ring, or a large list is "+
+		"imported. Options: size the task for it, cap concurrent first mirrors below `Fetchers`, or mirror "+
+		"repositories above some size with the CLI. These are upper estimates: concurrent clones in one process "+
+		"share the Go runtime's baseline, and the page cache of the mirror file system is not counted.\n\n",
+		s.Name, fcMiB(s.Repo.PackBytes), fcMiB(g), fcMiB(c), w.Fetchers, w.Fetchers, fcMiB(int64(w.Fetchers)*g),
+		fcMiB(task), fcInt(int(task/g)), fcMiB(int64(w.Fetchers)*c))
+}
+
+// fcPollText turns CPU per poll into repos a worker can keep polled.
+func fcPollText(v results.FetchCost) string {
+	w := v.Worker
+	if w.TaskVCPU <= 0 || w.MinIntervalSeconds <= 0 {
+		return ""
+	}
+	var parts []string
+	for _, s := range v.Sizes {
+		p := s.Polls
+		if p.GoGit.CPUMillisPerPoll <= 0 || p.LsRemote.CPUMillisPerPoll <= 0 {
+			continue
+		}
+		perSec := 1000 / p.GoGit.CPUMillisPerPoll * w.TaskVCPU
+		parts = append(parts, fmt.Sprintf("%s: %s CPU per go-git poll (`git ls-remote`: %s) → about %s polls/s per task, "+
+			"%s repos like it at one poll every %s", s.Name, fcMs(p.GoGit.CPUMillisPerPoll), fcMs(p.LsRemote.CPUMillisPerPoll),
+			fcNum(perSec), fcInt(int(perSec*w.MinIntervalSeconds)), fcDuration(w.MinIntervalSeconds)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Polling capacity.** A no-change poll's client CPU, on a %s-vCPU task with nothing else to do "+
+		"(the wall-clock polls/s above also include the server's work on the same cores): %s.\n\n",
+		fcNum(w.TaskVCPU), strings.Join(parts, "; "))
+	s := v.Sizes[len(v.Sizes)-1]
+	sync, list := s.Polls.GoGit.CPUMillisPerPoll, s.Polls.GoGitList.CPUMillisPerPoll
+	if sync > 0 && list > 0 {
+		share := math.Max(0, 1-list/sync)
+		fmt.Fprintf(&b, "On the %s repository, %s of a no-change Sync's CPU is the mirror's side, not the ref "+
+			"advertisement (go-git's `Remote.List` alone takes %s): opening the mirror, reading its refs, computing "+
+			"`LastCommitAt` (which loads the pack index of the freshly opened mirror) and measuring its size. That part "+
+			"grows with the object count, which is why go-git's poll cost rises with repository size while "+
+			"`git ls-remote`'s does not; keeping the mirror's newest-commit time with its refs would make a no-change "+
+			"poll independent of the repository's size.\n\n", s.Name, fcPct(share), fcMs(list))
+	}
+	return b.String()
+}
+
+// fcLoadRemark warns when other work competed for the CPU during the run.
+func fcLoadRemark(v results.FetchCost) string {
+	if v.Meta.Cores > 0 && math.Max(v.LoadStart, v.LoadEnd) > float64(v.Meta.Cores) {
+		return ": other work competed for the CPU, so wall times are inflated and noisy; CPU times are the steadier figures"
+	}
+	return ""
+}
+
+func fcDiv(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// fcRatio formats a ratio; 0 (not measurable) shows as a dash.
+func fcRatio(x float64) string {
+	switch {
+	case x <= 0 || math.IsNaN(x) || math.IsInf(x, 0):
+		return "—"
+	case x < 10:
+		return strconv.FormatFloat(x, 'f', 2, 64) + "×"
+	}
+	return strconv.FormatFloat(x, 'f', 0, 64) + "×"
+}
+
+func fcSecs(x float64) string {
+	switch {
+	case x <= 0:
+		return "—"
+	case x < 1:
+		return strconv.FormatFloat(x*1000, 'f', 0, 64) + " ms"
+	case x < 10:
+		return strconv.FormatFloat(x, 'f', 2, 64) + " s"
+	}
+	return strconv.FormatFloat(x, 'f', 1, 64) + " s"
+}
+
+func fcMs(x float64) string {
+	if x <= 0 {
+		return "—"
+	}
+	if x < 10 {
+		return strconv.FormatFloat(x, 'f', 2, 64) + " ms"
+	}
+	return strconv.FormatFloat(x, 'f', 1, 64) + " ms"
+}
+
+func fcMiBf(n int64) float64 { return float64(n) / (1 << 20) }
+
+func fcMiB(n int64) string {
+	x := fcMiBf(n)
+	switch {
+	case n <= 0:
+		return "—"
+	case x < 100:
+		return strconv.FormatFloat(x, 'f', 1, 64) + " MiB"
+	case x < 10240:
+		return strconv.FormatFloat(x, 'f', 0, 64) + " MiB"
+	}
+	return strconv.FormatFloat(x/1024, 'f', 1, 64) + " GiB"
+}
+
+func fcNum(x float64) string {
+	if x >= 100 {
+		return fcInt(int(math.Round(x)))
+	}
+	return strconv.FormatFloat(x, 'f', 1, 64)
+}
+
+func fcPct(x float64) string { return strconv.FormatFloat(100*x, 'f', 0, 64) + " %" }
+
+func fcDuration(seconds float64) string {
+	if seconds >= 60 && math.Mod(seconds, 60) == 0 {
+		return strconv.FormatFloat(seconds/60, 'f', 0, 64) + " min"
+	}
+	return fcNum(seconds) + " s"
+}
+
+// fcInt formats a count with thousands separators.
+func fcInt(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

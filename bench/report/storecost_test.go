@@ -1,0 +1,154 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+)
+
+// storeCostFixture is a result whose figures are all distinct, so the test can tell
+// which one the Markdown shows.
+func storeCostFixture() results.StoreCost {
+	u := func(lr, lw, ar, aw, idx float64, calls, writes int) results.StoreCostUnits {
+		return results.StoreCostUnits{Calls: calls, WriteCalls: writes, LocalRCU: lr, LocalWCU: lw, AWSRCU: ar, AWSWCU: aw, AWSIndexWCU: idx, Bytes: 1234}
+	}
+	comp := func(key, name string, usd float64) results.StoreCostComponent {
+		return results.StoreCostComponent{Key: key, Name: name, USD: usd, Detail: "qty of " + key}
+	}
+	bill := func(repos, workers int, k float64) results.StoreCostBill {
+		b := results.StoreCostBill{Repos: repos, Workers: workers, PollsPerDay: 2, WritesPerRepoDay: 2.25,
+			Components: []results.StoreCostComponent{
+				comp("dynamodb", "DynamoDB", 1.71*k), comp("fargate", "Fargate workers", 57.67*k), comp("efs_storage", "EFS storage", 25.84*k*k),
+				comp("scheduler", "EventBridge Scheduler", 0.000002),
+			},
+			DynamoDB: []results.StoreCostComponent{
+				comp("ticks", "coordinator ticks", 0.057), comp("heartbeats", "worker heartbeats", 0.394*k), comp("polls", "polls (checkpoint writes)", 1.131*k),
+				comp("changes", "polls that found a change", 0.0104*k),
+			},
+			DynamoDBUSD: 1.71 * k, NaiveDynamoDBUSD: 3.42 * k,
+			Unthrottled: results.StoreCostUnthrottled{PollsPerDay: 115.2 / k, PollWritesUSD: 2.27 * k, NaiveUSD: 65.7 * k},
+		}
+		for _, c := range b.Components {
+			b.TotalUSD += c.USD
+		}
+		return b
+	}
+	return results.StoreCost{
+		Meta:          results.Meta{Date: "2026-11-22T22:00:00Z", GitCommit: "abc1234", Seconds: 105},
+		DynamoDBLocal: "DynamoDB Local 9.9.9",
+		Rules:         []string{"Transactional write: 2 WRU per started KB."},
+		Measurements: []results.StoreCostMeasurement{
+			{Key: "idle_tick_5000", Name: "quiet tick", Repos: 5000, Workers: 10, Count: 3, Total: u(5, 1, 5.5, 1.25, 0, 7, 1), WallMillis: 10.3,
+				Ops: []results.StoreCostOp{{Op: "GetElection/GetItem", StoreCostUnits: u(1, 0, 1, 0, 0, 1, 0)}}},
+			{Key: "poll_nochange", Name: "poll that finds nothing new", Repos: 50, Workers: 1, Count: 3590, Note: "no store call at all"},
+			{Key: "join_tick_5000", Name: "join tick", Repos: 5000, Workers: 11, Count: 1, Moved: 440, Total: u(5727.5, 393, 5729, 4019, 880, 123, 27),
+				SchedulerAPICalls: 1.9},
+		},
+		ItemSizes:   []results.StoreCostItemSize{{Kind: "repo", Count: 1000, MeanSize: 388.65, MaxSize: 431}},
+		Assumptions: []results.StoreCostAssumption{{Key: "mirror_mb", Value: 50, Unit: "MB per repo", Note: "stated: 50 MB median"}},
+		Prices: []results.StoreCostPrice{
+			{Key: "ddb_wru", Service: "DynamoDB", Item: "write request unit", USD: 0.625e-6, Unit: "WRU", Source: "https://example.com/ddb", Taken: "2026-11-22", Confirmed: true},
+			{Key: "efs_ia", Service: "EFS", Item: "IA storage", USD: 0.016, Unit: "GB-month", Source: "https://example.com/efs", Taken: "2026-11-22", Note: "sources disagree"},
+		},
+		Bills: []results.StoreCostBill{bill(10_000, 2, 1), bill(1_000_000, 8, 10)},
+		Sensitivity: results.StoreCostSensitivity{Repos: 100_000, PollsPerDay: []float64{2, 24, 288},
+			OursUSD: []float64{11.41, 22.89, 22.91}, NaiveUSD: []float64{11.41, 136.88, 1642.5}},
+		Notes: []string{"The bill uses the AWS-rule units."},
+	}
+}
+
+func TestStoreCostSectionShowsTheJSON(t *testing.T) {
+	v := storeCostFixture()
+	r := &Report{Results: t.TempDir(), Out: t.TempDir()}
+	if err := results.Write(r.Results, "storecost", v); err != nil {
+		t.Fatal(err)
+	}
+	md, meta, err := storeCostSection(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta != v.Meta {
+		t.Errorf("meta %+v, want %+v", meta, v.Meta)
+	}
+	for _, want := range []string{
+		"## 4. Store cost",
+		"DynamoDB Local 9.9.9",
+		// units: local and AWS side by side
+		"| quiet tick | 5,000 | 10 | 3 | — | 5 / 1 | **5.5 / 1.25** | 0 | 7 (1) |",
+		"| 5727.5 / 393 | **5729 / 4019** | 880 | 123 (27) | 1.9 |",
+		"| join tick | 5,000 | 11 | 1 | 440 |",
+		"3,590 no-change polls observed made no store call at all",
+		"`GetElection/GetItem`",
+		"Transactional write: 2 WRU per started KB.",
+		"| repo | 1,000 | 388.65 | 431 |",
+		// bill: components per size, total, DynamoDB breakdown
+		"| EFS storage | $25.84 | $2,584 |",
+		"| Fargate workers | $57.67 | $576.70 |",
+		"| workers (Fargate tasks) | 2 | 8 |",
+		"| **total** | **$85.22** | **$3,178** |",
+		"| polls (checkpoint writes) | $1.13 | $11.31 |",
+		"| **DynamoDB total** | **$1.71** | **$17.10** |",
+		"1,000,000 repos: **$3,178/month** (8 workers; largest: EFS storage $2,584, 81%; DynamoDB $17.10)",
+		"qty of fargate",
+		// baseline
+		"| 10,000 repos, as billed above | 2 | $1.71 | $3.42 | 2.0× |",
+		"| 10,000 repos, workers unthrottled (poll writes only) | 115.2 | $2.27 | $65.70 | 28.9× |",
+		"| naive | $11.41 | $136.88 | $1,643 |",
+		// assumptions and prices
+		"| `mirror_mb` | 50 | MB per repo | stated: 50 MB median |",
+		"| DynamoDB | write request unit | $0.625 per million | WRU | <https://example.com/ddb> | confirmed |",
+		"| EFS | IA storage | $0.016 | GB-month | <https://example.com/efs> | *unconfirmed*: sources disagree |",
+		"at the billed 2 polls a day, DynamoDB costs 50% of what the naive design costs at 10,000 repos ($1.71 against $3.42); " +
+			"with the workers unthrottled (115.2 polls a day) the poll writes cost $2.27 against the naive $65.70 (3%)",
+		"taken 2026-11-22",
+		"*Not drawn (under $0.01 at every size):* EventBridge Scheduler.",
+		"The bill uses the AWS-rule units.",
+		"![Monthly AWS bill by component for each fleet size](plots/storecost-bill.svg)",
+		"(plots/storecost-baseline.svg)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q", want)
+		}
+	}
+	for _, f := range []string{"storecost-bill.svg", "storecost-baseline.svg"} {
+		b, err := os.ReadFile(filepath.Join(r.Out, "plots", f))
+		if err != nil || !strings.Contains(string(b), "<svg") {
+			t.Errorf("chart %s: %v", f, err)
+		}
+	}
+	bill, _ := os.ReadFile(filepath.Join(r.Out, "plots", "storecost-bill.svg"))
+	for _, s := range []string{"10,000 repos", "1,000,000 repos", "Fargate workers"} {
+		if !strings.Contains(string(bill), s) {
+			t.Errorf("bill chart lacks %q", s)
+		}
+	}
+}
+
+func TestStoreCostSectionNeedsItsJSON(t *testing.T) {
+	r := &Report{Results: t.TempDir(), Out: t.TempDir()}
+	if _, _, err := storeCostSection(r); err == nil {
+		t.Error("no error without storecost.json")
+	}
+	if err := results.Write(r.Results, "storecost", results.StoreCost{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := storeCostSection(r); err == nil {
+		t.Error("no error for a result without measurements")
+	}
+}
+
+func TestStoreCostFormats(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{scUSD(0), "$0"}, {scUSD(0.0041), "$0.0041"}, {scUSD(12.345), "$12.35"}, {scUSD(3201.4), "$3,201"},
+		{scNum(1168.5), "1168.5"}, {scNum(0.333), "0.33"}, {scNum(0.008667), "0.0087"}, {scNum(123456.7), "123,457"},
+		{scInt(-1234567), "-1,234,567"}, {scPrice(0.0000133334), "$13.3334 per million"}, {scPrice(0.045), "$0.045"},
+		{scPrice(0.2e-6), "$0.20 per million"}, {scPrice(3), "$3.00"}, {scPrice(0.3), "$0.30"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

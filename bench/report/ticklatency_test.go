@@ -1,0 +1,154 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+)
+
+// tickFixture has two sizes and two worker counts; every figure differs, so a table
+// that shows the wrong cell's number fails.
+func tickFixture() results.TickLatency {
+	lat := func(p50, p99, read, writes float64, n int) results.Latency {
+		return results.Latency{Samples: n, P50Ms: p50, P99Ms: p99, MeanMs: p50 * 1.1, MaxMs: p99, ReposRead: read, Writes: writes}
+	}
+	cell := func(repos, workers int, base float64) results.TickCell {
+		c := results.TickCell{Repos: repos, Workers: workers,
+			Quiet:      lat(0.137+base, 1.75+base, 0, 0, 200),
+			NaiveQuiet: lat(12.6*float64(repos)/1000+base, 19.4*float64(repos)/1000+base, float64(repos), 0, 30),
+			FullScan:   lat(11.3*float64(repos)/1000+base, 15.2*float64(repos)/1000+base, float64(repos), 0, 30),
+			Join: results.Membership{Latency: lat(22.4+base, 31.7+base, float64(repos)*0.64, 4, 8),
+				Moved: float64(repos / (workers + 1)), UsPerMovedP50: 243 + base},
+			Death: results.Membership{Latency: lat(6.41+base, 9.87+base, float64(repos/workers)+0.5, 4, 8),
+				Moved: float64(repos/workers) + 0.5, UsPerMovedP50: 71.5 + base},
+		}
+		for i, k := range []int{10, 100, 1000} {
+			f := float64(i + 1)
+			c.Changes = append(c.Changes,
+				results.ChangeLatency{Kind: "add", K: k, Latency: lat(0.789*f*f+base, 7.24*f+base, float64(k), 1+f, 50), Decisions: float64(k)},
+				results.ChangeLatency{Kind: "delete", K: k, Latency: lat(0.655*f*f+base, 6.12*f+base, float64(k), 2+f, 40), Decisions: float64(k)})
+		}
+		return c
+	}
+	return results.TickLatency{
+		Meta:    results.Meta{Date: "2026-01-02T03:04:05Z", GitCommit: "abc1234", Seconds: 143},
+		Seed:    7,
+		Store:   "bbolt (NoSync, temp dir)",
+		Repos:   []int{1000, 100000},
+		Workers: []int{10, 100},
+		NotRun:  []string{"1000000 repos: over -max-repos 100000"},
+		Kinds: []results.ChangeKind{{Name: "add", Description: "k repos added"},
+			{Name: "delete", Description: "k repos deleted"}},
+		Notes: []string{"Only Tick is timed."},
+		Setup: []results.SetupTiming{{Store: "bbolt", Repos: 1000, Seconds: 0.12}, {Store: "bbolt", Repos: 100000, Seconds: 13.94},
+			{Store: "bbolt", Repos: 100000, Workers: 10, Seconds: 12.46}, {Store: "bbolt", Repos: 100000, Workers: 100, Seconds: 14.29}},
+		Cells: []results.TickCell{
+			cell(1000, 10, 0), cell(1000, 100, 5.001), cell(100000, 10, 0.021), cell(100000, 100, 5.002),
+		},
+		Dynamo: &results.TickDynamo{Cells: []results.TickCell{cell(1000, 10, 3.333), cell(5000, 10, 4.444)}},
+	}
+}
+
+func renderTick(t *testing.T, v results.TickLatency) (string, *Report) {
+	t.Helper()
+	r := &Report{Results: t.TempDir(), Out: t.TempDir()}
+	if err := results.Write(r.Results, "ticklatency", v); err != nil {
+		t.Fatal(err)
+	}
+	md, meta, err := tickLatencySection(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta != v.Meta {
+		t.Errorf("meta %+v, want %+v", meta, v.Meta)
+	}
+	return md, r
+}
+
+func TestTickLatencySectionShowsTheNumbers(t *testing.T) {
+	md, r := renderTick(t, tickFixture())
+	if !strings.HasPrefix(md, "## 5. Coordinator tick latency\n") {
+		t.Errorf("section starts %q", md[:min(len(md), 40)])
+	}
+	for _, want := range []string{
+		// quiet table: p50, p99, repos read, naive p50/p99/read, full scan, naive/ours
+		"| 1,000 | 10 | 200 | 0.137 | 1.75 | 0 | 12.6 | 19.4 | 1,000 | 11.3 | 92× |",
+		"| 100,000 | 100 | 200 | 5.14 | 6.75 | 0 | 1265 | 1945 | 100,000 | 1135 | 246× |",
+		// add table at 1,000 × 10: k = 0 is the quiet tick, then k = 10, 100, 1000
+		"| 1,000 | 10 | 0.137 / 1.75 | 0.789 / 7.24 | 3.16 / 14.5 | 7.10 / 21.7 | 4 | 50, 50, 50 |",
+		// delete table at 100,000 × 10
+		"| 100,000 | 10 | 0.158 / 1.77 | 0.676 / 6.14 | 2.64 / 12.3 | 5.92 / 18.4 | 5 | 40, 40, 40 |",
+		// join and death at 100,000 × 100
+		"| 100,000 | 100 | join | 990 | 64,000 | 27.4 | 36.7 | 248 | 8 |",
+		"| 100,000 | 100 | death | 1,000.5 | 1,000.5 | 11.4 | 14.9 | 76.5 | 8 |",
+		// DynamoDB Local row starts with its quiet tick and adds
+		"| 1,000 | 10 | 3.47 / 5.08 | 4.12 / 10.6 |",
+		// and compares its sizes: quiet 3.47 → 4.58 ms, naive 15.9 → 67.4 ms
+		"From 1,000 to 5,000 repos at 10 workers the quiet tick's p50 goes from 3.47 ms to 4.58 ms (1.3×), the naive tick's from 15.9 ms to 67.4 ms (4.2×).",
+		"**Not run:** 1000000 repos: over -max-repos 100000.",
+		"- Only Tick is timed.",
+		"- At 100,000 repos, creating the repos took 13.9 s and joining the workers and assigning the repos 12.5 s at 10 workers, 14.3 s at 100 workers.",
+		"- Seed 7; the run took 143 s.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q", want)
+		}
+	}
+	for _, w := range []string{"10", "100"} {
+		file := "ticklatency-" + w + "-workers.svg"
+		if !strings.Contains(md, "(plots/"+file+")") {
+			t.Errorf("section does not show %s", file)
+		}
+		svg, err := os.ReadFile(filepath.Join(r.Out, "plots", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(svg), "<svg") || !strings.Contains(string(svg), "naive tick") {
+			t.Errorf("%s is not the chart with the naive baseline", file)
+		}
+	}
+}
+
+func TestTickLatencyConclusionFollowsTheData(t *testing.T) {
+	v := tickFixture()
+	md, _ := renderTick(t, v)
+	for _, want := range []string{
+		"From 1,000 to 100,000 repos (100× more)",
+		"the quiet tick's p50 goes from 0.137 ms to 0.158 ms (1.2×)",
+		"the naive tick's goes from 12.6 ms to 1260 ms (100×)",
+		"flat in the number of repos",
+		"0.158 ms at k = 0, 0.810 ms at k = 10, 3.18 ms at k = 100, 7.12 ms at k = 1,000 (about 6.96 µs per decision)",
+		"a join reads 64,000 repos to move 9,090 (7.0× as many)",
+		"it read 64% of all repos at 10 workers",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("conclusion lacks %q", want)
+		}
+	}
+	if strings.Contains(md, "grows with the number of repos") {
+		t.Error("flat data reported as growing")
+	}
+
+	// A quiet tick that grows tenfold with the repos must be called out.
+	for i := range v.Cells {
+		if v.Cells[i].Repos == 100000 {
+			v.Cells[i].Quiet.P50Ms *= 10
+		}
+	}
+	md, _ = renderTick(t, v)
+	if !strings.Contains(md, "**The quiet tick grows with the number of repos**") || strings.Contains(md, "flat in the number of repos") {
+		t.Error("growing quiet ticks not called out")
+	}
+}
+
+func TestTickLatencyDynamoSkipped(t *testing.T) {
+	v := tickFixture()
+	v.Dynamo = &results.TickDynamo{Skipped: "MIRRORFLEET_DYNAMODB_ENDPOINT not set"}
+	md, _ := renderTick(t, v)
+	if !strings.Contains(md, "### On DynamoDB Local\n\nNot run: MIRRORFLEET_DYNAMODB_ENDPOINT not set.") {
+		t.Error("skipped DynamoDB grid not explained")
+	}
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// testPrices are round numbers so the bill can be checked by hand.
+func testPrices() []results.StoreCostPrice {
+	var ps []results.StoreCostPrice
+	for _, p := range prices {
+		p.USD = 0
+		switch p.Key {
+		case "ddb_wru":
+			p.USD = 1e-6
+		case "ddb_rru":
+			p.USD = 0.5e-6
+		case "fargate_vcpu_arm":
+			p.USD = 0.04
+		case "fargate_gb_arm":
+			p.USD = 0.005
+		case "nat_hour":
+			p.USD = 0.01
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func testModel() model {
+	return model{PollsPerDay: 2, CheckpointHours: 6, MinIntervalMinutes: 5, HeartbeatSeconds: 10, TickSeconds: 60,
+		GraceMinutes: 10, Fetchers: 10, NoChangePollSeconds: 1.5, ChangePollSeconds: 6, Utilisation: 0.5, MinWorkers: 2,
+		WorkerVCPU: 1, WorkerGB: 2}
+}
+
+func TestPollWrites(t *testing.T) {
+	md := testModel()
+	for _, c := range []struct {
+		polls, want float64
+	}{
+		{1, 1}, {2, 2}, {4, 4}, // every poll is at least 6 h after the last write
+		{6, 3}, {8, 4}, // every 2nd poll
+		{24, 4}, {288, 4}, // the checkpoint caps writes at 4 a day
+	} {
+		ch, ck := md.pollWrites(c.polls)
+		if ch != 0 || !near(ck, c.want) {
+			t.Errorf("%g polls/day: %g changes + %g checkpoints, want 0 + %g", c.polls, ch, ck, c.want)
+		}
+	}
+	md.ChangingShare, md.ChangesPerChangingRepo = 0.5, 73 // 36.5 a month = 1.2 a day
+	ch, ck := md.pollWrites(24)
+	// Hourly polls: every 6th no-change poll writes.
+	if !near(ch, 1.2) || !near(ck, (24-1.2)/6) {
+		t.Errorf("with changes: %g + %g, want 1.2 + %g", ch, ck, (24-1.2)/6)
+	}
+}
+
+func TestWorkers(t *testing.T) {
+	md := testModel()
+	// 100k × 2 × 1.5 s = 300,000 s a day of 432,000 per worker at 50%: the minimum, 2.
+	if got := md.workers(100_000, 2); got != 2 {
+		t.Errorf("100k repos: %g workers, want 2", got)
+	}
+	// 1M: 3,000,000 / 432,000 = 6.9 → 7.
+	if got := md.workers(1_000_000, 2); got != 7 {
+		t.Errorf("1M repos: %g workers, want 7", got)
+	}
+	// Unthrottled: 2 workers × 10 × 86400 / 1.5 s over 10k repos = 115.2 a day; capped at 288.
+	if got := md.unthrottledPollsPerDay(10_000, 2); !near(got, 115.2) {
+		t.Errorf("unthrottled 10k: %g polls/day, want 115.2", got)
+	}
+	if got := md.unthrottledPollsPerDay(100, 2); got != 288 {
+		t.Errorf("unthrottled 100: %g polls/day, want the 288 cap", got)
+	}
+}
+
+// A bill small enough to check by hand: 1000 repos, 2 workers, no changes, no deaths.
+func TestBillByHand(t *testing.T) {
+	md, p := testModel(), testPrices()
+	mu := measured{Tick: units{RRU: 5, WRU: 1}, Heartbeat: units{RRU: 1, WRU: 1}, Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
+	b := md.bill(1000, mu, p)
+	ticks := 730.0 * 60           // 43,800
+	heartbeats := 2 * 730.0 * 360 // 525,600
+	polls := 1000 * 2 * 730.0 / 24
+	want := map[string]float64{
+		"ticks":      ticks * (5*0.5e-6 + 1e-6),    // 0.1533
+		"heartbeats": heartbeats * (0.5e-6 + 1e-6), // 0.7884
+		"polls":      polls * 3e-6,                 // 0.1825
+		"changes":    0,
+		"membership": 0,
+		"storage":    0,
+	}
+	sum := 0.0
+	for _, c := range b.DynamoDB {
+		w, ok := want[c.Key]
+		if !ok || !near(c.USD, w) {
+			t.Errorf("DynamoDB %s = %g, want %g", c.Key, c.USD, w)
+		}
+		sum += w
+	}
+	if !near(b.DynamoDBUSD, sum) || !near(sum, 1.1242) {
+		t.Errorf("DynamoDB total %g, want %g (≈ 1.1242)", b.DynamoDBUSD, sum)
+	}
+	// At 2 polls a day every poll writes anyway: the naive design costs the same.
+	if !near(b.NaiveDynamoDBUSD, b.DynamoDBUSD) {
+		t.Errorf("naive %g, want %g", b.NaiveDynamoDBUSD, b.DynamoDBUSD)
+	}
+	comp := map[string]float64{}
+	total := 0.0
+	for _, c := range b.Components {
+		comp[c.Key] = c.USD
+		total += c.USD
+	}
+	if !near(comp["fargate"], 2*730*(0.04+2*0.005)) { // 73
+		t.Errorf("Fargate %g, want 73", comp["fargate"])
+	}
+	if !near(comp["nat"], 730*0.01) {
+		t.Errorf("NAT %g, want 7.3 (hours only: data priced at 0 here)", comp["nat"])
+	}
+	if !near(b.TotalUSD, total) || !near(b.TotalUSD, sum+73+7.3) {
+		t.Errorf("total %g, want %g", b.TotalUSD, sum+73+7.3)
+	}
+	if b.Workers != 2 || b.WritesPerRepoDay != 2 {
+		t.Errorf("workers %d, writes/repo/day %g; want 2, 2", b.Workers, b.WritesPerRepoDay)
+	}
+	// Unthrottled, 1000 repos on 2 workers poll at the 288 cap: 4 writes a day against 288.
+	if b.Unthrottled.PollsPerDay != 288 || !near(b.Unthrottled.PollWritesUSD, 1000*730.0/24*4*3e-6) ||
+		!near(b.Unthrottled.NaiveUSD, 1000*730.0/24*288*3e-6) {
+		t.Errorf("unthrottled %+v", b.Unthrottled)
+	}
+}
+
+func TestSensitivityNaiveGrowsOursCaps(t *testing.T) {
+	md, p := testModel(), testPrices()
+	mu := measured{Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
+	s := md.sensitivity(1000, []float64{2, 24, 288}, mu, p)
+	if !near(s.NaiveUSD[2], s.NaiveUSD[0]*144) || !near(s.OursUSD[1], s.OursUSD[2]) || !near(s.OursUSD[2], s.OursUSD[0]*2) {
+		t.Errorf("sensitivity %+v", s)
+	}
+}
+
+func TestFits(t *testing.T) {
+	a := point{moved: 100, repos: 1000, u: units{RRU: 1200, WRU: 950}}
+	b := point{moved: 500, repos: 5000, u: units{RRU: 5600, WRU: 4550}}
+	j := fitJoin(a, b)
+	// reads: 1.1 per fleet repo + 100; writes: 9 per moved + 50.
+	if !near(j.PerFleetRepo.RRU, 1.1) || !near(j.Fixed.RRU, 100) || !near(j.PerMoved.WRU, 9) || !near(j.Fixed.WRU, 50) || j.PerMoved.RRU != 0 {
+		t.Errorf("join fit %+v", j)
+	}
+	if got := j.at(200, 2000); !near(got.RRU, 100+2200) || !near(got.WRU, 50+1800) {
+		t.Errorf("join at 200 moved of 2000: %+v", got)
+	}
+	d := fitDeath(a, b)
+	if !near(d.PerMoved.RRU, 11) || !near(d.PerMoved.WRU, 9) || d.PerFleetRepo != (units{}) {
+		t.Errorf("death fit %+v", d)
+	}
+	// One size only: through the origin.
+	if o := fitDeath(a, a); !near(o.PerMoved.WRU, 9.5) || o.Fixed != (units{}) {
+		t.Errorf("single-point fit %+v", o)
+	}
+}
+
+func TestQty(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{
+		{0, "0"}, {0.00909, "0.00909"}, {37.8, "37.8"}, {43800, "43,800"}, {525600, "526,000"}, {-1234, "-1,230"},
+		{1.81e6, "1.81 million"}, {6.03e7, "60.3 million"}, {2.5e9, "2.5 billion"},
+	} {
+		if got := qty(c.v); got != c.want {
+			t.Errorf("qty(%g) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}

