@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
 func main() {
@@ -181,6 +182,6 @@ var policyDocs = []results.FreshnessPolicyDoc{
 	{Name: "uniform", Description: "round-robin: every repo polled in turn, whatever it does"},
 	{Name: "swh", Description: "Software Heritage's origin-visit policy: offset −2 after a visit that found changes, +1 otherwise (0…10, from 4); next visit 1 day (offset 0–1), 2 days (2–4) or 4^(offset−4) days later in queue time, ±10 % fudge"},
 	{Name: "cbrt", Description: "the seed's policy (priority.Cbrt): step cbrt(seconds since the newest commit)"},
-	{Name: "rate", Description: "ours (priority.Rate): change rate estimated from what the polls saw (Cho & Garcia-Molina, decayed with a 30-day half-life; half a change over the longest known quiet stretch when polls saw none); step 1/√rate"},
+	{Name: "rate", Description: "ours (priority.Rate): change rate estimated from what the polls saw (Cho & Garcia-Molina, decayed with a " + fmt.Sprint(priority.HalfLife.Hours()/24) + "-day half-life; half a change over the longest known quiet stretch when polls saw none); step 1/√rate"},
 	{Name: "optimum", Description: "reference: the true rates, periodic polls at f ∝ √λ, never polls a repo that does not change"},
 }

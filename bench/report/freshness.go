@@ -220,7 +220,7 @@ func freshExplain(v results.Freshness, runs map[string]map[float64]results.Fresh
 	fmt.Fprintf(&md, "- `rate` beats the seed's `cbrt` on mean lag (%.2f h against %.2f h at %g) but its p99 is "+
 		"longer (%.1f h against %.1f h): allocating by √λ deliberately polls the slowest-changing repos rarely, and "+
 		"their few commits wait longest. The mean is what the goal and most users care about; a deployment that "+
-		"needs a bound on the worst case can keep `cbrt` (`--policy cbrt`) or lower the floor interval.\n",
+		"cares more about the worst case can keep `cbrt` (`mirrorfleet run --policy cbrt`, `MIRRORFLEET_POLICY=cbrt` on AWS).\n",
 		ours.LagMeanH, cb.LagMeanH, b, ours.LagP99H, cb.LagP99H)
 	md.WriteString("- Software Heritage's policy is built for a different job (archiving billions of origins, where " +
 		"a visit is expensive and a day's delay is fine): its intervals are whole days, so at these budgets it " +
@@ -228,7 +228,7 @@ func freshExplain(v results.Freshness, runs map[string]map[float64]results.Fresh
 	md.WriteString("- Freshness (share of repos up to date) is above 98% for every policy because half the repos " +
 		"never change; the lag columns are the ones that separate the policies.\n")
 	md.WriteString("- The simulation is stationary (rates do not drift), which flatters the policies that learn " +
-		"(`rate`); the 90-day half-life of its statistics is the price paid for following drift in production.\n\n")
+		"(`rate`), and the optimum knows which repos are dead for good. A real fleet's rates drift: `rate` forgets old polls with a half-life of 90 days, which a stationary run cannot reward.\n\n")
 	return md.String()
 }
 
