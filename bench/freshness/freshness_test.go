@@ -135,3 +135,31 @@ func TestParseBudgets(t *testing.T) {
 		}
 	}
 }
+
+func TestDriftKeepsTheShapeButChangesTheRepos(t *testing.T) {
+	pop := NewPopulation(20000, 9, targets)
+	steady, drift := pop.Commits(9, 400), pop.DriftingCommits(9, 400, 0.1, targets)
+	d := describe(pop, drift, 300, 390)
+	if math.Abs(d.MeasuredMonthly-0.13) > 0.02 {
+		t.Errorf("with drift, share of repos changing in 30 days = %.3f, want 0.13 ± 0.02", d.MeasuredMonthly)
+	}
+	// Late in the run many repos that were dormant at the start commit, and some busy ones stop.
+	woke, slept := 0, 0
+	for i, r := range pop.Rates {
+		late := 0
+		for _, c := range drift[i] {
+			if c >= 300 {
+				late++
+			}
+		}
+		if r == 0 && late > 0 {
+			woke++
+		}
+		if r > 0 && len(steady[i]) > 20 && late == 0 {
+			slept++
+		}
+	}
+	if woke < 100 || slept == 0 {
+		t.Fatalf("drift woke %d dormant repos and stopped %d busy ones", woke, slept)
+	}
+}

@@ -29,6 +29,7 @@ func main() {
 	drain := flag.Float64("drain", 45, "days simulated after the window so late commits are seen")
 	parallel := flag.Int("parallel", 2, "simulations run at once")
 	only := flag.String("policies", "", "comma-separated policies to run (default: all)")
+	drift := flag.Float64("drift", 0.1, "for the drift runs: chance per month that a repo draws a new rate (0: no drift runs)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	bs, err := parseBudgets(*budgets)
@@ -36,7 +37,7 @@ func main() {
 		log.Error("bad -budgets", "err", err)
 		os.Exit(2)
 	}
-	res := measure(log, *repos, *seed, bs, *warmup, *window, *drain, *parallel, *only)
+	res := measure(log, *repos, *seed, bs, *warmup, *window, *drain, *parallel, *only, *drift)
 	if err := results.Write(*out, "freshness", res); err != nil {
 		log.Error("write", "err", err)
 		os.Exit(1)
@@ -56,23 +57,38 @@ func parseBudgets(s string) ([]float64, error) {
 }
 
 // targets are the published figures the population is tuned to (see the report).
+// freshGoalBudgets are the budgets the goals are checked at; the drift runs use them too.
+var freshGoalBudgets = []float64{0.5, 2}
+
 var targets = Targets{Dormant: 0.5, TopFraction: 0.025, TopShare: 0.5, MonthlyChanged: 0.13}
 
-func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, window, drain float64, parallel int, only string) results.Freshness {
+func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, window, drain float64, parallel int, only string, drift float64) results.Freshness {
 	meta := results.Collect()
 	pop := NewPopulation(n, seed, targets)
 	end := warmup + window + drain
 	commits := pop.Commits(seed, end)
 	setup := results.FreshnessSetup{Repos: n, Seed: seed, WarmupDays: warmup, WindowDays: window, DrainDays: drain,
 		MinIntervalMin: 5, Budgets: budgets}
+	var drifting [][]float64
+	if drift > 0 {
+		setup.DriftPerMonth = drift
+		for _, b := range freshGoalBudgets {
+			if slices.Contains(budgets, b) {
+				setup.DriftBudgets = append(setup.DriftBudgets, b)
+			}
+		}
+		drifting = pop.DriftingCommits(seed, end, drift, targets)
+	}
 	desc := describe(pop, commits, warmup, warmup+window)
 	log.Info("population", "repos", n, "sigma", desc.Sigma, "mu", desc.Mu, "top_share", desc.MeasuredTopShare,
 		"monthly_changed", desc.MeasuredMonthly, "window_commits", desc.WindowCommits)
 
 	type job struct {
-		k      int
-		budget float64
-		make   func() scheduler
+		k       int
+		budget  float64
+		make    func() scheduler
+		commits [][]float64
+		drift   bool
 	}
 	var jobs []job
 	for _, b := range budgets {
@@ -80,7 +96,17 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, wi
 			if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
 				continue
 			}
-			jobs = append(jobs, job{len(jobs), b, mk})
+			jobs = append(jobs, job{len(jobs), b, mk, commits, false})
+		}
+	}
+	for _, b := range setup.DriftBudgets {
+		for _, mk := range schedulers(pop, nil) {
+			name := mk().name()
+			// The optimum would have to foresee each change of rate; it is left out.
+			if name == "optimum" || (only != "" && !slices.Contains(strings.Split(only, ","), name)) {
+				continue
+			}
+			jobs = append(jobs, job{len(jobs), b, mk, drifting, true})
 		}
 	}
 	runs := make([]results.FreshnessRun, len(jobs))
@@ -96,8 +122,8 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, wi
 				}
 				cfg := runConfig{Budget: j.budget, Warmup: warmup, Window: window, Drain: drain,
 					MinInterval: setup.MinIntervalMin / (24 * 60), Seed: seed}
-				r := run(pop, commits, s, cfg, rng)
-				log.Info("run", "policy", r.Policy, "budget", r.Budget, "lag_mean_h", round(r.LagMeanH),
+				r := run(pop, j.commits, s, cfg, rng)
+				log.Info("run", "drift", j.drift, "policy", r.Policy, "budget", r.Budget, "lag_mean_h", round(r.LagMeanH),
 					"lag_p99_h", round(r.LagP99H), "freshness", round(r.Freshness), "censored", r.Censored)
 				runs[j.k] = r
 			}
@@ -113,8 +139,16 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, wi
 	for _, b := range budgets {
 		opt = append(opt, results.FreshnessAnalytic{Budget: b, LagMeanH: analyticOptimum(pop, b*float64(n)) * 24})
 	}
+	var steady, drifted []results.FreshnessRun
+	for _, j := range jobs {
+		if j.drift {
+			drifted = append(drifted, runs[j.k])
+		} else {
+			steady = append(steady, runs[j.k])
+		}
+	}
 	meta.Finish()
-	return results.Freshness{Meta: meta, Setup: setup, Population: desc, Runs: runs, Optimum: opt, Policies: policyDocs}
+	return results.Freshness{Meta: meta, Setup: setup, Population: desc, Runs: steady, Drift: drifted, Optimum: opt, Policies: policyDocs}
 }
 
 func round(v float64) float64 { return math.Round(v*1000) / 1000 }

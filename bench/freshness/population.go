@@ -119,3 +119,30 @@ func (p Population) Commits(seed uint64, end float64) [][]float64 {
 	}
 	return out
 }
+
+// DriftingCommits is Commits for a population whose repos change behaviour: at rate
+// perMonth per repo, a repo draws a new rate from the same mixture (so dormant repos wake
+// up and busy ones go quiet), keeping the population's shape while no repo's past
+// predicts its future for long.
+func (p Population) DriftingCommits(seed uint64, end, perMonth float64, t Targets) [][]float64 {
+	out := make([][]float64, len(p.Rates))
+	for i, rate := range p.Rates {
+		rng := rand.New(rand.NewPCG(seed^0xd1f7, uint64(i)+1))
+		var ts []float64
+		for at := 0.0; at < end; {
+			next := min(at+rng.ExpFloat64()*30/perMonth, end)
+			if rate > 0 {
+				for c := at + rng.ExpFloat64()/rate; c < next; c += rng.ExpFloat64() / rate {
+					ts = append(ts, c)
+				}
+			}
+			at = next
+			rate = 0
+			if rng.Float64() >= t.Dormant {
+				rate = math.Exp(p.Mu + p.Sigma*rng.NormFloat64())
+			}
+		}
+		out[i] = ts
+	}
+	return out
+}

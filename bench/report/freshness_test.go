@@ -25,6 +25,8 @@ func freshFixture() results.Freshness {
 				LagP99H: 4 * lag[name], Freshness: 0.99, DormantPolls: 0.17})
 		}
 	}
+	v.Setup.DriftPerMonth, v.Setup.DriftBudgets = 0.1, []float64{2}
+	v.Drift = []results.FreshnessRun{{Policy: "cbrt", Budget: 2, LagMeanH: 3.2}, {Policy: "rate", Budget: 2, LagMeanH: 2.5}}
 	return v
 }
 
@@ -44,6 +46,8 @@ func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 		"| `uniform` | 24.00 | 6.00 |",
 		"51.7%", "12,345", "13.1%",
 		"plots/freshness-lag-mean.svg",
+		"every month 10% of the repos",
+		"| 2 | `cbrt` | 3.20 | 1.28 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("section lacks %q\n%s", want, md)

@@ -34,6 +34,24 @@ func headlines(r *Report) (string, error) {
 			lag["uniform"][b]/ours, lag["cbrt"][b]/ours, lag["swh"][b]/ours)
 	}
 
+	if len(f.Drift) > 0 {
+		dl := map[string]map[float64]float64{}
+		for _, x := range f.Drift {
+			if dl[x.Policy] == nil {
+				dl[x.Policy] = map[float64]float64{}
+			}
+			dl[x.Policy][x.Budget] = x.LagMeanH
+		}
+		var parts []string
+		for _, b := range f.Setup.DriftBudgets {
+			if ours := dl[freshOurs][b]; ours > 0 {
+				parts = append(parts, fmt.Sprintf("at %g, `cbrt` %.2f× and uniform %.2f× ours", b, dl["cbrt"][b]/ours, dl["uniform"][b]/ours))
+			}
+		}
+		fmt.Fprintf(&md, "- **Freshness with drift** (%.0f%% of repos change behaviour a month): %s.\n",
+			100*f.Setup.DriftPerMonth, strings.Join(parts, "; "))
+	}
+
 	var p results.Placement
 	if err := r.Load("placement", &p); err != nil {
 		return "", err

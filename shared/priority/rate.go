@@ -7,7 +7,7 @@ import (
 
 // HalfLife is how fast old observations fade from a repo's Stats: a repo that wakes up
 // or goes quiet is re-learned within a few half-lives.
-const HalfLife = 90 * 24 * time.Hour
+const HalfLife = 30 * 24 * time.Hour
 
 // Stats is what the polls of a repo have seen, with older polls weighing less (each
 // halves every HalfLife). It is all the Rate policy needs to estimate a change rate.

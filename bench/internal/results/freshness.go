@@ -3,12 +3,15 @@ package results
 // Freshness is the poll-scheduling benchmark: lag from upstream commit to mirror under a
 // fixed poll budget, for each policy and budget.
 type Freshness struct {
-	Meta       Meta                 `json:"meta"`
-	Setup      FreshnessSetup       `json:"setup"`
-	Population FreshnessPopulation  `json:"population"`
-	Runs       []FreshnessRun       `json:"runs"`
-	Optimum    []FreshnessAnalytic  `json:"optimum_analytic"`
-	Policies   []FreshnessPolicyDoc `json:"policies"`
+	Meta       Meta                `json:"meta"`
+	Setup      FreshnessSetup      `json:"setup"`
+	Population FreshnessPopulation `json:"population"`
+	Runs       []FreshnessRun      `json:"runs"`
+	// Drift is the same policies (but the optimum, which would need to foresee the
+	// changes) on a population whose repos change behaviour over time.
+	Drift    []FreshnessRun       `json:"drift"`
+	Optimum  []FreshnessAnalytic  `json:"optimum_analytic"`
+	Policies []FreshnessPolicyDoc `json:"policies"`
 }
 
 // FreshnessSetup is how the simulation was run.
@@ -19,7 +22,9 @@ type FreshnessSetup struct {
 	WindowDays     float64   `json:"window_days"` // lag, freshness and age are measured on this stretch
 	DrainDays      float64   `json:"drain_days"`  // polls continue so late commits are still seen
 	MinIntervalMin float64   `json:"min_interval_min"`
-	Budgets        []float64 `json:"budgets"` // polls per repo per day
+	Budgets        []float64 `json:"budgets"`         // polls per repo per day
+	DriftPerMonth  float64   `json:"drift_per_month"` // chance a repo draws a new rate, per month
+	DriftBudgets   []float64 `json:"drift_budgets"`
 }
 
 // FreshnessPopulation describes the simulated repos and how close they come to the
