@@ -315,9 +315,9 @@ func scalingNotes(ms []results.StoreCostMeasurement, repoSizes []int) []string {
 			"(join ticks at %s and %s repos: %d and %d calls), whatever the number moved. Extrapolated, a join at 1M repos makes ≈ %s sequential calls: "+
 			"≈ %.0f s at an assumed 10 ms a call on AWS, past the coordinator Lambda's 50 s timeout (infra/stack.go): the tick reads before it writes, so it would be cut off before moving anything, on every retry.",
 			rruPerRepo, callsPerRepo, qty(float64(a)), qty(float64(b)), ja.Total.Calls, jb.Total.Calls, qty(at1M), at1M*0.01),
-		fmt.Sprintf("Deaths (at %s repos): %s. Every suspect tick re-arms the death timer (CreateSchedule, then UpdateSchedule when it exists: %s API calls a tick on average); "+
-			"the re-arm in the last minute before the grace ends cannot place it sooner than a minute ahead (scheduler.MinLead, rounded up to the minute), so the next minute tick gets there first. "+
-			"With a tick a minute the timer matters only when ticks are missed; it still costs one Scheduler invocation and one more coordinator invocation per death.",
+		fmt.Sprintf("Deaths (at %s repos): %s. The death timer is armed once, when the worker turns suspect, for its last heartbeat plus the grace "+
+			"(later suspect ticks make %s Scheduler API calls on average); Scheduler fires to the minute, so the timer and the minute tick arrive close together and whichever is first declares the death. "+
+			"With a tick a minute the timer matters only when ticks are missed; it costs one Scheduler invocation and one more coordinator invocation per death.",
 			qty(float64(b)), da.Note, strconv.FormatFloat(suspectCalls(ms, b), 'f', 2, 64)),
 	}
 }

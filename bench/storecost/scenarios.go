@@ -118,8 +118,8 @@ func runFleet(ctx context.Context, log, quiet *slog.Logger, endpoint string, rep
 		return out, err
 	}
 
-	// A worker dies: silent, it turns suspect (its death timer armed, and re-armed each
-	// tick); once the grace has passed, a minute tick or the timer's firing, whichever
+	// A worker dies: silent, it turns suspect (its death timer armed once); once the
+	// grace has passed, a minute tick or the timer's firing, whichever
 	// comes first, declares it dead and moves its repos. Every tick and firing of this
 	// phase is metered; the one that declares the death is kept.
 	victim := f.s.Nodes[1]
@@ -189,7 +189,7 @@ func runFleet(ctx context.Context, log, quiet *slog.Logger, endpoint string, rep
 		return out, errors.New("no tick saw the silent worker suspect")
 	}
 	sm := average(suspects)
-	sm.Key, sm.Name = fmt.Sprintf("suspect_tick_%d", repos), "tick with a suspect worker (its death timer re-armed)"
+	sm.Key, sm.Name = fmt.Sprintf("suspect_tick_%d", repos), "tick with a suspect worker"
 	sm.Note = fmt.Sprintf("mean of the %d ticks between the worker turning suspect and its death", len(suspects))
 	out.measurements = append(out.measurements, sm, *death)
 	var alive []*sim.Node

@@ -170,11 +170,14 @@ func PlanMembership(stored store.Ring, workers []store.Worker, now time.Time, cf
 			case age >= cfg.SuspectAfter:
 				if w.State == store.WorkerActive {
 					m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerSuspect, ExpectHeartbeat: w.HeartbeatAt})
+					// Arm the timer that wakes a tick when the grace ends, carrying the
+					// heartbeat it was armed for, once: re-arming every tick would cost
+					// Scheduler calls and, with its one-minute precision, push it past the
+					// minute tick. Should the arming be lost, the minute tick still declares
+					// the death, at most a tick late.
+					m.Timers = append(m.Timers, TimerOp{Name: deathTimer(w.ID), At: w.HeartbeatAt.Add(cfg.Grace),
+						Payload: payload(TimerPayload{Kind: "death", Worker: w.ID, HeartbeatAt: w.HeartbeatAt})})
 				}
-				// Arm (or re-arm: a later Set replaces) the timer that wakes a tick when the
-				// grace ends, carrying the heartbeat it was armed for.
-				m.Timers = append(m.Timers, TimerOp{Name: deathTimer(w.ID), At: w.HeartbeatAt.Add(cfg.Grace),
-					Payload: payload(TimerPayload{Kind: "death", Worker: w.ID, HeartbeatAt: w.HeartbeatAt})})
 				want[w.ID] = store.Member{ID: w.ID, Slot: w.Slot}
 			default:
 				if w.State == store.WorkerSuspect {

@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
@@ -114,6 +115,30 @@ func TestSuspectThenDeadOnlyAfterGrace(t *testing.T) {
 		if got != c.want || m.New.Has("b") != c.inRng {
 			t.Fatalf("age %s from %s: got %q in ring %v, want %q in ring %v", c.age, c.state, got, m.New.Has("b"), c.want, c.inRng)
 		}
+	}
+}
+
+func TestDeathTimerIsArmedOnceWhenAWorkerTurnsSuspect(t *testing.T) {
+	sr := ringOf(t, "a", "b")
+	hb := t0.Add(-time.Minute)
+	timers := func(state store.WorkerState) []TimerOp {
+		ws := []store.Worker{worker("a", store.WorkerActive, t0), worker("b", state, hb)}
+		m, err := PlanMembership(sr, ws, t0, testCfg())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Timers
+	}
+	first := timers(store.WorkerActive)
+	if len(first) != 1 || first[0].Name != deathTimer("b") || first[0].Cancel || !first[0].At.Equal(hb.Add(10*time.Minute)) {
+		t.Fatalf("turning suspect: timers %+v, want one death timer for b at heartbeat + grace", first)
+	}
+	var p TimerPayload
+	if err := json.Unmarshal(first[0].Payload, &p); err != nil || p.Kind != "death" || p.Worker != "b" || !p.HeartbeatAt.Equal(hb) {
+		t.Fatalf("payload %s (%v)", first[0].Payload, err)
+	}
+	if again := timers(store.WorkerSuspect); len(again) != 0 {
+		t.Fatalf("already suspect: timers %+v, want none (re-arming would push the timer back)", again)
 	}
 }
 

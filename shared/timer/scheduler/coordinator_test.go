@@ -52,7 +52,7 @@ func TestCoordinatorDeathTimerThroughScheduler(t *testing.T) {
 			tick() // w1 joins the ring
 			for range 3 {
 				e.clock.Advance(time.Minute)
-				tick() // silent: suspect, death timer armed (then re-armed: one schedule)
+				tick() // silent: suspect, death timer armed once (one schedule)
 			}
 			all := e.fake.Schedules()
 			if len(all) != 1 || all[0].Name != "death-w1" || all[0].Expression != "at(2030-01-01T00:10:00)" {
