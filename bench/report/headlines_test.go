@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+)
+
+func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
+	dir := t.TempDir()
+	sc := storeCostFixture()
+	for name, v := range map[string]any{
+		"freshness": freshFixture(), "placement": placementFixture(), "fetchcost": fcFixture(),
+		"storecost": sc, "ticklatency": tickFixture(),
+	} {
+		if err := results.Write(dir, name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Report{Results: dir, Out: dir}
+	if err := run(r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := string(b)
+	head, _, _ := strings.Cut(md, "## 1. Freshness")
+	for _, want := range []string{
+		"## Headlines",
+		"`rate` mean lag 6.50 h = 1.07× the optimum's; uniform 3.69×, `cbrt` 1.60×, SWH 3.54× ours.", // 6.5/6.1 etc.
+		"at 2, `cbrt` 1.28× and uniform", // drift: 3.2/2.5
+		"**Placement, ", "**Fetch cost, go-git ÷ git CLI, first mirror:**",
+		fmt.Sprintf("at %s repos", fmtInt(sc.Bills[0].Repos)),
+		"**Coordinator tick, ",
+	} {
+		if !strings.Contains(head, want) {
+			t.Errorf("headlines lack %q\n%s", want, head)
+		}
+	}
+	for _, s := range []string{"## 1. Freshness", "## 2. Placement", "## 3. Fetch cost", "## 4. Store cost", "## 5. Coordinator tick latency"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+}
