@@ -62,7 +62,7 @@ func fcRepoTable(sizes []results.FetchCostSize) string {
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range sizes {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, fcMiB(s.Repo.PackBytes),
-			fcInt(s.Repo.Commits), fcInt(s.Repo.Objects), fcInt(s.Repo.Refs), fcInt(s.Repo.TextFiles),
+			fmtInt(s.Repo.Commits), fmtInt(s.Repo.Objects), fmtInt(s.Repo.Refs), fmtInt(s.Repo.TextFiles),
 			fcMiB(s.Repo.BinaryBytes), fcSecs(s.Repo.GenerateSeconds))
 	}
 	b.WriteString("\nHistories are generated from scratch on every run (`git fast-import`): source-like text files edited a " +
@@ -256,7 +256,7 @@ func fcMemoryText(v results.FetchCost) string {
 		"repositories above some size with the CLI. These are upper estimates: concurrent clones in one process "+
 		"share the Go runtime's baseline, and the page cache of the mirror file system is not counted.\n\n",
 		s.Name, fcMiB(s.Repo.PackBytes), fcMiB(g), fcMiB(c), w.Fetchers, w.Fetchers, fcMiB(int64(w.Fetchers)*g),
-		fcMiB(task), fcInt(int(task/g)), fcMiB(int64(w.Fetchers)*c))
+		fcMiB(task), fmtInt(int(task/g)), fcMiB(int64(w.Fetchers)*c))
 }
 
 // fcPollText turns CPU per poll into repos a worker can keep polled.
@@ -274,7 +274,7 @@ func fcPollText(v results.FetchCost) string {
 		perSec := 1000 / p.GoGit.CPUMillisPerPoll * w.TaskVCPU
 		parts = append(parts, fmt.Sprintf("%s: %s CPU per go-git poll (`git ls-remote`: %s) → about %s polls/s per task, "+
 			"%s repos like it at one poll every %s", s.Name, fcMs(p.GoGit.CPUMillisPerPoll), fcMs(p.LsRemote.CPUMillisPerPoll),
-			fcNum(perSec), fcInt(int(perSec*w.MinIntervalSeconds)), fcDuration(w.MinIntervalSeconds)))
+			fcNum(perSec), fmtInt(int(perSec*w.MinIntervalSeconds)), fcDuration(w.MinIntervalSeconds)))
 	}
 	if len(parts) == 0 {
 		return ""
@@ -362,7 +362,7 @@ func fcMiB(n int64) string {
 
 func fcNum(x float64) string {
 	if x >= 100 {
-		return fcInt(int(math.Round(x)))
+		return fmtInt(int(math.Round(x)))
 	}
 	return strconv.FormatFloat(x, 'f', 1, 64)
 }
@@ -374,13 +374,4 @@ func fcDuration(seconds float64) string {
 		return strconv.FormatFloat(seconds/60, 'f', 0, 64) + " min"
 	}
 	return fcNum(seconds) + " s"
-}
-
-// fcInt formats a count with thousands separators.
-func fcInt(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -140,7 +140,7 @@ func TestFcFormats(t *testing.T) {
 		{fcRatio(0), "—"}, {fcRatio(0.5), "0.50×"}, {fcRatio(12.4), "12×"},
 		{fcSecs(0.0123), "12 ms"}, {fcSecs(2.345), "2.35 s"}, {fcSecs(12.34), "12.3 s"},
 		{fcMiB(0), "—"}, {fcMiB(1536 * 1024), "1.5 MiB"}, {fcMiB(20 << 30), "20.0 GiB"},
-		{fcInt(1234567), "1,234,567"}, {fcDuration(300), "5 min"}, {fcDuration(90), "90.0 s"},
+		{fmtInt(1234567), "1,234,567"}, {fcDuration(300), "5 min"}, {fcDuration(90), "90.0 s"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)

@@ -278,15 +278,3 @@ func freshExplain(v results.Freshness, runs map[string]map[float64]results.Fresh
 	md.WriteString("\n\n")
 	return md.String()
 }
-
-func fmtInt(n int) string {
-	s := fmt.Sprint(n)
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
-}

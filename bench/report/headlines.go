@@ -87,7 +87,7 @@ func headlines(r *Report) (string, error) {
 	}
 	var bs []string
 	for _, b := range sc.Bills {
-		bs = append(bs, fmt.Sprintf("$%s at %s repos (DynamoDB $%.2f)", fmtUSD(b.TotalUSD), fmtInt(b.Repos), b.DynamoDBUSD))
+		bs = append(bs, fmt.Sprintf("%s at %s repos (DynamoDB $%.2f)", scUSD(b.TotalUSD), fmtInt(b.Repos), b.DynamoDBUSD))
 	}
 	fmt.Fprintf(&md, "- **Monthly AWS bill:** %s.\n", strings.Join(bs, ", "))
 
@@ -116,11 +116,4 @@ func headlines(r *Report) (string, error) {
 	}
 	md.WriteString("\n")
 	return md.String(), nil
-}
-
-func fmtUSD(v float64) string {
-	if v >= 1000 {
-		return fmtInt(int(v + 0.5))
-	}
-	return fmt.Sprintf("%.2f", v)
 }

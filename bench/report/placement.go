@@ -24,7 +24,7 @@ func placementSection(r *Report) (string, results.Meta, error) {
 	md.WriteString("## 2. Placement\n\n")
 	fmt.Fprintf(&md, "How evenly each scheme spreads %s repos over %s workers, how many repos one join and one "+
 		"leave move, and what a lookup costs. Keys are the ring hashes of `https://host/org/repo-<i>`, as the "+
-		"coordinator hashes them; every scheme places the same keys.\n\n", placementInt(v.Keys), placementJoin(v.Workers))
+		"coordinator hashes them; every scheme places the same keys.\n\n", fmtInt(v.Keys), placementJoin(v.Workers))
 	md.WriteString(placementGoal(v, runs))
 	charts, err := placementCharts(r, v, runs)
 	if err != nil {
@@ -86,13 +86,13 @@ func placementGoal(v results.Placement, runs placementRuns) string {
 		x := runs[g.Scheme][n]
 		bal, mov := placementMeets(g, x)
 		fmt.Fprintf(&b, "- %s workers: peak/mean %.3f (%s), join %.3f × ideal, leave %.3f × ideal (%s).\n",
-			placementInt(n), x.PeakMean, placementVerdict(bal), x.JoinRatio, x.LeaveRatio, placementVerdict(mov))
+			fmtInt(n), x.PeakMean, placementVerdict(bal), x.JoinRatio, x.LeaveRatio, placementVerdict(mov))
 		if !bal {
 			missed = append(missed, fmt.Sprintf("peak/mean at %s workers (%.3f; sampling noise alone gives %.3f there)",
-				placementInt(n), x.PeakMean, v.Noise[i].PeakMean))
+				fmtInt(n), x.PeakMean, v.Noise[i].PeakMean))
 		}
 		if !mov {
-			missed = append(missed, fmt.Sprintf("movement at %s workers", placementInt(n)))
+			missed = append(missed, fmt.Sprintf("movement at %s workers", fmtInt(n)))
 		}
 	}
 	if len(missed) == 0 {
@@ -118,7 +118,7 @@ func placementTable(v results.Placement, runs placementRuns, n int) string {
 			nz = x
 		}
 	}
-	fmt.Fprintf(&b, "### %s workers\n\n", placementInt(n))
+	fmt.Fprintf(&b, "### %s workers\n\n", fmtInt(n))
 	fmt.Fprintf(&b, "| scheme | peak/mean | peak/mean, %d other key sets | arc peak/mean | join moved × ideal | leave moved × ideal "+
 		"| stray moves join / leave | lookup ns/op | allocs/op | memory | tokens |\n", nz.Trials)
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -126,14 +126,14 @@ func placementTable(v results.Placement, runs placementRuns, n int) string {
 		x := runs[s][n]
 		tokens := "—"
 		if x.Tokens > 0 {
-			tokens = placementInt(x.Tokens)
+			tokens = fmtInt(x.Tokens)
 		}
 		fmt.Fprintf(&b, "| %s | %.3f | %s | %s | %.3f | %.3f | %d / %d | %.0f | %d | %s | %s |\n",
 			s, x.PeakMean, placementOptional(x.KeySetsPeakMean, "%.3f"), placementOptional(x.SharePeakMean, "%.3f"),
 			x.JoinRatio, x.LeaveRatio, x.JoinStray, x.LeaveStray, x.LookupNs, x.LookupAllocs, placementKiB(x.MemBytes), tokens)
 	}
 	fmt.Fprintf(&b, "\nSampling-noise floor: %s keys per worker placed uniformly at random give peak/mean %.3f "+
-		"(%.3f–%.3f over %d draws).\n\n", placementInt(int(math.Round(nz.MeanKeys))), nz.PeakMean, nz.PeakMeanMin, nz.PeakMeanMax, nz.Trials)
+		"(%.3f–%.3f over %d draws).\n\n", fmtInt(int(math.Round(nz.MeanKeys))), nz.PeakMean, nz.PeakMeanMin, nz.PeakMeanMax, nz.Trials)
 	return b.String()
 }
 
@@ -141,7 +141,7 @@ func placementTable(v results.Placement, runs placementRuns, n int) string {
 func placementCharts(r *Report, v results.Placement, runs placementRuns) (string, error) {
 	groups := make([]string, len(v.Workers))
 	for i, n := range v.Workers {
-		groups[i] = placementInt(n) + " workers"
+		groups[i] = fmtInt(n) + " workers"
 	}
 	excess := plot.Bars{Title: "Busiest worker's load above the mean", YLabel: "peak/mean − 1 (%)", Groups: groups}
 	moved := plot.Bars{Title: "Keys moved when one worker joins", YLabel: "× ideal (keys/(n+1))", Groups: groups}
@@ -194,7 +194,7 @@ func placementExplain(v results.Placement, runs placementRuns) string {
 	fmt.Fprintf(&b, "- `ours` is `shared/ring`: token positions are chosen, not hashed; a joining worker carves exactly "+
 		"1/(n+1) of the circle out of the largest members and a leaver's arcs go to the smallest, so arcs stay "+
 		"within %.1f%% of the mean at %s workers (arc peak/mean), with %s tokens.\n",
-		(ours.SharePeakMean-1)*100, placementInt(last), placementInt(ours.Tokens))
+		(ours.SharePeakMean-1)*100, fmtInt(last), fmtInt(ours.Tokens))
 	fmt.Fprintf(&b, "- `plain-%d` is the classic ring: %d virtual nodes per worker at hashed positions. A worker's "+
 		"share is a sum of %d random arcs, about ±%.0f%% from the mean, and the busiest of n workers is the tail of "+
 		"that spread, so peak/mean grows with n. Positions depend only on worker IDs, so a join moves only keys "+
@@ -216,17 +216,17 @@ func placementExplain(v results.Placement, runs placementRuns) string {
 	fmt.Fprintf(&b, "At %s workers and %s keys a worker has about %s keys, so even a perfect hash leaves the busiest "+
 		"worker %.1f%% above the mean (the noise floor, %.3f, from %.3f to %.3f over %d draws); no scheme that places "+
 		"keys by hash alone can do better. ",
-		placementInt(last), placementInt(v.Keys), placementInt(int(math.Round(nz.MeanKeys))), (nz.PeakMean-1)*100,
+		fmtInt(last), fmtInt(v.Keys), fmtInt(int(math.Round(nz.MeanKeys))), (nz.PeakMean-1)*100,
 		nz.PeakMean, nz.PeakMeanMin, nz.PeakMeanMax, nz.Trials)
 	if on := placementOnFloor(v, runs, nz); len(on) > 0 {
-		fmt.Fprintf(&b, "Within that range at %s workers: %s. ", placementInt(last), strings.Join(on, ", "))
+		fmt.Fprintf(&b, "Within that range at %s workers: %s. ", fmtInt(last), strings.Join(on, ", "))
 	}
 	if g := v.Goal.PeakMean - 1; nz.PeakMean-1 > g {
 		// Excess load scales as 1/sqrt(keys per worker).
 		need := nz.MeanKeys * math.Pow((nz.PeakMean-1)/g, 2)
 		fmt.Fprintf(&b, "Reaching %.2f at %s workers by hashing would take about %s keys per worker (%s keys), "+
 			"scaling the measured floor as 1/√(keys per worker). ",
-			v.Goal.PeakMean, placementInt(last), placementInt(int(math.Round(need))), placementInt(int(math.Round(need*float64(last)))))
+			v.Goal.PeakMean, fmtInt(last), fmtInt(int(math.Round(need))), fmtInt(int(math.Round(need*float64(last)))))
 	}
 	where := "within"
 	switch {
@@ -237,7 +237,7 @@ func placementExplain(v results.Placement, runs placementRuns) string {
 	}
 	fmt.Fprintf(&b, "`%s` at %s workers: peak/mean %.3f on these keys (%s the range of the uniform draws), %.3f on "+
 		"average over %d other key sets against the floor's %.3f, with arcs at most %.1f%% above the mean. On average "+
-		"its own imbalance adds %.1f points to the floor", v.Goal.Scheme, placementInt(last), ours.PeakMean, where,
+		"its own imbalance adds %.1f points to the floor", v.Goal.Scheme, fmtInt(last), ours.PeakMean, where,
 		ours.KeySetsPeakMean, nz.Trials, nz.PeakMean, (ours.SharePeakMean-1)*100, (ours.KeySetsPeakMean-nz.PeakMean)*100)
 	if d := ours.PeakMean - ours.KeySetsPeakMean; d > 0 {
 		fmt.Fprintf(&b, "; the other %.1f points of %.3f are this key set's draw", d*100, ours.PeakMean)
@@ -249,7 +249,7 @@ func placementExplain(v results.Placement, runs placementRuns) string {
 
 	fmt.Fprintf(&b, "Lookup is ns per lookup of a precomputed key hash, over the %s hashes in order, with "+
 		"`testing.Benchmark`, the fastest of %d runs (the machine is shared, and other load only adds time). "+
-		"Memory is %s.\n", placementInt(v.Keys), v.Params.LookupRuns, v.Params.MemMethod)
+		"Memory is %s.\n", fmtInt(v.Keys), v.Params.LookupRuns, v.Params.MemMethod)
 	var notes []string
 	for _, s := range v.Schemes {
 		if x := runs[s][last]; x.Note != "" {
@@ -286,23 +286,11 @@ func placementOptional(v float64, format string) string {
 // placementKiB formats a byte count in KiB.
 func placementKiB(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
 
-// placementInt formats n with thousands separators.
-func placementInt(n int) string {
-	if n < 0 {
-		return "-" + placementInt(-n)
-	}
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
 // placementJoin writes worker counts as "10, 100 and 1,000".
 func placementJoin(ns []int) string {
 	parts := make([]string, len(ns))
 	for i, n := range ns {
-		parts[i] = placementInt(n)
+		parts[i] = fmtInt(n)
 	}
 	if len(parts) < 2 {
 		return strings.Join(parts, "")

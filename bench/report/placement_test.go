@@ -183,8 +183,8 @@ func TestPlacementSectionMissingRun(t *testing.T) {
 
 func TestPlacementInt(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -4321: "-4,321"} {
-		if got := placementInt(n); got != want {
-			t.Errorf("placementInt(%d) = %q, want %q", n, got, want)
+		if got := fmtInt(n); got != want {
+			t.Errorf("fmtInt(%d) = %q, want %q", n, got, want)
 		}
 	}
 }
@@ -193,7 +193,7 @@ func TestPlacementInt(t *testing.T) {
 // under "### <n> workers".
 func placementTableRows(t *testing.T, md string, n int) map[string][]string {
 	t.Helper()
-	head := fmt.Sprintf("### %s workers\n", placementInt(n))
+	head := fmt.Sprintf("### %s workers\n", fmtInt(n))
 	_, rest, ok := strings.Cut(md, head)
 	if !ok {
 		t.Fatalf("no heading %q", head)

@@ -46,7 +46,7 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 		b.WriteString("Record sizes observed in a settled fleet's table (AWS item size rules):\n\n")
 		b.WriteString("| record | items | mean bytes | max bytes |\n|---|---:|---:|---:|\n")
 		for _, s := range v.ItemSizes {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.Kind, scInt(s.Count), scNum(s.MeanSize), scInt(s.MaxSize))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.Kind, fmtInt(s.Count), scNum(s.MeanSize), fmtInt(s.MaxSize))
 		}
 		b.WriteString("\n")
 	}
@@ -134,9 +134,9 @@ func scHeadline(v results.StoreCost) string {
 		b.WriteString("By AWS's rules: " + strings.Join(parts, "; ") + ".")
 		if m, ok := find("poll_nochange"); ok {
 			if m.Total.Calls == 0 {
-				fmt.Fprintf(&b, " The %s no-change polls observed made no store call at all.", scInt(m.Count))
+				fmt.Fprintf(&b, " The %s no-change polls observed made no store call at all.", fmtInt(m.Count))
 			} else {
-				fmt.Fprintf(&b, " The %s no-change polls observed made %s store calls each on average.", scInt(m.Count), scNum(float64(m.Total.Calls)))
+				fmt.Fprintf(&b, " The %s no-change polls observed made %s store calls each on average.", fmtInt(m.Count), scNum(float64(m.Total.Calls)))
 			}
 		}
 		b.WriteString("\n\n")
@@ -145,7 +145,7 @@ func scHeadline(v results.StoreCost) string {
 		u := bill.Unthrottled
 		fmt.Fprintf(&b, "Against the naive design that writes the repo record on every poll: at the billed %s polls a day, DynamoDB costs %s "+
 			"of what the naive design costs at %s repos (%s against %s)", scNum(bill.PollsPerDay), scPct(bill.DynamoDBUSD/bill.NaiveDynamoDBUSD),
-			scInt(bill.Repos), scUSD(bill.DynamoDBUSD), scUSD(bill.NaiveDynamoDBUSD))
+			fmtInt(bill.Repos), scUSD(bill.DynamoDBUSD), scUSD(bill.NaiveDynamoDBUSD))
 		if u.NaiveUSD > 0 {
 			fmt.Fprintf(&b, "; with the workers unthrottled (%s polls a day) the poll writes cost %s against the naive %s (%s)",
 				scNum(u.PollsPerDay), scUSD(u.PollWritesUSD), scUSD(u.NaiveUSD), scPct(u.PollWritesUSD/u.NaiveUSD))
@@ -160,7 +160,7 @@ func scHeadline(v results.StoreCost) string {
 			share = 100 * top.USD / bill.TotalUSD
 		}
 		sizes = append(sizes, fmt.Sprintf("%s repos: **%s/month** (%d workers; largest: %s %s, %.0f%%; DynamoDB %s)",
-			scInt(bill.Repos), scUSD(bill.TotalUSD), bill.Workers, top.Name, scUSD(top.USD), share, scUSD(bill.DynamoDBUSD)))
+			fmtInt(bill.Repos), scUSD(bill.TotalUSD), bill.Workers, top.Name, scUSD(top.USD), share, scUSD(bill.DynamoDBUSD)))
 	}
 	b.WriteString("Monthly bill — " + strings.Join(sizes, "; ") + ".\n\n")
 	return b.String()
@@ -183,14 +183,14 @@ func scUnitsTable(ms []results.StoreCostMeasurement) string {
 	for _, m := range ms {
 		moved := "—"
 		if m.Moved > 0 {
-			moved = scInt(m.Moved)
+			moved = fmtInt(m.Moved)
 		}
 		name := m.Name
 		if m.Note != "" {
 			name += " (" + m.Note + ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s / %s | **%s / %s** | %s | %d (%d) | %s | %s |\n",
-			scCell(name), scInt(m.Repos), m.Workers, scInt(m.Count), moved,
+			scCell(name), fmtInt(m.Repos), m.Workers, fmtInt(m.Count), moved,
 			scNum(m.Total.LocalRCU), scNum(m.Total.LocalWCU), scNum(m.Total.AWSRCU), scNum(m.Total.AWSWCU),
 			scNum(m.Total.AWSIndexWCU), m.Total.Calls, m.Total.WriteCalls, scNum(m.SchedulerAPICalls), scNum(m.WallMillis))
 	}
@@ -250,7 +250,7 @@ func scComponent(cs []results.StoreCostComponent, key string) (results.StoreCost
 func scSizeHeader(bills []results.StoreCostBill) string {
 	var b strings.Builder
 	for _, bill := range bills {
-		fmt.Fprintf(&b, " %s repos |", scInt(bill.Repos))
+		fmt.Fprintf(&b, " %s repos |", fmtInt(bill.Repos))
 	}
 	b.WriteString("\n|---|")
 	for range bills {
@@ -317,7 +317,7 @@ func scBillDetails(bills []results.StoreCostBill) string {
 	var b strings.Builder
 	b.WriteString("<details><summary>Quantities behind each figure</summary>\n\n")
 	for _, bill := range bills {
-		fmt.Fprintf(&b, "**%s repos**\n\n| component | USD | quantities |\n|---|---:|---|\n", scInt(bill.Repos))
+		fmt.Fprintf(&b, "**%s repos**\n\n| component | USD | quantities |\n|---|---:|---|\n", fmtInt(bill.Repos))
 		for _, c := range bill.Components {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, scUSD(c.USD), scCell(c.Detail))
 		}
@@ -336,7 +336,7 @@ func scBillChart(r *Report, bills []results.StoreCostBill) (string, error) {
 	keys, names := scComponents(bills, false)
 	ch := plot.Bars{Title: "Monthly AWS bill by component", YLabel: "USD per month (log)", LogY: true}
 	for _, bill := range bills {
-		ch.Groups = append(ch.Groups, scInt(bill.Repos)+" repos")
+		ch.Groups = append(ch.Groups, fmtInt(bill.Repos)+" repos")
 	}
 	var left []string
 	for _, k := range keys {
@@ -372,12 +372,12 @@ func scBaseline(r *Report, v results.StoreCost) (string, error) {
 		"poll's `ReportFetch` (a checkpoint write and a change write are the same `UpdateItem`).\n\n")
 	b.WriteString("| | polls / repo / day | DynamoDB, this design | DynamoDB, naive | naive ÷ this |\n|---|---:|---:|---:|---:|\n")
 	for _, bill := range v.Bills {
-		fmt.Fprintf(&b, "| %s repos, as billed above | %s | %s | %s | %s |\n", scInt(bill.Repos), scNum(bill.PollsPerDay),
+		fmt.Fprintf(&b, "| %s repos, as billed above | %s | %s | %s | %s |\n", fmtInt(bill.Repos), scNum(bill.PollsPerDay),
 			scUSD(bill.DynamoDBUSD), scUSD(bill.NaiveDynamoDBUSD), scRatio(bill.NaiveDynamoDBUSD, bill.DynamoDBUSD))
 	}
 	for _, bill := range v.Bills {
 		u := bill.Unthrottled
-		fmt.Fprintf(&b, "| %s repos, workers unthrottled (poll writes only) | %s | %s | %s | %s |\n", scInt(bill.Repos),
+		fmt.Fprintf(&b, "| %s repos, workers unthrottled (poll writes only) | %s | %s | %s | %s |\n", fmtInt(bill.Repos),
 			scNum(u.PollsPerDay), scUSD(u.PollWritesUSD), scUSD(u.NaiveUSD), scRatio(u.NaiveUSD, u.PollWritesUSD))
 	}
 	b.WriteString("\n*Unthrottled*: the same workers polling as fast as they can (the deployed default sets no rate limit), " +
@@ -386,7 +386,7 @@ func scBaseline(r *Report, v results.StoreCost) (string, error) {
 	if len(s.PollsPerDay) == 0 {
 		return b.String(), nil
 	}
-	ch := plot.Line{Title: fmt.Sprintf("DynamoDB cost of poll writes, %s repos", scInt(s.Repos)),
+	ch := plot.Line{Title: fmt.Sprintf("DynamoDB cost of poll writes, %s repos", fmtInt(s.Repos)),
 		XLabel: "polls per repo per day (log)", YLabel: "USD per month (log)", LogX: true, LogY: true,
 		Series: []plot.Series{
 			{Name: "this design (changes + checkpoints)", X: s.PollsPerDay, Y: s.OursUSD},
@@ -437,7 +437,7 @@ func scUSD(x float64) string {
 	case math.Abs(x) < 1000:
 		return "$" + strconv.FormatFloat(x, 'f', 2, 64)
 	}
-	return "$" + scInt(int(math.Round(x)))
+	return "$" + fmtInt(int(math.Round(x)))
 }
 
 // scPrice formats a unit price with the digits it has, at least cents.
@@ -464,29 +464,12 @@ func scNum(x float64) string {
 	case math.IsNaN(x) || math.IsInf(x, 0):
 		return "—"
 	case a >= 10000:
-		return scInt(int(math.Round(x)))
+		return fmtInt(int(math.Round(x)))
 	case a > 0 && a < 0.1:
 		v, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 2, 64), 64)
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(math.Round(x*100)/100, 'f', -1, 64)
-}
-
-func scInt(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // scCell keeps text from breaking a table row.

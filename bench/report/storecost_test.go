@@ -144,7 +144,7 @@ func TestStoreCostFormats(t *testing.T) {
 	for _, c := range []struct{ got, want string }{
 		{scUSD(0), "$0"}, {scUSD(0.0041), "$0.0041"}, {scUSD(12.345), "$12.35"}, {scUSD(3201.4), "$3,201"},
 		{scNum(1168.5), "1168.5"}, {scNum(0.333), "0.33"}, {scNum(0.008667), "0.0087"}, {scNum(123456.7), "123,457"},
-		{scInt(-1234567), "-1,234,567"}, {scPrice(0.0000133334), "$13.3334 per million"}, {scPrice(0.045), "$0.045"},
+		{fmtInt(-1234567), "-1,234,567"}, {scPrice(0.0000133334), "$13.3334 per million"}, {scPrice(0.045), "$0.045"},
 		{scPrice(0.2e-6), "$0.20 per million"}, {scPrice(3), "$3.00"}, {scPrice(0.3), "$0.30"},
 	} {
 		if c.got != c.want {

@@ -79,28 +79,19 @@ func tickMs(x float64) string {
 	return strconv.FormatFloat(x, 'f', 0, 64)
 }
 
-// tickInt formats a count with thousands separators.
-func tickInt(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
-
 // tickCount formats a mean count: whole numbers as such, else one decimal.
 func tickCount(x float64) string {
 	tenths := int(math.Round(x * 10))
 	if tenths%10 == 0 {
-		return tickInt(tenths / 10)
+		return fmtInt(tenths / 10)
 	}
-	return tickInt(tenths/10) + "." + strconv.Itoa(tenths%10)
+	return fmtInt(tenths/10) + "." + strconv.Itoa(tenths%10)
 }
 
 func tickInts(ns []int) string {
 	s := make([]string, len(ns))
 	for i, n := range ns {
-		s[i] = tickInt(n)
+		s[i] = fmtInt(n)
 	}
 	return "{" + strings.Join(s, ", ") + "}"
 }
@@ -179,11 +170,11 @@ func tickConclusion(v results.TickLatency) string {
 		}
 		parts = append(parts, fmt.Sprintf("at %s workers the quiet tick's p50 goes from %s ms to %s ms (%s) while the "+
 			"naive tick's goes from %s ms to %s ms (%s) and the full scan's from %s ms to %s ms (%s)",
-			tickInt(w), tickMs(a.Quiet.P50Ms), tickMs(z.Quiet.P50Ms), tickRatio(z.Quiet.P50Ms, a.Quiet.P50Ms),
+			fmtInt(w), tickMs(a.Quiet.P50Ms), tickMs(z.Quiet.P50Ms), tickRatio(z.Quiet.P50Ms, a.Quiet.P50Ms),
 			tickMs(a.NaiveQuiet.P50Ms), tickMs(z.NaiveQuiet.P50Ms), tickRatio(z.NaiveQuiet.P50Ms, a.NaiveQuiet.P50Ms),
 			tickMs(a.FullScan.P50Ms), tickMs(z.FullScan.P50Ms), tickRatio(z.FullScan.P50Ms, a.FullScan.P50Ms)))
 	}
-	fmt.Fprintf(&b, "From %s to %s repos (%s more), %s. ", tickInt(lo), tickInt(hi), tickRatio(grow, 1), strings.Join(parts, "; "))
+	fmt.Fprintf(&b, "From %s to %s repos (%s more), %s. ", fmtInt(lo), fmtInt(hi), tickRatio(grow, 1), strings.Join(parts, "; "))
 	if flat {
 		fmt.Fprintf(&b, "The indexed tick is flat in the number of repos: a quiet tick reads %s repo records at every size. ",
 			tickCount(tickMaxQuietRead(v.Cells)))
@@ -197,12 +188,12 @@ func tickConclusion(v results.TickLatency) string {
 		var steps []string
 		for _, k := range ks {
 			if ch, ok := tickChange(z, "add", k); ok {
-				steps = append(steps, fmt.Sprintf("%s ms at k = %s", tickMs(ch.P50Ms), tickInt(k)))
+				steps = append(steps, fmt.Sprintf("%s ms at k = %s", tickMs(ch.P50Ms), fmtInt(k)))
 			}
 		}
 		if len(steps) > 0 {
 			fmt.Fprintf(&b, "It rises with the changes instead: at %s repos and %s workers a tick assigning k new repos takes "+
-				"%s ms at k = 0, %s", tickInt(hi), tickInt(w), tickMs(z.Quiet.P50Ms), strings.Join(steps, ", "))
+				"%s ms at k = 0, %s", fmtInt(hi), fmtInt(w), tickMs(z.Quiet.P50Ms), strings.Join(steps, ", "))
 			if last, ok := tickChange(z, "add", ks[len(ks)-1]); ok && last.K > 0 {
 				fmt.Fprintf(&b, " (about %s µs per decision)", tickMs((last.P50Ms-z.Quiet.P50Ms)*1000/float64(last.K)))
 			}
@@ -220,7 +211,7 @@ func tickConclusion(v results.TickLatency) string {
 			}
 			fmt.Fprintf(&b, "With the number of workers quiet ticks %s (%s ms at %s workers, %s ms at %s, at %s repos): "+
 				"every tick reads all worker records and the whole ring, whose tokens grow with the workers. ",
-				verb, tickMs(a.Quiet.P50Ms), tickInt(w0), tickMs(z.Quiet.P50Ms), tickInt(w1), tickInt(hi))
+				verb, tickMs(a.Quiet.P50Ms), fmtInt(w0), tickMs(z.Quiet.P50Ms), fmtInt(w1), fmtInt(hi))
 		}
 	}
 	// Joins and deaths: does the tick read only what moves?
@@ -231,12 +222,12 @@ func tickConclusion(v results.TickLatency) string {
 			continue
 		}
 		joins = append(joins, fmt.Sprintf("at %s workers a join reads %s repos to move %s (%s as many) while a death reads %s to move %s",
-			tickInt(w), tickCount(z.Join.ReposRead), tickCount(z.Join.Moved), tickRatio(z.Join.ReposRead, z.Join.Moved),
+			fmtInt(w), tickCount(z.Join.ReposRead), tickCount(z.Join.Moved), tickRatio(z.Join.ReposRead, z.Join.Moved),
 			tickCount(z.Death.ReposRead), tickCount(z.Death.Moved)))
-		shares = append(shares, fmt.Sprintf("%.0f%% of all repos at %s workers", 100*z.Join.ReposRead/float64(hi), tickInt(w)))
+		shares = append(shares, fmt.Sprintf("%.0f%% of all repos at %s workers", 100*z.Join.ReposRead/float64(hi), fmtInt(w)))
 	}
 	if len(joins) > 0 {
-		fmt.Fprintf(&b, "Membership changes at %s repos: %s. ", tickInt(hi), strings.Join(joins, "; "))
+		fmt.Fprintf(&b, "Membership changes at %s repos: %s. ", fmtInt(hi), strings.Join(joins, "; "))
 		fmt.Fprintf(&b, "A death reads only the dead worker's repos (the owner index), so it costs in proportion to what "+
 			"moves. A join reads every repo of every worker that gives up part of its arcs — the owner index cannot say "+
 			"which of a donor's repos fall in the arcs it gave away — so **a join's cost follows the number of repos** "+
@@ -260,14 +251,14 @@ func tickSetup(v results.TickLatency) string {
 		case s.Workers == 0:
 			create = s.Seconds
 		default:
-			assign = append(assign, fmt.Sprintf("%.1f s at %s workers", s.Seconds, tickInt(s.Workers)))
+			assign = append(assign, fmt.Sprintf("%.1f s at %s workers", s.Seconds, fmtInt(s.Workers)))
 		}
 	}
 	if create < 0 || len(assign) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("- At %s repos, creating the repos took %.1f s and joining the workers and assigning the repos %s.\n",
-		tickInt(hi), create, strings.Join(assign, ", "))
+		fmtInt(hi), create, strings.Join(assign, ", "))
 }
 
 func tickMaxQuietRead(cells []results.TickCell) float64 {
@@ -283,7 +274,7 @@ func tickMaxQuietRead(cells []results.TickCell) float64 {
 func tickCharts(r *Report, v results.TickLatency) (string, error) {
 	var b strings.Builder
 	for _, w := range v.Workers {
-		ln := plot.Line{Title: fmt.Sprintf("Coordinator tick p50, %s workers", tickInt(w)), XLabel: "repos",
+		ln := plot.Line{Title: fmt.Sprintf("Coordinator tick p50, %s workers", fmtInt(w)), XLabel: "repos",
 			YLabel: "ms per tick (p50)", LogX: true, LogY: true}
 		quiet := plot.Series{Name: "k = 0 (quiet)"}
 		naive := plot.Series{Name: "naive tick (reads every repo)", Dash: true}
@@ -295,7 +286,7 @@ func tickCharts(r *Report, v results.TickLatency) (string, error) {
 		}
 		ln.Series = append(ln.Series, quiet)
 		for _, k := range tickKs(v.Cells) {
-			s := plot.Series{Name: fmt.Sprintf("k = %s added", tickInt(k))}
+			s := plot.Series{Name: fmt.Sprintf("k = %s added", fmtInt(k))}
 			for _, n := range v.Repos {
 				if c, ok := tickCell(v.Cells, n, w); ok {
 					if ch, ok := tickChange(c, "add", k); ok {
@@ -323,7 +314,7 @@ func tickQuietTable(cells []results.TickCell) string {
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
 		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			tickInt(c.Repos), tickInt(c.Workers), c.Quiet.Samples, tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms),
+			fmtInt(c.Repos), fmtInt(c.Workers), c.Quiet.Samples, tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms),
 			tickCount(c.Quiet.ReposRead), tickMs(c.NaiveQuiet.P50Ms), tickMs(c.NaiveQuiet.P99Ms), tickCount(c.NaiveQuiet.ReposRead),
 			tickMs(c.FullScan.P50Ms), tickRatio(c.NaiveQuiet.P50Ms, c.Quiet.P50Ms))
 	}
@@ -336,7 +327,7 @@ func tickChangeTable(cells []results.TickCell, kind string) string {
 	var b strings.Builder
 	b.WriteString("| repos | workers | k = 0 |")
 	for _, k := range ks {
-		fmt.Fprintf(&b, " k = %s |", tickInt(k))
+		fmt.Fprintf(&b, " k = %s |", fmtInt(k))
 	}
 	b.WriteString(" Apply calls at the largest k | samples |\n|---:|---:|---:|")
 	for range ks {
@@ -344,7 +335,7 @@ func tickChangeTable(cells []results.TickCell, kind string) string {
 	}
 	b.WriteString("---:|---|\n")
 	for _, c := range cells {
-		fmt.Fprintf(&b, "| %s | %s | %s / %s |", tickInt(c.Repos), tickInt(c.Workers), tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms))
+		fmt.Fprintf(&b, "| %s | %s | %s / %s |", fmtInt(c.Repos), fmtInt(c.Workers), tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms))
 		var samples []string
 		writes := "—"
 		for _, k := range ks {
@@ -372,7 +363,7 @@ func tickMembershipTable(cells []results.TickCell) string {
 			name string
 			m    results.Membership
 		}{{"join", c.Join}, {"death", c.Death}} {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", tickInt(c.Repos), tickInt(c.Workers), e.name,
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", fmtInt(c.Repos), fmtInt(c.Workers), e.name,
 				tickCount(e.m.Moved), tickCount(e.m.ReposRead), tickMs(e.m.P50Ms), tickMs(e.m.P99Ms), tickMs(e.m.UsPerMovedP50), e.m.Samples)
 		}
 	}
@@ -398,10 +389,10 @@ func tickDynamo(d *results.TickDynamo) string {
 	ks := tickKs(d.Cells)
 	b.WriteString("| repos | workers | quiet |")
 	for _, k := range ks {
-		fmt.Fprintf(&b, " add k = %s |", tickInt(k))
+		fmt.Fprintf(&b, " add k = %s |", fmtInt(k))
 	}
 	for _, k := range ks {
-		fmt.Fprintf(&b, " delete k = %s |", tickInt(k))
+		fmt.Fprintf(&b, " delete k = %s |", fmtInt(k))
 	}
 	b.WriteString(" naive tick | full scan | join (moved / read) | death (moved / read) |\n|---:|---:|---:|")
 	for range 2 * len(ks) {
@@ -409,7 +400,7 @@ func tickDynamo(d *results.TickDynamo) string {
 	}
 	b.WriteString("---:|---:|---:|---:|\n")
 	for _, c := range d.Cells {
-		fmt.Fprintf(&b, "| %s | %s | %s / %s |", tickInt(c.Repos), tickInt(c.Workers), tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms))
+		fmt.Fprintf(&b, "| %s | %s | %s / %s |", fmtInt(c.Repos), fmtInt(c.Workers), tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms))
 		for _, kind := range []string{"add", "delete"} {
 			for _, k := range ks {
 				if ch, ok := tickChange(c, kind, k); ok {
@@ -426,7 +417,7 @@ func tickDynamo(d *results.TickDynamo) string {
 	b.WriteString("\n")
 	if lo, hi := d.Cells[0], d.Cells[len(d.Cells)-1]; hi.Repos > lo.Repos && hi.Workers == lo.Workers {
 		fmt.Fprintf(&b, "From %s to %s repos at %s workers the quiet tick's p50 goes from %s ms to %s ms (%s), the naive "+
-			"tick's from %s ms to %s ms (%s).\n\n", tickInt(lo.Repos), tickInt(hi.Repos), tickInt(lo.Workers),
+			"tick's from %s ms to %s ms (%s).\n\n", fmtInt(lo.Repos), fmtInt(hi.Repos), fmtInt(lo.Workers),
 			tickMs(lo.Quiet.P50Ms), tickMs(hi.Quiet.P50Ms), tickRatio(hi.Quiet.P50Ms, lo.Quiet.P50Ms),
 			tickMs(lo.NaiveQuiet.P50Ms), tickMs(hi.NaiveQuiet.P50Ms), tickRatio(hi.NaiveQuiet.P50Ms, lo.NaiveQuiet.P50Ms))
 	}
