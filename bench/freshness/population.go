@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -62,7 +63,7 @@ func topShare(z []float64, sigma float64, top int) float64 {
 		w[i] = math.Exp(sigma * v)
 		total += w[i]
 	}
-	slices.SortFunc(w, func(a, b float64) int { return compare(b, a) })
+	slices.SortFunc(w, func(a, b float64) int { return cmp.Compare(b, a) })
 	sum := 0.0
 	for _, v := range w[:min(top, len(w))] {
 		sum += v
@@ -90,16 +91,6 @@ func bisect(lo, hi float64, f func(float64) float64) float64 {
 		}
 	}
 	return (lo + hi) / 2
-}
-
-func compare(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Commits draws each repo's commit times in [0, end) days, from its own random stream so
