@@ -359,17 +359,27 @@ func notFound(id string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("repo %s does not exist", id)}
 }
 
-func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
+// lookupRepo reads the repo the request's path names: 400 for a malformed id, 404 for an
+// unknown one.
+func (s *server) lookupRepo(r *http.Request) (string, store.Repo, error) {
 	id, err := repoID(r)
 	if err != nil {
-		return err
+		return "", store.Repo{}, err
 	}
 	repo, err := s.cfg.Store.GetRepo(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return notFound(id)
+		return id, store.Repo{}, notFound(id)
 	}
 	if err != nil {
-		return fmt.Errorf("get repo %s: %w", id, err)
+		return id, store.Repo{}, fmt.Errorf("get repo %s: %w", id, err)
+	}
+	return id, repo, nil
+}
+
+func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
+	_, repo, err := s.lookupRepo(r)
+	if err != nil {
+		return err
 	}
 	writeJSON(w, http.StatusOK, toRepoJSON(repo))
 	return nil
@@ -393,16 +403,9 @@ func (s *server) deleteRepo(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) syncRepo(w http.ResponseWriter, r *http.Request) error {
-	id, err := repoID(r)
+	id, repo, err := s.lookupRepo(r)
 	if err != nil {
 		return err
-	}
-	repo, err := s.cfg.Store.GetRepo(r.Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
-		return notFound(id)
-	}
-	if err != nil {
-		return fmt.Errorf("get repo %s: %w", id, err)
 	}
 	if repo.State == store.RepoDeleting {
 		return &Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("repo %s is being deleted; it cannot be synced", id)}
