@@ -25,6 +25,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 )
@@ -34,24 +35,6 @@ const (
 	heartbeat = 200 * time.Millisecond
 	grace     = 3 * time.Second
 )
-
-// syncBuffer collects the fleet's log; it is printed when a test fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // running is a started fleet that the test stops (or that cleanup stops).
 type running struct {
@@ -70,7 +53,7 @@ func (r *running) stop() error {
 }
 
 // start runs a fleet of 3 workers on data with short heartbeat, tick and grace.
-func start(t *testing.T, data string, warmup time.Duration, logs *syncBuffer) *running {
+func start(t *testing.T, data string, warmup time.Duration, logs *logtest.Buffer) *running {
 	t.Helper()
 	f, err := fleet.Start(context.Background(), fleet.Config{
 		Data: data, Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
@@ -110,8 +93,8 @@ func waitRing(t *testing.T, f *running, n int) {
 
 // dumpOnFailure prints the fleet's log if the test failed. Registered before start, so
 // it runs after the fleet has stopped.
-func dumpOnFailure(t *testing.T) *syncBuffer {
-	logs := &syncBuffer{}
+func dumpOnFailure(t *testing.T) *logtest.Buffer {
+	logs := &logtest.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("fleet log:\n%s", logs.String())
@@ -506,7 +489,7 @@ func crash(t *testing.T, f *running) {
 // resumesAfterCrash crashes f and restarts on data: the workers resume their records
 // (same ids), and every repo keeps its owner, its owner epoch (nothing moved) and its
 // ok state, and follows upstream.
-func resumesAfterCrash(t *testing.T, f *running, data string, ups upstreams, logs *syncBuffer) *running {
+func resumesAfterCrash(t *testing.T, f *running, data string, ups upstreams, logs *logtest.Buffer) *running {
 	t.Helper()
 	ids := f.WorkerIDs()
 	before := allRepos(t, f.Store)

@@ -1,7 +1,6 @@
 package listsync
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
@@ -112,24 +112,6 @@ func (c *countingStore) CASElection(ctx context.Context, v int64, e store.Electi
 	return c.Store.CASElection(ctx, v, e)
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // fixture is a list repository served over HTTP on 127.0.0.1, a real bbolt store with a
 // real leader term, and a Syncer on a virtual clock.
 type fixture struct {
@@ -142,7 +124,7 @@ type fixture struct {
 	term int64
 	cfg  Config
 	s    *Syncer
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 // policy lets the 127.0.0.1 list server through; list entries are only stored here.
@@ -158,7 +140,7 @@ func newFixture(t testing.TB, mods ...func(*Config)) *fixture {
 	t.Cleanup(func() { db.Close() })
 	// A served working repository: a commit is visible at once, with no push to wait for.
 	f := &fixture{t: t, srv: srv, up: srv.NewWorkRepo(t, "list"), db: db, st: &countingStore{Store: db},
-		clk: clock.NewVirtual(t0), logs: &syncBuffer{}}
+		clk: clock.NewVirtual(t0), logs: &logtest.Buffer{}}
 	// fsync makes each commit cost a few hundred milliseconds on some disks; these
 	// repositories live as long as the test.
 	gittest.Run(t, srv.Home, f.up.Dir, nil, "config", "core.fsync", "none")
