@@ -37,6 +37,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
 // Defaults for Config.
@@ -164,7 +165,7 @@ func New(cfg Config) (*Mirrorer, error) {
 // Path is where t's mirror lives (or would live). It fails with a
 // refused_by_policy error for URLs that cannot be mapped safely under Root.
 func (m *Mirrorer) Path(t fetch.Target) (string, error) {
-	rel, err := relMirrorPath(t.URL)
+	rel, err := mirrorpath.Rel(t.URL)
 	if err != nil {
 		return "", err
 	}
