@@ -28,12 +28,13 @@ const (
 const maxSlots = 1024
 
 // probe sits between the coordinator and the store and counts the repo records a tick
-// reads. With naive set, the needs-decision read becomes a scan of every repo: the
+// reads. With naive set, the needs-decision reads become one scan of every repo: the
 // coordinator one would write without the indexes.
 type probe struct {
 	store.Store
-	naive bool
-	read  int
+	naive   bool
+	read    int
+	pending []store.Repo // naive: the pending repos of the last scan
 }
 
 func (p *probe) ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error) {
@@ -42,15 +43,35 @@ func (p *probe) ListReposByOwner(ctx context.Context, owner, cursor string, limi
 	return rs, next, err
 }
 
-func (p *probe) ListReposNeedingDecision(ctx context.Context, limit int) ([]store.Repo, error) {
-	if !p.naive {
-		rs, err := p.Store.ListReposNeedingDecision(ctx, limit)
-		p.read += len(rs)
-		return rs, err
-	}
-	rs, err := scanAll(ctx, p.Store)
+func (p *probe) ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error) {
+	rs, next, err := p.Store.ListReposByOwnerRange(ctx, owner, from, to, cursor, limit)
 	p.read += len(rs)
-	return rs, err
+	return rs, next, err
+}
+
+func (p *probe) ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error) {
+	if !p.naive {
+		rs, next, err := p.Store.ListReposNeedingDecision(ctx, need, cursor, limit)
+		p.read += len(rs)
+		return rs, next, err
+	}
+	if need == store.NeedOwner {
+		return p.pending, "", nil // read by the scan that served the other part
+	}
+	all, err := scanAll(ctx, p.Store)
+	p.read += len(all)
+	var action []store.Repo
+	p.pending = nil
+	for _, r := range all {
+		switch {
+		case !r.NeedsDecision():
+		case r.Need() == store.NeedOwner:
+			p.pending = append(p.pending, r)
+		default:
+			action = append(action, r)
+		}
+	}
+	return action, "", err
 }
 
 // scanAll reads every repo, a page at a time.

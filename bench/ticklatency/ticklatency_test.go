@@ -153,7 +153,7 @@ func TestChangeTicksDecideExactlyK(t *testing.T) {
 	if _, err := f.createRepos(ctx, 25); err != nil {
 		t.Fatal(err)
 	}
-	need, err := f.st.ListReposNeedingDecision(ctx, 1000)
+	need, _, err := f.st.ListReposNeedingDecision(ctx, store.NeedOwner, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -388,8 +388,11 @@ func (w *Worker) addLocked(rec store.Repo, prio float64) {
 		return
 	}
 	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt}
-	p := max(prio, w.queue.Min())
-	w.queue.Push(rec.ID, p, time.Time{})
+	if prio <= w.queue.Min() {
+		w.queue.PushFront(rec.ID)
+	} else {
+		w.queue.Push(rec.ID, prio, time.Time{})
+	}
 }
 
 func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
@@ -425,7 +428,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
 			r.rec.OwnerEpoch = e.Epoch
 			if !r.inFlight {
-				w.queue.Push(e.RepoID, w.queue.Min(), time.Time{})
+				w.queue.PushFront(e.RepoID)
 			}
 		}
 		w.mu.Unlock()
