@@ -35,7 +35,10 @@ const (
 	KindCorrupt     Kind = "corrupt"
 	KindPolicy      Kind = "refused_by_policy"
 	KindBusy        Kind = "busy" // another fetch holds the repo's lock
-	KindOther       Kind = "other"
+	// KindConflict: the repo's mirror directory records another origin URL; it is
+	// never fetched into (nor trashed) for this repo.
+	KindConflict Kind = "mirror_conflict"
+	KindOther    Kind = "other"
 )
 
 // Error is a classified fetch failure.

@@ -584,7 +584,11 @@ func TestBusyMirrorIsRetriedWithinMinInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	lockPath, err := f.Mirror.LockPath(fetch.Target{ID: id, URL: r.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,9 +667,13 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lockPath, err := f.Mirror.LockPath(fetch.Target{ID: id, URL: r.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The lock held as by a fetch in flight while the delete goes through.
-	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}

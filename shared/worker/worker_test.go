@@ -303,3 +303,17 @@ func TestDefaultPolicyIsRate(t *testing.T) {
 		t.Fatalf("default policy %q", got)
 	}
 }
+
+// A mirror directory that belongs to another URL is a failure recorded on the repo
+// (its last_error says so), retried on the back-off like any other.
+func TestMirrorConflictIsRecorded(t *testing.T) {
+	f := newFixture(t, worker.Config{FailAfter: 3, BackoffBase: time.Minute, MinInterval: time.Second})
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindConflict, Err: errors.New("mirror x belongs to https://example.org/a/b.git")}}
+	if !f.w.RunOnce(context.Background()) {
+		t.Fatal("nothing to fetch")
+	}
+	r := f.repo(t)
+	if r.CloneFailCnt != 1 || r.LastError != "mirror_conflict: mirror x belongs to https://example.org/a/b.git" {
+		t.Fatalf("after a conflict: %+v", r)
+	}
+}
