@@ -24,6 +24,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -710,4 +711,18 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// The fleet maintains (and serves) mirrors with git: without it, Start fails and says
+// what to install, before it opens anything.
+func TestStartNeedsGit(t *testing.T) {
+	t.Setenv(gitbin.EnvGit, "/nonexistent/git")
+	data := t.TempDir()
+	_, err := fleet.Start(context.Background(), fleet.Config{Data: data, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), "install") {
+		t.Fatalf("Start without git: %v", err)
+	}
+	if entries, _ := os.ReadDir(data); len(entries) != 0 {
+		t.Fatalf("Start without git left %v in the data directory", entries)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
@@ -126,7 +127,8 @@ func TestIdxWaitsForItsPack(t *testing.T) {
 // TestClonesDuringForcedFetches: while the mirror code force-fetches an upstream that
 // is force-pushed again and again (branches rewritten, moved, created and deleted,
 // tags too), git clones the mirror over smart HTTP (plain git http-backend) and
-// file://, and reads its refs directly. Every clone must succeed and pass git fsck,
+// file://, and reads its refs directly; every third round the mirror is maintained
+// (geometric repack, multi-pack bitmap, commit-graph) meanwhile. Every clone must succeed and pass git fsck,
 // and every ref read must be whole.
 func TestClonesDuringForcedFetches(t *testing.T) {
 	s := newGitServer(t)
@@ -135,7 +137,7 @@ func TestClonesDuringForcedFetches(t *testing.T) {
 		u.commit(t, fmt.Sprintf("c%d", i), map[string][]byte{"f": []byte(fmt.Sprint(i)), "blob": randomBytes(t, 8<<10)})
 	}
 	u.AddManyRefs(t, "r", 30, 20)
-	m := newTestMirrorer(t, Config{})
+	m := newTestMirrorer(t, Config{Git: testGit(t)})
 	tg := u.target("churn")
 	mustSync(t, m, tg)
 	dir := mirrorDir(t, m, tg)
@@ -210,6 +212,7 @@ func TestClonesDuringForcedFetches(t *testing.T) {
 		}
 	}()
 
+	maintained := 0
 	hashes := func() []string { return strings.Fields(u.Out(t, "rev-list", "--max-count=8", "HEAD")) }
 	for r := range rounds {
 		u.Rewrite(t, "main", 1, fmt.Sprintf("rewrite %d", r), map[string][]byte{"f": []byte(fmt.Sprint("r", r))})
@@ -230,6 +233,13 @@ func TestClonesDuringForcedFetches(t *testing.T) {
 		if err != nil || !res.Changed {
 			t.Fatalf("round %d: sync = %+v, %v", r, res, err)
 		}
+		if r%3 == 2 { // maintenance (repack, midx, bitmap, commit-graph) while clones run
+			mr, err := m.Maintain(context.Background(), tg, fetch.MaintainRequest{})
+			if err != nil || mr.PacksAfter >= mr.PacksBefore {
+				t.Fatalf("round %d: maintenance %+v, %v", r, mr, err)
+			}
+			maintained++
+		}
 	}
 	cancel()
 	wg.Wait()
@@ -240,7 +250,8 @@ func TestClonesDuringForcedFetches(t *testing.T) {
 	if clones.Load() < int64(rounds/2) || reads.Load() < int64(rounds) {
 		t.Fatalf("only %d clones and %d ref reads ran during %d forced fetches", clones.Load(), reads.Load(), rounds)
 	}
-	t.Logf("%d forced fetches, %d clones (+fsck, +fetch), %d direct ref reads, %d failures", rounds, clones.Load(), reads.Load(), len(failures))
+	t.Logf("%d forced fetches, %d maintenance runs, %d clones (+fsck, +fetch), %d direct ref reads, %d failures",
+		rounds, maintained, clones.Load(), reads.Load(), len(failures))
 }
 
 // A fetch that moves one branch touches that branch only: no ref is deleted and

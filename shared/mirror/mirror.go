@@ -41,6 +41,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
@@ -85,6 +86,9 @@ type Config struct {
 	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
 	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
 	ObjectCacheBytes int64
+	// Git runs maintenance (Maintain); without it Maintain fails. Fetching never
+	// needs it.
+	Git gitbin.Git
 }
 
 // Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
@@ -96,6 +100,7 @@ type Mirrorer struct {
 	cacheBytes             int64
 	log                    *slog.Logger
 	route                  *routeAuth
+	git                    gitbin.Git
 
 	bg       sync.WaitGroup
 	trashSem chan struct{} // at most one background RemoveAll at a time
@@ -122,6 +127,7 @@ func New(cfg Config) (*Mirrorer, error) {
 		listTimeout: cfg.ListTimeout,
 		cacheBytes:  cfg.ObjectCacheBytes,
 		log:         cfg.Logger,
+		git:         cfg.Git,
 		trashSem:    make(chan struct{}, 1),
 	}
 	if m.tmpDir == "" {
@@ -266,6 +272,9 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 		return fetch.Result{}, err
 	}
 	res.BytesReceived = counter.n.Load()
+	if res.Changed {
+		res.Packs = countPacks(dir)
+	}
 	if res.SizeBytes, err = dirSize(dir); err != nil {
 		m.log.Warn("mirror size", "id", t.ID, "err", err)
 	}
@@ -631,21 +640,31 @@ func (m *Mirrorer) Trash(ctx context.Context, t fetch.Target) error {
 		m.log.Warn("mirror not trashed: it belongs to another repo", "id", t.ID, "url", redact(t.URL), "err", err)
 		return err
 	}
-	name := fmt.Sprintf("%s-%d", sanitizeName(t.ID), time.Now().UnixNano())
-	dst := filepath.Join(m.trashDir, name)
-	if err := os.Rename(dir, dst); err != nil {
+	dst, err := m.moveToTrash(dir, t.ID)
+	if err != nil {
 		lk.unlock(false)
 		return classify(fmt.Errorf("trash: %w", err))
 	}
+	m.removeState(dir)
 	lk.unlock(true)
 	m.removeEmptyParents(dir)
 	m.removeEmptyParents(m.lockPath(dir))
 	m.log.Info("mirror trashed", "id", t.ID, "url", redact(t.URL), "to", dst)
+	return nil
+}
 
+// moveToTrash renames dir into TrashDir at once and frees it in the background. The
+// caller holds the mirror's lock.
+func (m *Mirrorer) moveToTrash(dir, id string) (string, error) {
+	name := fmt.Sprintf("%s-%d", sanitizeName(id), time.Now().UnixNano())
+	dst := filepath.Join(m.trashDir, name)
+	if err := os.Rename(dir, dst); err != nil {
+		return "", err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil // EmptyTrash frees it later
+		return dst, nil // EmptyTrash frees it later
 	}
 	m.inflight.Store(name, struct{}{})
 	m.bg.Add(1)
@@ -658,7 +677,7 @@ func (m *Mirrorer) Trash(ctx context.Context, t fetch.Target) error {
 			m.log.Warn("mirror: freeing trash", "dir", dst, "err", err)
 		}
 	}()
-	return nil
+	return dst, nil
 }
 
 // EmptyTrash frees everything in TrashDir (for example what a crashed process left)

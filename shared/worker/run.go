@@ -49,6 +49,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 
+	if w.maint != nil && w.cfg.MaintainEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Stopped at once on shutdown: git leaves only temp files when cut short.
+			w.maintainLoop(ctx)
+		}()
+	}
+
 	var fetchers sync.WaitGroup
 	for range w.cfg.Fetchers {
 		fetchers.Add(1)
