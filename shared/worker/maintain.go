@@ -11,7 +11,7 @@ import (
 
 // Maintainer maintains mirrors (repack, commit-graph, connectivity check; a corrupt
 // mirror is re-cloned) under the mirror's lock. A worker whose Mirrorer is also a
-// Maintainer maintains the repos it owns (docs/adr/0009-maintenance-in-the-worker.md).
+// Maintainer maintains the repos it owns (docs/adr/0011-maintenance-in-the-worker.md).
 type Maintainer interface {
 	Maintain(ctx context.Context, t fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error)
 }
