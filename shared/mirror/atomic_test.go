@@ -21,11 +21,7 @@ import (
 // A ref update replaces the file (a rename) instead of rewriting it in place: a reader
 // holding the old file still reads the old value whole, and no lock file is left.
 func TestRefUpdateReplacesTheFile(t *testing.T) {
-	s := newGitServer(t)
-	u := buildBasic(t, s, "x/refs")
-	m := newTestMirrorer(t, Config{})
-	tg := u.target("refs")
-	mustSync(t, m, tg)
+	s, _, m, tg := syncedBasic(t, "refs", Config{})
 	dir := mirrorDir(t, m, tg)
 
 	sto := m.storage(dir, false)
@@ -258,11 +254,8 @@ func TestClonesDuringForcedFetches(t *testing.T) {
 // written back, and packed-refs is not rewritten (go-git's prune with a "+" refspec
 // did both, for every ref).
 func TestFetchTouchesOnlyChangedRefs(t *testing.T) {
-	s := newGitServer(t)
-	u := buildBasic(t, s, "x/few")
+	_, u, m, tg := syncedBasic(t, "few", Config{})
 	u.AddManyRefs(t, "r", 20, 20)
-	m := newTestMirrorer(t, Config{})
-	tg := u.target("few")
 	mustSync(t, m, tg)
 	dir := mirrorDir(t, m, tg)
 	before, err := os.Stat(filepath.Join(dir, "packed-refs"))

@@ -268,3 +268,15 @@ func assertOnlyDotDirs(t testing.TB, m *Mirrorer) {
 		}
 	}
 }
+
+// syncedBasic serves buildBasic's upstream at x/<name>, mirrors it with a new Mirrorer
+// of cfg and returns the server, the upstream, the Mirrorer and the target.
+func syncedBasic(t testing.TB, name string, cfg Config) (*gitServer, *upstream, *Mirrorer, fetch.Target) {
+	t.Helper()
+	s := newGitServer(t)
+	u := buildBasic(t, s, "x/"+name)
+	m := newTestMirrorer(t, cfg)
+	tg := u.target(name)
+	mustSync(t, m, tg)
+	return s, u, m, tg
+}

@@ -36,11 +36,7 @@ func exists(p string) bool {
 // refs are packed; it still equals the upstream, passes fsck, clones, and go-git keeps
 // fetching into it.
 func TestMaintainRollsUpGoGitPacks(t *testing.T) {
-	s := newGitServer(t)
-	u := buildBasic(t, s, "x/packs")
-	m := newTestMirrorer(t, Config{Git: testGit(t)})
-	tg := u.target("packs")
-	mustSync(t, m, tg)
+	s, u, m, tg := syncedBasic(t, "packs", Config{Git: testGit(t)})
 	for i := range 6 {
 		u.commit(t, fmt.Sprint("more ", i), map[string][]byte{"n.txt": []byte(fmt.Sprint(i)), "r.dat": randomBytes(t, 4<<10)})
 		u.git(t, "branch", "-f", fmt.Sprint("b", i))
@@ -119,12 +115,8 @@ func TestMaintainSinglePack(t *testing.T) {
 // A corrupt mirror (its pack gone) fails its check, is moved to the trash with a log
 // line, and cloned again under the lock.
 func TestMaintainReclonesCorruptMirror(t *testing.T) {
-	s := newGitServer(t)
-	u := buildBasic(t, s, "x/rot")
 	logs := &logtest.Buffer{}
-	m := newTestMirrorer(t, Config{Git: testGit(t), Logger: slog.New(slog.NewTextHandler(logs, nil))})
-	tg := u.target("rot")
-	mustSync(t, m, tg)
+	s, u, m, tg := syncedBasic(t, "rot", Config{Git: testGit(t), Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	dir := mirrorDir(t, m, tg)
 	packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.pack"))
 	if len(packs) != 1 {
@@ -145,11 +137,7 @@ func TestMaintainReclonesCorruptMirror(t *testing.T) {
 }
 
 func TestMaintainBusyAndConflict(t *testing.T) {
-	s := newGitServer(t)
-	u := buildBasic(t, s, "x/held")
-	m := newTestMirrorer(t, Config{Git: testGit(t)})
-	tg := u.target("held")
-	mustSync(t, m, tg)
+	s, _, m, tg := syncedBasic(t, "held", Config{Git: testGit(t)})
 	lp, _ := m.LockPath(tg)
 	lk, err := tryLock(lp)
 	if err != nil {

@@ -681,11 +681,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // fetched into, nor trashed, for this URL. "x/two" and "x/two.git" are one directory;
 // a record of each (as from before the store kept one repo per path) must not mix.
 func TestMirrorOfAnotherURL(t *testing.T) {
-	s := newGitServer(t)
-	u := buildBasic(t, s, "x/two")
-	m := newTestMirrorer(t, Config{})
-	owner := u.target("owner")
-	mustSync(t, m, owner)
+	_, u, m, owner := syncedBasic(t, "two", Config{})
 	dir := mirrorDir(t, m, owner)
 	other := fetch.Target{ID: "other", URL: u.URL() + ".git"}
 	if p, _ := m.Path(other); p != dir {

@@ -125,22 +125,6 @@ func (w *Worker) MaxPacks() int {
 	return n
 }
 
-// maintainLoop runs MaintainOnce every MaintainCheck, and soon after a fetch made a
-// mirror due (a poke), until ctx ends: one maintenance at a time per worker.
-func (w *Worker) maintainLoop(ctx context.Context) {
-	t := time.NewTicker(w.cfg.MaintainCheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-w.maintWake:
-		}
-		w.MaintainOnce(ctx)
-	}
-}
-
 func (w *Worker) pokeMaintenance() {
 	select {
 	case w.maintWake <- struct{}{}:
