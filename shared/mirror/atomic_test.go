@@ -254,9 +254,12 @@ func TestClonesDuringForcedFetches(t *testing.T) {
 // written back, and packed-refs is not rewritten (go-git's prune with a "+" refspec
 // did both, for every ref).
 func TestFetchTouchesOnlyChangedRefs(t *testing.T) {
-	_, u, m, tg := syncedBasic(t, "few", Config{})
+	s := newGitServer(t)
+	u := buildBasic(t, s, "x/few")
 	u.AddManyRefs(t, "r", 20, 20)
-	mustSync(t, m, tg)
+	m := newTestMirrorer(t, Config{})
+	tg := u.target("few")
+	mustSync(t, m, tg) // a clone: every ref packed
 	dir := mirrorDir(t, m, tg)
 	before, err := os.Stat(filepath.Join(dir, "packed-refs"))
 	if err != nil {
