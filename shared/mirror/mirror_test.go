@@ -462,7 +462,31 @@ func TestConcurrentSyncIsBusy(t *testing.T) {
 	_, err = m.Sync(context.Background(), tg)
 	kindIs(t, err, fetch.KindBusy)
 	killGroup(holder)
+	waitLockFree(t, lockPath)
 	mustSync(t, m, tg)
+}
+
+// waitLockFree waits until nobody holds path's lock: the child flock(1) forks may still
+// be exiting after flock itself was reaped, holding a copy of the locked descriptor.
+func waitLockFree(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		}
+		_ = f.Close()
+		if err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s still locked after its holder was killed", path)
 }
 
 // holdLockInOtherProcess runs flock(1) on path and waits until it holds the lock.
