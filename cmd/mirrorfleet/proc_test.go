@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
 // raceEnabled is set by race_test.go under -race: the binary is then built with -race
@@ -372,19 +374,14 @@ func (p *fleetProc) mustCLI(t *testing.T, args ...string) (stdout, stderr string
 	return stdout, stderr
 }
 
-// mirrorPath is where the fleet keeps the mirror of a normalized URL (the simple URLs
-// of these tests: a host:port and a path of plain segments).
+// mirrorPath is where the fleet keeps the mirror of a normalized URL.
 func mirrorPath(t *testing.T, data, normalized string) string {
 	t.Helper()
-	u, err := url.Parse(normalized)
+	rel, err := mirrorpath.Rel(normalized)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := u.Hostname()
-	if port := u.Port(); port != "" {
-		host += "_" + port
-	}
-	return filepath.Join(data, "mirrors", host, filepath.FromSlash(strings.TrimSuffix(strings.TrimPrefix(u.Path, "/"), ".git")+".git"))
+	return filepath.Join(data, "mirrors", rel)
 }
 
 // eventually polls cond every 200ms until it returns "" (done), failing with its last

@@ -95,6 +95,48 @@ func TestCreateRepoIdempotent(t *testing.T) {
 	}
 }
 
+// TestCreateRepoMirrorPathTaken: twins that are two repositories get two records; a
+// URL whose mirror directory another record holds (here one stored with the "%21"
+// spelling an older normalization kept) is refused with 409 naming that repo, alone
+// and in a bulk add, and nothing is written.
+func TestCreateRepoMirrorPathTaken(t *testing.T) {
+	e := newEnv(t)
+	ids := map[string]bool{}
+	for _, u := range []string{"https://example.com/a/twin", "http://example.com/a/twin", "https://example.com:8443/a/twin"} {
+		ids[str(e.want(e.add(u), 201, "add "+u).body["id"])] = true
+	}
+	if len(ids) != 3 {
+		t.Fatalf("http/https/port twins got %d ids, want 3", len(ids))
+	}
+
+	old := "https://example.com/a/b%21c"
+	held, _, err := e.store.CreateRepo(t.Context(), store.Repo{ID: store.RepoID(old), URL: old, Source: store.SourceAPI,
+		State: store.RepoOK, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.repoCount()
+	r := e.want(e.add("https://example.com/a/b!c"), 409, "add a URL whose mirror path is taken")
+	code, msg := r.errCode()
+	ex, _ := r.body["error"].(map[string]any)["existing"].(map[string]any)
+	if code != "mirror_path_taken" || !strings.Contains(msg, held.ID) || !strings.Contains(msg, old) ||
+		!strings.Contains(msg, "example.com/a/b=21c.git") || str(ex["id"]) != held.ID || str(ex["url"]) != old {
+		t.Fatalf("409 body %s; want code mirror_path_taken naming %s (%s) and the path", r.raw, held.ID, old)
+	}
+	bulk := e.want(e.do("POST", "/v1/repos", jsonBody(map[string]any{"urls": []string{"https://example.com/a/b!c", "https://example.com/a/new"}})), 200, "bulk")
+	res := bulk.body["results"].([]any)
+	first := res[0].(map[string]any)
+	if first["status"] != "error" || first["error"].(map[string]any)["code"] != "mirror_path_taken" || res[1].(map[string]any)["status"] != "created" {
+		t.Fatalf("bulk results %s", bulk.raw)
+	}
+	if got := e.repoCount(); got != before+1 {
+		t.Fatalf("store holds %d repos, want %d (only the new one)", got, before+1)
+	}
+	if got, err := e.store.GetRepo(t.Context(), held.ID); err != nil || got.URL != old {
+		t.Fatalf("held repo now %+v, %v", got, err)
+	}
+}
+
 func TestRepoJSON(t *testing.T) {
 	e := newEnv(t)
 	id := str(e.want(e.add("https://example.com/a/b.git"), 201, "add").body["id"])

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
 
@@ -96,19 +97,21 @@ func TestWorkerConfig(t *testing.T) {
 	host, _ := os.Hostname()
 	if c.MirrorRoot != DefaultMirrorRoot || c.Fetchers != 10 || c.Heartbeat != 10*time.Second || c.Drain != DefaultDrain ||
 		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" || c.PriorityPolicy != "rate" ||
+		c.MaintainEvery != 24*time.Hour || c.MaintainPacks != 16 || c.FsckEvery != 7*24*time.Hour ||
 		!strings.HasSuffix(c.WorkerID, fmt.Sprintf("-%d", os.Getpid())) || host == "" {
 		t.Errorf("defaults: %+v", c)
 	}
 
 	c, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet", EnvMirrorRoot: "/srv/mirrors",
 		EnvFetchers: "4", EnvHeartbeat: "500ms", EnvMinInterval: "1m", EnvDiskQuota: "500G",
-		EnvAllowPrivateHosts: "1", EnvWorkerID: "w-1", EnvDrain: "15s", EnvPolicy: "cbrt"}))
+		EnvAllowPrivateHosts: "1", EnvWorkerID: "w-1", EnvDrain: "15s", EnvPolicy: "cbrt",
+		EnvMaintainEvery: "6h", EnvMaintainPacks: "8", EnvFsckEvery: "72h"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.MirrorRoot != "/srv/mirrors" || c.Fetchers != 4 || c.Heartbeat != 500*time.Millisecond || c.MinInterval != time.Minute ||
 		c.DiskQuota != 500<<30 || !c.AllowPrivateHosts || c.WorkerID != "w-1" || c.WorkerIDSource != "env" || c.Drain != 15*time.Second ||
-		c.PriorityPolicy != "cbrt" {
+		c.PriorityPolicy != "cbrt" || c.MaintainEvery != 6*time.Hour || c.MaintainPacks != 8 || c.FsckEvery != 72*time.Hour {
 		t.Errorf("set: %+v", c)
 	}
 
@@ -253,6 +256,53 @@ func TestMissingRegionIsAClearError(t *testing.T) {
 	t.Setenv("AWS_PROFILE", "")
 	if _, err := LoadAWSConfig(t.Context()); err == nil || !strings.Contains(err.Error(), "AWS_REGION is not set") {
 		t.Errorf("err %v", err)
+	}
+}
+
+// The worker maintains mirrors with git: without it, it does not start, and says why.
+func TestRunWorkerNeedsGit(t *testing.T) {
+	t.Setenv(gitbin.EnvGit, "/nonexistent/git")
+	err := RunWorker(t.Context(), WorkerConfig{Table: "t12", MirrorRoot: t.TempDir(), PriorityPolicy: "rate"})
+	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), gitbin.EnvGit) {
+		t.Errorf("err %v", err)
+	}
+}
+
+type fakeMaintainer struct {
+	fakeMirror
+	res fetch.Maintenance
+}
+
+func (f fakeMaintainer) Maintain(context.Context, fetch.Target, fetch.MaintainRequest) (fetch.Maintenance, error) {
+	return f.res, f.err
+}
+
+func TestMeteredMaintenance(t *testing.T) {
+	count := func(mt fakeMaintainer) map[string]float64 {
+		s := &sink{}
+		if _, err := (MeteredMirror{Mirrorer: mt, Sink: s}).Maintain(t.Context(), fetch.Target{}, fetch.MaintainRequest{}); !errors.Is(err, mt.err) {
+			t.Errorf("error %v not passed through", err)
+		}
+		out := map[string]float64{}
+		for _, x := range s.samples {
+			out[x.Name] += x.Value
+		}
+		return out
+	}
+	if m := count(fakeMaintainer{res: fetch.Maintenance{PacksBefore: 9, PacksAfter: 2}}); m[metrics.MaintenanceRuns] != 1 || m[metrics.MirrorsRecloned] != 0 {
+		t.Errorf("run: %v", m)
+	}
+	if m := count(fakeMaintainer{res: fetch.Maintenance{Recloned: true}}); m[metrics.MaintenanceRuns] != 1 || m[metrics.MirrorsRecloned] != 1 {
+		t.Errorf("re-clone: %v", m)
+	}
+	if m := count(fakeMaintainer{res: fetch.Maintenance{Skipped: true}}); len(m) != 0 {
+		t.Errorf("skipped counted: %v", m)
+	}
+	if m := count(fakeMaintainer{fakeMirror: fakeMirror{fetch.Errorf(fetch.KindBusy, "locked")}}); len(m) != 0 {
+		t.Errorf("busy counted: %v", m)
+	}
+	if _, err := (MeteredMirror{Mirrorer: fakeMirror{}, Sink: &sink{}}).Maintain(t.Context(), fetch.Target{}, fetch.MaintainRequest{}); err == nil {
+		t.Error("a Mirrorer that cannot maintain: no error")
 	}
 }
 

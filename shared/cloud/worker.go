@@ -15,6 +15,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
@@ -34,6 +35,9 @@ const (
 	EnvDrain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
 	EnvMetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
 	EnvPolicy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: rate (default) or cbrt
+	EnvMaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
+	EnvMaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
+	EnvFsckEvery       = "MIRRORFLEET_FSCK_EVERY"       // a mirror's connectivity is checked at most this often
 
 	// EnvECSMetadata is set by the ECS agent in every container (task metadata v4).
 	EnvECSMetadata = "ECS_CONTAINER_METADATA_URI_V4"
@@ -56,6 +60,9 @@ type WorkerConfig struct {
 	Heartbeat         time.Duration
 	MinInterval       time.Duration
 	PriorityPolicy    string // a priority.ByName name; "" is the default (rate)
+	MaintainEvery     time.Duration
+	MaintainPacks     int
+	FsckEvery         time.Duration
 	Drain             time.Duration
 	DiskQuota         int64 // bytes; 0 = the file system's own size
 	AllowPrivateHosts bool
@@ -93,6 +100,9 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		Heartbeat:         e.duration(EnvHeartbeat, def.Heartbeat),
 		MinInterval:       e.duration(EnvMinInterval, def.MinInterval),
 		PriorityPolicy:    e.str(EnvPolicy, def.Policy.Name()),
+		MaintainEvery:     e.duration(EnvMaintainEvery, def.MaintainEvery),
+		MaintainPacks:     e.integer(EnvMaintainPacks, def.MaintainPacks, 2, 10000),
+		FsckEvery:         e.duration(EnvFsckEvery, def.FsckEvery),
 		Drain:             e.duration(EnvDrain, DefaultDrain),
 		DiskQuota:         e.bytes(EnvDiskQuota, 0),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
@@ -185,7 +195,8 @@ func ecsTaskID(ctx context.Context, uri string) (string, error) {
 }
 
 // RunWorker runs one worker until ctx ends: it joins the fleet, heartbeats, fetches its
-// repos into cfg.MirrorRoot and writes EMF metrics every cfg.MetricsInterval. When ctx
+// repos into cfg.MirrorRoot, maintains them with git (which it needs: it refuses to
+// start without), and writes EMF metrics every cfg.MetricsInterval. When ctx
 // ends (SIGTERM) in-flight fetches get cfg.Drain to finish and are then abandoned (a cut
 // fetch leaves the previous mirror intact), and the worker leaves the fleet so the next
 // coordinator tick moves its repos instead of waiting for the grace.
@@ -205,13 +216,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if !ok {
 		return fmt.Errorf("%s=%q: unknown policy: rate (the default) or cbrt", EnvPolicy, cfg.PriorityPolicy)
 	}
+	git, err := gitbin.Find(ctx)
+	if err != nil {
+		return fmt.Errorf("worker: mirror maintenance: %w", err)
+	}
 	st, err := NewDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
-	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log})
+	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log, Git: git})
 	if err != nil {
 		return fmt.Errorf("mirrors: %w", err)
 	}
@@ -219,11 +234,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	emf := metrics.NewEMF(out, cfg.Fleet, nil)
 	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota}
 	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
-		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio},
+		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
+		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, FsckEvery: cfg.FsckEvery},
 		st, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
-		"priority_policy", prio.Name())
+		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
+		"maintain_every", cfg.MaintainEvery)
 
 	var wg sync.WaitGroup
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
@@ -254,7 +271,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 
 func flushWorkerMetrics(w *worker.Worker, emf *metrics.EMF, log *slog.Logger) {
 	if id := w.ID(); id != "" {
-		_ = emf.Record(metrics.Queue(id, w.QueueLen()))
+		_ = emf.Record(metrics.Queue(id, w.QueueLen()), metrics.Packs(id, w.MaxPacks()))
 	}
 	if err := emf.Flush(); err != nil {
 		log.Warn("metrics", "err", err)
@@ -269,6 +286,23 @@ type MeteredMirror struct {
 	Sink interface {
 		Record(...metrics.Sample) error
 	}
+}
+
+// Maintain runs the maintenance of the wrapped Mirrorer (which must be a
+// worker.Maintainer) and reports it. A run that was skipped or found the mirror busy
+// did nothing and is not reported.
+func (m MeteredMirror) Maintain(ctx context.Context, t fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error) {
+	mt, ok := m.Mirrorer.(worker.Maintainer)
+	if !ok {
+		return fetch.Maintenance{}, fmt.Errorf("%T cannot maintain mirrors", m.Mirrorer)
+	}
+	start := time.Now()
+	res, err := mt.Maintain(ctx, t, req)
+	if res.Skipped || fetch.KindOf(err) == fetch.KindBusy {
+		return res, err
+	}
+	_ = m.Sink.Record(metrics.Maintenance(time.Since(start), res.Recloned)...)
+	return res, err
 }
 
 // Sync runs the fetch and reports it.

@@ -21,6 +21,30 @@ type Result struct {
 	LastCommitAt  time.Time // newest commit time over all refs; zero for an empty repo
 	BytesReceived int64
 	SizeBytes     int64 // mirror size on disk after the sync
+	// Packs is the mirror's pack count after a sync that wrote something (every go-git
+	// fetch adds a pack until maintenance rolls them up); 0 when nothing changed.
+	Packs int
+}
+
+// MaintainRequest asks for the maintenance of one mirror (repack, commit-graph, and a
+// connectivity check now and then).
+type MaintainRequest struct {
+	// Since skips the mirror if it was maintained at or after Since: by this worker or
+	// by the repo's previous owner. Zero: run anyway.
+	Since time.Time
+	// Fsck checks connectivity now; otherwise only when the last check is older than
+	// FsckEvery (0: never).
+	Fsck      bool
+	FsckEvery time.Duration
+}
+
+// Maintenance is what a maintenance run did.
+type Maintenance struct {
+	Skipped     bool // maintained since MaintainRequest.Since already: nothing done
+	PacksBefore int
+	PacksAfter  int
+	Fscked      bool
+	Recloned    bool // the mirror was corrupt: moved to the trash and cloned again
 }
 
 // Kind classifies a failed fetch so the worker can decide between retry, back-off and gone.
@@ -35,7 +59,10 @@ const (
 	KindCorrupt     Kind = "corrupt"
 	KindPolicy      Kind = "refused_by_policy"
 	KindBusy        Kind = "busy" // another fetch holds the repo's lock
-	KindOther       Kind = "other"
+	// KindConflict: the repo's mirror directory records another origin URL; it is
+	// never fetched into (nor trashed) for this repo.
+	KindConflict Kind = "mirror_conflict"
+	KindOther    Kind = "other"
 )
 
 // Error is a classified fetch failure.

@@ -23,6 +23,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
@@ -139,6 +140,12 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if !ok {
 		return nil, fmt.Errorf("priority policy %q: want rate (the default) or cbrt", cfg.PriorityPolicy)
 	}
+	// git maintains the mirrors (and serves them): without it, say so now rather than
+	// at the first maintenance.
+	git, err := gitbin.Find(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(MirrorsDir(cfg.Data), 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -155,7 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return fail(err)
 	}
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
-	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log})
+	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log, Git: git})
 	if err != nil {
 		return fail(fmt.Errorf("mirrors: %w", err))
 	}
@@ -238,7 +245,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		defer f.coordWG.Done()
 		f.coordinatorLoop(coordCtx)
 	}()
-	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers,
+	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers, "git", git.Version.String(),
 		"mirrors", MirrorsDir(cfg.Data), "store", filepath.Join(cfg.Data, "mirrorfleet.db"))
 	return f, nil
 }
@@ -315,7 +322,7 @@ func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took 
 	}
 	for _, rw := range f.workers {
 		if id := rw.w.ID(); id != "" {
-			samples = append(samples, metrics.Queue(id, rw.w.QueueLen()))
+			samples = append(samples, metrics.Queue(id, rw.w.QueueLen()), metrics.Packs(id, rw.w.MaxPacks()))
 		}
 	}
 	if err := f.Metrics.Record(samples...); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -584,7 +585,11 @@ func TestBusyMirrorIsRetriedWithinMinInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	lockPath, err := f.Mirror.LockPath(fetch.Target{ID: id, URL: r.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,9 +668,13 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lockPath, err := f.Mirror.LockPath(fetch.Target{ID: id, URL: r.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The lock held as by a fetch in flight while the delete goes through.
-	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,4 +711,18 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// The fleet maintains (and serves) mirrors with git: without it, Start fails and says
+// what to install, before it opens anything.
+func TestStartNeedsGit(t *testing.T) {
+	t.Setenv(gitbin.EnvGit, "/nonexistent/git")
+	data := t.TempDir()
+	_, err := fleet.Start(context.Background(), fleet.Config{Data: data, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), "install") {
+		t.Fatalf("Start without git: %v", err)
+	}
+	if entries, _ := os.ReadDir(data); len(entries) != 0 {
+		t.Fatalf("Start without git left %v in the data directory", entries)
+	}
 }

@@ -40,7 +40,8 @@ type Details struct {
 	Confirmed string `json:"confirmed,omitempty"`
 
 	// Pending are list URLs whose add was refused because the repo was being deleted
-	// at that moment; they are retried at every sync until they land.
+	// at that moment, or because another repo holds the URL's mirror path (a bad line
+	// says which); they are retried at every sync until they land.
 	Pending []string `json:"pending,omitempty"`
 	// Rescan makes the next sync compare the whole list (more than MaxPendingKept
 	// adds were refused).

@@ -14,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -44,8 +45,16 @@ func (b BadLine) String() string { return fmt.Sprintf("%s:%d: %s", b.File, b.Lin
 
 // list is the parsed list at one commit: the distinct valid URLs by repo id.
 type list struct {
-	urls map[string]string // repo id -> normalized URL
-	bad  []BadLine
+	urls  map[string]string // repo id -> normalized URL
+	at    map[string]where  // repo id -> where it is listed, for problems found when adding
+	files []string
+	bad   []BadLine
+}
+
+// badAt is a bad line for the listed repo id, found after parsing (an add refused).
+func (l *list) badAt(id, reason string) BadLine {
+	w := l.at[id]
+	return BadLine{File: l.files[w.file], Line: w.line, Text: clip(l.urls[id], maxTextInBad), Reason: clip(reason, maxReasonRune)}
 }
 
 type where struct {
@@ -60,8 +69,10 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy) (*list, er
 	if err != nil {
 		return nil, err
 	}
-	l := &list{urls: map[string]string{}}
-	first := map[string]where{} // where each id was first seen, for duplicate reports
+	l := &list{urls: map[string]string{}, at: map[string]where{}}
+	for _, f := range files {
+		l.files = append(l.files, f.Name)
+	}
 	for fi, f := range files {
 		if f.Size > MaxFileBytes {
 			return nil, fmt.Errorf("list file %s is %d bytes, over the limit of %d", f.Name, f.Size, MaxFileBytes)
@@ -91,11 +102,11 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy) (*list, er
 				return
 			}
 			id := store.RepoID(norm)
-			if w, dup := first[id]; dup {
+			if w, dup := l.at[id]; dup {
 				bad(fmt.Sprintf("duplicate of %s:%d", files[w.file].Name, w.line))
 				return
 			}
-			first[id] = where{fi, n}
+			l.at[id] = where{fi, n}
 			l.urls[id] = norm
 		})
 		rc.Close()
@@ -109,12 +120,9 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy) (*list, er
 // normalize applies the URL policy exactly as api.AddRepo does, so a line that passes
 // here is never refused when added (and the ids match what AddRepo stores).
 func normalize(p urlpolicy.Policy, raw string) (string, string) {
-	norm, err := p.Normalize(raw)
-	if err != nil {
-		return "", err.Error()
-	}
-	if strings.HasPrefix(norm, "git://") {
-		return "", "the git:// protocol is not supported; use the repository's https:// URL"
+	norm, e := api.CheckURL(p, raw)
+	if e != nil {
+		return "", e.Message
 	}
 	return norm, ""
 }

@@ -93,7 +93,7 @@ func message(st api.ListStatus) string {
 		msg += fmt.Sprintf(", %d bad lines skipped", st.BadTotal)
 	}
 	if len(st.Pending) > 0 {
-		msg += fmt.Sprintf(", %d waiting for a delete to finish before they are added again", len(st.Pending))
+		msg += fmt.Sprintf(", %d waiting to be added (a delete to finish, or a mirror path another repo holds: see the bad lines)", len(st.Pending))
 	}
 	return msg
 }

@@ -294,11 +294,24 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 		ch.remove = nil
 	}
 
-	added, pending, err := s.addAll(ctx, term, now, ch.add)
+	added, pending, taken, err := s.addAll(ctx, term, now, ch.add)
 	if err != nil {
 		return true, err
 	}
 	pending = append(pending, ch.pending...)
+	if len(taken) > 0 {
+		// Retried (and reported) at every sync while listed, as pending adds are: the
+		// repo holding the path may be deleted.
+		var bad []BadLine
+		for _, t := range taken {
+			bad = append(bad, cur.badAt(store.RepoID(t.url), t.reason))
+			pending = append(pending, t.url)
+		}
+		if newCommit || ch.mode == "full" {
+			s.logBad(bad, headHash)
+		}
+		cur.bad = append(cur.bad, bad...)
+	}
 	removed, err := s.removeAll(ctx, term, slices.Concat(ch.approved, ch.remove))
 	if err != nil {
 		return true, err
@@ -439,12 +452,17 @@ func (s *Syncer) compareAll(ctx context.Context, cur *list) (change, error) {
 			if isList {
 				ch.base++
 			}
-			if _, listed := cur.urls[r.ID]; listed {
+			u, listed := cur.urls[r.ID]
+			switch {
+			case listed && r.URL == u:
 				stored[r.ID] = struct{}{}
 				if r.State == store.RepoDeleting {
 					ch.pending = append(ch.pending, r.URL) // re-added once the delete is done
 				}
-			} else if isList {
+			case listed:
+				// Another URL holds the line's mirror path: the add below is refused,
+				// and reported as a bad line.
+			case isList:
 				ch.remove = append(ch.remove, item{r.ID, r.URL})
 			}
 		}
@@ -468,13 +486,18 @@ func sortChange(ch *change) {
 	slices.SortFunc(ch.remove, func(a, b item) int { return cmp.Compare(a.url, b.url) })
 }
 
+// refusedAdd is a listed URL whose add was refused because another repo holds its
+// mirror path.
+type refusedAdd struct{ url, reason string }
+
 // addAll adds the URLs as source=list repos through api.AddRepo (the one way repos are
 // added). A repo being deleted refuses the add: it is returned as pending, retried at
-// later syncs.
-func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []string) (int, []string, error) {
+// later syncs. A mirror path held by another repo refuses it too: returned as taken.
+func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []string) (int, []string, []refusedAdd, error) {
 	var mu sync.Mutex
 	created := 0
 	var pending []string
+	var taken []refusedAdd
 	err := s.parallel(ctx, term, len(urls), func(ctx context.Context, i int) error {
 		u := urls[i]
 		res := api.AddRepo(ctx, s.st, s.policy, u, store.SourceList, now)
@@ -490,6 +513,10 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 			mu.Lock()
 			pending = append(pending, u)
 			mu.Unlock()
+		case errors.As(res.Err, &ae) && ae.Code == "mirror_path_taken":
+			mu.Lock()
+			taken = append(taken, refusedAdd{u, ae.Message})
+			mu.Unlock()
 		case errors.As(res.Err, &ae):
 			// The list was parsed with the same policy, so this is not expected; skip the
 			// URL rather than stop the others.
@@ -499,7 +526,8 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 		}
 		return nil
 	})
-	return created, pending, err
+	slices.SortFunc(taken, func(a, b refusedAdd) int { return cmp.Compare(a.url, b.url) })
+	return created, pending, taken, err
 }
 
 // removeAll asks for the deletion of the listed repos that the list added: a repo

@@ -533,3 +533,48 @@ func TestListRepoURLIsCheckedByThePolicy(t *testing.T) {
 }
 
 var _ coordinator.ListSyncer = (*Syncer)(nil)
+
+// TestMirrorPathTakenIsABadLine: a listed URL whose mirror path another stored repo
+// holds (one stored with the "%21" spelling an older normalization kept) is not
+// added; its line is reported, naming the repo, at every sync while it is listed, and
+// the repo holding the path is neither replaced nor removed.
+func TestMirrorPathTakenIsABadLine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	old := "https://git.example.org/org/b%21c"
+	held, _, err := f.db.CreateRepo(context.Background(), store.Repo{ID: store.RepoID(old), URL: old,
+		Source: store.SourceList, State: store.RepoOK, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := urls("base", 30)
+	f.commit(append([]string{"https://git.example.org/org/b!c"}, base...)...)
+	check := func(when string, more ...string) {
+		t.Helper()
+		_, d := f.state()
+		if d.BadTotal != 1 || len(d.BadLines) != 1 {
+			t.Fatalf("%s: bad lines %+v, want the one whose path is taken", when, d.BadLines)
+		}
+		b := d.BadLines[0]
+		if b.File != "repos.txt" || b.Line != 1 || !strings.Contains(b.Reason, held.ID) || !strings.Contains(b.Reason, old) {
+			t.Fatalf("%s: bad line %+v; want repos.txt:1 naming %s (%s)", when, b, held.ID, old)
+		}
+		if r, err := f.db.GetRepo(context.Background(), held.ID); err != nil || r.URL != old || r.State != store.RepoOK {
+			t.Fatalf("%s: the repo holding the path is now %+v, %v", when, r, err)
+		}
+		wantSame(t, when, f.live(store.SourceList), slices.Concat([]string{old}, base, more))
+	}
+	f.mustTick() // full compare
+	check("after the first sync")
+	if !strings.Contains(f.logs.String(), "list line skipped") {
+		t.Error("the refused line is not logged")
+	}
+
+	f.commit(append([]string{"https://git.example.org/org/b!c", "https://git.example.org/new/one"}, base...)...)
+	f.mustTick() // diff: the line is retried, still refused
+	_, d := f.state()
+	if d.Mode != "diff" || d.Added != 1 {
+		t.Fatalf("second commit: details %+v", d)
+	}
+	check("after a diff sync", "https://git.example.org/new/one")
+}

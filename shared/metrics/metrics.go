@@ -52,13 +52,18 @@ const (
 	FetchDuration  = "FetchDuration"  // histogram, seconds
 	BytesFetched   = "BytesFetched"   // counter, bytes
 	QueueDepth     = "QueueDepth"     // gauge: repos in a worker's fetch queue
+
+	MaintenanceRuns    = "MaintenanceRuns"    // counter: mirror maintenance runs (repack, commit-graph, fsck)
+	MaintenanceSeconds = "MaintenanceSeconds" // histogram, seconds
+	MirrorsRecloned    = "MirrorsRecloned"    // counter: corrupt mirrors moved to the trash and cloned again
+	MirrorPacks        = "MirrorPacks"        // gauge: the largest pack count among a worker's mirrors
 )
 
 // Dimension names.
 const (
 	DimFleet  = "Fleet"  // EMF only: set on the EMF sink, not on samples
 	DimState  = "State"  // WorkersByState, ReposByState
-	DimWorker = "Worker" // QueueDepth
+	DimWorker = "Worker" // QueueDepth, MirrorPacks
 )
 
 // Kind says how a sink aggregates a metric's samples.
@@ -96,7 +101,7 @@ type Def struct {
 // mirrorfleet_ticks_total.
 func (d Def) PromName() string {
 	n := "mirrorfleet_" + snake(d.Name)
-	if d.Unit == UnitSeconds {
+	if d.Unit == UnitSeconds && !strings.HasSuffix(n, "_seconds") { // MaintenanceSeconds: once
 		n += "_seconds"
 	}
 	if d.Kind == Counter {
@@ -134,6 +139,10 @@ var defs = []Def{
 	{Name: FetchDuration, Kind: Histogram, Unit: UnitSeconds, Help: "Wall time of a fetch, including a no-change poll."},
 	{Name: BytesFetched, Kind: Counter, Unit: UnitBytes, Help: "Bytes received from upstreams."},
 	{Name: QueueDepth, Kind: Gauge, Unit: UnitCount, Props: []string{DimWorker}, Help: "Repos in a worker's fetch queue."},
+	{Name: MaintenanceRuns, Kind: Counter, Unit: UnitCount, Help: "Mirror maintenance runs (repack, commit-graph, connectivity check), failed ones included."},
+	{Name: MaintenanceSeconds, Kind: Histogram, Unit: UnitSeconds, Help: "Wall time of a mirror maintenance run."},
+	{Name: MirrorsRecloned, Kind: Counter, Unit: UnitCount, Help: "Corrupt mirrors moved to the trash and cloned again."},
+	{Name: MirrorPacks, Kind: Gauge, Unit: UnitCount, Props: []string{DimWorker}, Help: "Largest pack count among a worker's mirrors (maintenance rolls them up)."},
 }
 
 var byName = func() map[string]Def {
@@ -261,6 +270,21 @@ func Fetch(ok bool, took time.Duration, bytes int64) []Sample {
 		{Name: FetchDuration, Value: max(took, 0).Seconds()},
 		{Name: BytesFetched, Value: float64(max(bytes, 0))},
 	}
+}
+
+// Maintenance reports one maintenance run of a worker: its wall time and whether it
+// re-cloned a corrupt mirror.
+func Maintenance(took time.Duration, recloned bool) []Sample {
+	out := []Sample{{Name: MaintenanceRuns, Value: 1}, {Name: MaintenanceSeconds, Value: max(took, 0).Seconds()}}
+	if recloned {
+		out = append(out, Sample{Name: MirrorsRecloned, Value: 1})
+	}
+	return out
+}
+
+// Packs reports the largest pack count among a worker's mirrors.
+func Packs(worker string, n int) Sample {
+	return Sample{Name: MirrorPacks, Value: float64(max(n, 0)), Dims: map[string]string{DimWorker: worker}}
 }
 
 // Queue reports the depth of a worker's fetch queue.

@@ -30,6 +30,11 @@ func TestNames(t *testing.T) {
 		FetchDuration:  "mirrorfleet_fetch_duration_seconds",
 		BytesFetched:   "mirrorfleet_bytes_fetched_total",
 		QueueDepth:     "mirrorfleet_queue_depth",
+		// the unit suffix once, also when the name ends in it
+		MaintenanceRuns:    "mirrorfleet_maintenance_runs_total",
+		MaintenanceSeconds: "mirrorfleet_maintenance_seconds",
+		MirrorsRecloned:    "mirrorfleet_mirrors_recloned_total",
+		MirrorPacks:        "mirrorfleet_mirror_packs",
 	}
 	ds := Defs()
 	if len(ds) != len(want) {

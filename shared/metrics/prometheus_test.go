@@ -83,6 +83,9 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(Fetch(true, time.Second, 24)...)
 	rec(Fetch(false, 500*time.Millisecond, 0)...)
 	rec(Queue("w1", 7), Queue("w2", 9), Queue("w1", 5))
+	rec(Maintenance(2*time.Second, false)...)
+	rec(Maintenance(time.Second, true)...)
+	rec(Packs("w1", 17))
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -96,6 +99,9 @@ func TestPrometheusScrape(t *testing.T) {
 		want   float64
 	}{
 		{"mirrorfleet_ticks_total", nil, 2},
+		{"mirrorfleet_maintenance_runs_total", nil, 2},
+		{"mirrorfleet_mirrors_recloned_total", nil, 1},
+		{"mirrorfleet_mirror_packs", map[string]string{"worker": "w1"}, 17},
 		{"mirrorfleet_leader_term", nil, 4},
 		{"mirrorfleet_repos_moved_total", nil, 6},
 		{"mirrorfleet_workers_by_state", map[string]string{"state": "active"}, 3},

@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
@@ -79,9 +81,18 @@ func (r Repo) CheckFence(owner string, epoch int64) error {
 	return nil
 }
 
-// RepoID derives the stable id of a repo from its normalized URL.
+// RepoID derives the stable id of a repo from its normalized URL: a hash of the
+// mirror's path (mirrorpath.Rel), so two URLs that would share a mirror directory share
+// an id, and the store's primary key keeps one repo per directory (a second CreateRepo
+// finds the first; the API answers it with 409). A URL that has no mirror path (a
+// scheme the fetcher does not mirror) is hashed as the URL itself; a path never
+// contains "://", so the two kinds of key never meet.
 func RepoID(normalizedURL string) string {
-	sum := sha256.Sum256([]byte(normalizedURL))
+	key := normalizedURL
+	if rel, err := mirrorpath.Rel(normalizedURL); err == nil {
+		key = filepath.ToSlash(rel)
+	}
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
 }
 

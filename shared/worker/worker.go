@@ -61,6 +61,16 @@ type Config struct {
 	BusyRetry     time.Duration // retry delay when another process holds the repo's lock
 	Drain         time.Duration // on shutdown, how long in-flight fetches may finish
 	Policy        priority.Policy
+
+	// Maintenance (when the Mirrorer is a Maintainer): each repo once per
+	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
+	// MaintainPacks packs (at most once per MaintainGap), a connectivity check at most
+	// every FsckEvery; due repos are looked for every MaintainCheck.
+	MaintainEvery time.Duration
+	MaintainPacks int
+	MaintainGap   time.Duration
+	FsckEvery     time.Duration
+	MaintainCheck time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -79,6 +89,11 @@ func DefaultConfig() Config {
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
 		Policy:        priority.Rate{},
+		MaintainEvery: 24 * time.Hour,
+		MaintainPacks: 16,
+		MaintainGap:   time.Hour,
+		FsckEvery:     7 * 24 * time.Hour,
+		MaintainCheck: time.Minute,
 	}
 }
 
@@ -93,6 +108,7 @@ func (c Config) withDefaults() Config {
 	}{
 		{&c.Heartbeat, d.Heartbeat}, {&c.Checkpoint, d.Checkpoint}, {&c.BackoffBase, d.BackoffBase},
 		{&c.BackoffMax, d.BackoffMax}, {&c.FailCooldown, d.FailCooldown}, {&c.BusyRetry, d.BusyRetry}, {&c.Drain, d.Drain},
+		{&c.MaintainGap, d.MaintainGap}, {&c.FsckEvery, d.FsckEvery}, {&c.MaintainCheck, d.MaintainCheck},
 	}
 	for _, x := range durs {
 		if *x.v <= 0 {
@@ -114,6 +130,12 @@ func (c Config) withDefaults() Config {
 	if c.Policy == nil {
 		c.Policy = d.Policy
 	}
+	if c.MaintainEvery == 0 {
+		c.MaintainEvery = d.MaintainEvery
+	}
+	if c.MaintainPacks == 0 {
+		c.MaintainPacks = d.MaintainPacks
+	}
 	return c
 }
 
@@ -123,11 +145,20 @@ type repoState struct {
 	lastWritten time.Time  // when the repo record was last written by us
 	inFlight    bool
 	dropped     bool // removed while a fetch was in flight
+
+	// Maintenance: the slot start last handled, when, the pack count last seen, and
+	// whether a fetch found the mirror corrupt.
+	phase     time.Duration
+	maintSlot time.Time
+	maintAt   time.Time
+	packs     int
+	corrupt   bool
 }
 
 // Stats are counters for metrics and tests.
 type Stats struct {
 	Fetches, Changed, Failures, Reports, HandedBack, FullResyncs, Purged int64
+	Maintained, MaintenanceFailures, Recloned                            int64
 }
 
 // Worker is one fetch worker.
@@ -135,6 +166,7 @@ type Worker struct {
 	cfg    Config
 	store  Store
 	mirror Mirrorer
+	maint  Maintainer // nil: no maintenance
 	disk   Disk
 	clock  clock.Clock
 	log    *slog.Logger
@@ -154,8 +186,10 @@ type Worker struct {
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged atomic.Int64
+		maintained, maintFailures, recloned                                  atomic.Int64
 	}
-	wake chan struct{}
+	wake      chan struct{}
+	maintWake chan struct{}
 }
 
 // New returns a worker that has not joined yet.
@@ -164,8 +198,10 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 		log = slog.Default()
 	}
 	cfg = cfg.withDefaults()
-	return &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
-		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1)}
+	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
+		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1)}
+	w.maint, _ = m.(Maintainer)
+	return w
 }
 
 // ID is the worker's current identity ("" before it joined).
@@ -192,7 +228,8 @@ func (w *Worker) Owned() map[string]int64 {
 func (w *Worker) Stats() Stats {
 	return Stats{Fetches: w.stats.fetches.Load(), Changed: w.stats.changed.Load(), Failures: w.stats.failures.Load(),
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
-		Purged: w.stats.purged.Load()}
+		Purged: w.stats.purged.Load(), Maintained: w.stats.maintained.Load(), MaintenanceFailures: w.stats.maintFailures.Load(),
+		Recloned: w.stats.recloned.Load()}
 }
 
 // QueueLen is the number of repos waiting in the queue.
@@ -387,7 +424,11 @@ func (w *Worker) addLocked(rec store.Repo, prio float64) {
 		r.rec.OwnerEpoch = rec.OwnerEpoch
 		return
 	}
-	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt}
+	// The slot the repo is in now counts as done: a worker that starts, or takes over
+	// repos, maintains each at its next slot, not all of them at once.
+	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
+	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt, phase: ph,
+		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
 	p := max(prio, w.queue.Min())
 	w.queue.Push(rec.ID, p, time.Time{})
 }
@@ -567,6 +608,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	rec := &r.rec
 	prev := *rec
 	write := false
+	maintNow := false
 	notBefore := now.Add(max(w.cfg.MinInterval, 0))
 	kind := fetch.KindOf(ferr)
 	switch {
@@ -587,6 +629,10 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		}
 		rec.SizeBytes = res.SizeBytes
 		rec.State = store.RepoOK
+		if res.Packs > 0 {
+			r.packs = res.Packs
+			maintNow = w.cfg.MaintainPacks > 0 && res.Packs >= w.cfg.MaintainPacks
+		}
 		write = res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
 			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
 	case kind == fetch.KindBusy:
@@ -606,6 +652,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			fails = rec.CloneFailCnt
 		}
 		backoff := min(time.Duration(float64(w.cfg.BackoffBase)*math.Pow(2, float64(fails-1))), w.cfg.BackoffMax)
+		if kind == fetch.KindCorrupt && wasCloned {
+			r.corrupt, maintNow = true, true // checked, and re-cloned if need be, by maintenance
+		}
 		switch {
 		case kind == fetch.KindNotFound:
 			rec.State = store.RepoGone // the mirror is kept; checked again on the cooldown
@@ -635,6 +684,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		r.lastWritten = now
 	}
 	w.mu.Unlock()
+	if maintNow {
+		w.pokeMaintenance()
+	}
 
 	if ferr != nil && kind != fetch.KindBusy {
 		w.log.Info("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)

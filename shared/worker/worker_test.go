@@ -23,6 +23,7 @@ type scripted struct {
 	exists  bool
 	results []error // popped per Sync; nil = success with changes
 	changed bool
+	packs   int // reported by a sync that changed something
 	calls   int
 }
 
@@ -37,7 +38,11 @@ func (s *scripted) Sync(context.Context, fetch.Target) (fetch.Result, error) {
 	}
 	cloned := !s.exists
 	s.exists = true
-	return fetch.Result{Cloned: cloned, Changed: cloned || s.changed, LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, nil
+	res := fetch.Result{Cloned: cloned, Changed: cloned || s.changed, LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	if res.Changed {
+		res.Packs = s.packs
+	}
+	return res, nil
 }
 func (s *scripted) Exists(fetch.Target) bool                  { return s.exists }
 func (s *scripted) Trash(context.Context, fetch.Target) error { s.exists = false; return nil }
@@ -53,6 +58,12 @@ type fixture struct {
 // newFixture makes a worker that owns one repo, assigned through a real outbox entry.
 func newFixture(t *testing.T, cfg worker.Config) *fixture {
 	t.Helper()
+	return newFixtureWith(t, cfg, &scripted{})
+}
+
+// newFixtureWith is newFixture with the given Mirrorer (m is, or embeds, a *scripted).
+func newFixtureWith(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
@@ -60,9 +71,15 @@ func newFixture(t *testing.T, cfg worker.Config) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
-	m := &scripted{}
+	m, ok := mirrorer.(*scripted)
+	if ms, isMaint := mirrorer.(*maintScripted); isMaint {
+		m, ok = ms.scripted, true
+	}
+	if !ok {
+		t.Fatalf("fixture mirrorer %T", mirrorer)
+	}
 	cfg.ID = "w1"
-	w := worker.New(cfg, st, m, nil, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := worker.New(cfg, st, mirrorer, nil, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := w.Heartbeat(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +318,126 @@ func TestFailedPollsAreCoveredByTheNextSuccess(t *testing.T) {
 func TestDefaultPolicyIsRate(t *testing.T) {
 	if got := worker.DefaultConfig().Policy.Name(); got != "rate" {
 		t.Fatalf("default policy %q", got)
+	}
+}
+
+// A mirror directory that belongs to another URL is a failure recorded on the repo
+// (its last_error says so), retried on the back-off like any other.
+func TestMirrorConflictIsRecorded(t *testing.T) {
+	f := newFixture(t, worker.Config{FailAfter: 3, BackoffBase: time.Minute, MinInterval: time.Second})
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindConflict, Err: errors.New("mirror x belongs to https://example.org/a/b.git")}}
+	if !f.w.RunOnce(context.Background()) {
+		t.Fatal("nothing to fetch")
+	}
+	r := f.repo(t)
+	if r.CloneFailCnt != 1 || r.LastError != "mirror_conflict: mirror x belongs to https://example.org/a/b.git" {
+		t.Fatalf("after a conflict: %+v", r)
+	}
+}
+
+// maintScripted is a scripted Mirrorer that is also a Maintainer.
+type maintScripted struct {
+	*scripted
+	reqs []fetch.MaintainRequest
+	errs []error // popped per Maintain; nil = ran
+}
+
+func (m *maintScripted) Maintain(_ context.Context, _ fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error) {
+	m.reqs = append(m.reqs, req)
+	var err error
+	if len(m.errs) > 0 {
+		err, m.errs = m.errs[0], m.errs[1:]
+	}
+	if err != nil {
+		return fetch.Maintenance{}, err
+	}
+	return fetch.Maintenance{PacksBefore: 20, PacksAfter: 2, Fscked: req.Fsck}, nil
+}
+
+// A repo is maintained once per interval at its slot, not when the worker takes it
+// over; sooner when a fetch leaves many packs (at most once per gap) or finds the
+// mirror corrupt (with a check); a busy mirror stays due.
+func TestMaintenanceSchedule(t *testing.T) {
+	ms := &maintScripted{scripted: &scripted{}}
+	cfg := worker.Config{MinInterval: time.Second, MaintainEvery: 24 * time.Hour, MaintainPacks: 10, MaintainGap: time.Hour}
+	f := newFixtureWith(t, cfg, ms)
+	ctx := context.Background()
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("maintained %d repos right after taking them over", n)
+	}
+	// Within a day the repo's slot comes, once.
+	ran := 0
+	var at time.Time
+	for range 24 * 60 / 10 {
+		f.clk.Advance(10 * time.Minute)
+		if n := f.w.MaintainOnce(ctx); n > 0 {
+			ran += n
+			at = f.clk.Now()
+		}
+	}
+	if ran != 1 || len(ms.reqs) != 1 || ms.reqs[0].Since.After(at) || at.Sub(ms.reqs[0].Since) > 10*time.Minute || ms.reqs[0].Fsck {
+		t.Fatalf("one day: %d runs, requests %+v (last at %v); want one, at its slot", ran, ms.reqs, at)
+	}
+	if got := f.w.MaxPacks(); got != 2 {
+		t.Fatalf("MaxPacks = %d after maintenance, want 2", got)
+	}
+
+	// A fetch that leaves 12 packs makes it due at once; again only after the gap.
+	f.m.results = nil
+	ms.scripted.exists = true
+	f.clk.Advance(2 * time.Hour)
+	f.m.changed = true
+	f.w.RunOnce(ctx) // the scripted Sync reports no pack count: set it as a real fetch would
+	setPacks(t, f, ms, 12)
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("12 packs: %d runs, want 1", n)
+	}
+	setPacks(t, f, ms, 12)
+	f.clk.Advance(30 * time.Minute)
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("12 packs again within the gap: %d runs, want 0", n)
+	}
+	f.clk.Advance(31 * time.Minute)
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("12 packs after the gap: %d runs, want 1", n)
+	}
+
+	// Busy: still due next time.
+	setPacks(t, f, ms, 12)
+	f.clk.Advance(2 * time.Hour)
+	ms.errs = []error{&fetch.Error{Kind: fetch.KindBusy, Err: errors.New("locked")}}
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("busy: %d runs", n)
+	}
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("after busy: %d runs, want 1", n)
+	}
+
+	// A fetch that finds the mirror corrupt: maintained at once, with a check.
+	f.clk.Advance(time.Minute)
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindCorrupt, Err: errors.New("bad object")}}
+	f.clk.Advance(time.Hour)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("no fetch due")
+	}
+	before := len(ms.reqs)
+	if n := f.w.MaintainOnce(ctx); n != 1 || len(ms.reqs) != before+1 || !ms.reqs[before].Fsck {
+		t.Fatalf("corrupt: %d runs, requests %+v; want one with a check", n, ms.reqs[before:])
+	}
+	if st := f.w.Stats(); st.Maintained != 5 || st.MaintenanceFailures != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// setPacks makes the next fetch report n packs, runs it, and checks it was seen.
+func setPacks(t *testing.T, f *fixture, ms *maintScripted, n int) {
+	t.Helper()
+	ms.scripted.packs = n
+	f.clk.Advance(time.Minute)
+	if !f.w.RunOnce(context.Background()) {
+		t.Fatal("no fetch due")
+	}
+	if got := f.w.MaxPacks(); got != n {
+		t.Fatalf("MaxPacks = %d after a fetch that left %d", got, n)
 	}
 }
