@@ -74,6 +74,13 @@ const (
 	ServeToken     = "MIRRORFLEET_SERVE_TOKEN"      // optional read token
 )
 
+// The image both ECS services run (cmd/pushimage builds it; the stack runs
+// `mirrorfleet worker` and `mirrorfleet serve` from it).
+const (
+	ImageBinary = "/usr/local/bin/mirrorfleet" // the static binary, the entrypoint
+	ImageUID    = "65532"                      // the nonroot user it runs as; the EFS access point's owner
+)
+
 // Disk usage modes (DiskUsage).
 const (
 	DiskUsageWalk   = "walk"   // sum the file sizes under the mirror root (a local disk shared with other data)
