@@ -7,8 +7,8 @@ import (
 
 func TestSplit(t *testing.T) {
 	for _, c := range []struct {
-		providers   []Provider
-		n           int
+		providers    []Provider
+		n            int
 		od, spotWant float64
 	}{
 		{nil, 3, 3, 0},
