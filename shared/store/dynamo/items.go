@@ -181,7 +181,7 @@ const (
 	wID, wSlot, wStarted, wHB, wState, wDiskUsed, wDiskTotal = "wid", "slot", "started", "hb", "state", "disk_used", "disk_total"
 	wFetching, wQueue, wAck, wHead, wTrimmed, wInc           = "fetching", "queue_len", "ack", "head", "trimmed", "inc"
 	// The worker's staleness summary: repos, never, and the percentiles in milliseconds.
-	wStRepos, wStNever, wStP50, wStP99, wStMax = "st_n", "st_never", "st_p50", "st_p99", "st_max"
+	wStRepos, wStNever, wStP50, wStP99, wStMax = "stale_n", "stale_never", "stale_p50", "stale_p99", "stale_max"
 )
 
 // stalenessAttrs are the attributes of a staleness summary.
