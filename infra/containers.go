@@ -101,6 +101,22 @@ func (s *Stack) taskDefinition(id string, cpu, memory int, scratch ...string) aw
 	})
 }
 
+// container adds the image's container to task running `mirrorfleet <command>` as the
+// image's non-root user on a read-only root file system, logging to its own group.
+func (s *Stack) container(task awsecs.TaskDefinition, command, logs string, stop time.Duration,
+	env map[string]string, health *awsecs.HealthCheck) awsecs.ContainerDefinition {
+	return task.AddContainer(jsii.String(command), &awsecs.ContainerDefinitionOptions{
+		Image:                  s.Image,
+		Command:                jsii.Strings(command),
+		User:                   jsii.String(deployenv.ImageUID + ":" + deployenv.ImageUID),
+		ReadonlyRootFilesystem: jsii.Bool(true),
+		StopTimeout:            awscdk.Duration_Seconds(jsii.Number(stop.Seconds())),
+		Logging:                awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{StreamPrefix: jsii.String(command), LogGroup: s.logGroup(logs)}),
+		Environment:            envOf(env),
+		HealthCheck:            health,
+	})
+}
+
 // healthCheck runs `mirrorfleet healthcheck` in the container: the image has no shell.
 func healthCheck(start time.Duration, args ...string) *awsecs.HealthCheck {
 	return &awsecs.HealthCheck{
@@ -160,17 +176,9 @@ func (s *Stack) workers() {
 		DiskUsage:  deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
 		AliveFile:  aliveFile,
 	}.Env()
-	container := task.AddContainer(jsii.String("worker"), &awsecs.ContainerDefinitionOptions{
-		Image:                  s.Image,
-		Command:                jsii.Strings("worker"),
-		User:                   jsii.String(deployenv.ImageUID + ":" + deployenv.ImageUID),
-		ReadonlyRootFilesystem: jsii.Bool(true),
-		StopTimeout:            awscdk.Duration_Seconds(jsii.Number(30)),
-		Logging:                awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{StreamPrefix: jsii.String("worker"), LogGroup: s.logGroup("WorkerLogs")}),
-		Environment:            envOf(env),
-		// Healthy while heartbeats land: a worker cut off from the store is replaced.
-		HealthCheck: healthCheck(2*time.Minute, "--file", aliveFile, "--max-age", "2m"),
-	})
+	// Healthy while heartbeats land: a worker cut off from the store is replaced.
+	container := s.container(task, "worker", "WorkerLogs", 30*time.Second, env,
+		healthCheck(2*time.Minute, "--file", aliveFile, "--max-age", "2m"))
 	container.AddMountPoints(
 		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(false)},
 		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
@@ -341,17 +349,9 @@ func (s *Stack) serving() {
 		PackCacheDir:   packCacheDir,
 		PackCacheBytes: s.props.PackCacheBytes,
 	}.Env()
-	container := task.AddContainer(jsii.String("serve"), &awsecs.ContainerDefinitionOptions{
-		Image:                  s.Image,
-		Command:                jsii.Strings("serve"),
-		User:                   jsii.String(deployenv.ImageUID + ":" + deployenv.ImageUID),
-		ReadonlyRootFilesystem: jsii.Bool(true),
-		StopTimeout:            awscdk.Duration_Seconds(jsii.Number(120)),
-		Logging:                awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{StreamPrefix: jsii.String("serve"), LogGroup: s.logGroup("ServeLogs")}),
-		Environment:            envOf(env),
-		PortMappings:           &[]*awsecs.PortMapping{{ContainerPort: jsii.Number(servePort)}},
-		HealthCheck:            healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)),
-	})
+	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
+		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)))
+	container.AddPortMappings(&awsecs.PortMapping{ContainerPort: jsii.Number(servePort)})
 	container.AddMountPoints(
 		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(true)},
 		&awsecs.MountPoint{SourceVolume: jsii.String("packcache"), ContainerPath: jsii.String(packCacheDir), ReadOnly: jsii.Bool(false)},

@@ -269,21 +269,11 @@ func (s *Stack) coordinator() error {
 	if s.props.CoordinatorConcurrency > 0 {
 		reserved = jsii.Number(float64(s.props.CoordinatorConcurrency))
 	}
-	s.Coordinator = awslambda.NewFunction(s.Stack, jsii.String("Coordinator"), &awslambda.FunctionProps{
-		Runtime:                      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture:                 awslambda.Architecture_ARM_64(),
-		Handler:                      jsii.String("bootstrap"),
-		Code:                         code,
-		Role:                         role,
-		LogGroup:                     logs,
-		MemorySize:                   jsii.Number(512),
-		Timeout:                      awscdk.Duration_Seconds(jsii.Number(50)),
-		Description:                  jsii.String("mirrorfleet coordinator: minute tick and Scheduler timers"),
-		Environment:                  envOf(env),
-		ReservedConcurrentExecutions: reserved,
-		RetryAttempts:                jsii.Number(coordinatorRetries),
-		MaxEventAge:                  awscdk.Duration_Seconds(jsii.Number(coordinatorMaxEventAge.Seconds())),
-	})
+	fp := functionProps(code, role, logs, 512, 50*time.Second, "mirrorfleet coordinator: minute tick and Scheduler timers", env)
+	fp.ReservedConcurrentExecutions = reserved
+	fp.RetryAttempts = jsii.Number(coordinatorRetries)
+	fp.MaxEventAge = awscdk.Duration_Seconds(jsii.Number(coordinatorMaxEventAge.Seconds()))
+	s.Coordinator = awslambda.NewFunction(s.Stack, jsii.String("Coordinator"), fp)
 	s.logWrite(role, logs)
 	s.grantTable(role, tableActions)
 	// Timers: one-time schedules in our group only, passing only the Scheduler role.
@@ -324,18 +314,8 @@ func (s *Stack) api() error {
 		CloneBaseURL: s.CloneBaseURL,
 		List:         s.props.List,
 	}.Env()
-	s.API = awslambda.NewFunction(s.Stack, jsii.String("Api"), &awslambda.FunctionProps{
-		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
-		Handler:      jsii.String("bootstrap"),
-		Code:         code,
-		Role:         role,
-		LogGroup:     logs,
-		MemorySize:   jsii.Number(256),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number(15)),
-		Description:  jsii.String("mirrorfleet HTTP API"),
-		Environment:  envOf(env),
-	})
+	s.API = awslambda.NewFunction(s.Stack, jsii.String("Api"),
+		functionProps(code, role, logs, 256, 15*time.Second, "mirrorfleet HTTP API", env))
 	s.logWrite(role, logs)
 	s.grantTable(role, tableActions)
 
@@ -382,6 +362,23 @@ func (a *accessLog) Destination() awsapigatewayv2.IAccessLogDestination { return
 
 func (a *accessLog) Format() awsapigateway.AccessLogFormat {
 	return awsapigateway.AccessLogFormat_Custom(jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","userArn":"$context.identity.userArn","requestTime":"$context.requestTime","method":"$context.httpMethod","path":"$context.path","status":"$context.status","latency":"$context.responseLatency","error":"$context.error.message"}`))
+}
+
+// functionProps are a Go function's: provided.al2023 on arm64, a binary named bootstrap.
+func functionProps(code awslambda.Code, role awsiam.IRole, logs awslogs.ILogGroup, memoryMB int, timeout time.Duration,
+	description string, env map[string]string) *awslambda.FunctionProps {
+	return &awslambda.FunctionProps{
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         code,
+		Role:         role,
+		LogGroup:     logs,
+		MemorySize:   jsii.Number(float64(memoryMB)),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeout.Seconds())),
+		Description:  jsii.String(description),
+		Environment:  envOf(env),
+	}
 }
 
 func (s *Stack) lambdaRole(id string) awsiam.Role {

@@ -47,6 +47,17 @@ const (
 	group       = "mirrorfleet-timers"
 )
 
+// boltStore returns a store in a temporary bbolt file, closed at the end.
+func boltStore(t *testing.T) *bolt.Store {
+	t.Helper()
+	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // dynamoStore returns a store on a fresh DynamoDB Local table, deleted at the end.
 func dynamoStore(t *testing.T) store.Store { return dynamotest.Table(t, "mf_coord", dynamo.Config{}) }
 
@@ -255,11 +266,7 @@ func TestSchedulerTimerFirings(t *testing.T) {
 // Events that are neither a scheduled event nor our timer payload are refused with a
 // message that says what was expected. The store is bolt: nothing reaches it.
 func TestUnknownEventsAreErrors(t *testing.T) {
-	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := boltStore(t)
 	e := newEnv(t, st)
 	for _, ev := range []string{
 		`{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put"}]}`,
@@ -324,11 +331,7 @@ func emfValues(t *testing.T, buf *bytes.Buffer, name string) []float64 {
 // The fleet's staleness comes from the summaries the workers sent with their
 // heartbeats, aged by the time since: no repo is read for it.
 func TestStalenessFromHeartbeats(t *testing.T) {
-	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := boltStore(t)
 	e := newEnv(t, st)
 	now := e.clock.Now()
 	seed(t, st, now, 0)
@@ -356,11 +359,7 @@ func (failingStore) GetElection(context.Context) (store.Election, error) {
 // A failed tick fails the invocation and is not counted in Ticks (the no-tick alarm
 // must see a coordinator that fails every minute); its duration still is.
 func TestFailedTickIsNotATick(t *testing.T) {
-	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := boltStore(t)
 	e := newEnv(t, failingStore{st})
 	if _, err := e.invoke(t, scheduledEvent); err == nil || !strings.Contains(err.Error(), "store unreachable") {
 		t.Fatalf("invocation error %v, want the store's", err)

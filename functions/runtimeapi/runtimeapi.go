@@ -14,7 +14,6 @@
 package runtimeapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,6 +28,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
 )
 
 // Function is a running bootstrap binary and the Runtime API it polls.
@@ -44,7 +45,7 @@ type Function struct {
 	seq     int
 
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr logtest.Buffer
 	exited         chan struct{}
 	waitErr        error
 }
@@ -257,22 +258,4 @@ func (f *Function) routes() http.Handler {
 		<-r.Context().Done()
 	})
 	return mux
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
