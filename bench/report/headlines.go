@@ -87,7 +87,7 @@ func headlines(r *Report) (string, error) {
 	}
 	var bs []string
 	for _, b := range sc.Bills {
-		bs = append(bs, fmt.Sprintf("%s at %s repos (DynamoDB $%.2f)", scUSD(b.TotalUSD), fmtInt(b.Repos), b.DynamoDBUSD))
+		bs = append(bs, fmt.Sprintf("%s at %s%s (DynamoDB $%.2f)", scUSD(b.TotalUSD), scBillLabel(b), scGoal(b), b.DynamoDBUSD))
 	}
 	fmt.Fprintf(&md, "- **Monthly AWS bill:** %s.\n", strings.Join(bs, ", "))
 

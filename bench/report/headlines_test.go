@@ -37,6 +37,7 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 		"at 2, `cbrt` 1.28× and uniform", // drift: 3.2/2.5
 		"**Placement, ", "**Fetch cost, go-git ÷ git CLI, first mirror:**",
 		fmt.Sprintf("at %s repos", fmtInt(sc.Bills[0].Repos)),
+		"at 10,000 repos, serving (goal ≤ $100.00: **missed**)",
 		"**Coordinator tick, ",
 	} {
 		if !strings.Contains(head, want) {

@@ -30,6 +30,9 @@ Usage:
                                           from the environment (see worker/README.md)
   mirrorfleet init-aws [--table T]        create the DynamoDB table and schedule group
                                           (LocalStack, DynamoDB Local: AWS_ENDPOINT_URL)
+  mirrorfleet healthcheck --file F | --url U
+                                          container health check: exit 0 when F was
+                                          touched recently, or U answers 200
   mirrorfleet repos add URL... | --file F add repos (bulk adds show progress)
   mirrorfleet repos ls [--state S]        list repos
   mirrorfleet repos show ID               one repo
@@ -66,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runWorker(args[1:], stderr)
 	case "init-aws":
 		err = runInitAWS(args[1:], stdout, stderr)
+	case "healthcheck":
+		err = runHealthcheck(args[1:], stdout, stderr)
 	case "repos", "workers", "ring", "status", "list":
 		err = runClient(args, stdout, stderr)
 	default:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -37,7 +38,7 @@ func TestCoordinatorConfig(t *testing.T) {
 		t.Errorf("defaults: %+v", c)
 	}
 
-	set := map[string]string{EnvGrace: "5m", EnvWarmup: "0", EnvSuspectAfter: "20s", EnvFleet: "prod",
+	set := map[string]string{EnvGrace: "5m", EnvWarmup: "0s", EnvSuspectAfter: "20s", EnvFleet: "prod",
 		EnvTimerDLQARN: "arn:aws:sqs:us-east-1:123456789012:timers-dlq", EnvLease: "2m"}
 	for k, v := range good {
 		set[k] = v
@@ -116,13 +117,14 @@ func TestWorkerConfig(t *testing.T) {
 	}
 
 	_, err = workerConfigFrom(ctx, getter(map[string]string{EnvMirrorRoot: "mirrors", EnvFetchers: "ten",
-		EnvHeartbeat: "1ms", EnvDiskQuota: "-5", EnvAllowPrivateHosts: "maybe", EnvWorkerID: "../etc", EnvPolicy: "fifo"}))
+		EnvHeartbeat: "1ms", EnvDiskQuota: "-5", EnvAllowPrivateHosts: "maybe", EnvWorkerID: "../etc", EnvPolicy: "fifo",
+		EnvDiskUsage: "du", EnvAliveFile: "alive"}))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, want := range []string{EnvTable + " is not set", EnvMirrorRoot + `="mirrors": must be an absolute path`,
 		EnvFetchers + `="ten": not an integer`, EnvHeartbeat, EnvDiskQuota, EnvAllowPrivateHosts, EnvWorkerID,
-		EnvPolicy + `="fifo": unknown policy`} {
+		EnvPolicy + `="fifo": unknown policy`, EnvDiskUsage + `="du"`, EnvAliveFile + `="alive"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -162,14 +164,74 @@ func TestWorkerIDFromECSMetadata(t *testing.T) {
 }
 
 func TestAPIConfig(t *testing.T) {
-	c, err := apiConfigFrom(getter(map[string]string{EnvTable: "mirrorfleet", EnvAPIBasePath: "/prod"}))
-	if err != nil || c.Table != "mirrorfleet" || c.BasePath != "/prod" || c.AllowPrivateHosts {
+	c, err := apiConfigFrom(getter(map[string]string{EnvTable: "mirrorfleet", EnvAPIBasePath: "/prod",
+		EnvCloneBaseURL: "https://git.example.org/"}))
+	if err != nil || c.Table != "mirrorfleet" || c.BasePath != "/prod" || c.AllowPrivateHosts || c.CloneBaseURL != "https://git.example.org" {
 		t.Fatalf("%+v, %v", c, err)
 	}
-	_, err = apiConfigFrom(getter(map[string]string{EnvAPIBasePath: "prod"}))
-	if err == nil || !strings.Contains(err.Error(), EnvTable) || !strings.Contains(err.Error(), EnvAPIBasePath) {
+	_, err = apiConfigFrom(getter(map[string]string{EnvAPIBasePath: "prod", EnvCloneBaseURL: "git.example.org"}))
+	if err == nil || !strings.Contains(err.Error(), EnvTable) || !strings.Contains(err.Error(), EnvAPIBasePath) ||
+		!strings.Contains(err.Error(), EnvCloneBaseURL) {
 		t.Errorf("err %v", err)
 	}
+}
+
+// setEnv puts a deployment's environment into the process's, as Lambda and ECS do.
+func setEnv(t *testing.T, env map[string]string) {
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+// What the stack writes (deployenv) is what the binaries read back: every setting
+// survives the trip, a zero warm-up included.
+func TestDeployEnvRoundTrip(t *testing.T) {
+	const role, dlq = "arn:aws:iam::123456789012:role/sched", "arn:aws:sqs:us-east-1:123456789012:dlq"
+	pct := 12.5
+	list := deployenv.List{Repo: "https://git.example.org/lists.git", Branch: "main", Paths: []string{"a.txt", "dir"},
+		Interval: 5 * time.Minute, PurgeThreshold: &pct, Dir: "/tmp/list"}
+	for _, warm := range []time.Duration{0, 90 * time.Second} {
+		c := deployenv.Coordinator{Common: deployenv.Common{Table: "t12", Fleet: "prod", LogLevel: "debug"},
+			ScheduleGroup: "prod-timers", SchedulerRoleARN: role, TimerDLQARN: dlq, Grace: 7 * time.Minute, Warmup: warm, List: list}
+		t.Run("coordinator warmup "+warm.String(), func(t *testing.T) {
+			setEnv(t, c.Env())
+			got, err := CoordinatorConfigFromEnv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantWarm := warm
+			if warm == 0 {
+				wantWarm = coordinator.NoWarmup
+			}
+			if got.Table != "t12" || got.Fleet != "prod" || got.LogLevel.String() != "DEBUG" || got.ScheduleGroup != "prod-timers" ||
+				got.SchedulerRoleARN != role || got.TimerDLQARN != dlq || got.Coordinator.Grace != 7*time.Minute ||
+				got.Coordinator.Warmup != wantWarm || got.List.Repo != list.Repo || got.List.Branch != "main" ||
+				strings.Join(got.List.Paths, ",") != "a.txt,dir" || got.List.Interval != 5*time.Minute ||
+				got.List.PurgeThreshold != 12.5 || got.List.Dir != "/tmp/list" {
+				t.Errorf("read back %+v", got)
+			}
+		})
+	}
+	t.Run("api", func(t *testing.T) {
+		setEnv(t, deployenv.API{Common: deployenv.Common{Table: "t12"}, PublicReads: true,
+			CloneBaseURL: "http://mf-123.us-east-1.elb.amazonaws.com", List: list}.Env())
+		got, err := APIConfigFromEnv()
+		if err != nil || got.Table != "t12" || !got.PublicReads || got.CloneBaseURL != "http://mf-123.us-east-1.elb.amazonaws.com" ||
+			got.List.Repo != list.Repo {
+			t.Errorf("read back %+v, %v", got, err)
+		}
+	})
+	t.Run("worker", func(t *testing.T) {
+		setEnv(t, deployenv.Worker{Common: deployenv.Common{Table: "t12", Fleet: "prod"}, MirrorRoot: "/mnt/mirrors",
+			Fetchers: 7, Drain: 25 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs,
+			AliveFile: "/tmp/mirrorfleet/alive"}.Env())
+		t.Setenv(EnvWorkerID, "w-1")
+		got, err := WorkerConfigFromEnv(t.Context())
+		if err != nil || got.Table != "t12" || got.Fleet != "prod" || got.MirrorRoot != "/mnt/mirrors" || got.Fetchers != 7 ||
+			got.Drain != 25*time.Second || got.DiskQuota != 500<<30 || !got.DiskStatfs || got.AliveFile != "/tmp/mirrorfleet/alive" {
+			t.Errorf("read back %+v, %v", got, err)
+		}
+	})
 }
 
 func TestParseBytes(t *testing.T) {

@@ -15,14 +15,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
 // Environment variables shared by every binary.
+// The names are deployenv's, the contract with the CDK stack.
 const (
-	EnvTable             = "MIRRORFLEET_TABLE"               // DynamoDB table (required)
-	EnvFleet             = "MIRRORFLEET_FLEET"               // Fleet dimension of the metrics
-	EnvLogLevel          = "MIRRORFLEET_LOG_LEVEL"           // debug, info, warn, error
-	EnvAllowPrivateHosts = "MIRRORFLEET_ALLOW_PRIVATE_HOSTS" // let repos on private addresses through the URL policy
+	EnvTable             = deployenv.Table             // DynamoDB table (required)
+	EnvFleet             = deployenv.Fleet             // Fleet dimension of the metrics
+	EnvLogLevel          = deployenv.LogLevel          // debug, info, warn, error
+	EnvAllowPrivateHosts = deployenv.AllowPrivateHosts // let repos on private addresses through the URL policy
 )
 
 // DefaultFleet is the Fleet dimension when MIRRORFLEET_FLEET is unset.

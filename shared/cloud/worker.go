@@ -8,17 +8,20 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
@@ -26,18 +29,20 @@ import (
 // Environment variables of the worker (besides EnvTable, EnvFleet, EnvLogLevel and
 // EnvAllowPrivateHosts; AWS_REGION and AWS_ENDPOINT_URL are the SDK's).
 const (
-	EnvMirrorRoot      = "MIRRORFLEET_MIRROR_ROOT"      // shared mirror directory (EFS mount)
-	EnvFetchers        = "MIRRORFLEET_FETCHERS"         // concurrent fetches
-	EnvHeartbeat       = "MIRRORFLEET_HEARTBEAT"        // heartbeat interval
-	EnvMinInterval     = "MIRRORFLEET_MIN_INTERVAL"     // per-repo minimum poll interval
-	EnvDiskQuota       = "MIRRORFLEET_DISK_QUOTA"       // bytes the mirrors may use; 0 = the file system's size
-	EnvWorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
-	EnvDrain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
-	EnvMetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
-	EnvPolicy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: rate (default) or cbrt
-	EnvMaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
-	EnvMaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
-	EnvFsckEvery       = "MIRRORFLEET_FSCK_EVERY"       // a mirror's connectivity is checked at most this often
+	EnvMirrorRoot      = deployenv.MirrorRoot      // shared mirror directory (EFS mount)
+	EnvFetchers        = deployenv.Fetchers        // concurrent fetches
+	EnvHeartbeat       = deployenv.Heartbeat       // heartbeat interval
+	EnvMinInterval     = deployenv.MinInterval     // per-repo minimum poll interval
+	EnvDiskQuota       = deployenv.DiskQuota       // bytes the mirrors may use; 0 = the file system's size
+	EnvDiskUsage       = deployenv.DiskUsage       // under a quota: walk (default) or statfs (EFS)
+	EnvWorkerID        = deployenv.WorkerID        // default: the ECS task id, else hostname-pid
+	EnvDrain           = deployenv.Drain           // on SIGTERM, how long in-flight fetches may finish
+	EnvMetricsInterval = deployenv.MetricsInterval // how often EMF metrics are written
+	EnvPolicy          = deployenv.Policy          // when a repo is polled next: rate (default) or cbrt
+	EnvAliveFile       = deployenv.AliveFile       // touched after each successful heartbeat
+	EnvMaintainEvery   = deployenv.MaintainEvery   // each mirror is maintained once per this interval
+	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
+	EnvFsckEvery       = deployenv.FsckEvery       // a mirror's connectivity is checked at most this often
 
 	// EnvECSMetadata is set by the ECS agent in every container (task metadata v4).
 	EnvECSMetadata = "ECS_CONTAINER_METADATA_URI_V4"
@@ -64,7 +69,9 @@ type WorkerConfig struct {
 	MaintainPacks     int
 	FsckEvery         time.Duration
 	Drain             time.Duration
-	DiskQuota         int64 // bytes; 0 = the file system's own size
+	DiskQuota         int64  // bytes; 0 = the file system's own size
+	DiskStatfs        bool   // under a quota, the used bytes are the file system's own figure (EFS), no walk
+	AliveFile         string // touched after each heartbeat the store accepted (container health check)
 	AllowPrivateHosts bool
 	WorkerID          string
 	// WorkerIDSource says where WorkerID came from ("env", "ecs-metadata", "hostname"),
@@ -105,12 +112,24 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		FsckEvery:         e.duration(EnvFsckEvery, def.FsckEvery),
 		Drain:             e.duration(EnvDrain, DefaultDrain),
 		DiskQuota:         e.bytes(EnvDiskQuota, 0),
+		AliveFile:         e.raw(EnvAliveFile),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
 		Fleet:             e.str(EnvFleet, DefaultFleet),
 		MetricsInterval:   e.duration(EnvMetricsInterval, DefaultMetricsInterval),
 		LogLevel:          e.logLevel(),
 	}
 	checkFleet(e, c.Fleet)
+	switch u := e.str(EnvDiskUsage, deployenv.DiskUsageWalk); u {
+	case deployenv.DiskUsageWalk:
+	case deployenv.DiskUsageStatfs:
+		c.DiskStatfs = true
+	default:
+		e.fail(EnvDiskUsage, u, "want %s (sum the files under the mirror root) or %s (the file system's own figure, for EFS)",
+			deployenv.DiskUsageWalk, deployenv.DiskUsageStatfs)
+	}
+	if c.AliveFile != "" && !strings.HasPrefix(c.AliveFile, "/") {
+		e.fail(EnvAliveFile, c.AliveFile, "must be an absolute path")
+	}
 	if _, ok := priority.ByName(c.PriorityPolicy); !ok {
 		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: rate (the default) or cbrt")
 	}
@@ -232,15 +251,22 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	defer m.Close()
 	emf := metrics.NewEMF(out, cfg.Fleet, nil)
-	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota}
+	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota, Statfs: cfg.DiskStatfs}
+	var ws worker.Store = st
+	if cfg.AliveFile != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.AliveFile), 0o755); err != nil {
+			return fmt.Errorf("%s: %w", EnvAliveFile, err)
+		}
+		ws = AliveStore{Store: st, Path: cfg.AliveFile}
+	}
 	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, FsckEvery: cfg.FsckEvery},
-		st, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
+		ws, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
-		"maintain_every", cfg.MaintainEvery)
+		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "alive_file", cfg.AliveFile)
 
 	var wg sync.WaitGroup
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
@@ -315,4 +341,23 @@ func (m MeteredMirror) Sync(ctx context.Context, t fetch.Target) (fetch.Result, 
 	// metrics.Fetch builds valid samples only: Record has nothing to refuse.
 	_ = m.Sink.Record(metrics.Fetch(err == nil, time.Since(start), res.BytesReceived)...)
 	return res, err
+}
+
+// AliveStore touches Path after each heartbeat the store accepted. The container's
+// health check (`mirrorfleet healthcheck --file`) reads the file's age: a worker whose
+// heartbeats stop landing — stuck, or cut off from the store — is replaced by ECS
+// rather than left running while the coordinator moves its repos away.
+type AliveStore struct {
+	worker.Store
+	Path string
+}
+
+// Heartbeat passes the heartbeat on and, when it landed, touches the file.
+func (a AliveStore) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error) {
+	w, err := a.Store.Heartbeat(ctx, id, hb)
+	if err == nil {
+		// The modification time is what counts; the content is for a reader.
+		_ = os.WriteFile(a.Path, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+	}
+	return w, err
 }

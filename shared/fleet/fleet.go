@@ -303,7 +303,7 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			f.cfg.Log.Warn("coordinator tick", "err", err)
 		}
-		f.recordMetrics(ctx, rep, time.Since(start))
+		f.recordMetrics(ctx, rep, time.Since(start), err)
 		select {
 		case <-ctx.Done():
 			return
@@ -314,11 +314,15 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 }
 
 // recordMetrics feeds /metrics after a tick: the tick's report, repos by state (kept
-// as counters by the store, so cheap) and each worker's queue depth.
-func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took time.Duration) {
-	samples := metrics.FromReport(rep, took)
+// as counters by the store, so cheap), the fleet's staleness (from the workers'
+// heartbeats) and each worker's queue depth.
+func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took time.Duration, tickErr error) {
+	samples := metrics.FromReport(rep, took, tickErr)
 	if counts, err := f.Store.CountRepos(ctx); err == nil {
 		samples = append(samples, metrics.ReposByStateSamples(counts)...)
+	}
+	if ws, err := f.Store.ListWorkers(ctx); err == nil {
+		samples = append(samples, metrics.MergeStaleness(time.Now(), ws).Samples()...)
 	}
 	for _, rw := range f.workers {
 		if id := rw.w.ID(); id != "" {

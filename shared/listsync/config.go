@@ -13,16 +13,19 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
 // Environment variables read by ConfigFromEnv (the coordinator Lambda's configuration).
+// The names are deployenv's, the contract with the CDK stack.
 const (
-	EnvRepo           = "MIRRORFLEET_LIST_REPO"            // list repository URL; empty: no list sync
-	EnvBranch         = "MIRRORFLEET_LIST_BRANCH"          // branch; empty: the repository's HEAD
-	EnvPath           = "MIRRORFLEET_LIST_PATH"            // comma-separated files or directories
-	EnvInterval       = "MIRRORFLEET_LIST_INTERVAL"        // Go duration, e.g. 5m
-	EnvPurgeThreshold = "MIRRORFLEET_LIST_PURGE_THRESHOLD" // percent, e.g. 5 or 5%
-	EnvDir            = "MIRRORFLEET_LIST_DIR"             // where the clone is kept
+	EnvRepo           = deployenv.ListRepo           // list repository URL; empty: no list sync
+	EnvBranch         = deployenv.ListBranch         // branch; empty: the repository's HEAD
+	EnvPath           = deployenv.ListPath           // comma-separated files or directories
+	EnvInterval       = deployenv.ListInterval       // Go duration, e.g. 5m
+	EnvPurgeThreshold = deployenv.ListPurgeThreshold // percent, e.g. 5 or 5%
+	EnvDir            = deployenv.ListDir            // where the clone is kept
 )
 
 // Defaults.

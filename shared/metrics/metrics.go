@@ -39,7 +39,7 @@ const Namespace = "MirrorFleet"
 // Metric names (CloudWatch). The Prometheus name of each is Def.PromName.
 const (
 	LeaderTerm     = "LeaderTerm"     // gauge: the leader's election term
-	Ticks          = "Ticks"          // counter: coordinator ticks run (leader or not)
+	Ticks          = "Ticks"          // counter: coordinator ticks that succeeded (leader or not)
 	TickDuration   = "TickDuration"   // histogram, seconds
 	WorkersByState = "WorkersByState" // gauge per State: joining, active, suspect, dead, draining
 	ReposByState   = "ReposByState"   // gauge per State: pending, cloning, ok, failing, gone, overflow, deleting
@@ -126,7 +126,7 @@ func snake(s string) string {
 
 var defs = []Def{
 	{Name: LeaderTerm, Kind: Gauge, Unit: UnitNone, Help: "Election term of the current leader coordinator."},
-	{Name: Ticks, Kind: Counter, Unit: UnitCount, Help: "Coordinator ticks run, by leaders and followers."},
+	{Name: Ticks, Kind: Counter, Unit: UnitCount, Help: "Coordinator ticks that succeeded, by leaders and followers."},
 	{Name: TickDuration, Kind: Histogram, Unit: UnitSeconds, Help: "Wall time of a coordinator tick."},
 	{Name: WorkersByState, Kind: Gauge, Unit: UnitCount, Dims: []string{DimState}, Help: "Workers by membership state, as the leader last saw them."},
 	{Name: ReposByState, Kind: Gauge, Unit: UnitCount, Dims: []string{DimState}, Help: "Repos by lifecycle state."},
@@ -235,15 +235,20 @@ func byState[S ~string](name string, known []S, counts map[S]int) []Sample {
 	return out
 }
 
-// FromReport turns a coordinator tick into samples; took is how long the tick ran.
-// Every tick counts (Ticks, TickDuration); only a leader's tick speaks for the fleet
-// (LeaderTerm, ReposMoved, WorkersByState), so two coordinators never report
-// conflicting states. A report of an ignored timer firing ran no tick: no samples.
-func FromReport(rep coordinator.Report, took time.Duration) []Sample {
+// FromReport turns a coordinator tick into samples; took is how long the tick ran and
+// err what it returned. Every tick that succeeded counts (Ticks) — a failed one does
+// not, so the no-tick alarm sees a coordinator that fails every minute — and every tick
+// reports its duration. Only a leader's tick speaks for the fleet (LeaderTerm,
+// ReposMoved, WorkersByState), so two coordinators never report conflicting states. A
+// report of an ignored timer firing ran no tick: no samples.
+func FromReport(rep coordinator.Report, took time.Duration, err error) []Sample {
 	if rep.Ignored != "" {
 		return nil
 	}
-	out := []Sample{{Name: Ticks, Value: 1}, {Name: TickDuration, Value: max(took, 0).Seconds()}}
+	out := []Sample{{Name: TickDuration, Value: max(took, 0).Seconds()}}
+	if err == nil {
+		out = append([]Sample{{Name: Ticks, Value: 1}}, out...)
+	}
 	if !rep.Leader {
 		return out
 	}

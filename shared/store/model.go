@@ -130,6 +130,18 @@ type Worker struct {
 	AckSeq      uint64      `json:"ack_seq"`     // last outbox entry the worker applied
 	OutboxHead  uint64      `json:"outbox_head"` // last outbox seq the coordinator wrote
 	TrimmedTo   uint64      `json:"trimmed_to"`  // entries <= this are gone from the outbox
+	Staleness   Staleness   `json:"staleness"`   // of its repos, at the last heartbeat
+}
+
+// Staleness summarises how long ago a worker's repos were last fetched successfully, as
+// the worker saw them at a heartbeat. The coordinator aggregates the fleet's staleness
+// from these without reading a single repo record. Percentiles are nearest-rank.
+type Staleness struct {
+	P50   time.Duration `json:"p50,omitempty"`
+	P99   time.Duration `json:"p99,omitempty"`
+	Max   time.Duration `json:"max,omitempty"`
+	Repos int           `json:"repos,omitempty"` // repos with a last success: the percentiles' population
+	Never int           `json:"never,omitempty"` // owned repos never fetched successfully
 }
 
 // Heartbeat is what a worker reports each heartbeat.
@@ -140,6 +152,7 @@ type Heartbeat struct {
 	Fetching  int
 	QueueLen  int
 	AckSeq    uint64
+	Staleness Staleness
 }
 
 // Token is one virtual node: the member owns the arc (previous token, Pos].

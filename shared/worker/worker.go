@@ -15,6 +15,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
@@ -309,7 +310,16 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	w.mu.Lock()
 	id := w.id
 	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queue.Len()
+	last := make([]time.Time, 0, len(w.repos))
+	for _, r := range w.repos {
+		if !r.dropped {
+			last = append(last, r.rec.LastSuccessAt)
+		}
+	}
 	w.mu.Unlock()
+	// The staleness of the repos it owns: the coordinator merges the workers' summaries
+	// into the fleet's without reading the repos.
+	hb.Staleness = store.Staleness(metrics.ComputeStaleness(hb.At, last))
 
 	rec, err := w.store.Heartbeat(ctx, id, hb)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.State == store.WorkerDead) {

@@ -441,3 +441,37 @@ func setPacks(t *testing.T, f *fixture, ms *maintScripted, n int) {
 		t.Fatalf("MaxPacks = %d after a fetch that left %d", got, n)
 	}
 }
+
+// The heartbeat carries the staleness of the worker's repos: never fetched before the
+// first success, then the age of the last success, growing until the next one.
+func TestHeartbeatReportsStaleness(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Second})
+	ctx := context.Background()
+	stored := func() store.Staleness {
+		t.Helper()
+		w, err := f.st.GetWorker(ctx, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Staleness
+	}
+	// A heartbeat reports what the worker owned when it was sent: the fixture's repo
+	// arrived with the last one.
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := stored(); s != (store.Staleness{Never: 1}) {
+		t.Fatalf("before the first fetch: %+v, want one repo never fetched", s)
+	}
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("nothing to fetch")
+	}
+	f.clk.Advance(90 * time.Minute)
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := store.Staleness{Repos: 1, P50: 90 * time.Minute, P99: 90 * time.Minute, Max: 90 * time.Minute}
+	if s := stored(); s != want {
+		t.Fatalf("90 minutes after the fetch: %+v, want %+v", s, want)
+	}
+}
