@@ -73,6 +73,8 @@ type Config struct {
 	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
 	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
 	ObjectCacheBytes int64
+	// Limits bound what an upstream can make one sync receive (limits.go).
+	Limits Limits
 }
 
 // Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
@@ -81,6 +83,7 @@ type Mirrorer struct {
 	root, tmpDir, trashDir string
 	timeout, listTimeout   time.Duration
 	cacheBytes             int64
+	limits                 Limits
 	log                    *slog.Logger
 	route                  *routeAuth
 
@@ -97,6 +100,9 @@ func New(cfg Config) (*Mirrorer, error) {
 	if cfg.Root == "" {
 		return nil, errors.New("mirror: Config.Root is required")
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: root: %w", err)
@@ -108,6 +114,7 @@ func New(cfg Config) (*Mirrorer, error) {
 		timeout:     cfg.Timeout,
 		listTimeout: cfg.ListTimeout,
 		cacheBytes:  cfg.ObjectCacheBytes,
+		limits:      cfg.Limits.withDefaults(),
 		log:         cfg.Logger,
 		trashSem:    make(chan struct{}, 1),
 	}
@@ -194,7 +201,9 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // read, never written.
 //
 // Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
-// existing mirror: go-git writes a pack completely before it touches refs.
+// existing mirror: go-git writes a pack completely before it touches refs. An upstream
+// that exceeds a limit (Config.Limits, t.MaxBytes) is cut off with a fetch.KindLimit
+// error, one that trickles below the minimum rate with a fetch.KindTimeout error.
 func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) {
 	start := time.Now()
 	dir, err := m.Path(t)
@@ -217,7 +226,7 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 	}
 	defer func() { lk.unlock(false) }()
 
-	ctx, counter := withByteCounter(ctx)
+	ctx, state := withSyncState(ctx, m.limits.forTarget(t))
 	var res fetch.Result
 	if isDir(dir) {
 		res, err = m.update(ctx, t, dir)
@@ -232,12 +241,16 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 		}
 	}
 	if err != nil {
+		if rf := state.refused(); rf != nil {
+			// What the guard refused, rather than what go-git made of the cut stream.
+			err = rf
+		}
 		err = classify(fmt.Errorf("sync %s: %w", u, err))
 		m.log.Warn("mirror sync failed", "id", t.ID, "url", u, "kind", fetch.KindOf(err),
 			"err", err, "took", time.Since(start))
 		return fetch.Result{}, err
 	}
-	res.BytesReceived = counter.n.Load()
+	res.BytesReceived = state.n.Load()
 	if res.SizeBytes, err = dirSize(dir); err != nil {
 		m.log.Warn("mirror size", "id", t.ID, "err", err)
 	}
