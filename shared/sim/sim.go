@@ -122,6 +122,14 @@ func withWorkerDefaults(c worker.Config) worker.Config {
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 10 * time.Second
 	}
+	// Every simulated upstream is on one host: per-host politeness (tested on its own)
+	// would only slow the scenarios down. A scenario may set it.
+	if c.HostConcurrency == 0 {
+		c.HostConcurrency = -1
+	}
+	if c.HostRate == 0 {
+		c.HostRate = -1
+	}
 	return c
 }
 

@@ -61,6 +61,12 @@ type Config struct {
 	BusyRetry     time.Duration // retry delay when another process holds the repo's lock
 	Drain         time.Duration // on shutdown, how long in-flight fetches may finish
 	Policy        priority.Policy
+
+	// Per upstream host (hosts.go); negative: no limit.
+	HostConcurrency int           // fetches of one host at a time
+	HostRate        float64       // fetch starts per second on one host
+	HostBurst       int           // starts on one host at once, within HostRate
+	HostPause       time.Duration // a host answering 429/503 without Retry-After is left alone this long
 }
 
 // DefaultConfig returns the documented defaults.
@@ -79,6 +85,11 @@ func DefaultConfig() Config {
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
 		Policy:        priority.Rate{},
+
+		HostConcurrency: 4,
+		HostRate:        2,
+		HostBurst:       4,
+		HostPause:       time.Minute,
 	}
 }
 
@@ -114,12 +125,25 @@ func (c Config) withDefaults() Config {
 	if c.Policy == nil {
 		c.Policy = d.Policy
 	}
+	if c.HostConcurrency == 0 {
+		c.HostConcurrency = d.HostConcurrency
+	}
+	if c.HostRate == 0 {
+		c.HostRate = d.HostRate
+	}
+	if c.HostBurst == 0 {
+		c.HostBurst = d.HostBurst
+	}
+	if c.HostPause == 0 {
+		c.HostPause = d.HostPause
+	}
 	return c
 }
 
 // repoState is what a worker keeps per owned repo.
 type repoState struct {
 	rec         store.Repo // last known record (history the policy needs)
+	host        string     // upstream host, for politeness
 	lastWritten time.Time  // when the repo record was last written by us
 	inFlight    bool
 	dropped     bool // removed while a fetch was in flight
@@ -148,6 +172,8 @@ type Worker struct {
 	ack          uint64
 	repos        map[string]*repoState
 	queue        *Queue
+	hosts        *hosts
+	parkSeq      uint64
 	inFlight     int
 	tokens       float64
 	tokensAt     time.Time
@@ -165,7 +191,8 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	}
 	cfg = cfg.withDefaults()
 	return &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
-		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1)}
+		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1),
+		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
 }
 
 // ID is the worker's current identity ("" before it joined).
@@ -195,11 +222,26 @@ func (w *Worker) Stats() Stats {
 		Purged: w.stats.purged.Load()}
 }
 
-// QueueLen is the number of repos waiting in the queue.
+// QueueLen is the number of repos waiting in the queue (or for their host).
 func (w *Worker) QueueLen() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.queue.Len()
+	return w.queueLenLocked()
+}
+
+func (w *Worker) queueLenLocked() int { return w.queue.Len() + w.hosts.parkedLen() }
+
+// requeueLocked puts a parked repo back in the queue, ready now.
+func (w *Worker) requeueLocked(id string, prio float64) {
+	if r, ok := w.repos[id]; ok && !r.dropped && !r.inFlight {
+		w.queue.Push(id, prio, time.Time{})
+	}
+}
+
+// dequeueLocked takes id out of the queue and off its host.
+func (w *Worker) dequeueLocked(id string) {
+	w.queue.Remove(id)
+	w.hosts.unpark(id)
 }
 
 // Join claims a slot and registers the worker. A live record under our id is a previous
@@ -248,7 +290,7 @@ func (w *Worker) dropAllLocked() {
 		} else {
 			delete(w.repos, id)
 		}
-		w.queue.Remove(id)
+		w.dequeueLocked(id)
 	}
 }
 
@@ -271,7 +313,7 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	id := w.id
-	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queue.Len()
+	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queueLenLocked()
 	w.mu.Unlock()
 
 	rec, err := w.store.Heartbeat(ctx, id, hb)
@@ -372,7 +414,7 @@ func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 }
 
 func (w *Worker) removeLocked(id string, r *repoState) {
-	w.queue.Remove(id)
+	w.dequeueLocked(id)
 	if r.inFlight {
 		r.dropped = true
 		return
@@ -387,7 +429,7 @@ func (w *Worker) addLocked(rec store.Repo, prio float64) {
 		r.rec.OwnerEpoch = rec.OwnerEpoch
 		return
 	}
-	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt}
+	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt}
 	p := max(prio, w.queue.Min())
 	w.queue.Push(rec.ID, p, time.Time{})
 }
@@ -425,6 +467,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
 			r.rec.OwnerEpoch = e.Epoch
 			if !r.inFlight {
+				w.hosts.unpark(e.RepoID)
 				w.queue.Push(e.RepoID, w.queue.Min(), time.Time{})
 			}
 		}
@@ -468,13 +511,15 @@ type Job struct {
 	Priority float64
 }
 
-// Next pops the next repo to fetch at now, if one is eligible and the rate allows.
+// Next pops the next repo to fetch at now, if one is eligible and the rate allows. A
+// repo whose upstream host is closed (hosts.go) waits on the host instead.
 func (w *Worker) Next(now time.Time) (Job, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.joined || !w.allowLocked(now) {
 		return Job{}, false
 	}
+	w.hosts.release(now, w.requeueLocked)
 	for {
 		id, prio, ok := w.queue.Pop(now)
 		if !ok {
@@ -482,6 +527,11 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		}
 		r, ok := w.repos[id]
 		if !ok || r.dropped {
+			continue
+		}
+		if !w.hosts.admit(r.host, now) {
+			w.parkSeq++
+			w.hosts.park(r.host, id, prio, w.parkSeq, now)
 			continue
 		}
 		r.inFlight = true
@@ -509,12 +559,28 @@ func (w *Worker) allowLocked(now time.Time) bool {
 }
 
 // Do runs one job: the disk guard, the fetch, the bookkeeping.
+//
+// The disk guard runs before every fetch, not only before a clone: above the threshold
+// an uncloned repo is handed back (another worker may have room) and a mirrored one is
+// not fetched (a disk_full error on the repo, no failure counted); below it, the fetch
+// may add at most its share of the room left under the threshold (the room divided by
+// the fetchers, which may all be filling it at once).
 func (w *Worker) Do(ctx context.Context, j Job) {
 	cloned := w.mirror.Exists(j.Target)
-	if !cloned && w.disk != nil {
-		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 && float64(used)/float64(total) > w.cfg.DiskThreshold {
-			w.handBack(ctx, j, fmt.Sprintf("disk %.0f%% full on %s", 100*float64(used)/float64(total), j.Owner))
-			return
+	if w.disk != nil {
+		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 {
+			room := int64(w.cfg.DiskThreshold*float64(total)) - used
+			share := room / int64(w.cfg.Fetchers)
+			if share <= 0 {
+				full := fmt.Sprintf("disk %.0f%% full on %s (threshold %.0f%%)", 100*float64(used)/float64(total), j.Owner, 100*w.cfg.DiskThreshold)
+				if !cloned {
+					w.handBack(ctx, j, full)
+					return
+				}
+				w.finish(ctx, j, cloned, fetch.Result{}, fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full))
+				return
+			}
+			j.Target.MaxBytes = share
 		}
 	}
 	w.stats.fetches.Add(1)
@@ -539,6 +605,7 @@ func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
 		w.inFlight--
 		delete(w.repos, j.Target.ID)
 	}
+	w.hosts.done(hostOf(j.Target.URL), w.clock.Now(), w.requeueLocked)
 	w.mu.Unlock()
 	w.stats.handedBack.Add(1)
 	if err := w.store.HandBack(ctx, j.Target.ID, j.Owner, j.Epoch, reason); err != nil && !errors.Is(err, store.ErrConflict) {
@@ -551,7 +618,14 @@ func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
 // only when something worth storing happened (invariant 6).
 func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Result, ferr error) {
 	now := w.clock.Now()
+	kind := fetch.KindOf(ferr)
+	host := hostOf(j.Target.URL)
 	w.mu.Lock()
+	if ferr != nil && kind == fetch.KindRateLimited {
+		// The whole host asked us to slow down, not just this repo.
+		w.hosts.pauseHost(host, now, fetch.RetryAfterOf(ferr))
+	}
+	w.hosts.done(host, now, w.requeueLocked)
 	r, ok := w.repos[j.Target.ID]
 	if !ok {
 		w.mu.Unlock()
@@ -568,7 +642,6 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	prev := *rec
 	write := false
 	notBefore := now.Add(max(w.cfg.MinInterval, 0))
-	kind := fetch.KindOf(ferr)
 	switch {
 	case ferr == nil:
 		if wasCloned && !res.Cloned && !prev.LastSuccessAt.IsZero() {
@@ -589,6 +662,12 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		rec.State = store.RepoOK
 		write = res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
 			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
+	case kind == fetch.KindDiskFull:
+		// Not the repo's fault: no failure is counted. The record says why the mirror is
+		// not being refreshed (written once, not at every skipped poll).
+		rec.LastError = ferr.Error()
+		write = prev.LastError != rec.LastError
+		notBefore = now.Add(max(w.cfg.MinInterval, w.cfg.BusyRetry))
 	case kind == fetch.KindBusy:
 		// Someone else is fetching it (its previous owner, just after a move): nothing to
 		// record; look again soon, but no later than a normal poll would.
@@ -650,6 +729,13 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			return
 		}
 		w.log.Warn("report fetch", "repo", j.Target.ID, "err", err)
+		// The store did not get it (throttled, say): the next poll writes whatever it
+		// finds, instead of waiting for the next change or checkpoint.
+		w.mu.Lock()
+		if r, ok := w.repos[j.Target.ID]; ok && r.lastWritten.Equal(now) {
+			r.lastWritten = time.Time{}
+		}
+		w.mu.Unlock()
 	}
 }
 
