@@ -416,28 +416,47 @@ func hostLabel(h string) string {
 	return h
 }
 
-// importFile adds the URLs of a file (one per line, # comments) as pending repos.
+// importFile adds the URLs of a file (one per line, # comments) as pending repos. It
+// reads the file as a stream and logs only the first bad lines, so its size does not
+// matter.
 func importFile(ctx context.Context, st store.Store, p urlpolicy.Policy, path string, log *slog.Logger) error {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("repos file: %w", err)
 	}
+	defer f.Close()
+	const shown = 20
 	added, existed, bad := 0, 0, 0
-	for n, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	var storeErr error
+	err = listsync.EachEntry(f, func(n int, line string, tooLong bool) {
+		if storeErr != nil {
+			return
 		}
-		res := api.AddRepo(ctx, st, p, line, store.SourceAPI, clock.Real{}.Now())
+		var res api.AddResult
+		if tooLong {
+			res.Err = fmt.Errorf("line longer than %d bytes", listsync.MaxLineBytes)
+		} else {
+			res = api.AddRepo(ctx, st, p, line, store.SourceAPI, clock.Real{}.Now())
+		}
+		var ae *api.Error
 		switch {
+		case res.Err != nil && !tooLong && !errors.As(res.Err, &ae):
+			storeErr = res.Err
 		case res.Err != nil:
-			bad++
-			log.Warn("repos file: line skipped", "file", path, "line", n+1, "err", res.Err)
+			if bad++; bad <= shown {
+				log.Warn("repos file: line skipped", "file", path, "line", n, "err", res.Err)
+			}
 		case res.Created:
 			added++
 		default:
 			existed++
 		}
+	})
+	if err == nil {
+		err = storeErr
+	}
+	if err != nil {
+		return fmt.Errorf("repos file %s: %w", path, err)
 	}
 	log.Info("repos file imported", "file", path, "added", added, "existing", existed, "skipped", bad)
 	return nil
