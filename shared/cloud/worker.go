@@ -35,6 +35,20 @@ const (
 	EnvMetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
 	EnvPolicy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: rate (default) or cbrt
 
+	// What one upstream can make a fetch receive (mirror.Limits).
+	EnvMaxRefBytes     = "MIRRORFLEET_MAX_REF_BYTES"      // bytes of one ref advertisement
+	EnvMaxRefs         = "MIRRORFLEET_MAX_REFS"           // refs in one ref advertisement
+	EnvMaxPackBytes    = "MIRRORFLEET_MAX_PACK_BYTES"     // bytes one fetch may receive
+	EnvMaxPackBytesFor = "MIRRORFLEET_MAX_PACK_BYTES_FOR" // per repo: URL=SIZE,URL/=SIZE
+	EnvMaxPackObjects  = "MIRRORFLEET_MAX_PACK_OBJECTS"   // objects a pack may declare
+	EnvMaxObjectBytes  = "MIRRORFLEET_MAX_OBJECT_BYTES"   // bytes one pack object may declare
+	EnvMinRate         = "MIRRORFLEET_MIN_RATE"           // bytes a second; slower transfers are cut
+	EnvRateWindow      = "MIRRORFLEET_RATE_WINDOW"        // the window MIN_RATE is measured over
+	// Politeness per upstream host (worker.Config).
+	EnvHostConcurrency = "MIRRORFLEET_HOST_CONCURRENCY" // fetches of one host at a time; -1: no limit
+	EnvHostRate        = "MIRRORFLEET_HOST_RATE"        // fetch starts a second on one host; -1: no limit
+	EnvHostPause       = "MIRRORFLEET_HOST_PAUSE"       // a host answering 429/503 without Retry-After is left alone this long
+
 	// EnvECSMetadata is set by the ECS agent in every container (task metadata v4).
 	EnvECSMetadata = "ECS_CONTAINER_METADATA_URI_V4"
 )
@@ -58,6 +72,10 @@ type WorkerConfig struct {
 	PriorityPolicy    string // a priority.ByName name; "" is the default (rate)
 	Drain             time.Duration
 	DiskQuota         int64 // bytes; 0 = the file system's own size
+	Fetch             mirror.Limits
+	HostConcurrency   int
+	HostRate          float64
+	HostPause         time.Duration
 	AllowPrivateHosts bool
 	WorkerID          string
 	// WorkerIDSource says where WorkerID came from ("env", "ecs-metadata", "hostname"),
@@ -100,6 +118,23 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		MetricsInterval:   e.duration(EnvMetricsInterval, DefaultMetricsInterval),
 		LogLevel:          e.logLevel(),
 	}
+	ml := mirror.DefaultLimits()
+	c.Fetch = mirror.Limits{
+		MaxRefBytes: e.bytes(EnvMaxRefBytes, ml.MaxRefBytes), MaxRefs: e.integer(EnvMaxRefs, ml.MaxRefs, 1, 1<<30),
+		MaxPackBytes: e.bytes(EnvMaxPackBytes, ml.MaxPackBytes), MaxPackObjects: int64(e.integer(EnvMaxPackObjects, int(ml.MaxPackObjects), 1, 1<<31-1)),
+		MaxObjectBytes: e.bytes(EnvMaxObjectBytes, ml.MaxObjectBytes), MinRate: e.bytes(EnvMinRate, ml.MinRate),
+		RateWindow: e.duration(EnvRateWindow, ml.RateWindow),
+	}
+	if v := e.raw(EnvMaxPackBytesFor); v != "" {
+		m, err := ParseByteOverrides(v)
+		if err != nil {
+			e.fail(EnvMaxPackBytesFor, v, "%v", err)
+		}
+		c.Fetch.PackBytesFor = m
+	}
+	c.HostConcurrency = e.integer(EnvHostConcurrency, def.HostConcurrency, -1, 100000)
+	c.HostRate = e.float(EnvHostRate, def.HostRate)
+	c.HostPause = e.duration(EnvHostPause, def.HostPause)
 	checkFleet(e, c.Fleet)
 	if _, ok := priority.ByName(c.PriorityPolicy); !ok {
 		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: rate (the default) or cbrt")
@@ -211,7 +246,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	defer st.Close()
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
-	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log})
+	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log, Limits: cfg.Fetch})
 	if err != nil {
 		return fmt.Errorf("mirrors: %w", err)
 	}
@@ -219,11 +254,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	emf := metrics.NewEMF(out, cfg.Fleet, nil)
 	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota}
 	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
-		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio},
+		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
+		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
 		st, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
-		"priority_policy", prio.Name())
+		"priority_policy", prio.Name(), "max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency,
+		"host_rate", cfg.HostRate)
 
 	var wg sync.WaitGroup
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))

@@ -19,7 +19,7 @@ import (
 // every `every`, never finishing the headers. It returns how many of them the server
 // had closed when ctx ended or all were closed.
 func Slowloris(ctx context.Context, addr string, n int, every time.Duration) (closed int, err error) {
-	return holdConns(ctx, addr, n, func(c net.Conn) error {
+	return holdConns(ctx, addr, n, func(ctx context.Context, c net.Conn) error {
 		if _, err := io.WriteString(c, "GET /v1/status HTTP/1.1\r\nHost: 127.0.0.1\r\n"); err != nil {
 			return err
 		}
@@ -40,7 +40,7 @@ func Slowloris(ctx context.Context, addr string, n int, every time.Duration) (cl
 // announcing a 1 MB body, and never send the body. It returns how many the server had
 // closed when ctx ended or all were closed.
 func SilentBody(ctx context.Context, addr, path string, n int) (closed int, err error) {
-	return holdConns(ctx, addr, n, func(c net.Conn) error {
+	return holdConns(ctx, addr, n, func(ctx context.Context, c net.Conn) error {
 		_, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{", path)
 		if err != nil {
 			return err
@@ -52,7 +52,7 @@ func SilentBody(ctx context.Context, addr, path string, n int) (closed int, err 
 
 // holdConns dials n connections, runs talk on each (in its own goroutine) and counts
 // the connections the server closes: a read that ends with EOF or a reset.
-func holdConns(ctx context.Context, addr string, n int, talk func(net.Conn) error) (int, error) {
+func holdConns(ctx context.Context, addr string, n int, talk func(context.Context, net.Conn) error) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var d net.Dialer
@@ -78,7 +78,7 @@ func holdConns(ctx context.Context, addr string, n int, talk func(net.Conn) erro
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_ = talk(c)
+			_ = talk(ctx, c)
 		}()
 		go func() {
 			defer wg.Done()

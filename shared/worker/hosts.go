@@ -178,11 +178,14 @@ func (h *hosts) done(host string, now time.Time, requeue func(id string, priorit
 	h.open(g, now, requeue)
 }
 
-// pauseHost closes host until at least until (a 429/503; Retry-After if it gave one,
-// else the default pause).
+// pauseHost closes host after a 429/503: for its Retry-After if it gave one, else for
+// the default pause.
 func (h *hosts) pauseHost(host string, now time.Time, retryAfter time.Duration) {
 	g := h.gate(host)
-	until := now.Add(max(retryAfter, h.pause))
+	if retryAfter <= 0 {
+		retryAfter = h.pause
+	}
+	until := now.Add(retryAfter)
 	if until.After(g.until) {
 		g.until = until
 	}
