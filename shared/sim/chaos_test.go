@@ -2,9 +2,6 @@ package sim_test
 
 import (
 	"context"
-	"maps"
-	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -28,142 +25,28 @@ func chaosConfig(st, check store.Store, skew time.Duration) sim.Config {
 	}
 }
 
-type killPoint struct {
-	stage sim.Stage
-	clone bool
-}
-
-func (k killPoint) String() string {
-	if k.clone {
-		return string(k.stage) + "/clone"
+// runChaos runs Chaos and requires its findings clean: every stage of a clone and of a
+// fetch killed in, the coordinator crashed at writes, nothing lost, nothing left over,
+// everything mirrored, and the invariants held after every step.
+func runChaos(t *testing.T, s *sim.Sim, throttle func(float64)) sim.ChaosResult {
+	t.Helper()
+	res, err := s.Chaos(sim.ChaosOptions{Throttle: throttle})
+	if err != nil {
+		t.Fatalf("chaos: %v (so far: %+v)", err, res)
 	}
-	return string(k.stage) + "/fetch"
-}
-
-// runChaos kills workers at every stage of a clone and of a fetch, in turn, and the
-// coordinator at one of its next writes each round, while repos are added and
-// deleted and (through throttle) the store refuses a share of its calls; it restarts
-// the dead, inside the grace or after it. Then, the store healthy again and the fleet
-// settled: no repo lost, none left behind by a delete, every repo owned once by a live
-// worker and mirrored, and no mirror ever went back or was fetched twice at once
-// (checked after every simulated step).
-func runChaos(t *testing.T, s *sim.Sim, throttle func(float64)) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(5, 8))
-	if err := s.AddRepos(120, 48*time.Hour); err != nil {
-		t.Fatal(err)
+	if len(res.Kills) != 2*len(sim.Stages) {
+		t.Errorf("workers killed at %v, not at every stage of a clone and a fetch", res.Kills)
 	}
-	settle(t, s, 10*time.Minute)
-	want := map[string]bool{}
-	for id := range owners(t, s) {
-		want[id] = true
+	if res.CoordinatorCrashes == 0 {
+		t.Error("the coordinator never crashed at a write")
 	}
-
-	var points []killPoint
-	for _, st := range sim.Stages {
-		points = append(points, killPoint{st, true}, killPoint{st, false})
+	if len(res.Lost)+len(res.LeftOver)+len(res.NotMirrored) > 0 {
+		t.Errorf("lost %v; deleted but still stored %v; not mirrored %v", res.Lost, res.LeftOver, res.NotMirrored)
 	}
-	for round := 0; len(s.Kills) < len(points) || round < 3*len(points); round++ {
-		if round > 6*len(points) {
-			t.Fatalf("after %d rounds, kills only at %v", round, s.Kills)
-		}
-		p := points[round%len(points)]
-		if s.Kills[p.String()] > 0 && len(s.Kills) < len(points) {
-			continue // cover every point first
-		}
-		var live []*sim.Node
-		for _, n := range s.Nodes {
-			if !n.Killed() {
-				live = append(live, n)
-			}
-		}
-		victim := live[rng.IntN(len(live))]
-		throttle(0) // an operator's adds and deletes are retried until they land
-		if p.clone {
-			// New repos, so there are clones to be killed in.
-			before := owners(t, s)
-			if err := s.AddRepos(6, 48*time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			added := 0
-			for id := range owners(t, s) {
-				if _, old := before[id]; !old {
-					want[id] = true
-					added++
-				}
-			}
-			if added != 6 {
-				t.Fatalf("%d repos new after adding 6", added)
-			}
-		}
-		if rng.IntN(3) == 0 {
-			ids := slices.Sorted(maps.Keys(want))
-			id := ids[rng.IntN(len(ids))]
-			if err := s.Store.RequestDelete(ctx, id); err != nil {
-				t.Fatal(err)
-			}
-			delete(want, id)
-		}
-		throttle(0.25)
-		s.KillAt(victim, p.stage, p.clone)
-		s.Store.FailApplyAt(1 + round%4) // the coordinator dies at one of its next writes
-		if _, err := s.RunUntil(5*time.Minute, victim.Killed); err != nil {
-			t.Fatal(err)
-		}
-		if !victim.Killed() {
-			s.Disarm(victim) // it had no such sync to do
-			continue
-		}
-		// Back within the grace (its record resumes) or after it (a new incarnation).
-		down := 20 * time.Second
-		if rng.IntN(2) == 0 {
-			down = 3 * time.Minute
-		}
-		if err := s.RunFor(down); err != nil {
-			t.Fatal(err)
-		}
-		s.Restart(victim)
-	}
-
-	throttle(0)
-	for _, n := range s.Nodes {
-		s.Restart(n)
-	}
-	settle(t, s, 20*time.Minute)
-	if err := s.RunFor(10 * time.Minute); err != nil { // every repo polled again since
-		t.Fatal(err)
-	}
-	got := owners(t, s)
-	for id := range want {
-		r, ok := got[id]
-		if !ok {
-			t.Errorf("repo %s lost", id)
-			continue
-		}
-		if n, ok := s.Storage.Mirrored(r.URL); !ok || r.State != store.RepoOK {
-			t.Errorf("repo %s %s (%s), mirrored %v (%d commits)", id, r.State, r.LastError, ok, n)
-		}
-	}
-	for id := range got {
-		if !want[id] {
-			t.Errorf("deleted repo %s still stored", id)
-		}
-	}
-	if err := s.Settled(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check(); err != nil {
-		t.Fatal(err)
-	}
-	restarts := 0
-	for _, n := range s.Nodes {
-		restarts += n.Restarts
-	}
-	if s.Store.Injected() == 0 {
-		t.Fatal("the coordinator never crashed at a write")
-	}
-	t.Logf("kills by stage %v; %d restarts; coordinator crashed at %d writes; store errors ridden out %v; %d repos, none lost; temp files left by killed syncs %d",
-		s.Kills, restarts, s.Store.Injected(), s.StoreErrors, len(got), s.Storage.TempsLeft)
+	t.Logf("%d rounds; kills by stage %v; %d restarts; coordinator crashed at %d writes; store errors ridden out %v; "+
+		"%d repos (%d added, %d deleted), 0 lost; temp files left by killed syncs %d",
+		res.Rounds, res.Kills, res.Restarts, res.CoordinatorCrashes, res.StoreErrors, res.Repos, res.Added, res.Deleted, res.TempsLeft)
+	return res
 }
 
 // TestChaos runs the chaos on the embedded store.
