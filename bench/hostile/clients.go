@@ -106,8 +106,8 @@ func clients(ctx context.Context, conns int, quick bool) ([]results.HostileAttac
 		})
 	}
 	if err == nil {
-		err = add("silent-body", fmt.Sprintf("%d connections announcing a 1 MB POST /v1/repos and sending one byte", conns), func() (int, int, string, error) {
-			closed, err := hostile.SilentBody(actx, f.Addr(), "/v1/repos", conns)
+		err = add("silent-body", fmt.Sprintf("%d connections announcing an authorized 1 MB POST /v1/repos and sending one byte", conns), func() (int, int, string, error) {
+			closed, err := hostile.SilentBody(actx, f.Addr(), "/v1/repos", benchToken, conns)
 			return conns, closed, "408, then closed by the server", err
 		})
 	}

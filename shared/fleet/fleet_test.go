@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -53,13 +54,21 @@ func (r *running) stop() error {
 }
 
 // start runs a fleet of 3 workers on data with short heartbeat, tick and grace.
-func start(t *testing.T, data string, warmup time.Duration, logs *logtest.Buffer) *running {
+func start(t *testing.T, data string, warmup time.Duration, logs io.Writer) *running {
 	t.Helper()
-	f, err := fleet.Start(context.Background(), fleet.Config{
-		Data: data, Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
-		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, Warmup: warmup, MinInterval: time.Second,
+	return startWith(t, logs, func(c *fleet.Config) { c.Data, c.Warmup = data, warmup })
+}
+
+// startWith is start with the configuration changed by mod.
+func startWith(t *testing.T, logs io.Writer, mod func(*fleet.Config)) *running {
+	t.Helper()
+	cfg := fleet.Config{
+		Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
+		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, MinInterval: time.Second,
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	mod(&cfg)
+	f, err := fleet.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("fleet.Start: %v", err)
 	}

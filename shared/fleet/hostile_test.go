@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,24 +25,12 @@ const heapBound = 384 << 20
 // startHardened runs a one-worker fleet with small limits, so attacks are cut quickly.
 func startHardened(t *testing.T, logs io.Writer) *running {
 	t.Helper()
-	f, err := fleet.Start(context.Background(), fleet.Config{
-		Data: t.TempDir(), Listen: "127.0.0.1:0", Workers: 1, Fetchers: 10, Token: token, AllowPrivateHosts: true,
-		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, Warmup: -1, MinInterval: time.Second,
-		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Fetch: mirror.Limits{MaxRefBytes: 1 << 20, MaxRefs: 10_000, MaxPackBytes: 16 << 20, MaxObjectBytes: 8 << 20,
-			MaxPackObjects: 1_000_000, MinRate: 1 << 10, RateWindow: 5 * time.Second},
-		HTTP: httpguard.Limits{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second, MaxConns: 4000},
+	return startWith(t, logs, func(c *fleet.Config) {
+		c.Data, c.Workers, c.Fetchers, c.Warmup = t.TempDir(), 1, 10, -1
+		c.Fetch = mirror.Limits{MaxRefBytes: 1 << 20, MaxRefs: 10_000, MaxPackBytes: 16 << 20, MaxObjectBytes: 8 << 20,
+			MaxPackObjects: 1_000_000, MinRate: 1 << 10, RateWindow: 5 * time.Second}
+		c.HTTP = httpguard.Limits{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second, MaxConns: 4000}
 	})
-	if err != nil {
-		t.Fatalf("fleet.Start: %v", err)
-	}
-	r := &running{Fleet: f}
-	t.Cleanup(func() {
-		if err := r.stop(); err != nil {
-			t.Errorf("cleanup: Stop: %v", err)
-		}
-	})
-	return r
 }
 
 // TestHostileUpstreamsInTheFleet adds every hostile upstream beside good repos: the
@@ -160,7 +147,7 @@ func TestHostileClients(t *testing.T) {
 	if closed, err := hostile.Slowloris(ctx, f.Addr(), conns, 200*time.Millisecond); err != nil || closed != conns {
 		t.Fatalf("slowloris: the server closed %d of %d connections (%v)", closed, conns, err)
 	}
-	if closed, err := hostile.SilentBody(ctx, f.Addr(), "/v1/repos", conns); err != nil || closed != conns {
+	if closed, err := hostile.SilentBody(ctx, f.Addr(), "/v1/repos", token, conns); err != nil || closed != conns {
 		t.Fatalf("silent bodies: the server closed %d of %d connections (%v)", closed, conns, err)
 	}
 	if status, err := hostile.HugeHeader(ctx, base+"/v1/status", 1<<20); err != nil || status != http.StatusRequestHeaderFieldsTooLarge {

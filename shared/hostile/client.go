@@ -37,11 +37,16 @@ func Slowloris(ctx context.Context, addr string, n int, every time.Duration) (cl
 }
 
 // SilentBody opens n connections that send complete headers of a write to path,
-// announcing a 1 MB body, and never send the body. It returns how many the server had
-// closed when ctx ended or all were closed.
-func SilentBody(ctx context.Context, addr, path string, n int) (closed int, err error) {
+// announcing a 1 MB body, and never send more than its first byte. With a token the
+// request is authorized, so the server reads the body (and must give up on it); it
+// returns how many the server had closed when ctx ended or all were closed.
+func SilentBody(ctx context.Context, addr, path, token string, n int) (closed int, err error) {
+	auth := ""
+	if token != "" {
+		auth = "Authorization: Bearer " + token + "\r\n"
+	}
 	return holdConns(ctx, addr, n, func(ctx context.Context, c net.Conn) error {
-		_, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{", path)
+		_, err := fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{", path, auth)
 		if err != nil {
 			return err
 		}

@@ -98,7 +98,7 @@ func TestDeadlinesCutSilentBodies(t *testing.T) {
 	c.Close()
 
 	const n = 300
-	closed, err := hostile.SilentBody(ctx, addr, "/", n)
+	closed, err := hostile.SilentBody(ctx, addr, "/", "", n)
 	if err != nil || closed != n {
 		t.Fatalf("silent bodies: %d of %d closed by the server (%v)", closed, n, err)
 	}

@@ -60,32 +60,39 @@ func newFixture(t *testing.T, cfg worker.Config) *fixture {
 	return newFixtureOn(t, cfg, nil)
 }
 
-// newFixtureOn is newFixture with a disk gauge.
-func newFixtureOn(t *testing.T, cfg worker.Config, disk worker.Disk) *fixture {
+// newJoined starts worker w1 on a fresh store, joined, with a coordinator's term.
+func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
 	t.Helper()
-	ctx := context.Background()
 	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
-	m := &scripted{}
 	cfg.ID = "w1"
 	w := worker.New(cfg, st, m, disk, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := w.Heartbeat(ctx); err != nil {
+	if err := w.Heartbeat(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	el, err := st.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
+	el, err := st.CASElection(context.Background(), 0, store.Election{Term: 1, VotedFor: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, clk, w, el
+}
+
+// newFixtureOn is newFixture with a disk gauge.
+func newFixtureOn(t *testing.T, cfg worker.Config, disk worker.Disk) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	m := &scripted{}
+	st, clk, w, el := newJoined(t, cfg, m, disk)
 	url := "https://example.org/a/b"
 	id := store.RepoID(url)
 	if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
 		t.Fatal(err)
 	}
-	err = st.Apply(ctx, el.Term, []store.Mutation{
+	err := st.Apply(ctx, el.Term, []store.Mutation{
 		store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning},
 		store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1}}},
 	})
@@ -377,22 +384,8 @@ func (h *hostMirror) Trash(context.Context, fetch.Target) error { return nil }
 // repo of the forge stops them all until its Retry-After.
 func TestPolitenessPerHost(t *testing.T) {
 	ctx := context.Background()
-	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
 	m := &hostMirror{fail: map[string]error{}}
-	w := worker.New(worker.Config{ID: "w1", HostConcurrency: 2, HostRate: -1, MinInterval: time.Minute}, st, m, nil, clk,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := w.Heartbeat(ctx); err != nil {
-		t.Fatal(err)
-	}
-	el, err := st.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, clk, w, el := newJoined(t, worker.Config{HostConcurrency: 2, HostRate: -1, MinInterval: time.Minute}, m, nil)
 	var muts []store.Mutation
 	var entries []store.OutboxEntry
 	for i := range 12 {

@@ -25,10 +25,10 @@ type HostileAttack struct {
 	What string `json:"what"`
 	// Refused: the attack was refused or cut as it should be (the outcome is a
 	// classified error, a 4xx, or connections the server closed).
-	Refused bool   `json:"refused"`
-	Outcome string `json:"outcome"`          // the error kind or the HTTP status
-	Detail  string `json:"detail,omitempty"` // the message, cut
-	Seconds float64 `json:"seconds"`         // until refused (or done)
+	Refused bool    `json:"refused"`
+	Outcome string  `json:"outcome"`          // the error kind or the HTTP status
+	Detail  string  `json:"detail,omitempty"` // the message, cut
+	Seconds float64 `json:"seconds"`          // until refused (or done)
 	// HeapPeakMiB is the Go heap's peak during the attack (whole process: the fleet,
 	// and the attacker, which runs in it); RSSPeakMiB the resident set's, when the
 	// kernel lets the peak be reset per attack (0 otherwise).
@@ -42,13 +42,13 @@ type HostileAttack struct {
 
 // HostileList is a list repository of bad lines, synced once.
 type HostileList struct {
-	Bytes       int64   `json:"bytes"`        // of the list file
-	PackBytes   int64   `json:"pack_bytes"`   // of the list repository as fetched
-	Lines       int     `json:"lines"`        // in the list
-	BadLines    int     `json:"bad_lines"`    // counted
-	Kept        int     `json:"kept"`         // kept for the status
-	Applied     int     `json:"applied"`      // good URLs added
-	Seconds     float64 `json:"seconds"`      // of the sync
+	Bytes       int64   `json:"bytes"`      // of the list file
+	PackBytes   int64   `json:"pack_bytes"` // of the list repository as fetched
+	Lines       int     `json:"lines"`      // in the list
+	BadLines    int     `json:"bad_lines"`  // counted
+	Kept        int     `json:"kept"`       // kept for the status
+	Applied     int     `json:"applied"`    // good URLs added
+	Seconds     float64 `json:"seconds"`    // of the sync
 	HeapPeakMiB float64 `json:"heap_peak_mib"`
 	RSSPeakMiB  float64 `json:"rss_peak_mib,omitempty"`
 }
