@@ -184,3 +184,54 @@ func TestHostileClients(t *testing.T) {
 		t.Logf("client attacks survived; heap peak %d MiB", peak>>20)
 	}
 }
+
+// TestRateLimitedHostIsLeftAlone: 40 repos on a forge that answers 429 with a
+// Retry-After of two minutes. After the first answers the whole host is paused, not
+// each repo: the forge sees no more than one round of requests (HostConcurrency of
+// the one worker), however many of its repos come due.
+func TestRateLimitedHostIsLeftAlone(t *testing.T) {
+	logs := dumpOnFailure(t)
+	up, err := hostile.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.Close)
+	f := startWith(t, logs, func(c *fleet.Config) {
+		c.Data, c.Workers, c.Fetchers, c.Warmup, c.HostConcurrency, c.HostRate = t.TempDir(), 1, 10, -1, 3, -1
+	})
+	waitRing(t, f, 1)
+	var urls []string
+	for i := range 40 {
+		urls = append(urls, fmt.Sprintf("%s.%02d", up.RepoURL(hostile.RateLimited), i))
+	}
+	addRepos(t, f, urls...)
+	eventually(t, f, time.Minute, "every repo assigned and refused once or waiting", func() string {
+		n := 0
+		for _, r := range allRepos(t, f.Store) {
+			if r.Owner != "" {
+				n++
+			}
+		}
+		if n != len(urls) {
+			return fmt.Sprintf("%d of %d assigned", n, len(urls))
+		}
+		if up.Requests(hostile.RateLimited) == 0 {
+			return "no request yet"
+		}
+		return ""
+	})
+	time.Sleep(2 * time.Second) // ticks and heartbeats go on; due repos are popped and parked
+	if got := up.Requests(hostile.RateLimited); got > 3 {
+		t.Fatalf("the rate-limited forge got %d requests; after its 429s the host should have been left alone (at most 3, one round)", got)
+	}
+	limited := 0
+	for _, r := range allRepos(t, f.Store) {
+		if strings.HasPrefix(r.LastError, "rate_limited:") {
+			limited++
+		}
+	}
+	if limited == 0 || limited > 3 {
+		t.Fatalf("%d repos carry a rate_limited error, want the 1 to 3 that were asked", limited)
+	}
+	t.Logf("40 repos on a forge answering 429: %d requests, %d repos refused, the rest wait for the host", up.Requests(hostile.RateLimited), limited)
+}
