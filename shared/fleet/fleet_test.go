@@ -62,9 +62,12 @@ func start(t *testing.T, data string, warmup time.Duration, logs io.Writer) *run
 // startWith is start with the configuration changed by mod.
 func startWith(t *testing.T, logs io.Writer, mod func(*fleet.Config)) *running {
 	t.Helper()
+	// Every upstream of a test is on the one local git server: no per-host politeness
+	// (tested on its own), or polls would queue behind the host's budget.
 	cfg := fleet.Config{
 		Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
 		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, MinInterval: time.Second,
+		HostConcurrency: -1, HostRate: -1,
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	mod(&cfg)

@@ -27,6 +27,7 @@ func startHardened(t *testing.T, logs io.Writer) *running {
 	t.Helper()
 	return startWith(t, logs, func(c *fleet.Config) {
 		c.Data, c.Workers, c.Fetchers, c.Warmup = t.TempDir(), 1, 10, -1
+		c.HostConcurrency, c.HostRate = 0, 0 // the defaults: the hostile host is one, the good repos another
 		c.Fetch = mirror.Limits{MaxRefBytes: 1 << 20, MaxRefs: 10_000, MaxPackBytes: 16 << 20, MaxObjectBytes: 8 << 20,
 			MaxPackObjects: 1_000_000, MinRate: 1 << 10, RateWindow: 5 * time.Second}
 		c.HTTP = httpguard.Limits{ReadHeaderTimeout: time.Second, BodyTimeout: time.Second, MaxConns: 4000}

@@ -251,6 +251,9 @@ func (g *packGuard) packData(b []byte) *fetch.Error {
 	return g.walker.feed(b[c:])
 }
 
+// ended reports whether the side-band's closing flush has been read.
+func (g *packGuard) ended() bool { return g.st == upEnd }
+
 // close stops the object walker, if any.
 func (g *packGuard) close() {
 	if g.walker != nil {

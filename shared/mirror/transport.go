@@ -160,9 +160,11 @@ type countingTransport struct {
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	st, _ := req.Context().Value(stateKey{}).(*syncState)
 	var watch *rateWatch
+	release := func() {}
 	if st != nil && st.lim.minRate > 0 {
 		ctx, cancel := context.WithCancelCause(req.Context())
 		req = req.WithContext(ctx)
+		release = func() { cancel(nil) }
 		watch = startRateWatch(st.lim.minRate, st.lim.window, func() {
 			st.refuse(&fetch.Error{Kind: fetch.KindTimeout, Err: fmt.Errorf("%w: less than %.0f bytes in %s (limit MinRate %d B/s)",
 				errTooSlow, float64(st.lim.minRate)*st.lim.window.Seconds(), st.lim.window, st.lim.minRate)})
@@ -172,9 +174,10 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.Body == nil {
 		watch.stop()
+		release()
 		return resp, err
 	}
-	b := &guardedBody{rc: resp.Body, st: st, watch: watch, left: -1}
+	b := &guardedBody{rc: resp.Body, st: st, watch: watch, release: release, left: -1}
 	if resp.StatusCode >= 300 {
 		b.left = maxErrorBody
 	} else if st != nil {
@@ -184,7 +187,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			b.check = g.check
 		case req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/git-upload-pack"):
 			g := &packGuard{lim: st.lim}
-			b.check, b.done = g.check, g.close
+			b.check, b.done, b.ended = g.check, g.close, g.ended
 		}
 	}
 	resp.Body = b
@@ -201,7 +204,11 @@ type guardedBody struct {
 	check func([]byte) *fetch.Error
 	done  func() // releases what check holds, once
 	once  sync.Once
-	err   error
+	// ended reports that the stream go-git reads is over (the side-band's flush):
+	// go-git may keep the body open while it indexes the pack, which is not slowness.
+	ended   func() bool
+	release func() // cancels the request's own context
+	err     error
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) {
@@ -226,20 +233,27 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 		if fe := b.check(p[:n]); fe != nil {
 			b.err = fe
 			b.st.refuse(fe)
-			b.release()
+			b.stopGuard()
 			return 0, fe
 		}
+	}
+	if err == io.EOF || b.ended != nil && b.ended() {
+		b.watch.stop()
 	}
 	return n, err
 }
 
 func (b *guardedBody) Close() error {
 	b.watch.stop()
-	b.release()
-	return b.rc.Close()
+	b.stopGuard()
+	err := b.rc.Close()
+	if b.release != nil {
+		b.release()
+	}
+	return err
 }
 
-func (b *guardedBody) release() {
+func (b *guardedBody) stopGuard() {
 	if b.done != nil {
 		b.once.Do(b.done)
 	}

@@ -89,11 +89,14 @@ func (h *hosts) refill(g *gate, now time.Time) {
 	g.tokensAt = now
 }
 
-// opensAt is when g may start a fetch, ignoring its concurrency (zero: now).
+// opensAt is when g may start a fetch, ignoring its concurrency (zero: now). A pause
+// that is over is forgotten here.
 func (h *hosts) opensAt(g *gate, now time.Time) time.Time {
 	at := time.Time{}
 	if g.until.After(now) {
 		at = g.until
+	} else {
+		g.until = time.Time{}
 	}
 	if h.rate > 0 && g.tokens < 1 {
 		t := now.Add(time.Duration((1 - g.tokens) / h.rate * float64(time.Second)))
@@ -228,9 +231,10 @@ func (h *hosts) open(g *gate, now time.Time, requeue func(id string, priority fl
 	h.tidy(g)
 }
 
-// tidy forgets a gate that holds nothing: no fetch, no parked repo, no pause.
+// tidy forgets a gate that holds nothing: no fetch, no parked repo, no pause (a pause
+// must outlive the host's last fetch: it is what keeps the next one from starting).
 func (h *hosts) tidy(g *gate) {
-	if g.inFlight == 0 && len(g.parked) == 0 && g.timedIdx < 0 && (h.rate <= 0 || g.tokens >= h.burst) {
+	if g.inFlight == 0 && len(g.parked) == 0 && g.timedIdx < 0 && g.until.IsZero() && (h.rate <= 0 || g.tokens >= h.burst) {
 		delete(h.gates, g.host)
 	}
 }

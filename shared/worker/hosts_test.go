@@ -202,3 +202,26 @@ func TestHostUnpark(t *testing.T) {
 		t.Fatalf("idle gates kept: %v", h.gates)
 	}
 }
+
+// TestHostPauseOutlivesItsLastFetch: the 429 of the host's only fetch pauses the host;
+// nothing in flight or parked must not make the pause be forgotten.
+func TestHostPauseOutlivesItsLastFetch(t *testing.T) {
+	h := newHosts(4, -1, 1, time.Minute)
+	if !h.admit("forge", t0) {
+		t.Fatal("first fetch refused")
+	}
+	h.pauseHost("forge", t0, 2*time.Minute)
+	h.done("forge", t0, func(string, float64) {})
+	for _, d := range []time.Duration{0, time.Minute, 2*time.Minute - time.Second} {
+		if h.admit("forge", t0.Add(d)) {
+			t.Fatalf("a fetch started %v into a 2-minute pause", d)
+		}
+	}
+	if !h.admit("forge", t0.Add(2*time.Minute)) {
+		t.Fatal("no fetch after the pause")
+	}
+	h.done("forge", t0.Add(2*time.Minute), func(string, float64) {})
+	if len(h.gates) != 0 {
+		t.Fatalf("gate kept after its pause: %v", h.gates)
+	}
+}
