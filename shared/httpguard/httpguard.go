@@ -35,10 +35,12 @@ type Limits struct {
 	ResponseTimeout   time.Duration // per route: the answer is written within this
 }
 
-// DefaultLimits returns the defaults.
+// DefaultLimits returns the defaults. A request body is at most 1 MiB (the API's
+// limit), which any client sends in well under BodyTimeout; the timeouts are what a
+// connection an attacker holds costs, so they are short.
 func DefaultLimits() Limits {
 	return Limits{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10,
-		MaxConns: 1024, BodyTimeout: 30 * time.Second, ResponseTimeout: 2 * time.Minute}
+		MaxConns: 1024, BodyTimeout: 10 * time.Second, ResponseTimeout: 2 * time.Minute}
 }
 
 // WithDefaults fills the zero fields.
