@@ -114,6 +114,12 @@ func headlines(r *Report) (string, error) {
 			lo.Quiet.P50Ms, hi.Quiet.P50Ms, hi.Quiet.P50Ms/lo.Quiet.P50Ms,
 			lo.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms/lo.NaiveQuiet.P50Ms)
 	}
+
+	var h results.Hostile
+	if err := r.Load("hostile", &h); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&md, "- **Hostile inputs:** %s\n", strings.Trim(hostileHeadline(h), "*"))
 	md.WriteString("\n")
 	return md.String(), nil
 }

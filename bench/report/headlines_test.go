@@ -15,7 +15,7 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 	sc := storeCostFixture()
 	for name, v := range map[string]any{
 		"freshness": freshFixture(), "placement": placementFixture(), "fetchcost": fcFixture(),
-		"storecost": sc, "ticklatency": tickFixture(),
+		"storecost": sc, "ticklatency": tickFixture(), "hostile": hostileFixture(),
 	} {
 		if err := results.Write(dir, name, v); err != nil {
 			t.Fatal(err)
@@ -39,12 +39,13 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 		fmt.Sprintf("at %s repos", fmtInt(sc.Bills[0].Repos)),
 		"at 10,000 repos, serving (goal ≤ $100.00: **missed**)",
 		"**Coordinator tick, ",
+		"- **Hostile inputs:** 4 of 5 attacks refused",
 	} {
 		if !strings.Contains(head, want) {
 			t.Errorf("headlines lack %q\n%s", want, head)
 		}
 	}
-	for _, s := range []string{"## 1. Freshness", "## 2. Placement", "## 3. Fetch cost", "## 4. Store cost", "## 5. Coordinator tick latency"} {
+	for _, s := range []string{"## 1. Freshness", "## 2. Placement", "## 3. Fetch cost", "## 4. Store cost", "## 5. Coordinator tick latency", "## 6. Hostile inputs"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("report lacks %q", s)
 		}

@@ -323,7 +323,7 @@ func (c *client) list(ctx context.Context, state string) error {
 			if err := json.Unmarshal(m, &r); err != nil {
 				return err
 			}
-			rows = append(rows, []string{r.ID, r.State, r.Owner, ago(r.LastSuccessAt), r.URL})
+			rows = append(rows, []string{r.ID, r.State, r.Owner, ago(r.LastSuccessAt), errKind(r.LastError), r.URL})
 		}
 		if page.NextCursor == "" {
 			break
@@ -333,7 +333,7 @@ func (c *client) list(ctx context.Context, state string) error {
 	if c.json {
 		return c.printJSON(map[string]any{"repos": raw})
 	}
-	if err := c.table("ID\tSTATE\tOWNER\tLAST SUCCESS\tURL", rows); err != nil {
+	if err := c.table("ID\tSTATE\tOWNER\tLAST SUCCESS\tLAST ERROR\tURL", rows); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.out, "%d repos\n", len(rows))
@@ -442,9 +442,9 @@ func (c *client) status(ctx context.Context) error {
 		fmt.Fprintln(c.out, "\nstalest:")
 		var rows [][]string
 		for _, r := range resp.Stalest {
-			rows = append(rows, []string{r.ID, r.State, ago(r.LastSuccessAt), r.URL})
+			rows = append(rows, []string{r.ID, r.State, ago(r.LastSuccessAt), errKind(r.LastError), r.URL})
 		}
-		return c.table("ID\tSTATE\tLAST SUCCESS\tURL", rows)
+		return c.table("ID\tSTATE\tLAST SUCCESS\tLAST ERROR\tURL", rows)
 	}
 	return nil
 }
@@ -467,6 +467,16 @@ func ago(t *time.Time) string {
 		return "never"
 	}
 	return time.Since(*t).Round(time.Second).String() + " ago"
+}
+
+// errKind is the kind that leads a repo's last error (over_limit, timeout, ...): the
+// whole message is in `repos show`.
+func errKind(e string) string {
+	if e == "" {
+		return "-"
+	}
+	kind, _, _ := strings.Cut(e, ":")
+	return kind
 }
 
 func orDash(s string) string {

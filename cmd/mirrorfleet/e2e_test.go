@@ -449,7 +449,7 @@ func testCLI(t *testing.T, p *fleetProc, srv *gittest.Server, ups map[string]*up
 	step("repos ls, show")
 	// repos ls, table and JSON.
 	out, _ = p.mustCLI(t, "repos", "ls")
-	if !regexp.MustCompile(`(?m)^ID\s+STATE\s+OWNER\s+LAST SUCCESS\s+URL\s*$`).MatchString(out) || !strings.Contains(out, fmt.Sprintf("\n%d repos\n", total)) {
+	if !regexp.MustCompile(`(?m)^ID\s+STATE\s+OWNER\s+LAST SUCCESS\s+LAST ERROR\s+URL\s*$`).MatchString(out) || !strings.Contains(out, fmt.Sprintf("\n%d repos\n", total)) {
 		t.Fatalf("repos ls: header or count (%d) missing:\n%.2000s", total, out)
 	}
 	if !regexp.MustCompile(`(?m)^` + ups["merge"].id + `\s+ok\s+\S+\s+\S+`).MatchString(out) {

@@ -131,6 +131,9 @@ func runFleet(args []string, stderr io.Writer) error {
 			return err
 		})
 	fs.StringVar(&cfg.List.Dir, "list-dir", "", "where the list repository's clone is kept (default <data>/list)")
+	byteFlag(fs, &cfg.List.MaxBytes, "list-max-bytes", listsync.DefaultMaxBytes, "the list files may hold this many `bytes` in all; a larger list is not applied")
+	fs.IntVar(&cfg.List.MaxURLs, "list-max-urls", listsync.DefaultMaxURLs, "the list may hold this many valid URLs; a longer list is not applied")
+	limitFlags(fs, &cfg)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -165,7 +168,13 @@ func runFleet(args []string, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "\nmirrorfleet is running.\n  status page: http://%s/\n  API:         http://%s/v1/  (spec at /openapi.yaml)\n  mirrors:     %s\n",
 		f.Addr(), f.Addr(), fleet.MirrorsDir(cfg.Data))
 	if f.TokenGenerated {
-		fmt.Fprintf(stderr, "  API token (generated, saved in %s; shown once):\n    %s\n", fleet.TokenPath(cfg.Data), f.Token)
+		// Shown on a terminal only: stderr may be a log collector, and the token in a log
+		// is a token anyone reading the logs has.
+		if isTerminal(stderr) {
+			fmt.Fprintf(stderr, "  API token (generated, saved in %s; shown once):\n    %s\n", fleet.TokenPath(cfg.Data), f.Token)
+		} else {
+			fmt.Fprintf(stderr, "  API token:   generated and saved in %s (readable by you only; not shown: stderr is not a terminal)\n", fleet.TokenPath(cfg.Data))
+		}
 	}
 	if f.List != nil {
 		lc := f.List.Config()

@@ -136,7 +136,9 @@ type fleetProc struct {
 func startFleet(t *testing.T, name, data, token string, extra ...string) *fleetProc {
 	t.Helper()
 	args := []string{"run", "--data", data, "--listen", "127.0.0.1:0", "--workers", "3", "--heartbeat", "1s",
-		"--tick", "1s", "--grace", "8s", "--warmup", "0s", "--min-interval", "1s", "--token", token}
+		"--tick", "1s", "--grace", "8s", "--warmup", "0s", "--min-interval", "1s", "--token", token,
+		// every upstream is on the test's one git server: no per-host politeness
+		"--host-concurrency", "-1", "--host-rate", "-1"}
 	p := &fleetProc{t: t, name: name, data: data, token: token, out: &output{addr: make(chan string, 1)}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary(t), append(args, extra...)...)
 	p.cmd.Env = cleanEnv()

@@ -374,3 +374,36 @@ func TestRunWorkerNeedsTheMirrorRoot(t *testing.T) {
 		t.Errorf("err %v", err)
 	}
 }
+
+func TestWorkerConfigLimits(t *testing.T) {
+	ctx := t.Context()
+	c, err := workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Fetch.MaxPackBytes != 8<<30 || c.Fetch.MaxRefs != 500_000 || c.HostConcurrency != 4 || c.HostRate != 2 || c.HostPause != time.Minute {
+		t.Errorf("defaults: %+v, host %d %v %v", c.Fetch, c.HostConcurrency, c.HostRate, c.HostPause)
+	}
+	c, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet",
+		EnvMaxRefBytes: "16M", EnvMaxRefs: "1000", EnvMaxPackBytes: "2G", EnvMaxPackObjects: "5000000",
+		EnvMaxObjectBytes: "100M", EnvMinRate: "10K", EnvRateWindow: "30s",
+		EnvMaxPackBytesFor: "https://github.com/torvalds/linux=20G, https://chromium.googlesource.com/=64G",
+		EnvHostConcurrency: "-1", EnvHostRate: "0.5", EnvHostPause: "5m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Fetch
+	if f.MaxRefBytes != 16<<20 || f.MaxRefs != 1000 || f.MaxPackBytes != 2<<30 || f.MaxPackObjects != 5_000_000 ||
+		f.MaxObjectBytes != 100<<20 || f.MinRate != 10<<10 || f.RateWindow != 30*time.Second ||
+		f.PackBytesFor["https://github.com/torvalds/linux"] != 20<<30 || f.PackBytesFor["https://chromium.googlesource.com/"] != 64<<30 ||
+		c.HostConcurrency != -1 || c.HostRate != 0.5 || c.HostPause != 5*time.Minute {
+		t.Errorf("set: %+v, host %d %v %v", f, c.HostConcurrency, c.HostRate, c.HostPause)
+	}
+	_, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet",
+		EnvMaxPackBytes: "lots", EnvMaxPackBytesFor: "github.com/x=1G", EnvHostRate: "fast", EnvRateWindow: "-1s"}))
+	for _, want := range []string{EnvMaxPackBytes, EnvMaxPackBytesFor, EnvHostRate, EnvRateWindow} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %s: %v", want, err)
+		}
+	}
+}

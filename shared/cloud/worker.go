@@ -44,6 +44,20 @@ const (
 	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
 	EnvFsckEvery       = deployenv.FsckEvery       // a mirror's connectivity is checked at most this often
 
+	// What one upstream can make a fetch receive (mirror.Limits).
+	EnvMaxRefBytes     = deployenv.MaxRefBytes     // bytes of one ref advertisement
+	EnvMaxRefs         = deployenv.MaxRefs         // refs in one ref advertisement
+	EnvMaxPackBytes    = deployenv.MaxPackBytes    // bytes one fetch may receive
+	EnvMaxPackBytesFor = deployenv.MaxPackBytesFor // per repo: URL=SIZE,URL/=SIZE
+	EnvMaxPackObjects  = deployenv.MaxPackObjects  // objects a pack may declare
+	EnvMaxObjectBytes  = deployenv.MaxObjectBytes  // bytes one pack object may declare
+	EnvMinRate         = deployenv.MinRate         // bytes a second; slower transfers are cut
+	EnvRateWindow      = deployenv.RateWindow      // the window MIN_RATE is measured over
+	// Politeness per upstream host (worker.Config).
+	EnvHostConcurrency = deployenv.HostConcurrency // fetches of one host at a time; -1: no limit
+	EnvHostRate        = deployenv.HostRate        // fetch starts a second on one host; -1: no limit
+	EnvHostPause       = deployenv.HostPause       // a host answering 429/503 without Retry-After is left alone this long
+
 	// EnvECSMetadata is set by the ECS agent in every container (task metadata v4).
 	EnvECSMetadata = "ECS_CONTAINER_METADATA_URI_V4"
 )
@@ -72,6 +86,10 @@ type WorkerConfig struct {
 	DiskQuota         int64  // bytes; 0 = the file system's own size
 	DiskStatfs        bool   // under a quota, the used bytes are the file system's own figure (EFS), no walk
 	AliveFile         string // touched after each heartbeat the store accepted (container health check)
+	Fetch             mirror.Limits
+	HostConcurrency   int
+	HostRate          float64
+	HostPause         time.Duration
 	AllowPrivateHosts bool
 	WorkerID          string
 	// WorkerIDSource says where WorkerID came from ("env", "ecs-metadata", "hostname"),
@@ -118,6 +136,23 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		MetricsInterval:   e.duration(EnvMetricsInterval, DefaultMetricsInterval),
 		LogLevel:          e.logLevel(),
 	}
+	ml := mirror.DefaultLimits()
+	c.Fetch = mirror.Limits{
+		MaxRefBytes: e.bytes(EnvMaxRefBytes, ml.MaxRefBytes), MaxRefs: e.integer(EnvMaxRefs, ml.MaxRefs, 1, 1<<30),
+		MaxPackBytes: e.bytes(EnvMaxPackBytes, ml.MaxPackBytes), MaxPackObjects: int64(e.integer(EnvMaxPackObjects, int(ml.MaxPackObjects), 1, 1<<31-1)),
+		MaxObjectBytes: e.bytes(EnvMaxObjectBytes, ml.MaxObjectBytes), MinRate: e.bytes(EnvMinRate, ml.MinRate),
+		RateWindow: e.duration(EnvRateWindow, ml.RateWindow),
+	}
+	if v := e.raw(EnvMaxPackBytesFor); v != "" {
+		m, err := ParseByteOverrides(v)
+		if err != nil {
+			e.fail(EnvMaxPackBytesFor, v, "%v", err)
+		}
+		c.Fetch.PackBytesFor = m
+	}
+	c.HostConcurrency = e.integer(EnvHostConcurrency, def.HostConcurrency, -1, 100000)
+	c.HostRate = e.float(EnvHostRate, def.HostRate)
+	c.HostPause = e.duration(EnvHostPause, def.HostPause)
 	checkFleet(e, c.Fleet)
 	switch u := e.str(EnvDiskUsage, deployenv.DiskUsageWalk); u {
 	case deployenv.DiskUsageWalk:
@@ -245,7 +280,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	defer st.Close()
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
-	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log, Git: git})
+	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
 		return fmt.Errorf("mirrors: %w", err)
 	}
@@ -261,12 +296,14 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
-		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, FsckEvery: cfg.FsckEvery},
+		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, FsckEvery: cfg.FsckEvery,
+		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
 		ws, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
-		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "alive_file", cfg.AliveFile)
+		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "alive_file", cfg.AliveFile,
+		"max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency, "host_rate", cfg.HostRate)
 
 	var wg sync.WaitGroup
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))

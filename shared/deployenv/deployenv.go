@@ -42,6 +42,8 @@ const (
 	ListInterval       = "MIRRORFLEET_LIST_INTERVAL"        // Go duration, e.g. 5m
 	ListPurgeThreshold = "MIRRORFLEET_LIST_PURGE_THRESHOLD" // percent, e.g. 5 or 5%
 	ListDir            = "MIRRORFLEET_LIST_DIR"             // where the clone is kept
+	ListMaxBytes       = "MIRRORFLEET_LIST_MAX_BYTES"       // bytes of the list files, in all
+	ListMaxURLs        = "MIRRORFLEET_LIST_MAX_URLS"        // valid URLs in the list
 )
 
 // Variables of the API Lambda.
@@ -67,6 +69,20 @@ const (
 	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
 	FsckEvery       = "MIRRORFLEET_FSCK_EVERY"       // a mirror's connectivity is checked at most this often
+
+	// What one upstream can make a fetch receive (mirror.Limits) and politeness per
+	// upstream host (worker.Config).
+	MaxRefBytes     = "MIRRORFLEET_MAX_REF_BYTES"      // bytes of one ref advertisement
+	MaxRefs         = "MIRRORFLEET_MAX_REFS"           // refs in one ref advertisement
+	MaxPackBytes    = "MIRRORFLEET_MAX_PACK_BYTES"     // bytes one fetch may receive
+	MaxPackBytesFor = "MIRRORFLEET_MAX_PACK_BYTES_FOR" // per repo: URL=SIZE,URL/=SIZE
+	MaxPackObjects  = "MIRRORFLEET_MAX_PACK_OBJECTS"   // objects a pack may declare
+	MaxObjectBytes  = "MIRRORFLEET_MAX_OBJECT_BYTES"   // bytes one pack object may declare
+	MinRate         = "MIRRORFLEET_MIN_RATE"           // bytes a second; slower transfers are cut
+	RateWindow      = "MIRRORFLEET_RATE_WINDOW"        // the window MIN_RATE is measured over
+	HostConcurrency = "MIRRORFLEET_HOST_CONCURRENCY"   // fetches of one host at a time; -1: no limit
+	HostRate        = "MIRRORFLEET_HOST_RATE"          // fetch starts a second on one host; -1: no limit
+	HostPause       = "MIRRORFLEET_HOST_PAUSE"         // a host answering 429/503 without Retry-After is left alone this long
 )
 
 // Variables of the git server (`mirrorfleet serve`).

@@ -12,6 +12,9 @@ import (
 type Target struct {
 	ID  string
 	URL string // normalized, already checked by the URL policy
+	// MaxBytes, when > 0, lowers the byte cap of this one sync below the mirror's own
+	// (the worker passes the disk headroom left under its guard's threshold).
+	MaxBytes int64
 }
 
 // Result is what a successful Sync found.
@@ -62,6 +65,13 @@ const (
 	// KindConflict: the repo's mirror directory records another origin URL; it is
 	// never fetched into (nor trashed) for this repo.
 	KindConflict Kind = "mirror_conflict"
+	// KindLimit: the upstream sent more than a limit allows (ref advertisement bytes or
+	// refs, pack bytes or objects); retrying only helps once the upstream or the limit
+	// changes.
+	KindLimit Kind = "over_limit"
+	// KindDiskFull: the mirror file system is above the disk guard's threshold, so the
+	// fetch was not made. Not the repo's fault: it does not count as a failure.
+	KindDiskFull Kind = "disk_full"
 	KindOther    Kind = "other"
 )
 

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
@@ -24,6 +25,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
@@ -54,6 +56,18 @@ type Config struct {
 	// (listsync); its clone lives in <data>/list unless List.Dir says otherwise.
 	List listsync.Config
 	Log  *slog.Logger
+
+	// Fetch bounds what one upstream can make a fetch receive (zero fields: defaults).
+	Fetch mirror.Limits
+	// HostConcurrency, HostRate and HostPause are each worker's politeness per upstream
+	// host (worker.Config; zero: the defaults, negative: no limit).
+	HostConcurrency int
+	HostRate        float64
+	HostPause       time.Duration
+	// HTTP bounds the API server (zero fields: defaults). AllowHosts are Host names the
+	// API, /metrics and the status page answer besides loopback ones ("*": any).
+	HTTP       httpguard.Limits
+	AllowHosts []string
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -162,7 +176,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return fail(err)
 	}
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
-	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log, Git: git})
+	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
 		return fail(fmt.Errorf("mirrors: %w", err))
 	}
@@ -199,10 +213,20 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
 	f.Metrics = metrics.NewPrometheus()
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", f.Metrics.Handler()) // the same figures as CloudWatch gets on AWS
-	mux.Handle("/", api.New(apiCfg))
-	f.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	app := http.NewServeMux()
+	app.Handle("GET /metrics", f.Metrics.Handler()) // the same figures as CloudWatch gets on AWS
+	app.Handle("/", api.New(apiCfg))
+	// The API, /metrics and the status page answer loopback Host names only (and those
+	// allowed), each request within its deadlines. A git front for public mirrors goes
+	// beside them on root, outside these guards, with limits of its own.
+	root := http.NewServeMux()
+	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
+	f.server = httpguard.Server(root, cfg.HTTP)
+	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
+		log.Warn("the API listens beyond loopback but answers loopback Host names only; name the hosts it is reached by with --allow-host",
+			"listen", cfg.Listen)
+	}
+	ln = httpguard.Listener(ln, cfg.HTTP.WithDefaults().MaxConns)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.cancel = cancel
@@ -254,7 +278,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
-		Policy: f.prio},
+		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause},
 		f.Store, cloud.MeteredMirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workers = append(f.workers, rw)
@@ -390,12 +414,16 @@ func (f *Fleet) Stop(ctx context.Context) error {
 }
 
 // loadToken returns the configured token, or the one saved in the data directory, or a
-// new one saved there (0600).
+// new one saved there (0600). A saved token others can read (or that another user
+// owns) is refused: anyone who reads it can write to the fleet.
 func loadToken(data, configured string) (string, bool, error) {
 	if configured != "" {
 		return configured, false, nil
 	}
 	path := filepath.Join(data, "token")
+	if err := checkTokenFile(path); err != nil {
+		return "", false, err
+	}
 	if b, err := os.ReadFile(path); err == nil {
 		if tok := strings.TrimSpace(string(b)); tok != "" {
 			return tok, false, nil
@@ -414,6 +442,28 @@ func loadToken(data, configured string) (string, bool, error) {
 	return tok, true, nil
 }
 
+// checkTokenFile refuses a token file that is not a regular file of ours, readable by
+// us only. A missing file is fine (a token is generated).
+func checkTokenFile(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("token file %s is not a regular file (%s); remove it to have a token generated", path, fi.Mode().Type())
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("token file %s can be read by other users (mode %04o): run `chmod 600 %s` (and change the token if they may have read it)", path, perm, path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("token file %s belongs to user %d, not to this user (%d)", path, st.Uid, os.Getuid())
+	}
+	return nil
+}
+
 // TokenPath is where a generated token is kept.
 func TokenPath(data string) string { return filepath.Join(data, "token") }
 
@@ -427,28 +477,47 @@ func hostLabel(h string) string {
 	return h
 }
 
-// importFile adds the URLs of a file (one per line, # comments) as pending repos.
+// importFile adds the URLs of a file (one per line, # comments) as pending repos. It
+// reads the file as a stream and logs only the first bad lines, so its size does not
+// matter.
 func importFile(ctx context.Context, st store.Store, p urlpolicy.Policy, path string, log *slog.Logger) error {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("repos file: %w", err)
 	}
+	defer f.Close()
+	const shown = 20
 	added, existed, bad := 0, 0, 0
-	for n, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	var storeErr error
+	err = listsync.EachEntry(f, func(n int, line string, tooLong bool) {
+		if storeErr != nil {
+			return
 		}
-		res := api.AddRepo(ctx, st, p, line, store.SourceAPI, clock.Real{}.Now())
+		var res api.AddResult
+		if tooLong {
+			res.Err = fmt.Errorf("line longer than %d bytes", listsync.MaxLineBytes)
+		} else {
+			res = api.AddRepo(ctx, st, p, line, store.SourceAPI, clock.Real{}.Now())
+		}
+		var ae *api.Error
 		switch {
+		case res.Err != nil && !tooLong && !errors.As(res.Err, &ae):
+			storeErr = res.Err
 		case res.Err != nil:
-			bad++
-			log.Warn("repos file: line skipped", "file", path, "line", n+1, "err", res.Err)
+			if bad++; bad <= shown {
+				log.Warn("repos file: line skipped", "file", path, "line", n, "err", res.Err)
+			}
 		case res.Created:
 			added++
 		default:
 			existed++
 		}
+	})
+	if err == nil {
+		err = storeErr
+	}
+	if err != nil {
+		return fmt.Errorf("repos file %s: %w", path, err)
 	}
 	log.Info("repos file imported", "file", path, "added", added, "existing", existed, "skipped", bad)
 	return nil

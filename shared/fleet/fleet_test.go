@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -54,13 +55,24 @@ func (r *running) stop() error {
 }
 
 // start runs a fleet of 3 workers on data with short heartbeat, tick and grace.
-func start(t *testing.T, data string, warmup time.Duration, logs *logtest.Buffer) *running {
+func start(t *testing.T, data string, warmup time.Duration, logs io.Writer) *running {
 	t.Helper()
-	f, err := fleet.Start(context.Background(), fleet.Config{
-		Data: data, Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
-		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, Warmup: warmup, MinInterval: time.Second,
+	return startWith(t, logs, func(c *fleet.Config) { c.Data, c.Warmup = data, warmup })
+}
+
+// startWith is start with the configuration changed by mod.
+func startWith(t *testing.T, logs io.Writer, mod func(*fleet.Config)) *running {
+	t.Helper()
+	// Every upstream of a test is on the one local git server: no per-host politeness
+	// (tested on its own), or polls would queue behind the host's budget.
+	cfg := fleet.Config{
+		Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
+		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, MinInterval: time.Second,
+		HostConcurrency: -1, HostRate: -1,
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	mod(&cfg)
+	f, err := fleet.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("fleet.Start: %v", err)
 	}

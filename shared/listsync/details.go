@@ -30,8 +30,9 @@ type Details struct {
 	Added   int    `json:"added"`   // repos created by the last recorded sync
 	Removed int    `json:"removed"` // deletes requested by the last recorded sync
 
-	BadLines []BadLine `json:"bad_lines,omitempty"` // the first MaxBadLinesKept
-	BadTotal int       `json:"bad_total,omitempty"`
+	BadLines  []BadLine      `json:"bad_lines,omitempty"` // the first MaxBadLinesKept
+	BadTotal  int            `json:"bad_total,omitempty"`
+	BadByCode map[string]int `json:"bad_by_code,omitempty"` // BadTotal by code: a urlpolicy reason, too_long, duplicate
 
 	// Held is a purge waiting for an operator; nil when none is.
 	Held *HeldPurge `json:"held,omitempty"`

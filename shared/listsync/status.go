@@ -50,7 +50,10 @@ func (v View) ListStatus(ctx context.Context) (api.ListStatus, error) {
 		IntervalSeconds:       ptr(cfg.Interval.Seconds()),
 		PurgeThresholdPercent: ptr(cfg.PurgeThreshold),
 		Entries:               d.Entries, BadTotal: d.BadTotal,
-		BadLines: []api.ListBadLine{}, Pending: []string{},
+		BadLines: []api.ListBadLine{}, Pending: []string{}, BadByCode: map[string]int{},
+	}
+	for k, n := range d.BadByCode {
+		st.BadByCode[k] = n
 	}
 	if cfg.Branch != "" {
 		b := strings.TrimPrefix(cfg.Branch, "refs/heads/")

@@ -119,7 +119,7 @@ func New(cfg Config, o Options) (*Syncer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	norm, reason := normalize(o.Policy, cfg.Repo)
+	norm, _, reason := normalize(o.Policy, cfg.Repo)
 	if reason != "" {
 		return nil, fmt.Errorf("list repository: %s", reason)
 	}
@@ -236,13 +236,13 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 	if err != nil {
 		return true, fmt.Errorf("read commit %s: %w", headHash, err)
 	}
-	cur, err := parseTree(tree, s.cfg.Paths, s.policy)
+	cur, err := parseTree(tree, s.cfg.Paths, s.policy, s.cfg.MaxBytes, s.cfg.MaxURLs)
 	if err != nil {
 		return true, fmt.Errorf("list at commit %s: %w", headHash, err)
 	}
 	newCommit := headHash != ls.Commit || !sameCfg
 	if newCommit {
-		s.logBad(cur.bad, headHash)
+		s.logBad(cur, headHash)
 	}
 
 	var ch change
@@ -302,15 +302,14 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 	if len(taken) > 0 {
 		// Retried (and reported) at every sync while listed, as pending adds are: the
 		// repo holding the path may be deleted.
-		var bad []BadLine
 		for _, t := range taken {
-			bad = append(bad, cur.badAt(store.RepoID(t.url), t.reason))
+			b := cur.badAt(store.RepoID(t.url), t.reason)
+			cur.addBad(BadPathTaken, b)
 			pending = append(pending, t.url)
+			if newCommit || ch.mode == "full" {
+				s.log.Warn("list line skipped", "at", fmt.Sprintf("%s:%d", b.File, b.Line), "reason", b.Reason, "text", b.Text, "commit", headHash)
+			}
 		}
-		if newCommit || ch.mode == "full" {
-			s.logBad(bad, headHash)
-		}
-		cur.bad = append(cur.bad, bad...)
 	}
 	removed, err := s.removeAll(ctx, term, slices.Concat(ch.approved, ch.remove))
 	if err != nil {
@@ -318,8 +317,8 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 	}
 
 	nd := Details{Repo: s.repoURL, Branch: s.cfg.Branch, Paths: s.cfg.Paths, Entries: len(cur.urls),
-		Mode: ch.mode, Added: added, Removed: removed, BadTotal: len(cur.bad), Held: held}
-	nd.BadLines = cur.bad[:min(len(cur.bad), MaxBadLinesKept)]
+		Mode: ch.mode, Added: added, Removed: removed, BadTotal: cur.badTotal, BadByCode: cur.badBy, Held: held}
+	nd.BadLines = cur.bad
 	slices.Sort(pending)
 	pending = slices.Compact(pending)
 	if len(pending) > MaxPendingKept {
@@ -345,7 +344,7 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 		return true, fmt.Errorf("record list commit %s: %w", headHash, err)
 	}
 	s.log.Info("list applied", "commit", headHash, "mode", ch.mode, "entries", len(cur.urls), "added", added,
-		"removed", removed, "bad_lines", len(cur.bad), "pending", len(nd.Pending))
+		"removed", removed, "bad_lines", cur.badTotal, "pending", len(nd.Pending))
 	if held != nil {
 		s.log.Warn("list purge held: confirm it or raise the purge threshold", "commit", headHash,
 			"remove", held.Remove, "of", held.Of, "percent", fmt.Sprintf("%.1f", held.Percent()),
@@ -615,13 +614,13 @@ func (s *Syncer) stillLeader(ctx context.Context, term int64) error {
 	return nil
 }
 
-func (s *Syncer) logBad(bad []BadLine, commit string) {
+func (s *Syncer) logBad(l *list, commit string) {
 	const shown = 20
-	for _, b := range bad[:min(len(bad), shown)] {
+	for _, b := range l.bad[:min(len(l.bad), shown)] {
 		s.log.Warn("list line skipped", "at", fmt.Sprintf("%s:%d", b.File, b.Line), "reason", b.Reason, "text", b.Text, "commit", commit)
 	}
-	if len(bad) > shown {
-		s.log.Warn("list lines skipped", "more", len(bad)-shown, "total", len(bad), "commit", commit)
+	if l.badTotal > shown {
+		s.log.Warn("list lines skipped", "more", l.badTotal-shown, "total", l.badTotal, "by_code", l.badBy, "commit", commit)
 	}
 }
 
@@ -676,7 +675,7 @@ func (s *Syncer) listAt(repo *git.Repository, commit string) (*list, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseTree(t, s.cfg.Paths, s.policy)
+	return parseTree(t, s.cfg.Paths, s.policy, s.cfg.MaxBytes, s.cfg.MaxURLs)
 }
 
 func isHash(s string) bool {

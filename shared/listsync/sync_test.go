@@ -1,6 +1,7 @@
 package listsync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
 func TestAddAndRemoveLinesAfterOneSync(t *testing.T) {
@@ -577,4 +580,66 @@ func TestMirrorPathTakenIsABadLine(t *testing.T) {
 		t.Fatalf("second commit: details %+v", d)
 	}
 	check("after a diff sync", "https://git.example.org/new/one")
+}
+
+// TestHostileListStaysBounded: a list of a million bad lines (2 MB, a few kilobytes
+// once compressed in git) is counted, its first bad lines kept, its good URLs applied,
+// all in bounded memory; keeping every bad line took hundreds of megabytes.
+func TestHostileListStaysBounded(t *testing.T) {
+	f := newFixture(t)
+	const n = 1_000_000
+	body := bytes.Repeat([]byte("x\n"), n)
+	body = append(body, "https://example.com/good/one\nhttps://example.com/good/two\n"...)
+	f.up.Commit(t, "hostile", map[string][]byte{"repos.txt": body})
+	mem := hostile.StartSampler()
+	f.mustTick()
+	peak := mem.Stop()
+	if bound := uint64(128 << 20); peak > bound {
+		t.Fatalf("heap peaked at %d MiB parsing the list, over %d MiB", peak>>20, bound>>20)
+	}
+	wantSame(t, "repos", f.live(store.SourceList), []string{"https://example.com/good/one", "https://example.com/good/two"})
+	_, d := f.state()
+	sum := 0
+	for _, c := range d.BadByCode {
+		sum += c
+	}
+	if d.BadTotal != n || len(d.BadLines) != MaxBadLinesKept || sum != n {
+		t.Fatalf("bad lines: total %d, kept %d, by code %v; want %d, %d, summing to the total", d.BadTotal, len(d.BadLines), d.BadByCode, n, MaxBadLinesKept)
+	}
+	st, err := f.s.ListStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BadTotal != n || len(st.BadLines) != MaxBadLinesKept || st.BadByCode[string(urlpolicy.ReasonLocalPath)] != n {
+		t.Fatalf("status: %d bad lines, %d shown, by code %v", st.BadTotal, len(st.BadLines), st.BadByCode)
+	}
+	t.Logf("%d bad lines parsed with a heap peak of %d MiB", n, peak>>20)
+}
+
+func TestListOverItsLimitsIsNotApplied(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		mod  func(*Config)
+		say  string
+	}{
+		{"bytes", func(c *Config) { c.MaxBytes = 100 }, "more than 100 bytes"},
+		{"urls", func(c *Config) { c.MaxURLs = 2 }, "more than 2 URLs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, c.mod)
+			f.commit("https://example.com/a/one", "https://example.com/a/two")
+			f.mustTick()
+			f.commit("https://example.com/a/one", "https://example.com/a/two", "https://example.com/a/three-with-a-long-name-past-100-bytes")
+			err := f.tick()
+			if err == nil || !strings.Contains(err.Error(), c.say) {
+				t.Fatalf("sync of a list over the limit: %v, want an error saying %q", err, c.say)
+			}
+			wantSame(t, "repos", f.live(store.SourceList), []string{"https://example.com/a/one", "https://example.com/a/two"})
+			st, _ := f.s.ListStatus(context.Background())
+			if st.LastError == nil || !strings.Contains(*st.LastError, c.say) {
+				t.Fatalf("status does not carry the error: %+v", st.LastError)
+			}
+		})
+	}
 }

@@ -89,6 +89,8 @@ type Config struct {
 	// Git runs maintenance (Maintain); without it Maintain fails. Fetching never
 	// needs it.
 	Git gitbin.Git
+	// Limits bound what an upstream can make one sync receive (limits.go).
+	Limits Limits
 }
 
 // Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
@@ -98,6 +100,7 @@ type Mirrorer struct {
 	lockDir                string
 	timeout, listTimeout   time.Duration
 	cacheBytes             int64
+	limits                 Limits
 	log                    *slog.Logger
 	route                  *routeAuth
 	git                    gitbin.Git
@@ -115,6 +118,9 @@ func New(cfg Config) (*Mirrorer, error) {
 	if cfg.Root == "" {
 		return nil, errors.New("mirror: Config.Root is required")
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: root: %w", err)
@@ -126,6 +132,7 @@ func New(cfg Config) (*Mirrorer, error) {
 		timeout:     cfg.Timeout,
 		listTimeout: cfg.ListTimeout,
 		cacheBytes:  cfg.ObjectCacheBytes,
+		limits:      cfg.Limits.withDefaults(),
 		log:         cfg.Logger,
 		git:         cfg.Git,
 		trashSem:    make(chan struct{}, 1),
@@ -227,7 +234,9 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // read, never written.
 //
 // Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
-// existing mirror: go-git writes a pack completely before it touches refs.
+// existing mirror: go-git writes a pack completely before it touches refs. An upstream
+// that exceeds a limit (Config.Limits, t.MaxBytes) is cut off with a fetch.KindLimit
+// error, one that trickles below the minimum rate with a fetch.KindTimeout error.
 func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) {
 	start := time.Now()
 	dir, err := m.Path(t)
@@ -250,7 +259,7 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 	}
 	defer func() { lk.unlock(false) }()
 
-	ctx, counter := withByteCounter(ctx)
+	ctx, state := withSyncState(ctx, m.limits.forTarget(t))
 	var res fetch.Result
 	if isDir(dir) {
 		res, err = m.update(ctx, t, dir)
@@ -266,12 +275,16 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 		}
 	}
 	if err != nil {
+		if rf := state.refused(); rf != nil {
+			// What the guard refused, rather than what go-git made of the cut stream.
+			err = rf
+		}
 		err = classify(fmt.Errorf("sync %s: %w", u, err))
 		m.log.Warn("mirror sync failed", "id", t.ID, "url", u, "kind", fetch.KindOf(err),
 			"err", err, "took", time.Since(start))
 		return fetch.Result{}, err
 	}
-	res.BytesReceived = counter.n.Load()
+	res.BytesReceived = state.n.Load()
 	if res.Changed {
 		res.Packs = countPacks(dir)
 	}

@@ -392,8 +392,13 @@ func normalizePath(p string) (string, *Error) {
 	for len(last) > len(".git") && strings.HasSuffix(last, ".git") {
 		last = strings.TrimSuffix(last, ".git")
 	}
-	if last == "." || last == ".." {
+	switch last {
+	case ".", "..":
 		return "", refuse(ReasonMalformed, "path ends in a \".\" or \"..\" segment once \".git\" is removed")
+	case ".git":
+		// "/.git", "/a/.git.git": the repository would have no name (its mirror
+		// path drops one ".git" suffix), so it could never be mirrored.
+		return "", refuse(ReasonMalformed, "path ends in a segment that is only \".git\" (once \".git\" suffixes are removed), which names no repository")
 	}
 	segs[len(segs)-1] = last
 	return "/" + strings.Join(segs, "/"), nil

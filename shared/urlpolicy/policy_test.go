@@ -66,7 +66,6 @@ func TestNormalizeAccepted(t *testing.T) {
 		{in: "https://github.com/a/b.git.git", want: "https://github.com/a/b"},
 		{in: "https://github.com/a/b.GIT", want: "https://github.com/a/b.GIT"},
 		{in: "https://github.com/a.git/b", want: "https://github.com/a.git/b"},
-		{in: "https://github.com/a/.git", want: "https://github.com/a/.git"},
 		{in: "https://github.com/a/b%2egit", want: "https://github.com/a/b"},
 		{in: "https://h.example/a%7e%3a%41/%c3%A4", want: "https://h.example/a~:A/%C3%A4"},
 		{in: "https://h.example/b%21c%40%2B%3D", want: "https://h.example/b!c@+="},
@@ -98,6 +97,12 @@ func TestNormalizeRefused(t *testing.T) {
 		{in: "//server/share", reason: ReasonLocalPath},
 		{in: "github.com/a/b", reason: ReasonLocalPath},
 		{in: "repo", reason: ReasonLocalPath},
+		// a repository with no name: its mirror path would be empty
+		{in: "https://h.example/.git", reason: ReasonMalformed},
+		{in: "https://h.example/a/.git.git", reason: ReasonMalformed},
+		{in: "https://h.example/a/.git/", reason: ReasonMalformed},
+		{in: "https://h.example/a/%2Egit", reason: ReasonMalformed},
+		{in: "https://github.com/a/.git", reason: ReasonMalformed},
 		// schemes
 		{in: "ftp://example.com/a", reason: ReasonScheme},
 		{in: "ssh://git@github.com/a/b", reason: ReasonScheme},

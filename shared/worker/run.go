@@ -93,11 +93,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.Leave(leaveCtx)
 }
 
-// idleWait is how long an idle fetcher sleeps: until the next held repo is eligible,
-// at most one second so rate-limit tokens and pokes are picked up.
+// idleWait is how long an idle fetcher sleeps: until the next held repo is eligible or
+// paused host opens, at most one second so rate-limit tokens and pokes are picked up.
 func (w *Worker) idleWait() time.Duration {
 	w.mu.Lock()
 	at, ok := w.queue.NextEligible()
+	if open, parked := w.hosts.nextOpen(); parked && (!ok || !at.IsZero() && open.Before(at)) {
+		at, ok = open, true // a paused host opens sooner than any held repo is due
+	}
 	w.mu.Unlock()
 	if !ok || at.IsZero() {
 		return time.Second

@@ -3,10 +3,12 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,15 +22,17 @@ import (
 
 // scripted is a Mirrorer whose answers the test sets per call.
 type scripted struct {
-	exists  bool
-	results []error // popped per Sync; nil = success with changes
-	changed bool
-	packs   int // reported by a sync that changed something
-	calls   int
+	exists   bool
+	results  []error // popped per Sync; nil = success with changes
+	changed  bool
+	packs    int // reported by a sync that changed something
+	calls    int
+	maxBytes int64 // Target.MaxBytes of the last call
 }
 
-func (s *scripted) Sync(context.Context, fetch.Target) (fetch.Result, error) {
+func (s *scripted) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 	s.calls++
+	s.maxBytes = t.MaxBytes
 	var err error
 	if len(s.results) > 0 {
 		err, s.results = s.results[0], s.results[1:]
@@ -58,19 +62,40 @@ type fixture struct {
 // newFixture makes a worker that owns one repo, assigned through a real outbox entry.
 func newFixture(t *testing.T, cfg worker.Config) *fixture {
 	t.Helper()
-	return newFixtureWith(t, cfg, &scripted{})
+	return newFixtureOn(t, cfg, &scripted{}, nil)
 }
 
-// newFixtureWith is newFixture with the given Mirrorer (m is, or embeds, a *scripted).
+// newFixtureWith is newFixture with the given Mirrorer (a *scripted or a *maintScripted).
 func newFixtureWith(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer) *fixture {
 	t.Helper()
-	ctx := context.Background()
+	return newFixtureOn(t, cfg, mirrorer, nil)
+}
+
+// newJoined starts worker w1 on a fresh store, joined, with a coordinator's term.
+func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
+	t.Helper()
 	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
+	cfg.ID = "w1"
+	w := worker.New(cfg, st, m, disk, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := w.Heartbeat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	el, err := st.CASElection(context.Background(), 0, store.Election{Term: 1, VotedFor: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, clk, w, el
+}
+
+// newFixtureOn is newFixture with the given Mirrorer (a *scripted or a *maintScripted) and disk gauge.
+func newFixtureOn(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, disk worker.Disk) *fixture {
+	t.Helper()
+	ctx := context.Background()
 	m, ok := mirrorer.(*scripted)
 	if ms, isMaint := mirrorer.(*maintScripted); isMaint {
 		m, ok = ms.scripted, true
@@ -78,21 +103,13 @@ func newFixtureWith(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer) *
 	if !ok {
 		t.Fatalf("fixture mirrorer %T", mirrorer)
 	}
-	cfg.ID = "w1"
-	w := worker.New(cfg, st, mirrorer, nil, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := w.Heartbeat(ctx); err != nil {
-		t.Fatal(err)
-	}
-	el, err := st.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, clk, w, el := newJoined(t, cfg, mirrorer, disk)
 	url := "https://example.org/a/b"
 	id := store.RepoID(url)
 	if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
 		t.Fatal(err)
 	}
-	err = st.Apply(ctx, el.Term, []store.Mutation{
+	err := st.Apply(ctx, el.Term, []store.Mutation{
 		store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning},
 		store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1}}},
 	})
@@ -473,5 +490,132 @@ func TestHeartbeatReportsStaleness(t *testing.T) {
 	want := store.Staleness{Repos: 1, P50: 90 * time.Minute, P99: 90 * time.Minute, Max: 90 * time.Minute}
 	if s := stored(); s != want {
 		t.Fatalf("90 minutes after the fetch: %+v, want %+v", s, want)
+	}
+}
+
+// gauge is a disk whose usage the test sets.
+type gauge struct{ used, total int64 }
+
+func (g *gauge) Usage(context.Context) (int64, int64, error) { return g.used, g.total, nil }
+
+// TestDiskGuardOnEveryFetch: the guard caps what a fetch may add to its share of the
+// room under the threshold, skips fetches of mirrored repos above it (a disk_full
+// error on the repo, written once, no failure counted), and lets them resume after.
+func TestDiskGuardOnEveryFetch(t *testing.T) {
+	disk := &gauge{used: 500, total: 1000}
+	f := newFixtureOn(t, worker.Config{MinInterval: time.Minute, Fetchers: 5, DiskThreshold: 0.85}, &scripted{}, disk)
+	ctx := context.Background()
+	if !f.w.RunOnce(ctx) || f.m.calls != 1 {
+		t.Fatal("no clone")
+	}
+	if want := int64((850 - 500) / 5); f.m.maxBytes != want {
+		t.Fatalf("clone capped at %d bytes, want the share of the room %d", f.m.maxBytes, want)
+	}
+	disk.used = 900
+	reports := f.w.Stats().Reports
+	for range 3 {
+		f.clk.Advance(time.Minute)
+		if !f.w.RunOnce(ctx) {
+			t.Fatal("no poll")
+		}
+	}
+	if f.m.calls != 1 {
+		t.Fatalf("%d fetches above the threshold", f.m.calls-1)
+	}
+	r := f.repo(t)
+	if !strings.Contains(r.LastError, "disk_full") || r.FetchFailCnt != 0 || r.State != store.RepoOK {
+		t.Fatalf("repo above the threshold: state %s, failures %d, error %q", r.State, r.FetchFailCnt, r.LastError)
+	}
+	if got := f.w.Stats().Reports - reports; got != 1 {
+		t.Fatalf("%d writes for three skipped polls, want 1", got)
+	}
+	disk.used = 100
+	f.clk.Advance(time.Minute)
+	f.w.RunOnce(ctx)
+	if r := f.repo(t); f.m.calls != 2 || r.LastError != "" {
+		t.Fatalf("after the disk emptied: %d fetches, error %q", f.m.calls, r.LastError)
+	}
+}
+
+// hostMirror answers per repo URL and records which fetches are in flight.
+type hostMirror struct {
+	fail map[string]error
+}
+
+func (h *hostMirror) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
+	if err := h.fail[t.URL]; err != nil {
+		return fetch.Result{}, err
+	}
+	return fetch.Result{Cloned: true, Changed: true}, nil
+}
+func (h *hostMirror) Exists(fetch.Target) bool                  { return false }
+func (h *hostMirror) Trash(context.Context, fetch.Target) error { return nil }
+
+// TestPolitenessPerHost: a worker owning many repos on one forge starts at most
+// HostConcurrency fetches of it at a time while other hosts go on, and a 429 from one
+// repo of the forge stops them all until its Retry-After.
+func TestPolitenessPerHost(t *testing.T) {
+	ctx := context.Background()
+	m := &hostMirror{fail: map[string]error{}}
+	st, clk, w, el := newJoined(t, worker.Config{HostConcurrency: 2, HostRate: -1, MinInterval: time.Minute}, m, nil)
+	var muts []store.Mutation
+	var entries []store.OutboxEntry
+	for i := range 12 {
+		host := "forge.example"
+		if i%3 == 2 {
+			host = "other.example"
+		}
+		url := fmt.Sprintf("https://%s/org/r%d", host, i)
+		id := store.RepoID(url)
+		if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
+			t.Fatal(err)
+		}
+		muts = append(muts, store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning})
+		entries = append(entries, store.OutboxEntry{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1})
+	}
+	if err := st.Apply(ctx, el.Term, append(muts, store.AppendOutbox{Worker: "w1", Entries: entries})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hostOf := func(j worker.Job) string { return strings.Split(j.Target.URL, "/")[2] }
+	take := func() map[string][]worker.Job {
+		out := map[string][]worker.Job{}
+		for {
+			j, ok := w.Next(clk.Now())
+			if !ok {
+				return out
+			}
+			out[hostOf(j)] = append(out[hostOf(j)], j)
+		}
+	}
+	jobs := take()
+	if len(jobs["forge.example"]) != 2 || len(jobs["other.example"]) != 2 {
+		t.Fatalf("in flight: %d on the forge, %d on the other host; want 2 and 2", len(jobs["forge.example"]), len(jobs["other.example"]))
+	}
+	// One forge fetch answers 429, Retry-After 10 minutes; the other ends well.
+	m.fail[jobs["forge.example"][0].Target.URL] = &fetch.Error{Kind: fetch.KindRateLimited, RetryAfter: 10 * time.Minute, Err: errors.New("429")}
+	w.Do(ctx, jobs["forge.example"][0])
+	w.Do(ctx, jobs["forge.example"][1])
+	for _, j := range jobs["other.example"] {
+		w.Do(ctx, j)
+	}
+	for _, d := range []time.Duration{0, time.Minute, 9*time.Minute + 59*time.Second} {
+		clk.Set(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC).Add(d))
+		got := take()
+		if n := len(got["forge.example"]); n != 0 {
+			t.Fatalf("%d forge fetches started %v into its 10-minute pause", n, d)
+		}
+		for _, j := range got["other.example"] {
+			w.Do(ctx, j)
+		}
+	}
+	if w.QueueLen() != 12 {
+		t.Fatalf("queue length %d, want all 12 repos waiting (the forge's on their host)", w.QueueLen())
+	}
+	clk.Set(time.Date(2026, 6, 1, 0, 10, 0, 0, time.UTC))
+	if got := take(); len(got["forge.example"]) != 2 {
+		t.Fatalf("after the pause: %d forge fetches, want 2", len(got["forge.example"]))
 	}
 }

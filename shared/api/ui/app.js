@@ -105,7 +105,9 @@ function renderStatus(st) {
     el("td", {}, badge(r.state)),
     el("td", {}, r.owner || "—"),
     el("td", {}, fmtTime(r.last_success_at)),
-    el("td", {}, fmtAge(r.age_seconds)))) : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no repos"))]));
+    el("td", {}, fmtAge(r.age_seconds)),
+    el("td", { class: "wrap", title: r.last_error }, r.last_error ? r.last_error.split(":")[0] : "—"))) :
+    [el("tr", {}, el("td", { colspan: 6, class: "muted" }, "no repos"))]));
 }
 
 function heartbeatClass(age) {
