@@ -86,7 +86,7 @@ func (e *env) repo(rel string) *gittest.Repo {
 	r := e.up.NewRepo(e.t, rel)
 	for i := range 3 {
 		r.Commit(e.t, fmt.Sprintf("commit %d", i), map[string][]byte{
-			"README":                    fmt.Appendf(nil, "version %d\n", i),
+			"README":                  fmt.Appendf(nil, "version %d\n", i),
 			fmt.Sprintf("f%d.bin", i): gittest.RandomBytes(e.t, 4096),
 		})
 	}

@@ -347,8 +347,9 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		return nil, &httpError{http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q: git-upload-pack takes application/x-git-upload-pack-request", truncate(ct, 64))}
 	}
 	rc := http.NewResponseController(w)
+	// The deadline stays on a refused body: net/http then gives up on the rest of it
+	// instead of waiting to reuse the connection.
 	_ = rc.SetReadDeadline(time.Now().Add(h.cfg.ReadTimeout))
-	defer rc.SetReadDeadline(time.Time{})
 	limit := h.cfg.MaxRequestBytes
 	var in io.Reader = http.MaxBytesReader(w, r.Body, limit)
 	switch enc := r.Header.Get("Content-Encoding"); enc {
@@ -376,6 +377,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	if err := checkPktLines(body); err != nil {
 		return nil, &httpError{http.StatusBadRequest, "malformed request: " + err.Error()}
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	return body, nil
 }
 
