@@ -20,12 +20,15 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 )
 
 const usage = `mirrorfleet keeps large collections of git mirrors fresh.
 
 Usage:
   mirrorfleet run [flags]                 the local fleet: coordinator, workers, API
+  mirrorfleet serve [flags]               the git front alone (read-only smart HTTP over a
+                                          mirrors root; the serving service on AWS)
   mirrorfleet worker                      one worker process against DynamoDB, configured
                                           from the environment (see worker/README.md)
   mirrorfleet init-aws [--table T]        create the DynamoDB table and schedule group
@@ -47,6 +50,9 @@ Run 'mirrorfleet run -h' for the fleet's flags.
 `
 
 func main() {
+	if packcache.IsHook(os.Args) { // git upload-pack running the pack cache (hidden)
+		packcache.RunHook()
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -62,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = runFleet(args[1:], stderr)
+	case "serve":
+		err = runServe(args[1:], stdout, stderr)
 	case "worker":
 		err = runWorker(args[1:], stderr)
 	case "init-aws":
@@ -126,12 +134,18 @@ func runFleet(args []string, stderr io.Writer) error {
 			return err
 		})
 	fs.StringVar(&cfg.List.Dir, "list-dir", "", "where the list repository's clone is kept (default <data>/list)")
+	fs.StringVar(&cfg.CloneBaseURL, "clone-base-url", "", "base of the clone URLs (default http://<listen address>)")
+	sf := addServeFlags(fs, &cfg.Serve)
+	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", os.Getenv(cloud.EnvPackCacheDir), "pack cache directory, on local disk (default <data>/packcache)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("run takes no arguments, got %q", fs.Args())}
+	}
+	if err := sf.finish(&cfg.Serve); err != nil {
+		return err
 	}
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
@@ -157,8 +171,8 @@ func runFleet(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "\nmirrorfleet is running.\n  status page: http://%s/\n  API:         http://%s/v1/  (spec at /openapi.yaml)\n  mirrors:     %s\n",
-		f.Addr(), f.Addr(), fleet.MirrorsDir(cfg.Data))
+	fmt.Fprintf(stderr, "\nmirrorfleet is running.\n  status page: http://%s/\n  API:         http://%s/v1/  (spec at /openapi.yaml)\n  mirrors:     %s\n  clone:       %s/git/<host>/<path>  (git clone; index at %s/git/; %s)\n",
+		f.Addr(), f.Addr(), fleet.MirrorsDir(cfg.Data), f.CloneBase, f.CloneBase, f.Git.Path)
 	if f.TokenGenerated {
 		fmt.Fprintf(stderr, "  API token (generated, saved in %s; shown once):\n    %s\n", fleet.TokenPath(cfg.Data), f.Token)
 	}

@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 
@@ -15,6 +16,10 @@ const EnvAPIBasePath = "MIRRORFLEET_API_BASE_PATH"
 // EnvPublicReads makes the /v1 reads answer without an IAM identity.
 const EnvPublicReads = "MIRRORFLEET_PUBLIC_READS"
 
+// EnvCloneBaseURL is the base of the repos' clone_url (the serving load balancer's
+// URL); unset, clone_url is null.
+const EnvCloneBaseURL = "MIRRORFLEET_CLONE_BASE_URL"
+
 // APIConfig is the API Lambda's configuration.
 type APIConfig struct {
 	Table             string
@@ -23,6 +28,8 @@ type APIConfig struct {
 	// PublicReads serves the /v1 reads without an IAM identity (the stack's publicReads:
 	// GET routes without IAM auth); writes always need one.
 	PublicReads bool
+	// CloneBaseURL is the base of every repo's clone_url.
+	CloneBaseURL string
 	// List lets GET /v1/list report the list sync's configuration and state (not
 	// Enabled when MIRRORFLEET_LIST_REPO is unset).
 	List     listsync.Config
@@ -41,10 +48,14 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
 		BasePath:          e.raw(EnvAPIBasePath),
 		PublicReads:       e.boolean(EnvPublicReads, false),
+		CloneBaseURL:      strings.TrimRight(e.raw(EnvCloneBaseURL), "/"),
 		LogLevel:          e.logLevel(),
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")
+	}
+	if u := c.CloneBaseURL; u != "" && !validBaseURL(u) {
+		e.fail(EnvCloneBaseURL, u, "must be an http:// or https:// URL with a host, e.g. https://git.example.org")
 	}
 	list, err := listsync.ConfigFromEnv()
 	if err != nil {
@@ -55,4 +66,11 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		return APIConfig{}, err
 	}
 	return c, nil
+}
+
+// validBaseURL accepts http(s)://host[:port][/path] without query or fragment.
+func validBaseURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

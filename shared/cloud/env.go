@@ -25,6 +25,15 @@ const (
 	EnvAllowPrivateHosts = "MIRRORFLEET_ALLOW_PRIVATE_HOSTS" // let repos on private addresses through the URL policy
 )
 
+// Environment variables of `mirrorfleet serve`, the git front (besides EnvTable,
+// EnvFleet, EnvLogLevel, EnvMirrorRoot, EnvMetricsInterval and EnvCloneBaseURL).
+const (
+	EnvServeListen    = "MIRRORFLEET_SERVE_LISTEN"     // listen address; default :8080
+	EnvPackCacheDir   = "MIRRORFLEET_PACK_CACHE_DIR"   // pack cache directory, local disk
+	EnvPackCacheBytes = "MIRRORFLEET_PACK_CACHE_BYTES" // pack cache bound; default 10G
+	EnvServeToken     = "MIRRORFLEET_SERVE_TOKEN"      // optional token every read needs
+)
+
 // DefaultFleet is the Fleet dimension when MIRRORFLEET_FLEET is unset.
 const DefaultFleet = "mirrorfleet"
 

@@ -23,10 +23,12 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
@@ -52,7 +54,14 @@ type Config struct {
 	// List, when List.Repo is set, keeps the repos listed in a git repository
 	// (listsync); its clone lives in <data>/list unless List.Dir says otherwise.
 	List listsync.Config
-	Log  *slog.Logger
+	// Serve configures the git front at /git/ on the API's listener (Root, Git,
+	// Index, BaseURL and Metrics are the fleet's own). Its PackCache.Dir defaults to
+	// <data>/packcache; without Serve.Hook there is no pack cache.
+	Serve serve.Config
+	// CloneBaseURL is the base of every clone URL; default http://<listen address>
+	// (127.0.0.1 for an unspecified address).
+	CloneBaseURL string
+	Log          *slog.Logger
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -117,6 +126,11 @@ type Fleet struct {
 	prio            priority.Policy
 	// List is the list sync; nil when no list repository is configured.
 	List *listsync.Syncer
+	// Git is the git binary the front serves with.
+	Git gitbin.Git
+	// CloneBase is the base of the clone URLs.
+	CloneBase string
+	front     *serve.Handler
 }
 
 type runningWorker struct {
@@ -127,6 +141,9 @@ type runningWorker struct {
 
 // MirrorsDir is where mirrors land: <data>/mirrors/<host>/<path>.git.
 func MirrorsDir(data string) string { return filepath.Join(data, "mirrors") }
+
+// PackCacheDir is where the pack cache lives by default: <data>/packcache.
+func PackCacheDir(data string) string { return filepath.Join(data, "packcache") }
 
 // ListDir is where the list repository's clone is kept by default: <data>/list.
 func ListDir(data string) string { return filepath.Join(data, "list") }
@@ -139,6 +156,11 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if !ok {
 		return nil, fmt.Errorf("priority policy %q: want rate (the default) or cbrt", cfg.PriorityPolicy)
 	}
+	// Serving clones needs git; say so before anything starts.
+	git, err := gitbin.Find(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(MirrorsDir(cfg.Data), 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -146,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w (is another mirrorfleet running on %s?)", err, cfg.Data)
 	}
-	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio}
+	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio, Git: git}
 	fail := func(err error) (*Fleet, error) {
 		st.Close()
 		return nil, err
@@ -187,13 +209,31 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return failList(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
 	f.addr = ln.Addr()
-	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log}
+	f.CloneBase = cfg.CloneBaseURL
+	if f.CloneBase == "" {
+		f.CloneBase = baseURL(f.addr)
+	}
+	f.CloneBase = strings.TrimRight(f.CloneBase, "/")
+	f.Metrics = metrics.NewPrometheus()
+	sc := cfg.Serve
+	sc.Root, sc.Git, sc.Index, sc.BaseURL, sc.Metrics = MirrorsDir(cfg.Data), git.Path, st, f.CloneBase, f.Metrics
+	if sc.Log == nil {
+		sc.Log = log
+	}
+	if sc.PackCache.Dir == "" {
+		sc.PackCache.Dir = PackCacheDir(cfg.Data)
+	}
+	if f.front, err = serve.New(sc); err != nil {
+		ln.Close()
+		return failList(err)
+	}
+	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
-	f.Metrics = metrics.NewPrometheus()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", f.Metrics.Handler()) // the same figures as CloudWatch gets on AWS
+	mux.Handle(serve.Prefix, f.front)               // git clones: public, read-only
 	mux.Handle("/", api.New(apiCfg))
 	f.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
@@ -238,7 +278,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		defer f.coordWG.Done()
 		f.coordinatorLoop(coordCtx)
 	}()
-	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers,
+	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "clone", f.CloneBase+serve.Prefix, "git", git.Version.String(), "workers", cfg.Workers,
 		"mirrors", MirrorsDir(cfg.Data), "store", filepath.Join(cfg.Data, "mirrorfleet.db"))
 	return f, nil
 }
@@ -369,6 +409,7 @@ func (f *Fleet) Stop(ctx context.Context) error {
 	f.cancel()
 	f.wg.Wait()
 	f.Mirror.Close()
+	f.front.Close()
 	if f.List != nil {
 		f.List.Close()
 	}
@@ -405,6 +446,22 @@ func loadToken(data, configured string) (string, bool, error) {
 
 // TokenPath is where a generated token is kept.
 func TokenPath(data string) string { return filepath.Join(data, "token") }
+
+// baseURL is http://<addr>, with 127.0.0.1 (or ::1) for an unspecified address.
+func baseURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
 
 func hostLabel(h string) string {
 	if h == "" {
