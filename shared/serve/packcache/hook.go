@@ -195,6 +195,7 @@ func sendCached(path string, stdout io.Writer) (int64, bool, error) {
 func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int, Report) {
 	defer l.unlock()
 	c := h.cfg
+	_ = os.MkdirAll(c.tmpDir(), 0o755)
 	tmp, err := os.CreateTemp(c.tmpDir(), key[:16]+"-*.pack")
 	if err != nil {
 		return h.direct(bytes.NewReader(in), stdout)
