@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -61,7 +62,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		return err
 	}
 	res := results.FetchCost{Meta: results.Collect(), PollSeconds: cfg.pollFor.Seconds()}
-	if res.GitVersion, err = gitOutput(ctx, "", "--version"); err != nil {
+	if res.GitVersion, err = repogen.GitOutput(ctx, "", "--version"); err != nil {
 		return err
 	}
 	res.GoGitVersion = goGitVersion()
