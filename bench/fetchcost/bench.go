@@ -262,11 +262,11 @@ func (b *bench) pairOf(mp mirrorPair, gg, cli results.FetchCostRun) (results.Fet
 // pairFor computes go-git's ratios over the CLI.
 func pairFor(gg, cli results.FetchCostRun) results.FetchCostPair {
 	return results.FetchCostPair{GoGit: gg, CLI: cli, Ratio: results.FetchCostRatios{
-		Wall:    ratio(gg.WallSeconds, cli.WallSeconds),
-		CPU:     ratio(gg.CPUSeconds, cli.CPUSeconds),
-		MaxRSS:  ratio(float64(gg.MaxRSSBytes), float64(cli.MaxRSSBytes)),
-		TreeRSS: ratio(float64(gg.TreeRSSBytes), float64(cli.TreeRSSBytes)),
-		Disk:    ratio(float64(gg.DiskBytes), float64(cli.DiskBytes)),
+		Wall:    results.Ratio(gg.WallSeconds, cli.WallSeconds),
+		CPU:     results.Ratio(gg.CPUSeconds, cli.CPUSeconds),
+		MaxRSS:  results.Ratio(float64(gg.MaxRSSBytes), float64(cli.MaxRSSBytes)),
+		TreeRSS: results.Ratio(float64(gg.TreeRSSBytes), float64(cli.TreeRSSBytes)),
+		Disk:    results.Ratio(float64(gg.DiskBytes), float64(cli.DiskBytes)),
 	}}
 }
 
@@ -282,11 +282,11 @@ func summarize(command string, runs []usage) results.FetchCostRun {
 	return results.FetchCostRun{
 		Command:        command,
 		Runs:           len(runs),
-		WallSeconds:    median(wall),
+		WallSeconds:    results.Median(wall),
 		WallSecondsAll: wall,
-		CPUSeconds:     median(cpu),
-		MaxRSSBytes:    int64(median(rss)),
-		TreeRSSBytes:   int64(median(tree)),
+		CPUSeconds:     results.Median(cpu),
+		MaxRSSBytes:    int64(results.Median(rss)),
+		TreeRSSBytes:   int64(results.Median(tree)),
 	}
 }
 
@@ -312,10 +312,10 @@ func (b *bench) polls(ctx context.Context, up upstream, mp mirrorPair) (results.
 	if after, err := repogen.RefsOf(ctx, mp.cliDir); err != nil || after != before {
 		return out, fmt.Errorf("no-change git fetch changed the mirror's refs (err %v)", err)
 	}
-	out.RateVsFetch = ratio(out.GoGit.PerSecond, out.GitFetch.PerSecond)
-	out.RateVsLsRemote = ratio(out.GoGit.PerSecond, out.LsRemote.PerSecond)
-	out.CPUVsFetch = ratio(out.GoGit.CPUMillisPerPoll, out.GitFetch.CPUMillisPerPoll)
-	out.CPUVsLsRemote = ratio(out.GoGit.CPUMillisPerPoll, out.LsRemote.CPUMillisPerPoll)
+	out.RateVsFetch = results.Ratio(out.GoGit.PerSecond, out.GitFetch.PerSecond)
+	out.RateVsLsRemote = results.Ratio(out.GoGit.PerSecond, out.LsRemote.PerSecond)
+	out.CPUVsFetch = results.Ratio(out.GoGit.CPUMillisPerPoll, out.GitFetch.CPUMillisPerPoll)
+	out.CPUVsLsRemote = results.Ratio(out.GoGit.CPUMillisPerPoll, out.LsRemote.CPUMillisPerPoll)
 	b.log.Info("polls", "gogit_per_s", round1(out.GoGit.PerSecond), "gogit_list_per_s", round1(out.GoGitList.PerSecond), "git_fetch_per_s", round1(out.GitFetch.PerSecond),
 		"ls_remote_per_s", round1(out.LsRemote.PerSecond))
 	return out, nil
@@ -364,8 +364,8 @@ func pollFigures(command string, polls int, seconds float64, cpu time.Duration, 
 		Command:          command,
 		Polls:            polls,
 		Seconds:          seconds,
-		PerSecond:        ratio(float64(polls), seconds),
-		CPUMillisPerPoll: ratio(float64(cpu.Milliseconds()), float64(polls)),
+		PerSecond:        results.Ratio(float64(polls), seconds),
+		CPUMillisPerPoll: results.Ratio(float64(cpu.Milliseconds()), float64(polls)),
 		MaxRSSBytes:      rss,
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
@@ -195,8 +196,8 @@ func TestMedianAndRatio(t *testing.T) {
 		{[]float64{10, 1, 1}, 1},
 	} {
 		in := append([]float64(nil), c.in...)
-		if got := median(c.in); got != c.want {
-			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		if got := results.Median(c.in); got != c.want {
+			t.Errorf("results.Median(%v) = %v, want %v", c.in, got, c.want)
 		}
 		for i := range in {
 			if in[i] != c.in[i] {
@@ -204,11 +205,11 @@ func TestMedianAndRatio(t *testing.T) {
 			}
 		}
 	}
-	if got := ratio(3, 2); got != 1.5 {
-		t.Errorf("ratio(3, 2) = %v", got)
+	if got := results.Ratio(3, 2); got != 1.5 {
+		t.Errorf("results.Ratio(3, 2) = %v", got)
 	}
-	if got := ratio(3, 0); got != 0 || math.IsInf(got, 0) {
-		t.Errorf("ratio(3, 0) = %v, want 0", got)
+	if got := results.Ratio(3, 0); got != 0 || math.IsInf(got, 0) {
+		t.Errorf("results.Ratio(3, 0) = %v, want 0", got)
 	}
 	p := pairFor(summarize("a", []usage{{Wall: 4 * time.Second, MaxRSS: 30}, {Wall: 2 * time.Second, MaxRSS: 10}, {Wall: 3 * time.Second, MaxRSS: 20}}),
 		summarize("b", []usage{{Wall: time.Second, MaxRSS: 10}}))

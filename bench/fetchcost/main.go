@@ -67,7 +67,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 	}
 	res.GoGitVersion = goGitVersion()
 	res.Worker = workerShape()
-	res.LoadStart = loadAverage()
+	res.LoadStart = results.LoadAverage()
 
 	work := cfg.work
 	if work == "" {
@@ -94,7 +94,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		}
 	}
 	res.Notes = notes(specs, cfg.largeMB)
-	res.LoadEnd = loadAverage()
+	res.LoadEnd = results.LoadAverage()
 	res.Meta.Finish()
 	if err := results.Write(cfg.out, "fetchcost", res); err != nil {
 		return err
@@ -116,17 +116,6 @@ func workerShape() results.FetchCostWorker {
 	d := worker.DefaultConfig()
 	return results.FetchCostWorker{Fetchers: d.Fetchers, MinIntervalSeconds: d.MinInterval.Seconds(),
 		TaskVCPU: taskVCPU, TaskMemoryMiB: taskMemoryMiB}
-}
-
-// loadAverage is the 1-minute load average (0 where /proc/loadavg is missing).
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var v float64
-	fmt.Sscan(string(b), &v)
-	return v
 }
 
 // goGitVersion is the version of go-git built into this binary.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -172,26 +171,4 @@ func diskUsage(dir string) (allocated, apparent int64, err error) {
 		return 0, 0, fmt.Errorf("disk usage of %s: %w", dir, err)
 	}
 	return allocated, apparent, nil
-}
-
-// median of xs (the mean of the two middle values for an even count); 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// ratio is a/b, or 0 when b is 0 (JSON has no infinity; the report shows 0 as n/a).
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
 }

@@ -34,12 +34,12 @@ var pageSize = int64(os.Getpagesize())
 // that exit meanwhile count as 0.
 func descendantsRSS(pid int) int64 {
 	var sum int64
-	queue := childrenOf(pid)
+	queue := Children(pid)
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		sum += rssOf(p)
-		queue = append(queue, childrenOf(p)...)
+		queue = append(queue, Children(p)...)
 	}
 	return sum
 }
@@ -57,8 +57,8 @@ func rssOf(pid int) int64 {
 	return pages * pageSize
 }
 
-// childrenOf lists the children of every thread of pid (/proc/PID/task/TID/children).
-func childrenOf(pid int) []int {
+// Children lists the children of every thread of pid (/proc/PID/task/TID/children).
+func Children(pid int) []int {
 	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	var out []int
 	for _, t := range tasks {
