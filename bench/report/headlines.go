@@ -114,6 +114,11 @@ func headlines(r *Report) (string, error) {
 			lo.Quiet.P50Ms, hi.Quiet.P50Ms, hi.Quiet.P50Ms/lo.Quiet.P50Ms,
 			lo.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms/lo.NaiveQuiet.P50Ms)
 	}
+	var sv results.Serve
+	if err := r.Load("serve", &sv); err != nil {
+		return "", err
+	}
+	md.WriteString(serveHeadline(sv))
 	md.WriteString("\n")
 	return md.String(), nil
 }

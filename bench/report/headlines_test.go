@@ -15,7 +15,7 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 	sc := storeCostFixture()
 	for name, v := range map[string]any{
 		"freshness": freshFixture(), "placement": placementFixture(), "fetchcost": fcFixture(),
-		"storecost": sc, "ticklatency": tickFixture(),
+		"storecost": sc, "ticklatency": tickFixture(), "serve": serveFixture(),
 	} {
 		if err := results.Write(dir, name, v); err != nil {
 			t.Fatal(err)
@@ -38,12 +38,13 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 		"**Placement, ", "**Fetch cost, go-git ÷ git CLI, first mirror:**",
 		fmt.Sprintf("at %s repos", fmtInt(sc.Bills[0].Repos)),
 		"**Coordinator tick, ",
+		"**Serving, fleet front ÷ git http-backend (goals ≤ 1.1× time, ≤ 0.2× CPU):** unmaintained: cold clone 1.08× the time, 20 concurrent clones 0.15× the server CPU; maintained: cold clone 1.25× the time",
 	} {
 		if !strings.Contains(head, want) {
 			t.Errorf("headlines lack %q\n%s", want, head)
 		}
 	}
-	for _, s := range []string{"## 1. Freshness", "## 2. Placement", "## 3. Fetch cost", "## 4. Store cost", "## 5. Coordinator tick latency"} {
+	for _, s := range []string{"## 1. Freshness", "## 2. Placement", "## 3. Fetch cost", "## 4. Store cost", "## 5. Coordinator tick latency", "## 6. Serving clones"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("report lacks %q", s)
 		}

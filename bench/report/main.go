@@ -47,6 +47,7 @@ func sections() []section {
 		{"fetchcost", fetchCostSection},
 		{"storecost", storeCostSection},
 		{"ticklatency", tickLatencySection},
+		{"serve", serveSection},
 	}
 }
 
