@@ -474,18 +474,92 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		hd.Set("Content-Type", "application/x-git-upload-pack-result")
 		w.WriteHeader(http.StatusOK)
 	}
-	for n > 0 && ctx.Err() == nil {
-		if err := write(buf[:n]); err != nil {
-			cancel() // the client went away or stopped reading: stop git
-			break
-		}
-		var rerr error
-		if n, rerr = out.Read(buf); rerr != nil && n == 0 {
-			break
-		}
+	if err := stream(out, buf[:n], write); err != nil {
+		cancel() // the client went away or stopped reading: stop git
 	}
 	if err := cmd.Wait(); err != nil && ctx.Err() == nil {
 		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", err, "stderr", firstLine(stderr.String()))
+	}
+}
+
+// Sizes of the response stream's pieces: what git writes is read in readChunk pieces,
+// and what arrived while the previous write was under way goes out together, up to
+// maxBatch bytes.
+const (
+	readChunk = 64 << 10
+	maxBatch  = 512 << 10
+)
+
+// stream copies git's output to the client, first the bytes already read. A reader
+// keeps reading while a write to the client is under way, and the next write takes
+// everything that arrived meanwhile: upload-pack writes 8 KiB at a time, and a
+// socket write with a flush per 8 KiB costs more CPU than the rest of serving a
+// cached pack. Nothing waits for more data than there is, so progress and keepalive
+// packets still go out at once.
+func stream(out io.Reader, first []byte, write func([]byte) error) error {
+	chunks := make(chan []byte, 8)
+	free := make(chan []byte, 10)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer close(chunks)
+		for {
+			var b []byte
+			select {
+			case b = <-free:
+			default:
+				b = make([]byte, readChunk)
+			}
+			n, err := out.Read(b[:readChunk])
+			if n > 0 {
+				select {
+				case chunks <- b[:n]:
+				case <-done:
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	batch := append(make([]byte, 0, maxBatch+readChunk), first...)
+	for {
+		open := true
+	gather:
+		for len(batch) < maxBatch {
+			select {
+			case b, ok := <-chunks:
+				if !ok {
+					open = false
+					break gather
+				}
+				batch = append(batch, b...)
+				select {
+				case free <- b:
+				default:
+				}
+			default:
+				break gather
+			}
+		}
+		if len(batch) > 0 {
+			if err := write(batch); err != nil {
+				return err
+			}
+		}
+		if !open {
+			return nil
+		}
+		b, ok := <-chunks // wait for git's next bytes
+		if !ok {
+			return nil
+		}
+		batch = append(batch[:0], b...)
+		select {
+		case free <- b:
+		default:
+		}
 	}
 }
 
