@@ -120,6 +120,11 @@ func headlines(r *Report) (string, error) {
 		return "", err
 	}
 	fmt.Fprintf(&md, "- **Hostile inputs:** %s\n", strings.Trim(hostileHeadline(h), "*"))
+	var sv results.Serve
+	if err := r.Load("serve", &sv); err != nil {
+		return "", err
+	}
+	md.WriteString(serveHeadline(sv))
 	md.WriteString("\n")
 	return md.String(), nil
 }

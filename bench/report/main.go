@@ -48,6 +48,7 @@ func sections() []section {
 		{"storecost", storeCostSection},
 		{"ticklatency", tickLatencySection},
 		{"hostile", hostileSection},
+		{"serve", serveSection},
 	}
 }
 

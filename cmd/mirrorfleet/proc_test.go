@@ -310,6 +310,7 @@ type apiRepo struct {
 	LastChangeAt  *time.Time `json:"last_change_at"`
 	LastSuccessAt *time.Time `json:"last_success_at"`
 	LastError     string     `json:"last_error"`
+	CloneURL      string     `json:"clone_url"`
 }
 
 func (r apiRepo) owner() string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
+	gitfront "github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -38,16 +39,32 @@ type repoJSON struct {
 	CloneFailCnt  int             `json:"clone_fail_cnt"`
 	SizeBytes     int64           `json:"size_bytes"`
 	LastError     string          `json:"last_error"`
+	// CloneURL is where git clones the mirror from; null where the server has no
+	// clone base URL configured.
+	CloneURL *string `json:"clone_url"`
 }
 
-func toRepoJSON(r store.Repo) repoJSON {
-	return repoJSON{
+func (s *server) toRepoJSON(r store.Repo) repoJSON {
+	return repoJSON{CloneURL: s.cloneURL(r.URL),
 		ID: r.ID, URL: r.URL, Source: r.Source, State: r.State, Owner: optString(r.Owner),
 		OwnerEpoch: r.OwnerEpoch, Salt: r.Salt, Priority: r.Priority, SyncRequested: r.SyncRequested,
 		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
 		LastChangeAt: optTime(r.LastChangeAt), LastCommitAt: optTime(r.LastCommitAt),
 		FetchFailCnt: r.FetchFailCnt, CloneFailCnt: r.CloneFailCnt, SizeBytes: r.SizeBytes, LastError: r.LastError,
 	}
+}
+
+// cloneURL is the clone URL of a repo, or nil without a clone base URL (or for a URL
+// the mirror path cannot map, which the URL policy never stores).
+func (s *server) cloneURL(repoURL string) *string {
+	if s.cfg.CloneBaseURL == "" {
+		return nil
+	}
+	u, err := gitfront.CloneURL(s.cfg.CloneBaseURL, repoURL)
+	if err != nil {
+		return nil
+	}
+	return &u
 }
 
 // optTime is nil for the zero time and the time in UTC otherwise, so every timestamp the
@@ -127,7 +144,7 @@ func (s *server) listRepos(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := make([]repoJSON, 0, len(repos))
 	for _, rp := range repos {
-		out = append(out, toRepoJSON(rp))
+		out = append(out, s.toRepoJSON(rp))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"repos": out, "next_cursor": next})
 	return nil
@@ -231,7 +248,7 @@ func (s *server) createRepos(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Location", "/v1/repos/"+repo.ID)
 			s.poke()
 		}
-		writeJSON(w, status, toRepoJSON(repo))
+		writeJSON(w, status, s.toRepoJSON(repo))
 		return nil
 	}
 
@@ -411,7 +428,7 @@ func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toRepoJSON(repo))
+	writeJSON(w, http.StatusOK, s.toRepoJSON(repo))
 	return nil
 }
 

@@ -53,14 +53,11 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		CloneBaseURL:      strings.TrimRight(e.raw(EnvCloneBaseURL), "/"),
 		LogLevel:          e.logLevel(),
 	}
-	if c.CloneBaseURL != "" {
-		u, err := url.Parse(c.CloneBaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			e.fail(EnvCloneBaseURL, c.CloneBaseURL, "must be an http or https URL, e.g. https://git.example.org")
-		}
-	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")
+	}
+	if u := c.CloneBaseURL; u != "" && !validBaseURL(u) {
+		e.fail(EnvCloneBaseURL, u, "must be an http:// or https:// URL with a host, e.g. https://git.example.org")
 	}
 	list, err := listsync.ConfigFromEnv()
 	if err != nil {
@@ -71,4 +68,11 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		return APIConfig{}, err
 	}
 	return c, nil
+}
+
+// validBaseURL accepts http(s)://host[:port][/path] without query or fragment.
+func validBaseURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

@@ -174,6 +174,15 @@ func TestAPIConfig(t *testing.T) {
 		!strings.Contains(err.Error(), EnvCloneBaseURL) {
 		t.Errorf("err %v", err)
 	}
+	c, err = apiConfigFrom(getter(map[string]string{EnvTable: "t", EnvCloneBaseURL: "https://git.example.org/"}))
+	if err != nil || c.CloneBaseURL != "https://git.example.org" {
+		t.Errorf("clone base URL: %q, %v", c.CloneBaseURL, err)
+	}
+	for _, bad := range []string{"git.example.org", "ftp://x", "https://u:p@x", "https://x/?q"} {
+		if _, err := apiConfigFrom(getter(map[string]string{EnvTable: "t", EnvCloneBaseURL: bad})); err == nil || !strings.Contains(err.Error(), EnvCloneBaseURL) {
+			t.Errorf("clone base URL %q accepted (%v)", bad, err)
+		}
+	}
 }
 
 // setEnv puts a deployment's environment into the process's, as Lambda and ECS do.

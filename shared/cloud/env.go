@@ -28,6 +28,15 @@ const (
 	EnvAllowPrivateHosts = deployenv.AllowPrivateHosts // let repos on private addresses through the URL policy
 )
 
+// Environment variables of `mirrorfleet serve`, the git front (besides EnvTable,
+// EnvFleet, EnvLogLevel, EnvMirrorRoot, EnvMetricsInterval and EnvCloneBaseURL).
+const (
+	EnvServeListen    = deployenv.ServeListen    // listen address; default :8080
+	EnvPackCacheDir   = deployenv.PackCacheDir   // pack cache directory, local disk
+	EnvPackCacheBytes = deployenv.PackCacheBytes // pack cache bound; default 10G
+	EnvServeToken     = deployenv.ServeToken     // optional token every read needs
+)
+
 // DefaultFleet is the Fleet dimension when MIRRORFLEET_FLEET is unset.
 const DefaultFleet = "mirrorfleet"
 

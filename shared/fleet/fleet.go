@@ -30,6 +30,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
@@ -68,6 +69,13 @@ type Config struct {
 	// API, /metrics and the status page answer besides loopback ones ("*": any).
 	HTTP       httpguard.Limits
 	AllowHosts []string
+	// Serve configures the git front at /git/ on the API's listener (Root, Git,
+	// Index, BaseURL and Metrics are the fleet's own). Its PackCache.Dir defaults to
+	// <data>/packcache; without Serve.Hook there is no pack cache.
+	Serve serve.Config
+	// CloneBaseURL is the base of every clone URL; default http://<listen address>
+	// (127.0.0.1 for an unspecified address).
+	CloneBaseURL string
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -132,6 +140,11 @@ type Fleet struct {
 	prio            priority.Policy
 	// List is the list sync; nil when no list repository is configured.
 	List *listsync.Syncer
+	// Git is the git binary the front serves with.
+	Git gitbin.Git
+	// CloneBase is the base of the clone URLs.
+	CloneBase string
+	front     *serve.Handler
 }
 
 type runningWorker struct {
@@ -142,6 +155,9 @@ type runningWorker struct {
 
 // MirrorsDir is where mirrors land: <data>/mirrors/<host>/<path>.git.
 func MirrorsDir(data string) string { return filepath.Join(data, "mirrors") }
+
+// PackCacheDir is where the pack cache lives by default: <data>/packcache.
+func PackCacheDir(data string) string { return filepath.Join(data, "packcache") }
 
 // ListDir is where the list repository's clone is kept by default: <data>/list.
 func ListDir(data string) string { return filepath.Join(data, "list") }
@@ -167,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w (is another mirrorfleet running on %s?)", err, cfg.Data)
 	}
-	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio}
+	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio, Git: git}
 	fail := func(err error) (*Fleet, error) {
 		st.Close()
 		return nil, err
@@ -208,18 +224,36 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return failList(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
 	f.addr = ln.Addr()
-	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log}
+	f.CloneBase = cfg.CloneBaseURL
+	if f.CloneBase == "" {
+		f.CloneBase = baseURL(f.addr)
+	}
+	f.CloneBase = strings.TrimRight(f.CloneBase, "/")
+	f.Metrics = metrics.NewPrometheus()
+	sc := cfg.Serve
+	sc.Root, sc.Git, sc.Index, sc.BaseURL, sc.Metrics = MirrorsDir(cfg.Data), git.Path, st, f.CloneBase, f.Metrics
+	if sc.Log == nil {
+		sc.Log = log
+	}
+	if sc.PackCache.Dir == "" {
+		sc.PackCache.Dir = PackCacheDir(cfg.Data)
+	}
+	if f.front, err = serve.New(sc); err != nil {
+		ln.Close()
+		return failList(err)
+	}
+	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
-	f.Metrics = metrics.NewPrometheus()
 	app := http.NewServeMux()
 	app.Handle("GET /metrics", f.Metrics.Handler()) // the same figures as CloudWatch gets on AWS
 	app.Handle("/", api.New(apiCfg))
 	// The API, /metrics and the status page answer loopback Host names only (and those
-	// allowed), each request within its deadlines. A git front for public mirrors goes
+	// allowed), each request within its deadlines. The git front for public mirrors goes
 	// beside them on root, outside these guards, with limits of its own.
 	root := http.NewServeMux()
+	root.Handle(serve.Prefix, f.front) // git clones: public, read-only
 	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
 	f.server = httpguard.Server(root, cfg.HTTP)
 	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
@@ -404,6 +438,7 @@ func (f *Fleet) Stop(ctx context.Context) error {
 	f.cancel()
 	f.wg.Wait()
 	f.Mirror.Close()
+	f.front.Close()
 	if f.List != nil {
 		f.List.Close()
 	}
@@ -466,6 +501,22 @@ func checkTokenFile(path string) error {
 
 // TokenPath is where a generated token is kept.
 func TokenPath(data string) string { return filepath.Join(data, "token") }
+
+// baseURL is http://<addr>, with 127.0.0.1 (or ::1) for an unspecified address.
+func baseURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
 
 func hostLabel(h string) string {
 	if h == "" {
