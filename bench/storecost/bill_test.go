@@ -285,14 +285,14 @@ func TestStackInputsCountTheDashboard(t *testing.T) {
 			Env: map[string]string{"MIRRORFLEET_FETCHERS": "10"}}},
 		Lambdas:          []stackfacts.Lambda{{ID: "C", MemoryMB: 512, OnRule: true}},
 		FileSystems:      []stackfacts.FileSystem{{ID: "M"}},
-		DashboardMetrics: append(names, "ServeRequests", "ServeBytes"),
+		DashboardMetrics: names,
 	}
 	st, err := stackInputsFrom(f, "test", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Every name once, the two State families once per state, ServeRequests per class.
-	want := float64(len(names)+2) + float64(5-1) + float64(7-1) + float64(3-1)
+	want := float64(len(names)) + float64(5-1) + float64(7-1) + float64(3-1)
 	if st.CustomMetrics != want {
 		t.Errorf("%v custom metrics, want %v", st.CustomMetrics, want)
 	}

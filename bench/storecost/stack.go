@@ -49,9 +49,9 @@ var stateCounts = map[string]int{
 		store.RepoOverflow, store.RepoDeleting}),
 }
 
-// servingMetricDims are the custom metrics the git server emits with a dimension of
-// its own: ServeRequests per status class (COORDINATION: "by status class").
-const serveRequests = "ServeRequests"
+// serveRequests is the custom metric the git server emits with a dimension of its own:
+// one per status class.
+const serveRequests = metrics.ServeRequests
 
 // stackInputsFrom reads a template's facts. Custom metrics are counted from the names
 // the dashboard graphs — one per name, times the values of its extra dimension — and

@@ -167,7 +167,7 @@ func TestRepoJSON(t *testing.T) {
 }
 
 // TestCloneURL: with a clone base URL every repo, listed, fetched or among the
-// stalest, carries <base>/git/<mirror path>, escaped where the mirror path holds %.
+// stalest, carries <base>/git/<mirror path>.
 func TestCloneURL(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.CloneBaseURL = "http://127.0.0.1:8080" })
 	id := str(e.want(e.add("https://example.com/a/b.git"), 201, "add").body["id"])
@@ -182,7 +182,7 @@ func TestCloneURL(t *testing.T) {
 		got = append(got, str(x.(map[string]any)["clone_url"]))
 	}
 	slices.Sort(got)
-	want := []string{"http://127.0.0.1:8080/git/example.com/a/b.git", "http://127.0.0.1:8080/git/example.com_8443/c/b%2521d.git"}
+	want := []string{"http://127.0.0.1:8080/git/example.com/a/b.git", "http://127.0.0.1:8080/git/example.com:8443/c/b=21d.git"}
 	if !slices.Equal(got, want) {
 		t.Errorf("listed clone URLs %v, want %v", got, want)
 	}

@@ -37,6 +37,13 @@ func TestNames(t *testing.T) {
 		MaintenanceSeconds: "mirrorfleet_maintenance_seconds",
 		MirrorsRecloned:    "mirrorfleet_mirrors_recloned_total",
 		MirrorPacks:        "mirrorfleet_mirror_packs",
+		// the git front
+		ServeRequests:         "mirrorfleet_serve_requests_total",
+		ServeBytes:            "mirrorfleet_serve_bytes_total",
+		ServeRejected:         "mirrorfleet_serve_rejected_total",
+		PackCacheHits:         "mirrorfleet_pack_cache_hits_total",
+		PackCacheMisses:       "mirrorfleet_pack_cache_misses_total",
+		PackGenerationSeconds: "mirrorfleet_pack_generation_seconds",
 	}
 	ds := Defs()
 	if len(ds) != len(want) {

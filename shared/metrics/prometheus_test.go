@@ -86,6 +86,11 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(Maintenance(2*time.Second, false)...)
 	rec(Maintenance(time.Second, true)...)
 	rec(Packs("w1", 17))
+	rec(ServeRequest(200, 5000)...)
+	rec(ServeRequest(200, 1000)...)
+	rec(ServeRequest(429, 10)...)
+	rec(PackCache(true, 0)...)
+	rec(PackCache(false, 1.5)...)
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -117,6 +122,12 @@ func TestPrometheusScrape(t *testing.T) {
 		{"mirrorfleet_bytes_fetched_total", nil, 1024},
 		{"mirrorfleet_queue_depth", map[string]string{"worker": "w1"}, 5},
 		{"mirrorfleet_queue_depth", map[string]string{"worker": "w2"}, 9},
+		{"mirrorfleet_serve_requests_total", map[string]string{"status": "2xx"}, 2},
+		{"mirrorfleet_serve_requests_total", map[string]string{"status": "4xx"}, 1},
+		{"mirrorfleet_serve_bytes_total", nil, 6010},
+		{"mirrorfleet_serve_rejected_total", nil, 1},
+		{"mirrorfleet_pack_cache_hits_total", nil, 1},
+		{"mirrorfleet_pack_cache_misses_total", nil, 1},
 	}
 	for _, c := range checks {
 		if got, _ := value(t, fams, c.name, c.labels); got != c.want {
@@ -125,6 +136,9 @@ func TestPrometheusScrape(t *testing.T) {
 	}
 	if n, sum := value(t, fams, "mirrorfleet_fetch_duration_seconds", nil); n != 3 || sum != 4.5 {
 		t.Errorf("fetch duration histogram: %v observations summing to %v, want 3 and 4.5", n, sum)
+	}
+	if n, sum := value(t, fams, "mirrorfleet_pack_generation_seconds", nil); n != 1 || sum != 1.5 {
+		t.Errorf("pack generation histogram: %v observations summing to %v, want 1 and 1.5", n, sum)
 	}
 	if n, sum := value(t, fams, "mirrorfleet_tick_duration_seconds", nil); n != 2 || sum != 3 {
 		t.Errorf("tick duration histogram: %v observations summing to %v", n, sum)
