@@ -73,6 +73,8 @@ type Config struct {
 	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
 	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
 	ObjectCacheBytes int64
+	// Now is the clock a first clone's history window is measured from; default time.Now.
+	Now func() time.Time
 }
 
 // Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
@@ -81,6 +83,7 @@ type Mirrorer struct {
 	root, tmpDir, trashDir string
 	timeout, listTimeout   time.Duration
 	cacheBytes             int64
+	now                    func() time.Time
 	log                    *slog.Logger
 	route                  *routeAuth
 
@@ -108,6 +111,7 @@ func New(cfg Config) (*Mirrorer, error) {
 		timeout:     cfg.Timeout,
 		listTimeout: cfg.ListTimeout,
 		cacheBytes:  cfg.ObjectCacheBytes,
+		now:         cfg.Now,
 		log:         cfg.Logger,
 		trashSem:    make(chan struct{}, 1),
 	}
@@ -134,6 +138,9 @@ func New(cfg Config) (*Mirrorer, error) {
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.now == nil {
+		m.now = time.Now
 	}
 	for _, d := range []string{root, m.tmpDir, m.trashDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -188,10 +195,13 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // followed. The upstream's HEAD is followed too (symbolic target or detached hash).
 //
 // Result: LastCommitAt is the newest committer time over the commits the refs point
-// to (annotated tags peeled, refs to trees and blobs skipped); SizeBytes the apparent
-// size of the mirror's files; BytesReceived the HTTP response body bytes of this
-// call (ref advertisements included). On the no-change path the mirror is only
-// read, never written.
+// to (annotated tags peeled, refs to trees and blobs skipped); Commits the commits a
+// fetch brought (reachable from the new refs, not the old), or on a clone the newest
+// of the history back to fetch.HistoryWindow with HistorySince where that listing
+// begins, both walks bounded (see commits.go); SizeBytes the apparent size of the
+// mirror's files; BytesReceived the HTTP response body bytes of this call (ref
+// advertisements included). On the no-change path the mirror is only read, never
+// written, and no commit is walked.
 //
 // Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
 // existing mirror: go-git writes a pack completely before it touches refs.
@@ -307,6 +317,9 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 	if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
 		return res, fmt.Errorf("read commits: %w", err)
 	}
+	if res.Commits, res.HistorySince, res.HistoryFromRoot, err = history(sto, refs, m.now(), fetch.HistoryWindow); err != nil {
+		return res, fmt.Errorf("read history: %w", err)
+	}
 	// One packed-refs file instead of a file per ref: fewer files to read on every
 	// poll (and to copy, stat or delete on EFS). Nobody reads the temp dir yet.
 	if err := sto.PackRefs(); err != nil {
@@ -368,6 +381,9 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 		}
 		if refs, _, err = localRefs(sto); err != nil {
 			return res, local("read refs", err)
+		}
+		if res.Commits, err = newCommits(sto, have, refs); err != nil {
+			return res, local("read new commits", err)
 		}
 	}
 	headChanged, err := setHead(sto, wantHead, haveHead)
