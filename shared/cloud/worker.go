@@ -33,7 +33,7 @@ const (
 	EnvWorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
 	EnvDrain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
 	EnvMetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
-	EnvPolicy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: rate (default) or cbrt
+	EnvPolicy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: bayes (default), rate or cbrt
 
 	// EnvECSMetadata is set by the ECS agent in every container (task metadata v4).
 	EnvECSMetadata = "ECS_CONTAINER_METADATA_URI_V4"
@@ -55,7 +55,7 @@ type WorkerConfig struct {
 	Fetchers          int
 	Heartbeat         time.Duration
 	MinInterval       time.Duration
-	PriorityPolicy    string // a priority.ByName name; "" is the default (rate)
+	PriorityPolicy    string // a priority.ByName name; "" is the default (bayes)
 	Drain             time.Duration
 	DiskQuota         int64 // bytes; 0 = the file system's own size
 	AllowPrivateHosts bool
@@ -102,7 +102,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 	}
 	checkFleet(e, c.Fleet)
 	if _, ok := priority.ByName(c.PriorityPolicy); !ok {
-		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: rate (the default) or cbrt")
+		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: bayes (the default), rate or cbrt")
 	}
 	if !strings.HasPrefix(c.MirrorRoot, "/") {
 		e.fail(EnvMirrorRoot, c.MirrorRoot, "must be an absolute path")
@@ -203,7 +203,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	prio, ok := priority.ByName(cfg.PriorityPolicy)
 	if !ok {
-		return fmt.Errorf("%s=%q: unknown policy: rate (the default) or cbrt", EnvPolicy, cfg.PriorityPolicy)
+		return fmt.Errorf("%s=%q: unknown policy: bayes (the default), rate or cbrt", EnvPolicy, cfg.PriorityPolicy)
 	}
 	st, err := NewDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
 	if err != nil {

@@ -78,7 +78,7 @@ func DefaultConfig() Config {
 		FailCooldown:  24 * time.Hour,
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
-		Policy:        priority.Rate{},
+		Policy:        priority.Bayes{},
 	}
 }
 
@@ -148,9 +148,14 @@ type Worker struct {
 	ack          uint64
 	repos        map[string]*repoState
 	queue        *Queue
-	inFlight     int
-	tokens       float64
-	tokensAt     time.Time
+	// prior is what the repos this worker owns (a random sample of the fleet's) say of
+	// change rates; scores weigh how often repos change behaviour. Learned in Heartbeat.
+	prior    *priority.Prior
+	scores   priority.Scores
+	fitting  bool
+	inFlight int
+	tokens   float64
+	tokensAt time.Time
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged atomic.Int64
@@ -165,7 +170,7 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	}
 	cfg = cfg.withDefaults()
 	return &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
-		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1)}
+		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(), wake: make(chan struct{}, 1)}
 }
 
 // ID is the worker's current identity ("" before it joined).
@@ -193,6 +198,13 @@ func (w *Worker) Stats() Stats {
 	return Stats{Fetches: w.stats.fetches.Load(), Changed: w.stats.changed.Load(), Failures: w.stats.failures.Load(),
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
 		Purged: w.stats.purged.Load()}
+}
+
+// Prior is what the worker has learned of its repos' change rates so far.
+func (w *Worker) Prior() *priority.Prior {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.prior
 }
 
 // QueueLen is the number of repos waiting in the queue.
@@ -292,8 +304,38 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 		return err
 	}
 	w.retryTrash(ctx)
+	w.learn()
 	w.poke()
 	return nil
+}
+
+// learn fits the prior again from the owned repos' stats when it is due (weekly, or
+// while the repos with evidence grow by a quarter, as a new fleet's first clones do).
+// The fit runs outside the lock; a worker with 10,000 repos fits in well under a second.
+func (w *Worker) learn() {
+	now := w.clock.Now()
+	w.mu.Lock()
+	var stats []priority.Stats
+	for _, r := range w.repos {
+		if !r.dropped && r.rec.Stats != (priority.Stats{}) {
+			stats = append(stats, r.rec.Stats)
+		}
+	}
+	base, scores := w.prior, w.scores
+	if w.fitting || !base.Due(now, len(stats)) {
+		w.mu.Unlock()
+		return
+	}
+	w.fitting = true
+	w.mu.Unlock()
+
+	p := priority.Fit(stats, base, now, &scores)
+	w.mu.Lock()
+	w.prior, w.fitting = p, false
+	w.scores.Fade()
+	w.mu.Unlock()
+	w.log.Info("learned the prior of change rates", "worker", w.ID(), "repos", p.Repos,
+		"dormant_share", p.Weights[0], "changes_per_month", p.Hazard*30, "mean_pushes_per_day", p.Mean())
 }
 
 func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
@@ -571,11 +613,16 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	kind := fetch.KindOf(ferr)
 	switch {
 	case ferr == nil:
+		// The poll covers the time since the last success (failed polls in between are
+		// part of it); a first clone brings the history instead.
+		poll := priority.Poll{Now: now, Changed: res.Changed, Commits: commitTimes(res.Commits)}
 		if wasCloned && !res.Cloned && !prev.LastSuccessAt.IsZero() {
-			// The poll covers the time since the last success; the clone only starts
-			// the clock (it always "changes"). Failed polls in between are part of it.
-			rec.Stats = rec.Stats.Observe(now.Sub(prev.LastSuccessAt), res.Changed)
+			poll.Prev = prev.LastSuccessAt
+		} else {
+			poll.Since, poll.FromRoot, poll.LastCommitAt = res.HistorySince, res.HistoryFromRoot, res.LastCommitAt
 		}
+		w.scores.Add(w.prior, rec.Stats, poll)
+		rec.Stats = priority.Fold(rec.Stats, poll, w.prior)
 		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
 		rec.LastFetchAt, rec.LastSuccessAt = now, now
 		if res.Changed {
@@ -623,7 +670,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	cloned := wasCloned || (ferr == nil)
 	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
 		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
-		Stats: rec.Stats, Now: now})
+		Stats: rec.Stats, Prior: w.prior, Now: now})
 	w.queue.Push(j.Target.ID, rec.Priority, notBefore)
 	// No-change polls change the stats but write nothing (invariant 6): they reach the
 	// store with the next change or checkpoint, which carries them all.
@@ -651,6 +698,15 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		}
 		w.log.Warn("report fetch", "repo", j.Target.ID, "err", err)
 	}
+}
+
+// commitTimes are the times the policy reads from the commits a sync brought.
+func commitTimes(cs []fetch.Commit) []time.Time {
+	out := make([]time.Time, len(cs))
+	for i, c := range cs {
+		out[i] = c.Time()
+	}
+	return out
 }
 
 // Leave tells the coordinator this worker is going away so its repos move now rather
