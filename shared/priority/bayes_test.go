@@ -273,3 +273,22 @@ func TestBayesSteps(t *testing.T) {
 		}
 	}
 }
+
+func TestTheTailGuardLiftsProbablyActiveSlowRepos(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.003 / 30}
+	// One push in four years, 1,000 days ago: slow, and probably not dead.
+	slow := Stats{Events: 1, Exposure: 460 * 86400, WinSeconds: 1000 * 86400}
+	if r, g := prior.Rate(slow), prior.guarded(slow); !(r < GuardRate/2) || g < GuardRate/2 || g <= r {
+		t.Fatalf("slow repo: expected %.2g pushes/day, polled for %.2g; want the guard near %.2g", r, g, GuardRate)
+	}
+	// A repo silent for eight years is left to its own estimate.
+	dead := Stats{WinSeconds: 8 * 365 * 86400}
+	if r, g := prior.Rate(dead), prior.guarded(dead); g > 2*r && g > 2*MinRate {
+		t.Fatalf("dead repo: expected %.2g, polled for %.2g", r, g)
+	}
+	// A busy repo is polled for its own rate.
+	busy := Stats{Events: 100, Exposure: 100 * 86400}
+	if r, g := prior.Rate(busy), prior.guarded(busy); r != g {
+		t.Fatalf("busy repo: expected %.3g, polled for %.3g", r, g)
+	}
+}
