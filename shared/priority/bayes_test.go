@@ -292,3 +292,22 @@ func TestTheTailGuardLiftsProbablyActiveSlowRepos(t *testing.T) {
 		t.Fatalf("busy repo: expected %.3g, polled for %.3g", r, g)
 	}
 }
+
+// Run with: go test -run '^$' -bench . ./shared/priority/
+func BenchmarkBayesNext(b *testing.B) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
+	in := Input{Old: 1, Cloned: true, Stats: Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}, Prior: prior}
+	for b.Loop() {
+		(Bayes{}).Next(in)
+	}
+}
+
+func BenchmarkFit10000Repos(b *testing.B) {
+	var stats []Stats
+	for i := range 10000 {
+		stats = append(stats, Stats{Events: float64(i % 37), Exposure: float64(100+i%1800) * 86400, WinEvents: float64(i % 3), WinSeconds: float64(i%14) * 86400})
+	}
+	for b.Loop() {
+		Fit(stats, nil, t0, nil)
+	}
+}
