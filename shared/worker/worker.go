@@ -405,8 +405,9 @@ func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 			w.removeLocked(rid, r)
 		}
 	}
+	front := w.queue.Min()
 	for _, r := range listed {
-		w.addLocked(r, r.Priority)
+		w.addLocked(r, r.Priority, front)
 	}
 	w.ack = from
 	w.log.Info("full resync", "worker", id, "repos", len(listed), "replay_from", from)
@@ -423,14 +424,15 @@ func (w *Worker) removeLocked(id string, r *repoState) {
 }
 
 // addLocked starts tracking rec, or refreshes its epoch when already tracked.
-// Priority 0 means "front of the queue" (orphans and new repos).
-func (w *Worker) addLocked(rec store.Repo, prio float64) {
+// Priority 0 means "front of the queue" (orphans and new repos): no earlier than front,
+// the queue's Min.
+func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
 	if r, ok := w.repos[rec.ID]; ok && !r.dropped {
 		r.rec.OwnerEpoch = rec.OwnerEpoch
 		return
 	}
 	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt}
-	p := max(prio, w.queue.Min())
+	p := max(prio, front)
 	w.queue.Push(rec.ID, p, time.Time{})
 }
 
@@ -446,7 +448,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		}
 		rec.OwnerEpoch = e.Epoch
 		w.mu.Lock()
-		w.addLocked(rec, e.Priority)
+		w.addLocked(rec, e.Priority, w.queue.Min())
 		w.mu.Unlock()
 	case store.OpDel:
 		w.mu.Lock()
