@@ -197,6 +197,10 @@ func measureWalks(ctx context.Context, log *slog.Logger, repos []walkRepo) ([]re
 		if err != nil {
 			return nil, err
 		}
+		packs, err := mirror.Packs(mdir)
+		if err != nil {
+			return nil, err
+		}
 		// A push: 3 commits on main and a new branch of 2 off an old commit.
 		now := time.Now().Truncate(time.Second)
 		for _, c := range []gittest.Commits{
@@ -219,7 +223,7 @@ func measureWalks(ctx context.Context, log *slog.Logger, repos []walkRepo) ([]re
 		}
 		w.HistoryListed = len(hist)
 		var fresh []fetch.Commit
-		w.NewWalkMs = nsPerOp(func() { fresh, err = mirror.NewCommitsOf(mdir, before) }) / 1e6
+		w.NewWalkMs = nsPerOp(func() { fresh, err = mirror.NewCommitsOf(mdir, before, packs) }) / 1e6
 		if err != nil || len(fresh) != len(res.Commits) {
 			return nil, fmt.Errorf("%s: new commits %d, the sync listed %d: %v", r.name, len(fresh), len(res.Commits), err)
 		}

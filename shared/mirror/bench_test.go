@@ -72,13 +72,19 @@ func BenchmarkCommitWalks(b *testing.B) {
 			before[name] = h
 		}
 	}
+	packs, err := Packs(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A push: 3 commits on main, and a branch of 2 off a commit 4,000 hours old.
 	importCommits(b, u, "main", "", 3, time.Now().Add(-time.Hour), time.Minute, 0)
-	if res := mustSync(b, m, tg); len(res.Commits) != 3 {
-		b.Fatalf("the fetch listed %d commits, want 3", len(res.Commits))
+	importCommits(b, u, "backport", "main~4000", 2, time.Now().Add(-time.Hour), time.Minute, 0)
+	if res := mustSync(b, m, tg); len(res.Commits) != 5 {
+		b.Fatalf("the fetch listed %d commits, want 5", len(res.Commits))
 	}
 	b.Run("new-commits", func(b *testing.B) {
 		for b.Loop() {
-			if cs, err := NewCommitsOf(dir, before); err != nil || len(cs) != 3 {
+			if cs, err := NewCommitsOf(dir, before, packs); err != nil || len(cs) != 5 {
 				b.Fatalf("%d, %v", len(cs), err)
 			}
 		}
@@ -97,23 +103,23 @@ func BenchmarkCommitWalks(b *testing.B) {
 		}
 		defer sto.Close()
 		for b.Loop() {
-			w := walk{s: sto, marks: map[plumbing.Hash]uint8{}}
+			w := walk{s: sto, seen: map[plumbing.Hash]struct{}{}}
 			tips, err := tipCommits(sto, refs)
 			if err != nil {
 				b.Fatal(err)
 			}
 			for _, c := range tips {
-				w.push(c, fresh)
+				w.push(c)
 			}
 			n := 0
 			for len(w.queue) > 0 {
-				c, _ := w.pop()
+				c := w.pop()
 				n++
-				if err := w.parents(c, fresh); err != nil {
+				if err := w.parents(c); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if n != 5000+49+3 {
+			if n != 5000+49+5 {
 				b.Fatalf("%d commits", n)
 			}
 		}

@@ -8,9 +8,11 @@ import (
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 )
@@ -61,38 +63,91 @@ func commitOf(c *object.Commit) fetch.Commit {
 	return fetch.Commit{Author: c.Author.When.UTC(), Committer: c.Committer.When.UTC()}
 }
 
-// newCommits lists the commits reachable from the refs after a fetch and not from the
-// refs before it, newest first, as `git rev-list after ^before` does: one walk in
-// committer-time order from both sets of tips, where a commit reached from the old
-// tips is known and marks its parents known too, and the walk ends when only known
-// commits are left. It stops early at fetch.MaxNewCommits listed or maxWalk read.
-func newCommits(s storer.EncodedObjectStorer, before, after refMap) ([]fetch.Commit, error) {
-	oldTips, err := tipCommits(s, before)
+// newCommits lists the commits a fetch brought, newest first: a walk in committer-time
+// order from the refs that moved (before → after) that stops at any commit the mirror
+// had before the fetch (had), so it reads only what is new however old the commit a new
+// branch starts from. It stops early at fetch.MaxNewCommits listed or maxWalk read.
+func newCommits(s storer.EncodedObjectStorer, had func(plumbing.Hash) (bool, error), before, after refMap) ([]fetch.Commit, error) {
+	moved := refMap{}
+	for name, h := range after {
+		if before[name] == h {
+			continue
+		}
+		if ok, err := had(h); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			continue // moved to an object the mirror had: nothing new under it
+		}
+		moved[name] = h
+	}
+	tips, err := tipCommits(s, moved)
 	if err != nil {
 		return nil, err
 	}
-	newTips, err := tipCommits(s, after)
-	if err != nil {
-		return nil, err
-	}
-	w := walk{s: s, marks: map[plumbing.Hash]uint8{}}
-	for _, c := range oldTips {
-		w.push(c, known)
-	}
-	for _, c := range newTips {
-		w.push(c, fresh)
+	w := walk{s: s, seen: map[plumbing.Hash]struct{}{}, skip: had}
+	for _, c := range tips {
+		if ok, err := had(c.Hash); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			continue // an annotated tag of a commit the mirror had
+		}
+		w.push(c)
 	}
 	var out []fetch.Commit
-	for w.fresh > 0 && len(out) < fetch.MaxNewCommits && w.read < maxWalk {
-		c, mark := w.pop()
-		if mark&known == 0 {
-			out = append(out, commitOf(c))
-		}
-		if err := w.parents(c, mark); err != nil {
+	for len(w.queue) > 0 && len(out) < fetch.MaxNewCommits && w.read < maxWalk {
+		c := w.pop()
+		out = append(out, commitOf(c))
+		if err := w.parents(c); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// hadBefore tells whether the mirror had an object before a fetch: whether it is in one
+// of the packs the mirror had then (go-git stores what a fetch brings as a new pack;
+// mirrors hold no loose objects). The packs' indexes are read on first use.
+type hadBefore struct {
+	dot   *dotgit.DotGit
+	packs []plumbing.Hash
+	idx   []*idxfile.MemoryIndex
+}
+
+// packsOf notes the packs of the mirror at dir, before a fetch.
+func packsOf(dir string) (*hadBefore, error) {
+	dot := dotgit.New(osfs.New(dir))
+	packs, err := dot.ObjectPacks()
+	if err != nil {
+		return nil, err
+	}
+	return &hadBefore{dot: dot, packs: packs}, nil
+}
+
+func (h *hadBefore) has(x plumbing.Hash) (bool, error) {
+	if h.idx == nil {
+		h.idx = []*idxfile.MemoryIndex{}
+		for _, p := range h.packs {
+			f, err := h.dot.ObjectPackIdx(p)
+			if err != nil {
+				return false, err
+			}
+			idx := idxfile.NewMemoryIndex()
+			err = idxfile.NewDecoder(f).Decode(idx)
+			f.Close()
+			if err != nil {
+				return false, err
+			}
+			h.idx = append(h.idx, idx)
+		}
+	}
+	for _, idx := range h.idx {
+		if ok, err := idx.Contains(x); err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
 }
 
 // history lists the newest commits of the whole history, newest first, back to
@@ -105,21 +160,21 @@ func history(s storer.EncodedObjectStorer, refs refMap, now time.Time, window ti
 	if err != nil {
 		return nil, time.Time{}, false, err
 	}
-	w := walk{s: s, marks: map[plumbing.Hash]uint8{}}
+	w := walk{s: s, seen: map[plumbing.Hash]struct{}{}}
 	for _, c := range tips {
-		w.push(c, fresh)
+		w.push(c)
 	}
 	since = now.Add(-window)
 	for len(w.queue) > 0 {
 		if len(out) == fetch.MaxHistoryCommits || w.read >= maxWalk {
 			return out, out[len(out)-1].Committer, false, nil
 		}
-		c, _ := w.pop()
+		c := w.pop()
 		if !c.Committer.When.After(since) {
 			return out, since, false, nil
 		}
 		out = append(out, commitOf(c))
-		if err := w.parents(c, fresh); err != nil {
+		if err := w.parents(c); err != nil {
 			return out, since, false, err
 		}
 	}
@@ -129,66 +184,42 @@ func history(s storer.EncodedObjectStorer, refs refMap, now time.Time, window ti
 	return out, out[len(out)-1].Committer, true, nil
 }
 
-// Marks of a commit in a walk.
-const (
-	fresh  uint8 = 1 << iota // reached from a tip being listed
-	known                    // reached from a tip the mirror had
-	walked                   // taken from the queue
-)
-
 // walk is a time-ordered walk over commits: newest committer time first, each commit
-// once (a mark reaching a commit already queued joins it).
+// once, never into a commit skip says to leave out.
 type walk struct {
 	s     storer.EncodedObjectStorer
 	queue commitQueue
-	marks map[plumbing.Hash]uint8
-	fresh int // queued commits marked fresh only: the walk is done when none is left
-	read  int // commits read from storage
+	seen  map[plumbing.Hash]struct{}
+	skip  func(plumbing.Hash) (bool, error) // nil: walk everything
+	read  int                               // commits read from storage
 }
 
-// push queues c with mark, or adds mark to it if it is queued or walked already.
-func (w *walk) push(c *object.Commit, mark uint8) {
-	if w.mark(c.Hash, mark) {
-		heap.Push(&w.queue, c)
+func (w *walk) push(c *object.Commit) {
+	if _, ok := w.seen[c.Hash]; ok {
+		return
 	}
+	w.seen[c.Hash] = struct{}{}
+	heap.Push(&w.queue, c)
 }
 
-// mark adds mark to the commit h and reports whether it is new to the walk (to queue).
-func (w *walk) mark(h plumbing.Hash, mark uint8) bool {
-	old, seen := w.marks[h]
-	if old&mark == mark {
-		return false
-	}
-	w.marks[h] = old | mark
-	if old&walked == 0 {
-		if seen && old == fresh {
-			w.fresh--
-		}
-		if (old|mark)&^walked == fresh {
-			w.fresh++
-		}
-	}
-	return !seen
-}
+func (w *walk) pop() *object.Commit { return heap.Pop(&w.queue).(*object.Commit) }
 
-// pop takes the newest queued commit and its marks.
-func (w *walk) pop() (*object.Commit, uint8) {
-	c := heap.Pop(&w.queue).(*object.Commit)
-	mark := w.marks[c.Hash]
-	if mark == fresh {
-		w.fresh--
-	}
-	w.marks[c.Hash] = mark | walked
-	return c, mark
-}
-
-// parents queues c's parents with mark. A parent missing from a shallow or partial
-// upstream ends that line of the walk.
-func (w *walk) parents(c *object.Commit, mark uint8) error {
+// parents queues c's parents. A parent missing from a shallow or partial upstream ends
+// that line of the walk.
+func (w *walk) parents(c *object.Commit) error {
 	for _, h := range c.ParentHashes {
-		if _, seen := w.marks[h]; seen {
-			w.mark(h, mark)
+		if _, ok := w.seen[h]; ok {
 			continue
+		}
+		if w.skip != nil {
+			skip, err := w.skip(h)
+			if err != nil {
+				return err
+			}
+			if skip {
+				w.seen[h] = struct{}{}
+				continue
+			}
 		}
 		p, err := object.GetCommit(w.s, h)
 		if errors.Is(err, plumbing.ErrObjectNotFound) {
@@ -198,7 +229,7 @@ func (w *walk) parents(c *object.Commit, mark uint8) error {
 			return err
 		}
 		w.read++
-		w.push(p, mark)
+		w.push(p)
 	}
 	return nil
 }
@@ -218,10 +249,11 @@ func (q *commitQueue) Pop() any {
 	return c
 }
 
-// HistoryOf and NewCommitsOf read from the mirror at dir what Sync reports of commits,
-// with the same code: the history a first clone lists at now, and the commits new since
-// the refs in before (name → hash, as the mirror had them). They exist so the cost of
-// the walks can be measured on real repositories (bench/freshness); they only read.
+// HistoryOf, Packs and NewCommitsOf read from the mirror at dir what Sync reports of
+// commits, with the same code: the history a first clone lists at now; the packs the
+// mirror has (note them before a fetch); and after the fetch the commits it brought,
+// given the refs (name → hash) and packs the mirror had before. They exist so the cost
+// of the walks can be measured on real repositories (bench/freshness); they only read.
 func HistoryOf(dir string, now time.Time) ([]fetch.Commit, error) {
 	sto, refs, err := openRefs(dir)
 	if err != nil {
@@ -232,8 +264,21 @@ func HistoryOf(dir string, now time.Time) ([]fetch.Commit, error) {
 	return out, err
 }
 
+// Packs: see HistoryOf.
+func Packs(dir string) ([]string, error) {
+	h, err := packsOf(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range h.packs {
+		out = append(out, p.String())
+	}
+	return out, nil
+}
+
 // NewCommitsOf: see HistoryOf.
-func NewCommitsOf(dir string, before map[string]string) ([]fetch.Commit, error) {
+func NewCommitsOf(dir string, before map[string]string, packs []string) ([]fetch.Commit, error) {
 	sto, refs, err := openRefs(dir)
 	if err != nil {
 		return nil, err
@@ -243,7 +288,11 @@ func NewCommitsOf(dir string, before map[string]string) ([]fetch.Commit, error) 
 	for name, h := range before {
 		old[plumbing.ReferenceName(name)] = plumbing.NewHash(h)
 	}
-	return newCommits(sto, old, refs)
+	had := &hadBefore{dot: dotgit.New(osfs.New(dir))}
+	for _, p := range packs {
+		had.packs = append(had.packs, plumbing.NewHash(p))
+	}
+	return newCommits(sto, had.has, old, refs)
 }
 
 func openRefs(dir string) (*filesystem.Storage, refMap, error) {

@@ -360,6 +360,7 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 	}
 
 	refs := have
+	var had *hadBefore // the packs before the fetch: what the mirror had
 	if !have.equal(want) {
 		res.Changed = true
 		if len(want) == 0 {
@@ -371,6 +372,9 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 			}
 		} else {
 			before := m.packTemps(dir)
+			if had, err = packsOf(dir); err != nil {
+				return res, local("list packs", err)
+			}
 			if err := m.fetch(ctx, sto, t.URL); err != nil {
 				// The previous mirror stays: go-git writes the pack (to a temp file,
 				// renamed when complete) before it touches any ref. Drop the temp
@@ -382,8 +386,10 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 		if refs, _, err = localRefs(sto); err != nil {
 			return res, local("read refs", err)
 		}
-		if res.Commits, err = newCommits(sto, have, refs); err != nil {
-			return res, local("read new commits", err)
+		if had != nil {
+			if res.Commits, err = newCommits(sto, had.has, have, refs); err != nil {
+				return res, local("read new commits", err)
+			}
 		}
 	}
 	headChanged, err := setHead(sto, wantHead, haveHead)
