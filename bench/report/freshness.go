@@ -370,11 +370,13 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) string {
 			100*d.LearnedHazardPerMonth, 100*v.Setup.DriftPerMonth, 24*p99, 100*do.FirstPushShare, 24*p99,
 			100*do.FirstPushShare, need, p99Verdict(need))
 	}
-	fmt.Fprintf(&md, "- **The tail.** `%s` polls every repo at least as often as one pushing %s times a day would be "+
-		"(its rate held above that floor), so no wait grows without bound; its p99 is %.2f× the optimum's in the "+
-		"stationary section at %g (`rate` %.2f×, `cbrt` %.2f×). The p99 is set by slow repos that a worker cannot tell "+
-		"from dormant ones: polling them more to shorten the tail takes polls from the busy repos that set the mean.\n",
-		def, "1e-4", ours.LagP99H/opt.LagP99H, b, runs["rate"][b].LagP99H/opt.LagP99H, runs["cbrt"][b].LagP99H/opt.LagP99H)
+	fmt.Fprintf(&md, "- **The tail.** `%s` polls every repo at least as often as one pushing once in 27 years (1e-4 a "+
+		"day), so no wait grows without bound, and a slow repo at least for 2e-3 pushes a day times the chance that "+
+		"it pushes at least once in 2,000 days (the tail guard, about 1%% of the mean); its p99 is %.2f× the "+
+		"optimum's in the stationary section at %g (`rate` %.2f×, `cbrt` %.2f×). The p99 is set by slow repos that a "+
+		"worker cannot tell from dormant ones: a stronger guard shortens it, by taking polls from the busy repos that set "+
+		"the mean.\n",
+		def, ours.LagP99H/opt.LagP99H, b, runs["rate"][b].LagP99H/opt.LagP99H, runs["cbrt"][b].LagP99H/opt.LagP99H)
 	uni := runs["uniform"][b]
 	fmt.Fprintf(&md, "- Against the earlier policies at %g: `%s` %.2f h, `rate` %.2f h, `cbrt` %.2f h, uniform %.2f h "+
 		"(the optimum %.2f h; uniform ÷ optimum = %.2f, the most any policy could gain here: for periodic polls it is "+
