@@ -75,7 +75,7 @@ func headlines(r *Report) (string, error) {
 	}
 	var bs []string
 	for _, b := range sc.Bills {
-		bs = append(bs, fmt.Sprintf("%s at %s repos (DynamoDB $%.2f)", scUSD(b.TotalUSD), fmtInt(b.Repos), b.DynamoDBUSD))
+		bs = append(bs, fmt.Sprintf("%s at %s%s (DynamoDB $%.2f)", scUSD(b.TotalUSD), scBillLabel(b), scGoal(b), b.DynamoDBUSD))
 	}
 	fmt.Fprintf(&md, "- **Monthly AWS bill:** %s.\n", strings.Join(bs, ", "))
 
@@ -102,6 +102,17 @@ func headlines(r *Report) (string, error) {
 			lo.Quiet.P50Ms, hi.Quiet.P50Ms, hi.Quiet.P50Ms/lo.Quiet.P50Ms,
 			lo.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms/lo.NaiveQuiet.P50Ms)
 	}
+
+	var h results.Hostile
+	if err := r.Load("hostile", &h); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&md, "- **Hostile inputs:** %s\n", strings.Trim(hostileHeadline(h), "*"))
+	var sv results.Serve
+	if err := r.Load("serve", &sv); err != nil {
+		return "", err
+	}
+	md.WriteString(serveHeadline(sv))
 	md.WriteString("\n")
 	return md.String(), nil
 }

@@ -65,6 +65,10 @@ type Config struct {
 	Log *slog.Logger
 	// MaxBulk bounds the URLs of one bulk add; default 10000.
 	MaxBulk int
+	// CloneBaseURL is the base of every repo's clone_url: <base>/git/<mirror path>
+	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
+	// clone_url is null.
+	CloneBaseURL string
 	// List serves /v1/list and /v1/list/confirm; nil means no list repository is
 	// configured (GET /v1/list says so).
 	List ListSync

@@ -28,6 +28,14 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// Offset is the byte offset in the body of a JSON syntax error.
 	Offset *int64 `json:"offset,omitempty"`
+	// Existing is the repo that holds the mirror path of a mirror_path_taken refusal.
+	Existing *ExistingRepo `json:"existing,omitempty"`
+}
+
+// ExistingRepo names a stored repo in an error.
+type ExistingRepo struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

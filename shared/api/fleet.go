@@ -148,6 +148,8 @@ type staleJSON struct {
 	Owner         *string         `json:"owner"`
 	LastSuccessAt *time.Time      `json:"last_success_at"`
 	AgeSeconds    float64         `json:"age_seconds"`
+	LastError     string          `json:"last_error"`
+	CloneURL      *string         `json:"clone_url"`
 }
 
 func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
@@ -203,7 +205,8 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		}
 		stalest = append(stalest, staleJSON{
 			ID: rp.ID, URL: rp.URL, State: rp.State, Owner: optString(rp.Owner),
-			LastSuccessAt: optTime(rp.LastSuccessAt), AgeSeconds: max(0, seconds(now.Sub(since))),
+			LastSuccessAt: optTime(rp.LastSuccessAt), AgeSeconds: max(0, seconds(now.Sub(since))), LastError: rp.LastError,
+			CloneURL: s.cloneURL(rp.URL),
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -75,14 +75,17 @@ func TestPrometheusScrape(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec(FromReport(coordinator.Report{Leader: true, Term: 3, Moved: 5, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 4}}, 2*time.Second)...)
-	rec(FromReport(coordinator.Report{Leader: true, Term: 4, Moved: 1, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 3, store.WorkerDead: 1}}, time.Second)...)
+	rec(FromReport(coordinator.Report{Leader: true, Term: 3, Moved: 5, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 4}}, 2*time.Second, nil)...)
+	rec(FromReport(coordinator.Report{Leader: true, Term: 4, Moved: 1, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 3, store.WorkerDead: 1}}, time.Second, nil)...)
 	rec(ReposByStateSamples(map[store.RepoState]int{store.RepoOK: 90, store.RepoPending: 10})...)
 	rec(Staleness{P50: time.Minute, P99: time.Hour, Max: 2 * time.Hour, Repos: 100}.Samples()...)
 	rec(Fetch(true, 3*time.Second, 1000)...)
 	rec(Fetch(true, time.Second, 24)...)
 	rec(Fetch(false, 500*time.Millisecond, 0)...)
 	rec(Queue("w1", 7), Queue("w2", 9), Queue("w1", 5))
+	rec(Maintenance(2*time.Second, false)...)
+	rec(Maintenance(time.Second, true)...)
+	rec(Packs("w1", 17))
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -96,6 +99,9 @@ func TestPrometheusScrape(t *testing.T) {
 		want   float64
 	}{
 		{"mirrorfleet_ticks_total", nil, 2},
+		{"mirrorfleet_maintenance_runs_total", nil, 2},
+		{"mirrorfleet_mirrors_recloned_total", nil, 1},
+		{"mirrorfleet_mirror_packs", map[string]string{"worker": "w1"}, 17},
 		{"mirrorfleet_leader_term", nil, 4},
 		{"mirrorfleet_repos_moved_total", nil, 6},
 		{"mirrorfleet_workers_by_state", map[string]string{"state": "active"}, 3},

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -124,4 +125,35 @@ func BenchmarkCommitWalks(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkCloneGuarded measures what the pack walker (walk.go) costs a clone: the
+// same clone of a repository with about 24 MB of history (text and binary versions)
+// with the default limits, and with MaxObjectBytes off (no walker; the other guards
+// stay), in the same run. Compare the two within one run:
+//
+//	go test -run '^$' -bench CloneGuarded -benchtime 5x ./shared/mirror/
+func BenchmarkCloneGuarded(b *testing.B) {
+	s := newGitServer(b)
+	u := s.newRepo(b, "x/clone")
+	for i := range 24 {
+		u.commit(b, fmt.Sprintf("c%d", i), map[string][]byte{
+			"bin.dat":  randomBytes(b, 1<<20),
+			"text.txt": bytes.Repeat([]byte(fmt.Sprintf("line %d of a text file\n", i)), 4000),
+		})
+	}
+	for _, c := range []struct {
+		name string
+		lim  Limits
+	}{{"walker", Limits{}}, {"no-walker", Limits{MaxObjectBytes: -1}}} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			for b.Loop() {
+				m := newTestMirrorer(b, Config{Root: b.TempDir(), Limits: c.lim})
+				if _, err := m.Sync(ctx, u.target("clone")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
@@ -61,6 +62,21 @@ type Config struct {
 	BusyRetry     time.Duration // retry delay when another process holds the repo's lock
 	Drain         time.Duration // on shutdown, how long in-flight fetches may finish
 	Policy        priority.Policy
+
+	// Maintenance (when the Mirrorer is a Maintainer): each repo once per
+	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
+	// MaintainPacks packs (at most once per MaintainGap), a connectivity check at most
+	// every FsckEvery; due repos are looked for every MaintainCheck.
+	MaintainEvery time.Duration
+	MaintainPacks int
+	MaintainGap   time.Duration
+	FsckEvery     time.Duration
+	MaintainCheck time.Duration
+	// Per upstream host (hosts.go); negative: no limit.
+	HostConcurrency int           // fetches of one host at a time
+	HostRate        float64       // fetch starts per second on one host
+	HostBurst       int           // starts on one host at once, within HostRate
+	HostPause       time.Duration // a host answering 429/503 without Retry-After is left alone this long
 }
 
 // DefaultConfig returns the documented defaults.
@@ -79,6 +95,16 @@ func DefaultConfig() Config {
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
 		Policy:        priority.Bayes{},
+		MaintainEvery: 24 * time.Hour,
+		MaintainPacks: 16,
+		MaintainGap:   time.Hour,
+		FsckEvery:     7 * 24 * time.Hour,
+		MaintainCheck: time.Minute,
+
+		HostConcurrency: 4,
+		HostRate:        2,
+		HostBurst:       4,
+		HostPause:       time.Minute,
 	}
 }
 
@@ -93,6 +119,7 @@ func (c Config) withDefaults() Config {
 	}{
 		{&c.Heartbeat, d.Heartbeat}, {&c.Checkpoint, d.Checkpoint}, {&c.BackoffBase, d.BackoffBase},
 		{&c.BackoffMax, d.BackoffMax}, {&c.FailCooldown, d.FailCooldown}, {&c.BusyRetry, d.BusyRetry}, {&c.Drain, d.Drain},
+		{&c.MaintainGap, d.MaintainGap}, {&c.FsckEvery, d.FsckEvery}, {&c.MaintainCheck, d.MaintainCheck},
 	}
 	for _, x := range durs {
 		if *x.v <= 0 {
@@ -114,20 +141,48 @@ func (c Config) withDefaults() Config {
 	if c.Policy == nil {
 		c.Policy = d.Policy
 	}
+	if c.MaintainEvery == 0 {
+		c.MaintainEvery = d.MaintainEvery
+	}
+	if c.MaintainPacks == 0 {
+		c.MaintainPacks = d.MaintainPacks
+	}
+	if c.HostConcurrency == 0 {
+		c.HostConcurrency = d.HostConcurrency
+	}
+	if c.HostRate == 0 {
+		c.HostRate = d.HostRate
+	}
+	if c.HostBurst == 0 {
+		c.HostBurst = d.HostBurst
+	}
+	if c.HostPause == 0 {
+		c.HostPause = d.HostPause
+	}
 	return c
 }
 
 // repoState is what a worker keeps per owned repo.
 type repoState struct {
 	rec         store.Repo // last known record (history the policy needs)
+	host        string     // upstream host, for politeness
 	lastWritten time.Time  // when the repo record was last written by us
 	inFlight    bool
 	dropped     bool // removed while a fetch was in flight
+
+	// Maintenance: the slot start last handled, when, the pack count last seen, and
+	// whether a fetch found the mirror corrupt.
+	phase     time.Duration
+	maintSlot time.Time
+	maintAt   time.Time
+	packs     int
+	corrupt   bool
 }
 
 // Stats are counters for metrics and tests.
 type Stats struct {
 	Fetches, Changed, Failures, Reports, HandedBack, FullResyncs, Purged int64
+	Maintained, MaintenanceFailures, Recloned                            int64
 }
 
 // Worker is one fetch worker.
@@ -135,6 +190,7 @@ type Worker struct {
 	cfg    Config
 	store  Store
 	mirror Mirrorer
+	maint  Maintainer // nil: no maintenance
 	disk   Disk
 	clock  clock.Clock
 	log    *slog.Logger
@@ -148,6 +204,8 @@ type Worker struct {
 	ack          uint64
 	repos        map[string]*repoState
 	queue        *Queue
+	hosts        *hosts
+	parkSeq      uint64
 	// prior is what the repos this worker owns (a random sample of the fleet's) say of
 	// change rates; scores weigh how often repos change behaviour. Learned in Heartbeat.
 	prior    *priority.Prior
@@ -159,8 +217,10 @@ type Worker struct {
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged atomic.Int64
+		maintained, maintFailures, recloned                                  atomic.Int64
 	}
-	wake chan struct{}
+	wake      chan struct{}
+	maintWake chan struct{}
 }
 
 // New returns a worker that has not joined yet.
@@ -169,8 +229,12 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 		log = slog.Default()
 	}
 	cfg = cfg.withDefaults()
-	return &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
-		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(), wake: make(chan struct{}, 1)}
+	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
+		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
+		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1),
+		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
+	w.maint, _ = m.(Maintainer)
+	return w
 }
 
 // ID is the worker's current identity ("" before it joined).
@@ -197,7 +261,8 @@ func (w *Worker) Owned() map[string]int64 {
 func (w *Worker) Stats() Stats {
 	return Stats{Fetches: w.stats.fetches.Load(), Changed: w.stats.changed.Load(), Failures: w.stats.failures.Load(),
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
-		Purged: w.stats.purged.Load()}
+		Purged: w.stats.purged.Load(), Maintained: w.stats.maintained.Load(), MaintenanceFailures: w.stats.maintFailures.Load(),
+		Recloned: w.stats.recloned.Load()}
 }
 
 // Prior is what the worker has learned of its repos' change rates so far.
@@ -207,11 +272,26 @@ func (w *Worker) Prior() *priority.Prior {
 	return w.prior
 }
 
-// QueueLen is the number of repos waiting in the queue.
+// QueueLen is the number of repos waiting in the queue (or for their host).
 func (w *Worker) QueueLen() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.queue.Len()
+	return w.queueLenLocked()
+}
+
+func (w *Worker) queueLenLocked() int { return w.queue.Len() + w.hosts.parkedLen() }
+
+// requeueLocked puts a parked repo back in the queue, ready now.
+func (w *Worker) requeueLocked(id string, prio float64) {
+	if r, ok := w.repos[id]; ok && !r.dropped && !r.inFlight {
+		w.queue.Push(id, prio, time.Time{})
+	}
+}
+
+// dequeueLocked takes id out of the queue and off its host.
+func (w *Worker) dequeueLocked(id string) {
+	w.queue.Remove(id)
+	w.hosts.unpark(id)
 }
 
 // Join claims a slot and registers the worker. A live record under our id is a previous
@@ -260,7 +340,7 @@ func (w *Worker) dropAllLocked() {
 		} else {
 			delete(w.repos, id)
 		}
-		w.queue.Remove(id)
+		w.dequeueLocked(id)
 	}
 }
 
@@ -283,8 +363,17 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	id := w.id
-	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queue.Len()
+	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queueLenLocked()
+	last := make([]time.Time, 0, len(w.repos))
+	for _, r := range w.repos {
+		if !r.dropped {
+			last = append(last, r.rec.LastSuccessAt)
+		}
+	}
 	w.mu.Unlock()
+	// The staleness of the repos it owns: the coordinator merges the workers' summaries
+	// into the fleet's without reading the repos.
+	hb.Staleness = store.Staleness(metrics.ComputeStaleness(hb.At, last))
 
 	rec, err := w.store.Heartbeat(ctx, id, hb)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.State == store.WorkerDead) {
@@ -415,7 +504,7 @@ func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 }
 
 func (w *Worker) removeLocked(id string, r *repoState) {
-	w.queue.Remove(id)
+	w.dequeueLocked(id)
 	if r.inFlight {
 		r.dropped = true
 		return
@@ -431,7 +520,11 @@ func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
 		r.rec.OwnerEpoch = rec.OwnerEpoch
 		return
 	}
-	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt}
+	// The slot the repo is in now counts as done: a worker that starts, or takes over
+	// repos, maintains each at its next slot, not all of them at once.
+	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
+	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt, phase: ph,
+		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
 	p := max(prio, front)
 	w.queue.Push(rec.ID, p, time.Time{})
 }
@@ -469,6 +562,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
 			r.rec.OwnerEpoch = e.Epoch
 			if !r.inFlight {
+				w.hosts.unpark(e.RepoID)
 				w.queue.Push(e.RepoID, w.queue.Min(), time.Time{})
 			}
 		}
@@ -512,13 +606,15 @@ type Job struct {
 	Priority float64
 }
 
-// Next pops the next repo to fetch at now, if one is eligible and the rate allows.
+// Next pops the next repo to fetch at now, if one is eligible and the rate allows. A
+// repo whose upstream host is closed (hosts.go) waits on the host instead.
 func (w *Worker) Next(now time.Time) (Job, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.joined || !w.allowLocked(now) {
 		return Job{}, false
 	}
+	w.hosts.release(now, w.requeueLocked)
 	for {
 		id, prio, ok := w.queue.Pop(now)
 		if !ok {
@@ -526,6 +622,11 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		}
 		r, ok := w.repos[id]
 		if !ok || r.dropped {
+			continue
+		}
+		if !w.hosts.admit(r.host, now) {
+			w.parkSeq++
+			w.hosts.park(r.host, id, prio, w.parkSeq, now)
 			continue
 		}
 		r.inFlight = true
@@ -553,12 +654,28 @@ func (w *Worker) allowLocked(now time.Time) bool {
 }
 
 // Do runs one job: the disk guard, the fetch, the bookkeeping.
+//
+// The disk guard runs before every fetch, not only before a clone: above the threshold
+// an uncloned repo is handed back (another worker may have room) and a mirrored one is
+// not fetched (a disk_full error on the repo, no failure counted); below it, the fetch
+// may add at most its share of the room left under the threshold (the room divided by
+// the fetchers, which may all be filling it at once).
 func (w *Worker) Do(ctx context.Context, j Job) {
 	cloned := w.mirror.Exists(j.Target)
-	if !cloned && w.disk != nil {
-		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 && float64(used)/float64(total) > w.cfg.DiskThreshold {
-			w.handBack(ctx, j, fmt.Sprintf("disk %.0f%% full on %s", 100*float64(used)/float64(total), j.Owner))
-			return
+	if w.disk != nil {
+		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 {
+			room := int64(w.cfg.DiskThreshold*float64(total)) - used
+			share := room / int64(w.cfg.Fetchers)
+			if share <= 0 {
+				full := fmt.Sprintf("disk %.0f%% full on %s (threshold %.0f%%)", 100*float64(used)/float64(total), j.Owner, 100*w.cfg.DiskThreshold)
+				if !cloned {
+					w.handBack(ctx, j, full)
+					return
+				}
+				w.finish(ctx, j, cloned, fetch.Result{}, fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full))
+				return
+			}
+			j.Target.MaxBytes = share
 		}
 	}
 	w.stats.fetches.Add(1)
@@ -583,6 +700,7 @@ func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
 		w.inFlight--
 		delete(w.repos, j.Target.ID)
 	}
+	w.hosts.done(hostOf(j.Target.URL), w.clock.Now(), w.requeueLocked)
 	w.mu.Unlock()
 	w.stats.handedBack.Add(1)
 	if err := w.store.HandBack(ctx, j.Target.ID, j.Owner, j.Epoch, reason); err != nil && !errors.Is(err, store.ErrConflict) {
@@ -595,7 +713,14 @@ func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
 // only when something worth storing happened (invariant 6).
 func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Result, ferr error) {
 	now := w.clock.Now()
+	kind := fetch.KindOf(ferr)
+	host := hostOf(j.Target.URL)
 	w.mu.Lock()
+	if ferr != nil && kind == fetch.KindRateLimited {
+		// The whole host asked us to slow down, not just this repo.
+		w.hosts.pauseHost(host, now, fetch.RetryAfterOf(ferr))
+	}
+	w.hosts.done(host, now, w.requeueLocked)
 	r, ok := w.repos[j.Target.ID]
 	if !ok {
 		w.mu.Unlock()
@@ -611,8 +736,8 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	rec := &r.rec
 	prev := *rec
 	write := false
+	maintNow := false
 	notBefore := now.Add(max(w.cfg.MinInterval, 0))
-	kind := fetch.KindOf(ferr)
 	switch {
 	case ferr == nil:
 		// The poll covers the time since the last success (failed polls in between are
@@ -636,8 +761,18 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		}
 		rec.SizeBytes = res.SizeBytes
 		rec.State = store.RepoOK
+		if res.Packs > 0 {
+			r.packs = res.Packs
+			maintNow = w.cfg.MaintainPacks > 0 && res.Packs >= w.cfg.MaintainPacks
+		}
 		write = res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
 			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
+	case kind == fetch.KindDiskFull:
+		// Not the repo's fault: no failure is counted. The record says why the mirror is
+		// not being refreshed (written once, not at every skipped poll).
+		rec.LastError = ferr.Error()
+		write = prev.LastError != rec.LastError
+		notBefore = now.Add(max(w.cfg.MinInterval, w.cfg.BusyRetry))
 	case kind == fetch.KindBusy:
 		// Someone else is fetching it (its previous owner, just after a move): nothing to
 		// record; look again soon, but no later than a normal poll would.
@@ -655,6 +790,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			fails = rec.CloneFailCnt
 		}
 		backoff := min(time.Duration(float64(w.cfg.BackoffBase)*math.Pow(2, float64(fails-1))), w.cfg.BackoffMax)
+		if kind == fetch.KindCorrupt && wasCloned {
+			r.corrupt, maintNow = true, true // checked, and re-cloned if need be, by maintenance
+		}
 		switch {
 		case kind == fetch.KindNotFound:
 			rec.State = store.RepoGone // the mirror is kept; checked again on the cooldown
@@ -684,6 +822,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		r.lastWritten = now
 	}
 	w.mu.Unlock()
+	if maintNow {
+		w.pokeMaintenance()
+	}
 
 	if ferr != nil && kind != fetch.KindBusy {
 		w.log.Info("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
@@ -699,6 +840,13 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			return
 		}
 		w.log.Warn("report fetch", "repo", j.Target.ID, "err", err)
+		// The store did not get it (throttled, say): the next poll writes whatever it
+		// finds, instead of waiting for the next change or checkpoint.
+		w.mu.Lock()
+		if r, ok := w.repos[j.Target.ID]; ok && r.lastWritten.Equal(now) {
+			r.lastWritten = time.Time{}
+		}
+		w.mu.Unlock()
 	}
 }
 

@@ -3,10 +3,12 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,16 +22,19 @@ import (
 
 // scripted is a Mirrorer whose answers the test sets per call.
 type scripted struct {
-	exists  bool
-	results []error // popped per Sync; nil = success with changes
-	changed bool
-	commits []fetch.Commit // brought by the next successful Sync (then cleared)
-	since   time.Time      // a clone's HistorySince
-	calls   int
+	exists   bool
+	results  []error // popped per Sync; nil = success with changes
+	changed  bool
+	commits  []fetch.Commit // brought by the next successful Sync (then cleared)
+	since    time.Time      // a clone's HistorySince
+	packs    int            // reported by a sync that changed something
+	calls    int
+	maxBytes int64 // Target.MaxBytes of the last call
 }
 
-func (s *scripted) Sync(context.Context, fetch.Target) (fetch.Result, error) {
+func (s *scripted) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 	s.calls++
+	s.maxBytes = t.MaxBytes
 	var err error
 	if len(s.results) > 0 {
 		err, s.results = s.results[0], s.results[1:]
@@ -45,6 +50,9 @@ func (s *scripted) Sync(context.Context, fetch.Target) (fetch.Result, error) {
 		res.HistorySince = s.since
 	}
 	s.commits = nil
+	if res.Changed {
+		res.Packs = s.packs
+	}
 	return res, nil
 }
 func (s *scripted) Exists(fetch.Target) bool                  { return s.exists }
@@ -61,29 +69,54 @@ type fixture struct {
 // newFixture makes a worker that owns one repo, assigned through a real outbox entry.
 func newFixture(t *testing.T, cfg worker.Config) *fixture {
 	t.Helper()
-	ctx := context.Background()
+	return newFixtureOn(t, cfg, &scripted{}, nil)
+}
+
+// newFixtureWith is newFixture with the given Mirrorer (a *scripted or a *maintScripted).
+func newFixtureWith(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer) *fixture {
+	t.Helper()
+	return newFixtureOn(t, cfg, mirrorer, nil)
+}
+
+// newJoined starts worker w1 on a fresh store, joined, with a coordinator's term.
+func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
+	t.Helper()
 	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
-	m := &scripted{}
 	cfg.ID = "w1"
-	w := worker.New(cfg, st, m, nil, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := w.Heartbeat(ctx); err != nil {
+	w := worker.New(cfg, st, m, disk, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := w.Heartbeat(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	el, err := st.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
+	el, err := st.CASElection(context.Background(), 0, store.Election{Term: 1, VotedFor: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, clk, w, el
+}
+
+// newFixtureOn is newFixture with the given Mirrorer (a *scripted or a *maintScripted) and disk gauge.
+func newFixtureOn(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, disk worker.Disk) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	m, ok := mirrorer.(*scripted)
+	if ms, isMaint := mirrorer.(*maintScripted); isMaint {
+		m, ok = ms.scripted, true
+	}
+	if !ok {
+		t.Fatalf("fixture mirrorer %T", mirrorer)
+	}
+	st, clk, w, el := newJoined(t, cfg, mirrorer, disk)
 	url := "https://example.org/a/b"
 	id := store.RepoID(url)
 	if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
 		t.Fatal(err)
 	}
-	err = st.Apply(ctx, el.Term, []store.Mutation{
+	err := st.Apply(ctx, el.Term, []store.Mutation{
 		store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning},
 		store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1}}},
 	})
@@ -357,5 +390,287 @@ func TestWorkerLearnsItsPriorFromItsRepos(t *testing.T) {
 func TestDefaultPolicyIsBayes(t *testing.T) {
 	if got := worker.DefaultConfig().Policy.Name(); got != "bayes" {
 		t.Fatalf("default policy %q", got)
+	}
+}
+
+// A mirror directory that belongs to another URL is a failure recorded on the repo
+// (its last_error says so), retried on the back-off like any other.
+func TestMirrorConflictIsRecorded(t *testing.T) {
+	f := newFixture(t, worker.Config{FailAfter: 3, BackoffBase: time.Minute, MinInterval: time.Second})
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindConflict, Err: errors.New("mirror x belongs to https://example.org/a/b.git")}}
+	if !f.w.RunOnce(context.Background()) {
+		t.Fatal("nothing to fetch")
+	}
+	r := f.repo(t)
+	if r.CloneFailCnt != 1 || r.LastError != "mirror_conflict: mirror x belongs to https://example.org/a/b.git" {
+		t.Fatalf("after a conflict: %+v", r)
+	}
+}
+
+// maintScripted is a scripted Mirrorer that is also a Maintainer.
+type maintScripted struct {
+	*scripted
+	reqs []fetch.MaintainRequest
+	errs []error // popped per Maintain; nil = ran
+}
+
+func (m *maintScripted) Maintain(_ context.Context, _ fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error) {
+	m.reqs = append(m.reqs, req)
+	var err error
+	if len(m.errs) > 0 {
+		err, m.errs = m.errs[0], m.errs[1:]
+	}
+	if err != nil {
+		return fetch.Maintenance{}, err
+	}
+	return fetch.Maintenance{PacksBefore: 20, PacksAfter: 2, Fscked: req.Fsck}, nil
+}
+
+// A repo is maintained once per interval at its slot, not when the worker takes it
+// over; sooner when a fetch leaves many packs (at most once per gap) or finds the
+// mirror corrupt (with a check); a busy mirror stays due.
+func TestMaintenanceSchedule(t *testing.T) {
+	ms := &maintScripted{scripted: &scripted{}}
+	cfg := worker.Config{MinInterval: time.Second, MaintainEvery: 24 * time.Hour, MaintainPacks: 10, MaintainGap: time.Hour}
+	f := newFixtureWith(t, cfg, ms)
+	ctx := context.Background()
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("maintained %d repos right after taking them over", n)
+	}
+	// Within a day the repo's slot comes, once.
+	ran := 0
+	var at time.Time
+	for range 24 * 60 / 10 {
+		f.clk.Advance(10 * time.Minute)
+		if n := f.w.MaintainOnce(ctx); n > 0 {
+			ran += n
+			at = f.clk.Now()
+		}
+	}
+	if ran != 1 || len(ms.reqs) != 1 || ms.reqs[0].Since.After(at) || at.Sub(ms.reqs[0].Since) > 10*time.Minute || ms.reqs[0].Fsck {
+		t.Fatalf("one day: %d runs, requests %+v (last at %v); want one, at its slot", ran, ms.reqs, at)
+	}
+	if got := f.w.MaxPacks(); got != 2 {
+		t.Fatalf("MaxPacks = %d after maintenance, want 2", got)
+	}
+
+	// A fetch that leaves 12 packs makes it due at once; again only after the gap.
+	f.m.results = nil
+	ms.scripted.exists = true
+	f.clk.Advance(2 * time.Hour)
+	f.m.changed = true
+	f.w.RunOnce(ctx) // the scripted Sync reports no pack count: set it as a real fetch would
+	setPacks(t, f, ms, 12)
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("12 packs: %d runs, want 1", n)
+	}
+	setPacks(t, f, ms, 12)
+	f.clk.Advance(30 * time.Minute)
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("12 packs again within the gap: %d runs, want 0", n)
+	}
+	f.clk.Advance(31 * time.Minute)
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("12 packs after the gap: %d runs, want 1", n)
+	}
+
+	// Busy: still due next time.
+	setPacks(t, f, ms, 12)
+	f.clk.Advance(2 * time.Hour)
+	ms.errs = []error{&fetch.Error{Kind: fetch.KindBusy, Err: errors.New("locked")}}
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("busy: %d runs", n)
+	}
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("after busy: %d runs, want 1", n)
+	}
+
+	// A fetch that finds the mirror corrupt: maintained at once, with a check.
+	f.clk.Advance(time.Minute)
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindCorrupt, Err: errors.New("bad object")}}
+	f.clk.Advance(time.Hour)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("no fetch due")
+	}
+	before := len(ms.reqs)
+	if n := f.w.MaintainOnce(ctx); n != 1 || len(ms.reqs) != before+1 || !ms.reqs[before].Fsck {
+		t.Fatalf("corrupt: %d runs, requests %+v; want one with a check", n, ms.reqs[before:])
+	}
+	if st := f.w.Stats(); st.Maintained != 5 || st.MaintenanceFailures != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// setPacks makes the next fetch report n packs, runs it, and checks it was seen.
+func setPacks(t *testing.T, f *fixture, ms *maintScripted, n int) {
+	t.Helper()
+	ms.scripted.packs = n
+	f.clk.Advance(time.Minute)
+	if !f.w.RunOnce(context.Background()) {
+		t.Fatal("no fetch due")
+	}
+	if got := f.w.MaxPacks(); got != n {
+		t.Fatalf("MaxPacks = %d after a fetch that left %d", got, n)
+	}
+}
+
+// The heartbeat carries the staleness of the worker's repos: never fetched before the
+// first success, then the age of the last success, growing until the next one.
+func TestHeartbeatReportsStaleness(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Second})
+	ctx := context.Background()
+	stored := func() store.Staleness {
+		t.Helper()
+		w, err := f.st.GetWorker(ctx, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Staleness
+	}
+	// A heartbeat reports what the worker owned when it was sent: the fixture's repo
+	// arrived with the last one.
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := stored(); s != (store.Staleness{Never: 1}) {
+		t.Fatalf("before the first fetch: %+v, want one repo never fetched", s)
+	}
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("nothing to fetch")
+	}
+	f.clk.Advance(90 * time.Minute)
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := store.Staleness{Repos: 1, P50: 90 * time.Minute, P99: 90 * time.Minute, Max: 90 * time.Minute}
+	if s := stored(); s != want {
+		t.Fatalf("90 minutes after the fetch: %+v, want %+v", s, want)
+	}
+}
+
+// gauge is a disk whose usage the test sets.
+type gauge struct{ used, total int64 }
+
+func (g *gauge) Usage(context.Context) (int64, int64, error) { return g.used, g.total, nil }
+
+// TestDiskGuardOnEveryFetch: the guard caps what a fetch may add to its share of the
+// room under the threshold, skips fetches of mirrored repos above it (a disk_full
+// error on the repo, written once, no failure counted), and lets them resume after.
+func TestDiskGuardOnEveryFetch(t *testing.T) {
+	disk := &gauge{used: 500, total: 1000}
+	f := newFixtureOn(t, worker.Config{MinInterval: time.Minute, Fetchers: 5, DiskThreshold: 0.85}, &scripted{}, disk)
+	ctx := context.Background()
+	if !f.w.RunOnce(ctx) || f.m.calls != 1 {
+		t.Fatal("no clone")
+	}
+	if want := int64((850 - 500) / 5); f.m.maxBytes != want {
+		t.Fatalf("clone capped at %d bytes, want the share of the room %d", f.m.maxBytes, want)
+	}
+	disk.used = 900
+	reports := f.w.Stats().Reports
+	for range 3 {
+		f.clk.Advance(time.Minute)
+		if !f.w.RunOnce(ctx) {
+			t.Fatal("no poll")
+		}
+	}
+	if f.m.calls != 1 {
+		t.Fatalf("%d fetches above the threshold", f.m.calls-1)
+	}
+	r := f.repo(t)
+	if !strings.Contains(r.LastError, "disk_full") || r.FetchFailCnt != 0 || r.State != store.RepoOK {
+		t.Fatalf("repo above the threshold: state %s, failures %d, error %q", r.State, r.FetchFailCnt, r.LastError)
+	}
+	if got := f.w.Stats().Reports - reports; got != 1 {
+		t.Fatalf("%d writes for three skipped polls, want 1", got)
+	}
+	disk.used = 100
+	f.clk.Advance(time.Minute)
+	f.w.RunOnce(ctx)
+	if r := f.repo(t); f.m.calls != 2 || r.LastError != "" {
+		t.Fatalf("after the disk emptied: %d fetches, error %q", f.m.calls, r.LastError)
+	}
+}
+
+// hostMirror answers per repo URL and records which fetches are in flight.
+type hostMirror struct {
+	fail map[string]error
+}
+
+func (h *hostMirror) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
+	if err := h.fail[t.URL]; err != nil {
+		return fetch.Result{}, err
+	}
+	return fetch.Result{Cloned: true, Changed: true}, nil
+}
+func (h *hostMirror) Exists(fetch.Target) bool                  { return false }
+func (h *hostMirror) Trash(context.Context, fetch.Target) error { return nil }
+
+// TestPolitenessPerHost: a worker owning many repos on one forge starts at most
+// HostConcurrency fetches of it at a time while other hosts go on, and a 429 from one
+// repo of the forge stops them all until its Retry-After.
+func TestPolitenessPerHost(t *testing.T) {
+	ctx := context.Background()
+	m := &hostMirror{fail: map[string]error{}}
+	st, clk, w, el := newJoined(t, worker.Config{HostConcurrency: 2, HostRate: -1, MinInterval: time.Minute}, m, nil)
+	var muts []store.Mutation
+	var entries []store.OutboxEntry
+	for i := range 12 {
+		host := "forge.example"
+		if i%3 == 2 {
+			host = "other.example"
+		}
+		url := fmt.Sprintf("https://%s/org/r%d", host, i)
+		id := store.RepoID(url)
+		if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
+			t.Fatal(err)
+		}
+		muts = append(muts, store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning})
+		entries = append(entries, store.OutboxEntry{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1})
+	}
+	if err := st.Apply(ctx, el.Term, append(muts, store.AppendOutbox{Worker: "w1", Entries: entries})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hostOf := func(j worker.Job) string { return strings.Split(j.Target.URL, "/")[2] }
+	take := func() map[string][]worker.Job {
+		out := map[string][]worker.Job{}
+		for {
+			j, ok := w.Next(clk.Now())
+			if !ok {
+				return out
+			}
+			out[hostOf(j)] = append(out[hostOf(j)], j)
+		}
+	}
+	jobs := take()
+	if len(jobs["forge.example"]) != 2 || len(jobs["other.example"]) != 2 {
+		t.Fatalf("in flight: %d on the forge, %d on the other host; want 2 and 2", len(jobs["forge.example"]), len(jobs["other.example"]))
+	}
+	// One forge fetch answers 429, Retry-After 10 minutes; the other ends well.
+	m.fail[jobs["forge.example"][0].Target.URL] = &fetch.Error{Kind: fetch.KindRateLimited, RetryAfter: 10 * time.Minute, Err: errors.New("429")}
+	w.Do(ctx, jobs["forge.example"][0])
+	w.Do(ctx, jobs["forge.example"][1])
+	for _, j := range jobs["other.example"] {
+		w.Do(ctx, j)
+	}
+	for _, d := range []time.Duration{0, time.Minute, 9*time.Minute + 59*time.Second} {
+		clk.Set(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC).Add(d))
+		got := take()
+		if n := len(got["forge.example"]); n != 0 {
+			t.Fatalf("%d forge fetches started %v into its 10-minute pause", n, d)
+		}
+		for _, j := range got["other.example"] {
+			w.Do(ctx, j)
+		}
+	}
+	if w.QueueLen() != 12 {
+		t.Fatalf("queue length %d, want all 12 repos waiting (the forge's on their host)", w.QueueLen())
+	}
+	clk.Set(time.Date(2026, 6, 1, 0, 10, 0, 0, time.UTC))
+	if got := take(); len(got["forge.example"]) != 2 {
+		t.Fatalf("after the pause: %d forge fetches, want 2", len(got["forge.example"]))
 	}
 }

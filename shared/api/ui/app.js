@@ -105,7 +105,36 @@ function renderStatus(st) {
     el("td", {}, badge(r.state)),
     el("td", {}, r.owner || "—"),
     el("td", {}, fmtTime(r.last_success_at)),
-    el("td", {}, fmtAge(r.age_seconds)))) : [el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no repos"))]));
+    el("td", {}, fmtAge(r.age_seconds)),
+    el("td", { class: "wrap", title: r.last_error }, r.last_error ? r.last_error.split(":")[0] : "—"))) :
+    [el("tr", {}, el("td", { colspan: 6, class: "muted" }, "no repos"))]));
+}
+
+// CLONES_SHOWN repos are listed with their clone URL; /git/ lists them all.
+const CLONES_SHOWN = 20;
+
+// copyButton copies text to the clipboard and says so on the button.
+function copyButton(text) {
+  const b = el("button", { type: "button", class: "copy", title: "copy the clone URL" }, "copy");
+  b.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      b.textContent = "copied";
+      b.dataset.copied = "1";
+    } catch (_) {
+      b.textContent = "select it";
+    }
+    setTimeout(() => { b.textContent = "copy"; delete b.dataset.copied; }, 1500);
+  });
+  return b;
+}
+
+function renderClones(repos) {
+  $("#clones tbody").replaceChildren(...(repos.length ? repos.map((r) => el("tr", {},
+    el("td", { class: "url" }, r.url),
+    el("td", {}, badge(r.state)),
+    el("td", { class: "url clone" }, r.clone_url || "—"),
+    el("td", {}, r.clone_url ? copyButton(r.clone_url) : ""))) : [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "no repos"))]));
 }
 
 function heartbeatClass(age) {
@@ -244,8 +273,10 @@ async function refresh() {
   inFlight = true;
   clearTimeout(timer);
   try {
-    const [st, ws, rg] = await Promise.all([getJSON("/v1/status"), getJSON("/v1/workers"), getJSON("/v1/ring")]);
+    const [st, ws, rg, rp] = await Promise.all([getJSON("/v1/status"), getJSON("/v1/workers"), getJSON("/v1/ring"),
+      getJSON(`/v1/repos?limit=${CLONES_SHOWN}`)]);
     renderStatus(st);
+    renderClones(rp.repos);
     renderWorkers(ws.workers);
     renderRing(rg);
     try {

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"strconv"
 	"time"
@@ -182,7 +183,17 @@ func counterAttr(st store.RepoState) string { return "n_" + string(st) }
 const (
 	wID, wSlot, wStarted, wHB, wState, wDiskUsed, wDiskTotal = "wid", "slot", "started", "hb", "state", "disk_used", "disk_total"
 	wFetching, wQueue, wAck, wHead, wTrimmed, wInc           = "fetching", "queue_len", "ack", "head", "trimmed", "inc"
+	// The worker's staleness summary: repos, never, and the percentiles in milliseconds.
+	wStRepos, wStNever, wStP50, wStP99, wStMax = "stale_n", "stale_never", "stale_p50", "stale_p99", "stale_max"
 )
+
+// stalenessAttrs are the attributes of a staleness summary.
+func stalenessAttrs(s store.Staleness) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		wStRepos: avN(int64(s.Repos)), wStNever: avN(int64(s.Never)),
+		wStP50: avN(s.P50.Milliseconds()), wStP99: avN(s.P99.Milliseconds()), wStMax: avN(s.Max.Milliseconds()),
+	}
+}
 
 func workerItem(w store.Worker, inc string) item {
 	m := workerKey(w.ID)
@@ -199,6 +210,7 @@ func workerItem(w store.Worker, inc string) item {
 	m[wHead] = avU(w.OutboxHead)
 	m[wTrimmed] = avU(w.TrimmedTo)
 	m[wInc] = avS(inc)
+	maps.Copy(m, stalenessAttrs(w.Staleness))
 	return m
 }
 
@@ -223,6 +235,9 @@ func decodeWorker(m item) (storedWorker, error) {
 		AckSeq:      d.u64(wAck),
 		OutboxHead:  d.u64(wHead),
 		TrimmedTo:   d.u64(wTrimmed),
+		Staleness: store.Staleness{Repos: int(d.i64(wStRepos)), Never: int(d.i64(wStNever)),
+			P50: time.Duration(d.i64(wStP50)) * time.Millisecond, P99: time.Duration(d.i64(wStP99)) * time.Millisecond,
+			Max: time.Duration(d.i64(wStMax)) * time.Millisecond},
 	}, Inc: d.s(wInc)}
 	return w, d.err
 }
