@@ -60,10 +60,10 @@ bench:
 	$(GO) run ./bench/serve -out $(BENCH_RESULTS)
 	$(GO) run ./bench/report -results $(BENCH_RESULTS) -out bench
 
-## microbench: the Go micro-benchmarks (ring lookups, queue, mirror) with go test -bench
+## microbench: the Go micro-benchmarks (ring lookups, queue, mirror, policy) with go test -bench
 microbench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./shared/ring/
-	$(GO) test -run '^$$' -bench . ./shared/worker/ ./shared/mirror/
+	$(GO) test -run '^$$' -bench . ./shared/worker/ ./shared/mirror/ ./shared/priority/
 
 ## build: Lambda zips (bootstrap) and the mirrorfleet binary (the image's) for linux/arm64, into build/
 LAMBDA_FLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64

@@ -33,8 +33,8 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 	head, _, _ := strings.Cut(md, "## 1. Freshness")
 	for _, want := range []string{
 		"## Headlines",
-		"`rate` mean lag 6.50 h = 1.07× the optimum's; uniform 3.69×, `cbrt` 1.60×, SWH 3.54× ours.", // 6.5/6.1 etc.
-		"at 2, `cbrt` 1.28× and uniform", // drift: 3.2/2.5
+		// 6.5/6.1; cold start ×1.3 both; drift 26/7.6 at 0.5; rate 8.5/6.5, cbrt 10.4/6.5, uniform 24/6.5
+		"`bayes` (default) mean lag 6.50 h; over the optimum: runs 1.07× (p99 1.07×), coldstart 1.07× (p99 1.07×), drift 3.42× (p99 1.07×); `rate` 1.31×, `cbrt` 1.60×, uniform 3.69× ours (stationary).",
 		"**Placement, ", "**Fetch cost, go-git ÷ git CLI, first mirror:**",
 		fmt.Sprintf("at %s repos", fmtInt(sc.Bills[0].Repos)),
 		"at 10,000 repos, serving (goal ≤ $100.00: **missed**)",

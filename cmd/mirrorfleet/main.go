@@ -120,7 +120,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Grace, "grace", d.Grace, "silence before a worker's repos move")
 	fs.DurationVar(&cfg.Warmup, "warmup", d.Warmup, "wait on first start before assigning (0s: none)")
 	fs.DurationVar(&cfg.MinInterval, "min-interval", d.MinInterval, "minimum time between two polls of one repo")
-	fs.StringVar(&cfg.PriorityPolicy, "policy", "rate", "when a repo is polled next: rate (learns each repo's change rate) or cbrt (cube root of the time since its last commit)")
+	fs.StringVar(&cfg.PriorityPolicy, "policy", "bayes", "when a repo is polled next: bayes (each repo's push rate from its commits and history, with a prior learned from the fleet), rate (from whether polls found changes) or cbrt (cube root of the time since its last commit)")
 	fs.StringVar(&cfg.ReposFile, "repos-file", "", "file of repo URLs to add at start (one per line, # comments)")
 	ld := listsync.Defaults()
 	cfg.List.PurgeThreshold = ld.PurgeThreshold
@@ -159,7 +159,7 @@ func runFleet(args []string, stderr io.Writer) error {
 		cfg.Warmup = coordinator.NoWarmup
 	}
 	if _, ok := priority.ByName(cfg.PriorityPolicy); !ok {
-		return usageError{fmt.Sprintf("--policy %q: want rate or cbrt", cfg.PriorityPolicy)}
+		return usageError{fmt.Sprintf("--policy %q: want bayes, rate or cbrt", cfg.PriorityPolicy)}
 	}
 	if err := cfg.List.Validate(); err != nil {
 		return usageError{err.Error()}

@@ -97,7 +97,7 @@ func TestWorkerConfig(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	if c.MirrorRoot != DefaultMirrorRoot || c.Fetchers != 10 || c.Heartbeat != 10*time.Second || c.Drain != DefaultDrain ||
-		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" || c.PriorityPolicy != "rate" ||
+		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" || c.PriorityPolicy != "bayes" ||
 		c.MaintainEvery != 24*time.Hour || c.MaintainPacks != 16 || c.FsckEvery != 7*24*time.Hour ||
 		!strings.HasSuffix(c.WorkerID, fmt.Sprintf("-%d", os.Getpid())) || host == "" {
 		t.Errorf("defaults: %+v", c)

@@ -38,7 +38,7 @@ const (
 	EnvWorkerID        = deployenv.WorkerID        // default: the ECS task id, else hostname-pid
 	EnvDrain           = deployenv.Drain           // on SIGTERM, how long in-flight fetches may finish
 	EnvMetricsInterval = deployenv.MetricsInterval // how often EMF metrics are written
-	EnvPolicy          = deployenv.Policy          // when a repo is polled next: rate (default) or cbrt
+	EnvPolicy          = deployenv.Policy          // when a repo is polled next: bayes (default), rate or cbrt
 	EnvAliveFile       = deployenv.AliveFile       // touched after each successful heartbeat
 	EnvMaintainEvery   = deployenv.MaintainEvery   // each mirror is maintained once per this interval
 	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
@@ -78,7 +78,7 @@ type WorkerConfig struct {
 	Fetchers          int
 	Heartbeat         time.Duration
 	MinInterval       time.Duration
-	PriorityPolicy    string // a priority.ByName name; "" is the default (rate)
+	PriorityPolicy    string // a priority.ByName name; "" is the default (bayes)
 	MaintainEvery     time.Duration
 	MaintainPacks     int
 	FsckEvery         time.Duration
@@ -166,7 +166,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		e.fail(EnvAliveFile, c.AliveFile, "must be an absolute path")
 	}
 	if _, ok := priority.ByName(c.PriorityPolicy); !ok {
-		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: rate (the default) or cbrt")
+		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: bayes (the default), rate or cbrt")
 	}
 	if !strings.HasPrefix(c.MirrorRoot, "/") {
 		e.fail(EnvMirrorRoot, c.MirrorRoot, "must be an absolute path")
@@ -268,7 +268,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	prio, ok := priority.ByName(cfg.PriorityPolicy)
 	if !ok {
-		return fmt.Errorf("%s=%q: unknown policy: rate (the default) or cbrt", EnvPolicy, cfg.PriorityPolicy)
+		return fmt.Errorf("%s=%q: unknown policy: bayes (the default), rate or cbrt", EnvPolicy, cfg.PriorityPolicy)
 	}
 	git, err := gitbin.Find(ctx)
 	if err != nil {

@@ -64,7 +64,7 @@ const (
 	WorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
 	Drain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
 	MetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
-	Policy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: rate or cbrt
+	Policy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: bayes (default), rate or cbrt
 	AliveFile       = "MIRRORFLEET_ALIVE_FILE"       // touched after each successful heartbeat (container health check)
 	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner

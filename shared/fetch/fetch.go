@@ -24,6 +24,16 @@ type Result struct {
 	LastCommitAt  time.Time // newest commit time over all refs; zero for an empty repo
 	BytesReceived int64
 	SizeBytes     int64 // mirror size on disk after the sync
+	// Commits are the commits this sync brought, newest first: on a fetch those
+	// reachable from the new ref tips and not from the old ones, on a clone the newest of
+	// the history, back to HistorySince. Both walks are bounded (MaxNewCommits,
+	// HistoryWindow, MaxHistoryCommits), so a fetch never walks a whole history.
+	Commits []Commit
+	// HistorySince, on a clone, is where the history in Commits begins: HistoryWindow
+	// before now, or the oldest commit listed when the walk reached its bound first, or
+	// the repo's first commit (then HistoryFromRoot is set).
+	HistorySince    time.Time
+	HistoryFromRoot bool
 	// Packs is the mirror's pack count after a sync that wrote something (every go-git
 	// fetch adds a pack until maintenance rolls them up); 0 when nothing changed.
 	Packs int
@@ -49,6 +59,27 @@ type Maintenance struct {
 	Fscked      bool
 	Recloned    bool // the mirror was corrupt: moved to the trash and cloned again
 }
+
+// Commit is when a commit was made, as it says itself.
+type Commit struct {
+	Author, Committer time.Time
+}
+
+// Time is the later of the author and committer times: the closest a commit tells of
+// when it was pushed (a rebase or a merge restamps the committer).
+func (c Commit) Time() time.Time {
+	if c.Committer.After(c.Author) {
+		return c.Committer
+	}
+	return c.Author
+}
+
+// Bounds of the commit walks that tell the scheduler what a sync brought.
+const (
+	MaxNewCommits     = 1000                     // commits listed after a fetch
+	HistoryWindow     = 5 * 365 * 24 * time.Hour // how far back a first clone's history is listed
+	MaxHistoryCommits = 1000                     // commits listed from it
+)
 
 // Kind classifies a failed fetch so the worker can decide between retry, back-off and gone.
 type Kind string

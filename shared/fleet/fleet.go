@@ -51,7 +51,7 @@ type Config struct {
 	Grace             time.Duration
 	Warmup            time.Duration // first-start warm-up; <0 none
 	MinInterval       time.Duration // per-repo minimum poll interval
-	PriorityPolicy    string        // when a repo is polled next (priority.ByName): "rate" (default) or "cbrt"
+	PriorityPolicy    string        // when a repo is polled next (priority.ByName): "bayes" (default), "rate" or "cbrt"
 	ReposFile         string        // URLs to add at start, one per line
 	// List, when List.Repo is set, keeps the repos listed in a git repository
 	// (listsync); its clone lives in <data>/list unless List.Dir says otherwise.
@@ -168,7 +168,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	log := cfg.Log
 	prio, ok := priority.ByName(cfg.PriorityPolicy)
 	if !ok {
-		return nil, fmt.Errorf("priority policy %q: want rate (the default) or cbrt", cfg.PriorityPolicy)
+		return nil, fmt.Errorf("priority policy %q: want bayes (the default), rate or cbrt", cfg.PriorityPolicy)
 	}
 	// git maintains the mirrors (and serves them): without it, say so now rather than
 	// at the first maintenance.

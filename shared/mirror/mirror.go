@@ -86,6 +86,8 @@ type Config struct {
 	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
 	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
 	ObjectCacheBytes int64
+	// Now is the clock a first clone's history window is measured from; default time.Now.
+	Now func() time.Time
 	// Git runs maintenance (Maintain); without it Maintain fails. Fetching never
 	// needs it.
 	Git gitbin.Git
@@ -100,6 +102,7 @@ type Mirrorer struct {
 	lockDir                string
 	timeout, listTimeout   time.Duration
 	cacheBytes             int64
+	now                    func() time.Time
 	limits                 Limits
 	log                    *slog.Logger
 	route                  *routeAuth
@@ -132,6 +135,7 @@ func New(cfg Config) (*Mirrorer, error) {
 		timeout:     cfg.Timeout,
 		listTimeout: cfg.ListTimeout,
 		cacheBytes:  cfg.ObjectCacheBytes,
+		now:         cfg.Now,
 		limits:      cfg.Limits.withDefaults(),
 		log:         cfg.Logger,
 		git:         cfg.Git,
@@ -163,6 +167,9 @@ func New(cfg Config) (*Mirrorer, error) {
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.now == nil {
+		m.now = time.Now
 	}
 	for _, d := range []string{root, m.tmpDir, m.trashDir, m.lockDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -228,10 +235,13 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // followed. The upstream's HEAD is followed too (symbolic target or detached hash).
 //
 // Result: LastCommitAt is the newest committer time over the commits the refs point
-// to (annotated tags peeled, refs to trees and blobs skipped); SizeBytes the apparent
-// size of the mirror's files; BytesReceived the HTTP response body bytes of this
-// call (ref advertisements included). On the no-change path the mirror is only
-// read, never written.
+// to (annotated tags peeled, refs to trees and blobs skipped); Commits the commits a
+// fetch brought (reachable from the new refs, not the old), or on a clone the newest
+// of the history back to fetch.HistoryWindow with HistorySince where that listing
+// begins, both walks bounded (see commits.go); SizeBytes the apparent size of the
+// mirror's files; BytesReceived the HTTP response body bytes of this call (ref
+// advertisements included). On the no-change path the mirror is only read, never
+// written, and no commit is walked.
 //
 // Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
 // existing mirror: go-git writes a pack completely before it touches refs. An upstream
@@ -398,6 +408,9 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 	if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
 		return res, fmt.Errorf("read commits: %w", err)
 	}
+	if res.Commits, res.HistorySince, res.HistoryFromRoot, err = history(sto, refs, m.now(), fetch.HistoryWindow); err != nil {
+		return res, fmt.Errorf("read history: %w", err)
+	}
 	// One packed-refs file instead of a file per ref: fewer files to read on every
 	// poll (and to copy, stat or delete on EFS). Nobody reads the temp dir yet.
 	if err := sto.PackRefs(); err != nil {
@@ -449,6 +462,7 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 	}
 
 	refs := have
+	var had *hadBefore // the packs before the fetch: what the mirror had
 	if !have.equal(want) {
 		res.Changed = true
 		if len(want) == 0 {
@@ -460,6 +474,9 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 			}
 		} else {
 			before := m.packTemps(dir)
+			if had, err = packsOf(dir); err != nil {
+				return res, local("list packs", err)
+			}
 			if err := m.fetch(ctx, sto, t.URL); err != nil {
 				// The previous mirror stays: go-git writes the pack (to a temp file,
 				// renamed when complete) before it touches any ref. Drop the temp
@@ -470,6 +487,11 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 		}
 		if refs, _, err = localRefs(sto); err != nil {
 			return res, local("read refs", err)
+		}
+		if had != nil {
+			if res.Commits, err = newCommits(sto, had.has, have, refs); err != nil {
+				return res, local("read new commits", err)
+			}
 		}
 	}
 	headChanged, err := setHead(sto, wantHead, haveHead)

@@ -34,13 +34,19 @@ func (q *Queue) Len() int { return len(q.items) }
 // Has reports whether id is queued.
 func (q *Queue) Has(id string) bool { _, ok := q.items[id]; return ok }
 
-// Min is the priority at the front of the queue: the smallest ready priority, or the
-// last one popped when nothing is ready. Pushing at Min puts a repo next in line.
+// Min is the priority at the front of the queue: the smallest of any queued repo's,
+// ready or held (a held repo comes back at its priority), or the last one popped when
+// nothing queued is smaller. Pushing at Min puts a repo next in line. It reads every
+// held repo: a caller adding many repos at once takes it once.
 func (q *Queue) Min() float64 {
-	if len(q.ready) > 0 && q.ready[0].priority < q.last {
-		return q.ready[0].priority
+	m := q.last
+	if len(q.ready) > 0 {
+		m = min(m, q.ready[0].priority)
 	}
-	return q.last
+	for _, it := range q.waiting {
+		m = min(m, it.priority)
+	}
+	return m
 }
 
 // Push queues id (or requeues it) with priority, not to be fetched before notBefore.

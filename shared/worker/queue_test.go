@@ -56,3 +56,21 @@ func TestQueueFrontIsAheadOfEverythingReady(t *testing.T) {
 		t.Fatalf("front push popped after %q", id)
 	}
 }
+
+// A repo held by its minimum interval comes back at its priority, which may be far
+// behind the last one popped (a busy repo steps little, a quiet one a lot): the front
+// is ahead of it too.
+func TestQueueFrontIsAheadOfHeldRepos(t *testing.T) {
+	q := NewQueue()
+	q.Push("busy", 10, q0.Add(time.Minute)) // held for a minute
+	q.Push("quiet", 500, time.Time{})
+	q.Pop(q0) // quiet: the last popped is 500
+	if got := q.Min(); got != 10 {
+		t.Fatalf("Min = %v with a repo held at 10", got)
+	}
+	q.Push("orphan", q.Min()-1e-9, time.Time{})
+	q.Push("later", 20, q0.Add(time.Minute))
+	if id, _, _ := q.Pop(q0.Add(2 * time.Minute)); id != "orphan" {
+		t.Fatalf("%s popped before the orphan", id)
+	}
+}

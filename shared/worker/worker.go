@@ -94,7 +94,7 @@ func DefaultConfig() Config {
 		FailCooldown:  24 * time.Hour,
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
-		Policy:        priority.Rate{},
+		Policy:        priority.Bayes{},
 		MaintainEvery: 24 * time.Hour,
 		MaintainPacks: 16,
 		MaintainGap:   time.Hour,
@@ -206,9 +206,14 @@ type Worker struct {
 	queue        *Queue
 	hosts        *hosts
 	parkSeq      uint64
-	inFlight     int
-	tokens       float64
-	tokensAt     time.Time
+	// prior is what the repos this worker owns (a random sample of the fleet's) say of
+	// change rates; scores weigh how often repos change behaviour. Learned in Heartbeat.
+	prior    *priority.Prior
+	scores   priority.Scores
+	fitting  bool
+	inFlight int
+	tokens   float64
+	tokensAt time.Time
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged atomic.Int64
@@ -225,7 +230,8 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	}
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
-		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1),
+		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
+		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1),
 		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
 	w.maint, _ = m.(Maintainer)
 	return w
@@ -257,6 +263,13 @@ func (w *Worker) Stats() Stats {
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
 		Purged: w.stats.purged.Load(), Maintained: w.stats.maintained.Load(), MaintenanceFailures: w.stats.maintFailures.Load(),
 		Recloned: w.stats.recloned.Load()}
+}
+
+// Prior is what the worker has learned of its repos' change rates so far.
+func (w *Worker) Prior() *priority.Prior {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.prior
 }
 
 // QueueLen is the number of repos waiting in the queue (or for their host).
@@ -380,8 +393,38 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 		return err
 	}
 	w.retryTrash(ctx)
+	w.learn()
 	w.poke()
 	return nil
+}
+
+// learn fits the prior again from the owned repos' stats when it is due (weekly, or
+// while the repos with evidence grow by a quarter, as a new fleet's first clones do).
+// The fit runs outside the lock; a worker with 10,000 repos fits in well under a second.
+func (w *Worker) learn() {
+	now := w.clock.Now()
+	w.mu.Lock()
+	var stats []priority.Stats
+	for _, r := range w.repos {
+		if !r.dropped && r.rec.Stats != (priority.Stats{}) {
+			stats = append(stats, r.rec.Stats)
+		}
+	}
+	base, scores := w.prior, w.scores
+	if w.fitting || !base.Due(now, len(stats)) {
+		w.mu.Unlock()
+		return
+	}
+	w.fitting = true
+	w.mu.Unlock()
+
+	p := priority.Fit(stats, base, now, &scores)
+	w.mu.Lock()
+	w.prior, w.fitting = p, false
+	w.scores.Fade()
+	w.mu.Unlock()
+	w.log.Info("learned the prior of change rates", "worker", w.ID(), "repos", p.Repos,
+		"dormant_share", p.Weights[0], "changes_per_month", p.Hazard*30, "mean_pushes_per_day", p.Mean())
 }
 
 func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
@@ -451,8 +494,9 @@ func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 			w.removeLocked(rid, r)
 		}
 	}
+	front := w.queue.Min()
 	for _, r := range listed {
-		w.addLocked(r, r.Priority)
+		w.addLocked(r, r.Priority, front)
 	}
 	w.ack = from
 	w.log.Info("full resync", "worker", id, "repos", len(listed), "replay_from", from)
@@ -469,8 +513,9 @@ func (w *Worker) removeLocked(id string, r *repoState) {
 }
 
 // addLocked starts tracking rec, or refreshes its epoch when already tracked.
-// Priority 0 means "front of the queue" (orphans and new repos).
-func (w *Worker) addLocked(rec store.Repo, prio float64) {
+// Priority 0 means "front of the queue" (orphans and new repos): no earlier than front,
+// the queue's Min.
+func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
 	if r, ok := w.repos[rec.ID]; ok && !r.dropped {
 		r.rec.OwnerEpoch = rec.OwnerEpoch
 		return
@@ -480,7 +525,7 @@ func (w *Worker) addLocked(rec store.Repo, prio float64) {
 	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
 	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt, phase: ph,
 		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
-	p := max(prio, w.queue.Min())
+	p := max(prio, front)
 	w.queue.Push(rec.ID, p, time.Time{})
 }
 
@@ -496,7 +541,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		}
 		rec.OwnerEpoch = e.Epoch
 		w.mu.Lock()
-		w.addLocked(rec, e.Priority)
+		w.addLocked(rec, e.Priority, w.queue.Min())
 		w.mu.Unlock()
 	case store.OpDel:
 		w.mu.Lock()
@@ -695,11 +740,16 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	notBefore := now.Add(max(w.cfg.MinInterval, 0))
 	switch {
 	case ferr == nil:
+		// The poll covers the time since the last success (failed polls in between are
+		// part of it); a first clone brings the history instead.
+		poll := priority.Poll{Now: now, Changed: res.Changed, Commits: commitTimes(res.Commits)}
 		if wasCloned && !res.Cloned && !prev.LastSuccessAt.IsZero() {
-			// The poll covers the time since the last success; the clone only starts
-			// the clock (it always "changes"). Failed polls in between are part of it.
-			rec.Stats = rec.Stats.Observe(now.Sub(prev.LastSuccessAt), res.Changed)
+			poll.Prev = prev.LastSuccessAt
+		} else {
+			poll.Since, poll.FromRoot, poll.LastCommitAt = res.HistorySince, res.HistoryFromRoot, res.LastCommitAt
 		}
+		w.scores.Add(w.prior, rec.Stats, poll)
+		rec.Stats = priority.Fold(rec.Stats, poll, w.prior)
 		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
 		rec.LastFetchAt, rec.LastSuccessAt = now, now
 		if res.Changed {
@@ -760,7 +810,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	cloned := wasCloned || (ferr == nil)
 	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
 		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
-		Stats: rec.Stats, Now: now})
+		Stats: rec.Stats, Prior: w.prior, Now: now})
 	w.queue.Push(j.Target.ID, rec.Priority, notBefore)
 	// No-change polls change the stats but write nothing (invariant 6): they reach the
 	// store with the next change or checkpoint, which carries them all.
@@ -798,6 +848,15 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		}
 		w.mu.Unlock()
 	}
+}
+
+// commitTimes are the times the policy reads from the commits a sync brought.
+func commitTimes(cs []fetch.Commit) []time.Time {
+	out := make([]time.Time, len(cs))
+	for i, c := range cs {
+		out[i] = c.Time()
+	}
+	return out
 }
 
 // Leave tells the coordinator this worker is going away so its repos move now rather

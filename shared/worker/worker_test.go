@@ -25,7 +25,9 @@ type scripted struct {
 	exists   bool
 	results  []error // popped per Sync; nil = success with changes
 	changed  bool
-	packs    int // reported by a sync that changed something
+	commits  []fetch.Commit // brought by the next successful Sync (then cleared)
+	since    time.Time      // a clone's HistorySince
+	packs    int            // reported by a sync that changed something
 	calls    int
 	maxBytes int64 // Target.MaxBytes of the last call
 }
@@ -42,7 +44,12 @@ func (s *scripted) Sync(_ context.Context, t fetch.Target) (fetch.Result, error)
 	}
 	cloned := !s.exists
 	s.exists = true
-	res := fetch.Result{Cloned: cloned, Changed: cloned || s.changed, LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	res := fetch.Result{Cloned: cloned, Changed: cloned || s.changed, LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Commits: s.commits}
+	if cloned {
+		res.HistorySince = s.since
+	}
+	s.commits = nil
 	if res.Changed {
 		res.Packs = s.packs
 	}
@@ -259,53 +266,68 @@ func TestSyncEntryJumpsTheQueueAndPurgeTrashes(t *testing.T) {
 
 // recording is a policy that remembers what it was told.
 type recording struct {
-	priority.Rate
+	priority.Bayes
 	inputs []priority.Input
 }
 
 func (p *recording) Next(in priority.Input) float64 {
 	p.inputs = append(p.inputs, in)
-	return p.Rate.Next(in)
+	return p.Bayes.Next(in)
 }
 
 func TestPollStatsAccumulateAndReachTheStoreOnAChange(t *testing.T) {
 	pol := &recording{}
 	f := newFixture(t, worker.Config{MinInterval: time.Minute, Checkpoint: 24 * time.Hour, Policy: pol})
 	ctx := context.Background()
-	f.w.RunOnce(ctx) // the clone starts the clock: nothing observed yet
-	if r := f.repo(t); r.Stats != (priority.Stats{}) {
-		t.Fatalf("stats after the clone: %+v", r.Stats)
+	start := f.clk.Now()
+	// The first clone brings the history: two bursts of commits in the last 30 days.
+	at := func(d time.Duration) fetch.Commit {
+		return fetch.Commit{Author: start.Add(-d), Committer: start.Add(-d)}
 	}
-	var want priority.Stats
+	f.m.commits = []fetch.Commit{at(time.Hour), at(2 * time.Hour), at(20 * 24 * time.Hour)}
+	f.m.since = start.Add(-30 * 24 * time.Hour)
+	f.w.RunOnce(ctx)
+	prior := priority.DefaultPrior()
+	want := priority.Fold(priority.Stats{}, priority.Poll{Now: start, Changed: true, Since: f.m.since,
+		Commits:      []time.Time{start.Add(-time.Hour), start.Add(-2 * time.Hour), start.Add(-20 * 24 * time.Hour)},
+		LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, prior)
+	// (older evidence fades by 2^(−age/OldHalfLife): a few percent over a month)
+	if n, s := want.Events+want.WinEvents, want.Exposure+want.WinSeconds; math.Abs(n-2) > 0.05 || math.Abs(s/86400-30) > 1 {
+		t.Fatalf("the history folds into %+v, want about 2 pushes over 30 days", want)
+	}
+	if r := f.repo(t); r.Stats != want {
+		t.Fatalf("stats after the clone: %+v, want %+v", r.Stats, want)
+	}
 	reports := f.w.Stats().Reports
+	now := start
 	for i, gap := range []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour} {
 		f.clk.Advance(gap)
 		if !f.w.RunOnce(ctx) {
 			t.Fatalf("poll %d: nothing to fetch", i)
 		}
-		want = want.Observe(gap, false)
-		if got := pol.inputs[len(pol.inputs)-1].Stats; got != want {
-			t.Fatalf("poll %d: policy saw %+v, want %+v", i, got, want)
+		want = priority.Fold(want, priority.Poll{Prev: now, Now: now.Add(gap)}, prior)
+		now = now.Add(gap)
+		if got := pol.inputs[len(pol.inputs)-1]; got.Stats != want || got.Prior == nil {
+			t.Fatalf("poll %d: policy saw %+v (prior %v), want %+v", i, got.Stats, got.Prior, want)
 		}
 	}
 	if got := f.w.Stats().Reports - reports; got != 0 {
 		t.Fatalf("%d writes for no-change polls", got)
 	}
-	if r := f.repo(t); r.Stats != (priority.Stats{}) {
-		t.Fatalf("no-change polls wrote stats: %+v", r.Stats)
-	}
 
+	// A fetch that brings three commits, two of them minutes apart: two pushes.
 	f.m.changed = true
+	f.m.commits = []fetch.Commit{at(-4 * time.Hour), at(-4*time.Hour + 10*time.Minute), {Author: start.Add(-48 * time.Hour), Committer: start.Add(time.Hour)}}
 	f.clk.Advance(4 * time.Hour)
 	f.w.RunOnce(ctx)
-	want = want.Observe(4*time.Hour, true)
+	want = priority.Fold(want, priority.Poll{Prev: now, Now: now.Add(4 * time.Hour), Changed: true,
+		Commits: []time.Time{start.Add(4 * time.Hour), start.Add(4*time.Hour - 10*time.Minute), start.Add(time.Hour)}}, prior)
 	r := f.repo(t)
 	if r.Stats != want {
 		t.Fatalf("stored stats after a change: %+v, want %+v", r.Stats, want)
 	}
-	// Four polls over 10 h, one of them with a change; 10 h of decay is about 0.3%.
-	if math.Abs(r.Stats.Polls-4) > 0.05 || math.Abs(r.Stats.Changes-1) > 1e-9 || math.Abs(r.Stats.Seconds-36000) > 180 {
-		t.Fatalf("stored stats %+v, want about 4 polls, 1 change, 36000 s", r.Stats)
+	if r.Stats.WinEvents != 2 || math.Abs(r.Stats.Polls-4) > 0.05 || math.Abs(r.Stats.Changes-1) > 1e-9 {
+		t.Fatalf("stored stats %+v, want 2 pushes in the window, about 4 polls, 1 change", r.Stats)
 	}
 	if got := pol.inputs[len(pol.inputs)-1]; got.Stats != want || !got.Changed {
 		t.Fatalf("policy input of the changed poll: %+v", got)
@@ -316,24 +338,57 @@ func TestFailedPollsAreCoveredByTheNextSuccess(t *testing.T) {
 	f := newFixture(t, worker.Config{MinInterval: time.Minute, BackoffBase: time.Minute, Checkpoint: 24 * time.Hour})
 	ctx := context.Background()
 	f.w.RunOnce(ctx)
+	cloned := f.repo(t).Stats
 	netErr := &fetch.Error{Kind: fetch.KindNetwork, Err: errors.New("connection reset")}
 	f.m.results = []error{netErr}
 	f.clk.Advance(time.Hour)
 	f.w.RunOnce(ctx) // fails: observes nothing
-	if r := f.repo(t); r.Stats != (priority.Stats{}) || r.FetchFailCnt != 1 {
+	if r := f.repo(t); r.Stats != cloned || r.FetchFailCnt != 1 {
 		t.Fatalf("after a failed poll: %+v", r)
 	}
 	f.m.changed = true
 	f.clk.Advance(time.Hour)
 	f.w.RunOnce(ctx)
-	want := priority.Stats{}.Observe(2*time.Hour, true)
-	if r := f.repo(t); r.Stats != want {
-		t.Fatalf("stats after recovering: %+v, want one poll over 2 h: %+v", r.Stats, want)
+	if r := f.repo(t); r.Stats.Polls != 1 || r.Stats.Seconds != 7200 {
+		t.Fatalf("stats after recovering: %+v, want one poll over 2 h", r.Stats)
 	}
 }
 
-func TestDefaultPolicyIsRate(t *testing.T) {
-	if got := worker.DefaultConfig().Policy.Name(); got != "rate" {
+func TestWorkerLearnsItsPriorFromItsRepos(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Minute})
+	ctx := context.Background()
+	if p := f.w.Prior(); p.Repos != 0 || !p.At.IsZero() {
+		t.Fatalf("before any clone the worker has learned %+v", p)
+	}
+	start := f.clk.Now()
+	f.m.since = start.Add(-365 * 24 * time.Hour)
+	for d := range 100 { // a push every 3.65 days for a year
+		at := start.Add(-time.Duration(d) * 365 * 24 * time.Hour / 100)
+		f.m.commits = append(f.m.commits, fetch.Commit{Author: at, Committer: at})
+	}
+	f.w.RunOnce(ctx)
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := f.w.Prior()
+	if p.Repos != 1 || !p.At.Equal(f.clk.Now()) {
+		t.Fatalf("after a clone and a heartbeat the prior is from %d repos at %v", p.Repos, p.At)
+	}
+	if def := priority.DefaultPrior(); !(p.Mean() > def.Mean()) {
+		t.Fatalf("a repo pushing every 3.65 days did not raise the fleet's mean rate: %v, default %v", p.Mean(), def.Mean())
+	}
+	// Not again before it is due.
+	f.clk.Advance(time.Hour)
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.w.Prior(); got != p {
+		t.Fatal("the prior was learned again an hour later")
+	}
+}
+
+func TestDefaultPolicyIsBayes(t *testing.T) {
+	if got := worker.DefaultConfig().Policy.Name(); got != "bayes" {
 		t.Fatalf("default policy %q", got)
 	}
 }

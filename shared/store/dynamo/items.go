@@ -61,6 +61,7 @@ const (
 	rCreated, rFetch, rSuccess, rChange, rCommit                    = "created", "last_fetch", "last_success", "last_change", "last_commit"
 	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
+	rEvents, rExposure, rWinEvents, rWinSeconds                     = "st_e", "st_s", "st_we", "st_ws"
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -72,7 +73,8 @@ type statAttr struct {
 // statAttrs are the attributes of a repo's poll statistics. A zero value is not stored
 // (it reads back as zero), so a repo without history pays nothing for them.
 func statAttrs(st priority.Stats) []statAttr {
-	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds}}
+	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds},
+		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}}
 }
 
 // statValue is the stored form of one statistic, and whether it is stored at all.
@@ -165,7 +167,8 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		FetchFailCnt:  int(d.i64(rFetchFail)),
 		SizeBytes:     d.i64(rSize),
 		LastError:     d.s(rErr),
-		Stats:         priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled)},
+		Stats: priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled),
+			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds)},
 	}
 	rev := d.i64(rRev)
 	return r, rev, d.err

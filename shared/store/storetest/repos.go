@@ -303,7 +303,8 @@ func testReportFetch(t *testing.T, s store.Store) {
 		State: store.RepoOK, Priority: 3.5,
 		LastFetchAt: t0.Add(time.Hour), LastSuccessAt: t0.Add(time.Hour + 1), LastChangeAt: t0.Add(time.Hour + 2), LastCommitAt: t0.Add(-time.Hour),
 		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
-		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25},
+		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
+			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25},
 	}
 	before := snap(t, s)
 	for _, c := range []struct {
@@ -343,14 +344,15 @@ func testReportFetchKeepingState(t *testing.T, s store.Store) {
 	mustApply(t, s, term, store.AssignRepo{ID: r.ID, Owner: "w1", State: store.RepoOK, Priority: 1})
 	want := getRepo(t, s, r.ID)
 	rep := store.FetchReport{State: store.RepoOK, Priority: 2, LastFetchAt: t0, LastSuccessAt: t0, LastCommitAt: t0.Add(-time.Hour),
-		SizeBytes: 1 << 20, LastError: "flaky", Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25}}
+		SizeBytes: 1 << 20, LastError: "flaky", Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
+			Events: 7.75, Exposure: 1.58e8, WinEvents: 1, WinSeconds: 3600}}
 	for i, st := range []priority.Stats{
 		rep.Stats,
-		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6},
-		{Polls: 1, Seconds: 3600.5},
-		{Polls: 2.5e-90, Changes: 1e-3, Seconds: 7e9},
+		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6, Events: 8.5, Exposure: 1.59e8, WinSeconds: 7200.25},
+		{Polls: 1, Seconds: 3600.5, Exposure: 3.2e8},
+		{Polls: 2.5e-90, Changes: 1e-3, Seconds: 7e9, Events: 1e-95, WinEvents: 3},
 		{},
-		{Polls: 3, Changes: 1, Seconds: 86400},
+		{Polls: 3, Changes: 1, Seconds: 86400, WinEvents: 1, WinSeconds: 86400},
 	} {
 		rep.LastFetchAt, rep.LastSuccessAt, rep.Priority = t0.Add(time.Duration(i)*time.Minute), t0.Add(time.Duration(i)*time.Minute), float64(2+i)
 		rep.Stats = st
