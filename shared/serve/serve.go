@@ -707,6 +707,9 @@ func (h *Handler) recordRequest(r *recorder) {
 }
 
 func (h *Handler) recordCache(rep packcache.Report) {
+	if rep.Note != "" {
+		h.cfg.Log.Warn("serve: pack cache bypassed", "reason", rep.Note)
+	}
 	if h.cfg.Metrics == nil {
 		return
 	}

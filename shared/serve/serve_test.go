@@ -169,6 +169,30 @@ func TestPackCacheServesIdenticalClonesOnce(t *testing.T) {
 	}
 }
 
+// TestPackCacheServesShallowClones: upload-pack gives pack-objects an empty
+// --shallow-file for a shallow request; identical shallow clones still share one
+// generation, and the client hears nothing of the cache.
+func TestPackCacheServesShallowClones(t *testing.T) {
+	e := newEnv(t)
+	e.repo("example.com/shallow.git")
+	url := e.url("example.com/shallow")
+	for i := range 2 {
+		d := filepath.Join(t.TempDir(), "depth")
+		out, err := e.gitErr("", "clone", "--depth", "1", url, d)
+		if err != nil {
+			t.Fatalf("shallow clone %d: %v\n%s", i, err, out)
+		}
+		if strings.Contains(out, "pack-objects-hook") {
+			t.Fatalf("shallow clone %d: the client saw the hook's message:\n%s", i, out)
+		}
+		if n := e.git(d, "rev-list", "--count", "HEAD"); n != "1" {
+			t.Fatalf("shallow clone %d: %s commits, want 1", i, n)
+		}
+	}
+	e.sink.waitTotal(t, metrics.PackCacheMisses, 1)
+	e.sink.waitTotal(t, metrics.PackCacheHits, 1)
+}
+
 // TestWithoutCache: no hook, no cache: upload-pack runs pack-objects itself.
 func TestWithoutCache(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Hook = nil })

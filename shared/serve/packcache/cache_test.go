@@ -105,6 +105,15 @@ func TestKey(t *testing.T) {
 	if ka != kb {
 		t.Fatal("the shallow file's name changed the key")
 	}
+	// An empty --shallow-file is upload-pack's "none" for a shallow request (the
+	// shallow commits come on stdin): a key, distinct from a request without it.
+	ke, err := Key(bare, append([]string{"--shallow-file", ""}, args...), []byte("--shallow "+head+"\n"))
+	if err != nil {
+		t.Fatalf("key of a shallow request: %v", err)
+	}
+	if kn, _ := Key(bare, args, []byte("--shallow "+head+"\n")); ke == kn || ke == ka {
+		t.Fatal("an empty --shallow-file did not count in the key")
+	}
 	// A ref update (a fetch into the mirror) changes every key of the repo.
 	gittest.Run(t, "", "", nil, "--git-dir="+bare, "update-ref", "refs/heads/new", head)
 	after, _ := Key(bare, args, []byte(head+"\n"))

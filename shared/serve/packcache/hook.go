@@ -49,6 +49,9 @@ type Report struct {
 	GenerationSeconds float64 `json:"generation_seconds,omitempty"` // Miss and Bypass: pack-objects' wall time
 	Bytes             int64   `json:"bytes"`                        // pack bytes sent to upload-pack
 	CachedBytes       int64   `json:"cached_bytes,omitempty"`       // bytes written into the cache
+	// Note says why a request that could have been cached was not; the server logs
+	// it (the client's stderr is no place for it).
+	Note string `json:"note,omitempty"`
 }
 
 // Main runs the hook: args is what follows the hook command (git ...), getenv its
@@ -69,8 +72,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 	if len(in) > maxStdin || h.cfg.Dir == "" || h.repo == "" {
 		code, rep = h.direct(io.MultiReader(bytes.NewReader(in), stdin), stdout)
 	} else if key, kerr := Key(h.repo, h.args, in); kerr != nil {
-		fmt.Fprintf(stderr, "mirrorfleet pack-objects-hook: no cache for this request: %v\n", kerr)
 		code, rep = h.direct(bytes.NewReader(in), stdout)
+		rep.Note = fmt.Sprintf("no cache for this request: %v", kerr)
 	} else {
 		code, rep = h.cached(key, in, stdout)
 	}

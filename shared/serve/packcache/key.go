@@ -35,6 +35,13 @@ func Key(repo string, args []string, stdin []byte) (string, error) {
 		switch {
 		case a == "--progress":
 			continue
+		case a == "--shallow-file" && i+1 < len(args) && args[i+1] == "":
+			// upload-pack's "no shallow file" for a shallow request: the shallow
+			// commits come on stdin, which the key covers.
+			i++
+			field(a)
+			field("")
+			continue
 		case a == "--shallow-file" && i+1 < len(args):
 			i++
 			sum, err := fileSum(args[i])
