@@ -224,13 +224,9 @@ func (s *server) openapi(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// The status page: static files, no build step. The CSP allows only our own script,
-// styles and fetches.
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-
-func (s *server) page(w http.ResponseWriter, r *http.Request) error {
-	return s.serveUI(w, "index.html")
-}
+// The status page (page.go) and its assets: no build step. The CSP allows only our own
+// script, styles, fetches and the search form.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 func (s *server) asset(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("file")

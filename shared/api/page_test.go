@@ -139,16 +139,16 @@ func TestStatusPage(t *testing.T) {
 	}
 
 	// Every listed repo has its clone URL and a button that copies it.
-	clones := text("#clones tbody")
+	clones := text("#repos tbody")
 	if !strings.Contains(clones, "http://git.test/git/git.example.org/team-") {
-		t.Errorf("clone table:\n%s", clones)
+		t.Errorf("repos table:\n%s", clones)
 	}
-	first := eval(`document.querySelector("#clones td.clone").textContent`)
+	first := eval(`document.querySelector("#repos td.clone").textContent`)
 	// Headless Chromium has no clipboard to grant: record what the button writes.
 	eval(`Object.defineProperty(navigator, "clipboard", {value: {writeText: async (s) => { window.copied = s; }}}), 1`)
 	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS("#clones button.copy")),
-		chromedp.WaitVisible(chromedp.CSS(`#clones button.copy[data-copied]`)),
+		chromedp.Click(chromedp.CSS("#repos button.copy")),
+		chromedp.WaitVisible(chromedp.CSS(`#repos button.copy[data-copied]`)),
 	); err != nil {
 		t.Fatalf("copy button: %v", err)
 	}
