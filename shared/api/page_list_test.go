@@ -1,12 +1,10 @@
 package api
 
 import (
-	"context"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -14,10 +12,7 @@ import (
 // TestStatusPageListPanel checks the repo-list panel: a held purge with the command to
 // confirm it, the bad lines with file:line; and "not configured" without a list.
 func TestStatusPageListPanel(t *testing.T) {
-	bin := findChromium()
-	if bin == "" {
-		t.Skip("chromium not installed: apt-get install chromium")
-	}
+	ctx := newBrowser(t, true)
 	fl := &fakeList{st: sampleListStatus()}
 	e := newEnv(t, func(c *Config) { c.List = fl })
 	seedFleet(t, e)
@@ -25,16 +20,6 @@ func TestStatusPageListPanel(t *testing.T) {
 	defer ts.Close()
 	bare := httptest.NewServer(New(Config{Store: e.store, Clock: e.clock}))
 	defer bare.Close()
-
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 1200))
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute) // only a hung browser; a loaded machine is slow
-	defer cancel()
 
 	load := func(url string) {
 		t.Helper()
