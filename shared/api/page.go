@@ -224,33 +224,18 @@ func (s *server) page(w http.ResponseWriter, r *http.Request) error {
 
 func (s *server) pageData(r *http.Request, d *pageData) error {
 	ctx := r.Context()
-	el, err := s.cfg.Store.GetElection(ctx)
+	f, err := s.readFleet(ctx)
 	if err != nil {
-		return fmt.Errorf("get election: %w", err)
+		return err
 	}
+	el, sr, ws, counts, stale := f.election, f.ring, f.workers, f.counts, f.stalest
 	if el.Version > 0 {
 		d.Leader = &el
-	}
-	sr, err := s.cfg.Store.GetRing(ctx)
-	if err != nil {
-		return fmt.Errorf("get ring: %w", err)
 	}
 	d.RingVersion = sr.Version
 	rg, err := ring.FromStore(sr)
 	if err != nil {
 		return fmt.Errorf("load stored ring version %d: %w", sr.Version, err)
-	}
-	ws, err := s.cfg.Store.ListWorkers(ctx)
-	if err != nil {
-		return fmt.Errorf("list workers: %w", err)
-	}
-	counts, err := s.cfg.Store.CountRepos(ctx)
-	if err != nil {
-		return fmt.Errorf("count repos: %w", err)
-	}
-	stale, err := s.cfg.Store.ListStalest(ctx, stalestShown)
-	if err != nil {
-		return fmt.Errorf("list stalest repos: %w", err)
 	}
 
 	slices.SortFunc(ws, func(a, b store.Worker) int { return cmp.Or(cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.ID, b.ID)) })

@@ -27,14 +27,7 @@ func TestStatusPageListPanel(t *testing.T) {
 			t.Fatalf("loading %s: %v", url, err)
 		}
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { t.Helper(); return pageText(t, ctx, sel) }
 
 	load(ts.URL)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("list-held"))); err != nil {

@@ -200,6 +200,16 @@ func newBrowser(t *testing.T, javascript bool) context.Context {
 	return ctx
 }
 
+// pageText is the text of the element sel selects in the browser tab ctx.
+func pageText(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
 // TestStatusPageSearchInBrowser uses the page in Chromium as a person would, first with
 // JavaScript off (everything is there, the search form works, no copy buttons) and then
 // on (the same search, refreshed in place, with the copy buttons), and checks that the
@@ -214,14 +224,7 @@ func TestStatusPageSearchInBrowser(t *testing.T) {
 	for _, js := range []bool{false, true} {
 		t.Run(fmt.Sprintf("javascript=%v", js), func(t *testing.T) {
 			ctx := newBrowser(t, js)
-			text := func(sel string) string {
-				t.Helper()
-				s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-				if err != nil {
-					t.Fatalf("text of %s: %v", sel, err)
-				}
-				return s
-			}
+			text := func(sel string) string { t.Helper(); return pageText(t, ctx, sel) }
 			if err := chromedp.Do(ctx, chromedp.Navigate(ts.URL+"/?refresh=1"), chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="1"] #repos`))); err != nil {
 				t.Fatalf("loading the page: %v", err)
 			}

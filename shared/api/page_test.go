@@ -83,14 +83,7 @@ func TestStatusPage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { t.Helper(); return pageText(t, ctx, sel) }
 	eval := func(js string) any {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
