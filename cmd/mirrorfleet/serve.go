@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
@@ -119,7 +119,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle(serve.Prefix, front)
 	mux.Handle("GET /metrics", prom.Handler())
-	mux.Handle("GET /healthz", healthz(git.Path, cfg.Root))
+	mux.Handle("GET /healthz", health.New(nil, health.Git(git.Path), health.MirrorsRoot(cfg.Root)))
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -178,45 +178,4 @@ func (t teeSink) Record(s ...metrics.Sample) error {
 		errs = append(errs, k.Record(s...))
 	}
 	return errors.Join(errs...)
-}
-
-// healthz is 200 when git runs and the mirrors root is readable (the load
-// balancer's health check); the answer is kept for a few seconds.
-func healthz(git, root string) http.Handler {
-	var mu sync.Mutex
-	var at time.Time
-	var last error
-	check := func(ctx context.Context) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(at) < 5*time.Second {
-			return last
-		}
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		last = nil
-		if err := exec.CommandContext(ctx, git, "version").Run(); err != nil {
-			last = fmt.Errorf("git: %w", err)
-		} else if f, err := os.Open(root); err != nil {
-			last = fmt.Errorf("mirrors root: %w", err)
-		} else {
-			_, err := f.Readdirnames(1)
-			f.Close()
-			if err != nil && err != io.EOF {
-				last = fmt.Errorf("mirrors root: %w", err)
-			}
-		}
-		at = time.Now()
-		return last
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		if err := check(r.Context()); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "unhealthy: %v\n", err)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
 }

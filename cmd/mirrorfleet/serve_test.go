@@ -58,7 +58,7 @@ func TestServeCommand(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/healthz"); code != 200 || strings.TrimSpace(body) != "ok" {
+	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, `"status":"ok"`) {
 		t.Fatalf("/healthz: %d %q", code, body)
 	}
 	for _, name := range []string{"a", "b"} {

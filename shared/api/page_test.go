@@ -83,14 +83,7 @@ func TestStatusPage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { t.Helper(); return pageText(t, ctx, sel) }
 	eval := func(js string) any {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
@@ -139,16 +132,16 @@ func TestStatusPage(t *testing.T) {
 	}
 
 	// Every listed repo has its clone URL and a button that copies it.
-	clones := text("#clones tbody")
+	clones := text("#repos tbody")
 	if !strings.Contains(clones, "http://git.test/git/git.example.org/team-") {
-		t.Errorf("clone table:\n%s", clones)
+		t.Errorf("repos table:\n%s", clones)
 	}
-	first := eval(`document.querySelector("#clones td.clone").textContent`)
+	first := eval(`document.querySelector("#repos td.clone").textContent`)
 	// Headless Chromium has no clipboard to grant: record what the button writes.
 	eval(`Object.defineProperty(navigator, "clipboard", {value: {writeText: async (s) => { window.copied = s; }}}), 1`)
 	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS("#clones button.copy")),
-		chromedp.WaitVisible(chromedp.CSS(`#clones button.copy[data-copied]`)),
+		chromedp.Click(chromedp.CSS("#repos button.copy")),
+		chromedp.WaitVisible(chromedp.CSS(`#repos button.copy[data-copied]`)),
 	); err != nil {
 		t.Fatalf("copy button: %v", err)
 	}

@@ -137,7 +137,7 @@ func (s *server) listRepos(w http.ResponseWriter, r *http.Request) error {
 	if state == "" {
 		repos, next, err = s.cfg.Store.ListRepos(r.Context(), cursor, limit)
 	} else {
-		repos, next, err = s.listByState(r, cursor, limit, state)
+		repos, next, err = s.listMatching(r.Context(), cursor, limit, func(rp store.Repo) bool { return rp.State == state })
 	}
 	if err != nil {
 		return fmt.Errorf("list repos: %w", err)
@@ -150,21 +150,21 @@ func (s *server) listRepos(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// listByState pages through the store keeping repos in state. The store's cursor is
-// opaque, so a page is never cut in the middle by hand: when a page holds more matches
+// listMatching pages through the store keeping the repos match accepts (a state, a
+// search), reading at most scanBudget repos. The store's cursor is opaque, so a page is never cut in the middle by hand: when a page holds more matches
 // than wanted, the same page is re-read with a limit that ends at the last wanted match,
 // and the store hands back the right cursor.
-func (s *server) listByState(r *http.Request, cursor string, limit int, state store.RepoState) ([]store.Repo, string, error) {
+func (s *server) listMatching(ctx context.Context, cursor string, limit int, match func(store.Repo) bool) ([]store.Repo, string, error) {
 	var out []store.Repo
 	for scanned := 0; ; {
-		page, next, err := s.cfg.Store.ListRepos(r.Context(), cursor, storePage)
+		page, next, err := s.cfg.Store.ListRepos(ctx, cursor, storePage)
 		if err != nil {
 			return nil, "", err
 		}
 		scanned += len(page)
 		cut := -1 // index in page of the last match that fits
 		for i, rp := range page {
-			if rp.State != state {
+			if !match(rp) {
 				continue
 			}
 			if len(out) == limit {
@@ -176,13 +176,13 @@ func (s *server) listByState(r *http.Request, cursor string, limit int, state st
 		if len(out) == limit && cut >= 0 && cut < len(page)-1 {
 			// Re-read up to the cut to get a cursor there. Repos written in between may
 			// shift the page, so the matches are taken from the re-read.
-			out = out[:len(out)-countState(page[:cut+1], state)]
-			page, next, err = s.cfg.Store.ListRepos(r.Context(), cursor, cut+1)
+			out = out[:len(out)-countMatching(page[:cut+1], match)]
+			page, next, err = s.cfg.Store.ListRepos(ctx, cursor, cut+1)
 			if err != nil {
 				return nil, "", err
 			}
 			for _, rp := range page {
-				if rp.State == state && len(out) < limit {
+				if match(rp) && len(out) < limit {
 					out = append(out, rp)
 				}
 			}
@@ -195,10 +195,10 @@ func (s *server) listByState(r *http.Request, cursor string, limit int, state st
 	}
 }
 
-func countState(rs []store.Repo, state store.RepoState) int {
+func countMatching(rs []store.Repo, match func(store.Repo) bool) int {
 	n := 0
 	for _, r := range rs {
-		if r.State == state {
+		if match(r) {
 			n++
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -254,6 +255,12 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	// beside them on root, outside these guards, with limits of its own.
 	root := http.NewServeMux()
 	root.Handle(serve.Prefix, f.front) // git clones: public, read-only
+	// The health check, like the git front, answers any Host and needs no token: a load
+	// balancer asks by address. It says only whether the store, git and the mirrors
+	// answer, which is no secret.
+	root.Handle("GET /healthz", httpguard.Deadlines(health.New(nil,
+		health.Store(func(ctx context.Context) error { _, err := st.CountRepos(ctx); return err }),
+		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data))), cfg.HTTP))
 	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
 	f.server = httpguard.Server(root, cfg.HTTP)
 	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
