@@ -25,16 +25,23 @@ unit:
 	bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m $$($(GO) list ./... | grep -v /infra)
 
 infra:
-	$(GO) test -timeout 5m ./infra/
+	$(GO) test -timeout 8m ./infra/...
 
-## synth: the CloudFormation template into cdk.out/ (no AWS account, network or Docker)
+## synth: the CloudFormation template into cdk.out/ (no AWS account, network or Docker).
+## Without build/ and an image it uses placeholders, explicitly: such a template is for
+## reading and testing, not for deploying.
 synth:
-	cd infra && CDK_OUTDIR=../cdk.out $(GO) run .
+	cd infra && CDK_OUTDIR=../cdk.out CDK_CONTEXT_JSON='{"allowPlaceholders":"true"}' $(GO) run .
 	@ls cdk.out/*.template.json
 
-## deploy / destroy: through the CDK CLI from npm (AWS credentials; Docker for the worker image)
+## deploy / destroy: through the CDK CLI from npm (AWS credentials; no Docker). deploy
+## builds the Lambdas and the binary, builds and pushes the image to ECR (cmd/pushimage)
+## and deploys with it; set WORKER_IMAGE=<reference> to deploy a prebuilt image instead.
 deploy: build
-	cd infra && npx --yes aws-cdk@2 deploy --require-approval broadening
+	@if [ -z "$(WORKER_IMAGE)" ]; then \
+	  $(GO) run ./cmd/pushimage -binary build/mirrorfleet -out build/image.ref -revision "$$(git rev-parse HEAD 2>/dev/null)"; \
+	else echo "$(WORKER_IMAGE)" > build/image.ref; fi
+	cd infra && npx --yes aws-cdk@2 deploy --require-approval broadening -c workerImage="$$(cat ../build/image.ref)"
 
 destroy:
 	cd infra && npx --yes aws-cdk@2 destroy
@@ -49,14 +56,16 @@ bench:
 	$(GO) run ./bench/fetchcost -out $(BENCH_RESULTS)
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/storecost -out $(BENCH_RESULTS)
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/ticklatency -out $(BENCH_RESULTS)
+	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/hostile -out $(BENCH_RESULTS)
+	$(GO) run ./bench/serve -out $(BENCH_RESULTS)
 	$(GO) run ./bench/report -results $(BENCH_RESULTS) -out bench
 
-## microbench: the Go micro-benchmarks (ring lookups, queue, mirror) with go test -bench
+## microbench: the Go micro-benchmarks (ring lookups, queue, mirror, policy) with go test -bench
 microbench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./shared/ring/
-	$(GO) test -run '^$$' -bench . ./shared/worker/ ./shared/mirror/
+	$(GO) test -run '^$$' -bench . ./shared/worker/ ./shared/mirror/ ./shared/priority/
 
-## build: Lambda zips (bootstrap) and the worker binary for linux/arm64, into build/
+## build: Lambda zips (bootstrap) and the mirrorfleet binary (the image's) for linux/arm64, into build/
 LAMBDA_FLAGS := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
 build:
 	@mkdir -p build/coordinator build/api
@@ -64,8 +73,8 @@ build:
 	$(LAMBDA_FLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/api/bootstrap ./functions/api
 	cd build/coordinator && rm -f ../coordinator.zip && zip -q -X ../coordinator.zip bootstrap
 	cd build/api && rm -f ../api.zip && zip -q -X ../api.zip bootstrap
-	$(LAMBDA_FLAGS) $(GO) build -trimpath -ldflags='-s -w' -o build/worker ./worker
-	@ls -l build/*.zip build/worker
+	$(LAMBDA_FLAGS) $(GO) build -trimpath -ldflags='-s -w' -o build/mirrorfleet ./cmd/mirrorfleet
+	@ls -l build/*.zip build/mirrorfleet
 
 ## localstack-test: the LocalStack tier (needs Docker and LOCALSTACK_AUTH_TOKEN; says so when absent)
 localstack-test:

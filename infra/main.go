@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -12,14 +13,25 @@ import (
 func main() {
 	defer jsii.Close()
 	app := awscdk.NewApp(nil)
-	props := PropsFromContext(app.Node())
+	if err := synth(app); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	app.Synth(nil)
+}
+
+func synth(app awscdk.App) error {
+	props, err := PropsFromContext(app.Node())
+	if err != nil {
+		return err
+	}
 	name := "MirrorFleet"
-	if n := ctxString(app.Node(), "stackName"); n != "" {
+	if n := (&ctx{node: app.Node()}).str("stackName"); n != "" {
 		name = n
 	}
 	props.StackProps = awscdk.StackProps{Env: env()}
-	NewStack(app, name, props)
-	app.Synth(nil)
+	_, err = NewStack(app, name, props)
+	return err
 }
 
 // env pins account/region when the CLI knows them (needed for an existing VPC lookup);

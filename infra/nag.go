@@ -11,14 +11,10 @@ import (
 // accepted by design and why. They are metadata only: deploying without cdk-nag ignores
 // them; infra/nag_test.go checks that nothing else is reported.
 func (s *Stack) nagSuppressions() {
-	suppress := func(c constructs.IConstruct, id, reason string, appliesTo ...string) {
+	suppress := func(c constructs.IConstruct, id, reason string, appliesTo ...any) {
 		sup := &cdknag.NagPackSuppression{Id: jsii.String(id), Reason: jsii.String(reason)}
 		if len(appliesTo) > 0 {
-			var a []interface{}
-			for _, x := range appliesTo {
-				a = append(a, x)
-			}
-			sup.AppliesTo = &a
+			sup.AppliesTo = &appliesTo
 		}
 		cdknag.NagSuppressions_AddResourceSuppressions(c, &[]*cdknag.NagPackSuppression{sup}, jsii.Bool(true))
 	}
@@ -27,19 +23,47 @@ func (s *Stack) nagSuppressions() {
 		"This queue is itself the dead-letter queue of the Scheduler timers (set on each schedule "+
 			"by the coordinator at run time, MIRRORFLEET_TIMER_DLQ_ARN); a DLQ of a DLQ adds nothing.")
 
-	task := s.Service.TaskDefinition()
-	suppress(task, "AwsSolutions-ECS2",
-		"The worker's environment is non-secret configuration (table name, mount path, fetchers, "+
-			"fleet name); the worker holds no secrets, it uses its task role for AWS.")
-	suppress(task.(awsecs.TaskDefinition).ObtainExecutionRole(), "AwsSolutions-IAM5",
-		"ecr:GetAuthorizationToken cannot be scoped to a resource (AWS requires Resource \"*\"); "+
-			"the image pull itself is scoped to the asset repository.",
-		"Resource::*")
+	suppress(s.Cluster, "AwsSolutions-ECS4",
+		"Container Insights is off by default for cost: its per-task metrics would cost more than the "+
+			"fleet's own. The dashboard graphs the fleet's metrics and the services' CPU and memory "+
+			"(AWS/ECS, free).")
+
+	tasks := []awsecs.TaskDefinition{s.Service.TaskDefinition()}
+	if s.Serve != nil {
+		tasks = append(tasks, s.Serve.Service.TaskDefinition())
+	}
+	for _, task := range tasks {
+		suppress(task, "AwsSolutions-ECS2",
+			"The environment is non-secret configuration (table name, mount path, fleet name, sizes); "+
+				"the containers hold no secrets, they use their task role for AWS.")
+		suppress(task.(awsecs.TaskDefinition).ObtainExecutionRole(), "AwsSolutions-IAM5",
+			"ecr:GetAuthorizationToken cannot be scoped to a resource (AWS requires Resource \"*\"); "+
+				"the image pull itself is scoped to the image's repository.",
+			"Resource::*")
+	}
 
 	// Schedule names are per timer (worker id, incarnation), created at run time: scope is
 	// the stack's own schedule group.
 	suppress(s.Coordinator.Role(), "AwsSolutions-IAM5",
 		"Timer schedules are named at run time (one per worker death/warmup timer); the "+
 			"permission is limited to schedules in this stack's own schedule group.",
-		"Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/<ScheduleGroup>/*")
+		// The region and account are tokens, or literal when the CLI pins the environment.
+		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:(<AWS::Region>|[a-z0-9-]+):(<AWS::AccountId>|[0-9]{12}):schedule\/<ScheduleGroup>\/\*$/`)})
+
+	if s.Serve != nil {
+		for _, sg := range *s.Serve.LoadBalancer.Connections().SecurityGroups() {
+			suppress(sg, "AwsSolutions-EC23",
+				"The git server's load balancer serves public mirrors: HTTP(S) on 80 and 443 only, from anywhere, "+
+					"by design (issue 11). The tasks behind it admit only the load balancer.")
+		}
+		if s.Serve.AccessLogs != nil {
+			suppress(s.Serve.AccessLogs, "AwsSolutions-S1",
+				"This bucket holds the load balancer's access logs; logging access to the access logs "+
+					"would only add a second bucket of the same kind.")
+		} else {
+			suppress(s.Serve.LoadBalancer, "AwsSolutions-ELB2",
+				"Access logs are optional (context serveAccessLogs=true), off by default for cost; the git "+
+					"server logs every request itself (CloudWatch Logs).")
+		}
+	}
 }

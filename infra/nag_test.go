@@ -8,8 +8,13 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-func TestNagAwsSolutions(t *testing.T) {
-	ann := assertions.Annotations_FromStack(stack.Stack)
+func TestNagAwsSolutions(t *testing.T) { nagClean(t, stack) }
+
+// nagClean fails on any unsuppressed cdk-nag AwsSolutions error on s (synthesized with
+// the pack applied) and logs its warnings.
+func nagClean(t *testing.T, s *Stack) {
+	t.Helper()
+	ann := assertions.Annotations_FromStack(s.Stack)
 	for _, level := range []string{"error", "warning"} {
 		var msgs *[]*cxapi.SynthesisMessage
 		if level == "error" {

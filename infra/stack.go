@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -12,174 +12,41 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsefs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticloadbalancingv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awskms"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
-// Namespace and dimension of the fleet's metrics (shared/metrics: Namespace, DimFleet,
+// Namespace and dimensions of the fleet's metrics (shared/metrics: Namespace, DimFleet,
 // DimState). Repeated here rather than imported so the CDK app does not link the domain.
 const (
 	metricNamespace = "MirrorFleet"
 	dimFleet        = "Fleet"
 	dimState        = "State"
 	mirrorRoot      = "/mnt/mirrors"
-	nonrootUID      = "65532" // distroless nonroot, worker/Dockerfile
+	// Local scratch of the read-only containers: the worker's alive file, git's
+	// temporary files, the server's pack cache.
+	tmpDir       = "/tmp"
+	aliveFile    = "/tmp/mirrorfleet/alive"
+	packCacheDir = "/var/cache/mirrorfleet"
+	servePort    = 8080
 )
-
-// Props configures the stack. Zero values take the defaults of Defaults.
-type Props struct {
-	awscdk.StackProps
-
-	Fleet         string        // Fleet dimension of the metrics; default: the stack name
-	WorkerCount   int           // Fargate tasks (the autoscaling minimum)
-	MaxWorkers    int           // autoscaling maximum; default 4 × WorkerCount
-	WorkerCPU     int           // Fargate CPU units
-	WorkerMemory  int           // MiB
-	Fetchers      int           // MIRRORFLEET_FETCHERS
-	Grace         time.Duration // MIRRORFLEET_GRACE
-	Warmup        time.Duration // MIRRORFLEET_WARMUP
-	MinLive       int           // alarm when fewer active workers; default WorkerCount
-	StaleAfter    time.Duration // alarm when StalenessMax exceeds it
-	VpcID         string        // existing VPC (needs env account/region); empty: new VPC
-	PublicReads   bool          // GET routes without IAM auth (the API Lambda then serves reads to anyone)
-	DiskQuota     string        // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
-	AlarmEmail    string        // optional SNS email subscription
-	DeletionGuard bool          // table deletion protection and RETAIN of stateful resources
-
-	// RepoRoot is the repository root (go.mod): the worker's Docker build context and
-	// where build/*.zip are read. Default: found upward from the working directory.
-	RepoRoot string
-	// LambdaAssetDir overrides the directory holding coordinator.zip and api.zip
-	// (default RepoRoot/build). A missing zip is replaced by a placeholder asset (see
-	// lambdaCode), so synth works without `make build`.
-	LambdaAssetDir string
-	// WorkerImage overrides the worker image (e.g. a registry image); nil: the
-	// worker/Dockerfile asset.
-	WorkerImage awsecs.ContainerImage
-}
-
-// Defaults fills the zero fields of p.
-func (p Props) Defaults() Props {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&p.WorkerCount, 2)
-	def(&p.WorkerCPU, 1024)
-	def(&p.WorkerMemory, 2048)
-	def(&p.Fetchers, 10)
-	def(&p.MinLive, p.WorkerCount)
-	def(&p.MaxWorkers, 4*p.WorkerCount)
-	if p.Grace <= 0 {
-		p.Grace = 10 * time.Minute
-	}
-	if p.Warmup < 0 {
-		p.Warmup = 10 * time.Minute
-	}
-	if p.StaleAfter <= 0 {
-		p.StaleAfter = 2 * time.Hour
-	}
-	if p.DiskQuota == "" {
-		p.DiskQuota = "500G"
-	}
-	if p.RepoRoot == "" {
-		p.RepoRoot = findRepoRoot()
-	}
-	if p.LambdaAssetDir == "" {
-		p.LambdaAssetDir = filepath.Join(p.RepoRoot, "build")
-	}
-	return p
-}
-
-// PropsFromContext reads the props from CDK context (cdk.json or -c key=value).
-func PropsFromContext(node constructs.Node) Props {
-	var p Props
-	p.Fleet = ctxString(node, "fleet")
-	p.WorkerCount = ctxInt(node, "workerCount")
-	p.MaxWorkers = ctxInt(node, "maxWorkers")
-	p.WorkerCPU = ctxInt(node, "workerCpu")
-	p.WorkerMemory = ctxInt(node, "workerMemory")
-	p.Fetchers = ctxInt(node, "fetchers")
-	p.MinLive = ctxInt(node, "minLiveWorkers")
-	p.Grace = ctxDuration(node, "grace")
-	p.Warmup = -1
-	if s := ctxString(node, "warmup"); s != "" {
-		p.Warmup = ctxDuration(node, "warmup")
-	}
-	p.StaleAfter = ctxDuration(node, "staleAfter")
-	p.VpcID = ctxString(node, "vpcId")
-	p.PublicReads = ctxString(node, "publicReads") == "true"
-	p.AlarmEmail = ctxString(node, "alarmEmail")
-	p.DiskQuota = ctxString(node, "diskQuota")
-	p.DeletionGuard = ctxString(node, "deletionProtection") != "false"
-	return p
-}
-
-func ctxString(node constructs.Node, key string) string {
-	v := node.TryGetContext(jsii.String(key))
-	if v == nil {
-		return ""
-	}
-	return fmt.Sprint(v)
-}
-
-func ctxInt(node constructs.Node, key string) int {
-	s := ctxString(node, key)
-	if s == "" {
-		return 0
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		panic(fmt.Sprintf("context %s=%q: not a number", key, s))
-	}
-	return int(f)
-}
-
-func ctxDuration(node constructs.Node, key string) time.Duration {
-	s := ctxString(node, key)
-	if s == "" {
-		return 0
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		panic(fmt.Sprintf("context %s=%q: %v", key, s, err))
-	}
-	return d
-}
-
-func findRepoRoot() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		panic(err)
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			panic("infra: no go.mod above " + dir)
-		}
-	}
-}
 
 // Stack is mirrorfleet on AWS: the resources below, in the order of the architecture.
 type Stack struct {
@@ -191,26 +58,45 @@ type Stack struct {
 	ScheduleGroup awsscheduler.CfnScheduleGroup
 	SchedulerRole awsiam.Role
 	Coordinator   awslambda.Function
+	TickRule      awsevents.Rule
 	API           awslambda.Function
 	HTTPAPI       awsapigatewayv2.HttpApi
 	Vpc           awsec2.IVpc
 	FileSystem    awsefs.FileSystem
 	AccessPoint   awsefs.AccessPoint
 	Cluster       awsecs.Cluster
-	Service       awsecs.FargateService
+	Image         awsecs.ContainerImage
+	Service       awsecs.FargateService // the Spot workers
+	Fallback      awsecs.FargateService // their on-demand twin; nil WithoutFallback
+	Serve         *Serving              // nil WithoutServing
 	AlarmTopic    awssns.Topic
 	Dashboard     awscloudwatch.Dashboard
 
-	// Placeholders lists the Lambda zips replaced by a placeholder asset.
+	// CloneBaseURL is what the API tells clients to clone from ("" WithoutServing).
+	CloneBaseURL string
+	// Placeholders lists the assets replaced by a placeholder (AllowPlaceholders only).
 	Placeholders []string
+
+	liveWorkers awscloudwatch.IMetric // joining + active workers, as the coordinator reports them
 }
 
-// NewStack builds the stack.
-func NewStack(scope constructs.Construct, id string, props Props) *Stack {
+// Serving is the git server behind its load balancer.
+type Serving struct {
+	LoadBalancer awselasticloadbalancingv2.ApplicationLoadBalancer
+	TargetGroup  awselasticloadbalancingv2.ApplicationTargetGroup
+	Service      awsecs.FargateService
+	AccessLogs   awss3.Bucket // nil without serveAccessLogs
+}
+
+// NewStack builds the stack, or says why the props cannot be deployed.
+func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error) {
 	props = props.Defaults()
+	if err := props.Check(); err != nil {
+		return nil, err
+	}
 	sp := props.StackProps
 	if sp.Description == nil {
-		sp.Description = jsii.String("mirrorfleet: git mirror fleet (coordinator, API, Fargate workers on EFS)")
+		sp.Description = jsii.String("mirrorfleet: git mirror fleet (coordinator, API, Fargate workers and git server on EFS)")
 	}
 	s := &Stack{Stack: awscdk.NewStack(scope, &id, &sp), props: props}
 	if s.props.Fleet == "" {
@@ -218,15 +104,26 @@ func NewStack(scope constructs.Construct, id string, props Props) *Stack {
 	}
 	s.table()
 	s.timers()
-	s.coordinator()
-	s.api()
+	if err := s.coordinator(); err != nil {
+		return nil, err
+	}
 	s.network()
 	s.mirrorsFileSystem()
+	if err := s.containerImage(); err != nil {
+		return nil, err
+	}
+	s.cluster()
 	s.workers()
+	if !s.props.WithoutServing {
+		s.serving()
+	}
+	if err := s.api(); err != nil {
+		return nil, err
+	}
 	s.alarms()
 	s.dashboard()
 	s.nagSuppressions()
-	return s
+	return s, nil
 }
 
 func (s *Stack) removal() awscdk.RemovalPolicy {
@@ -241,6 +138,15 @@ func (s *Stack) logGroup(id string) awslogs.LogGroup {
 		Retention:     awslogs.RetentionDays_ONE_MONTH,
 		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
 	})
+}
+
+// envOf turns a deployenv environment into CDK's, in a stable order.
+func envOf(m map[string]string) *map[string]*string {
+	out := make(map[string]*string, len(m))
+	for k, v := range m {
+		out[k] = jsii.String(v)
+	}
+	return &out
 }
 
 // table: the single DynamoDB table of docs/store-dynamodb.md.
@@ -295,9 +201,12 @@ var tableActions = []string{
 	"dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable",
 }
 
-func (s *Stack) grantTable(g awsiam.IGrantable) {
+// tableReadActions are the reads alone: the git server lists the repos for its index.
+var tableReadActions = []string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:DescribeTable"}
+
+func (s *Stack) grantTable(g awsiam.IGrantable, actions []string) {
 	g.GrantPrincipal().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings(tableActions...),
+		Actions:   jsii.Strings(actions...),
 		Resources: s.tableResources(),
 	}))
 }
@@ -324,32 +233,49 @@ func (s *Stack) timers() {
 	s.TimerDLQ.GrantSendMessages(s.SchedulerRole)
 }
 
+// Coordinator invocation settings (DESIGN.md §4): one tick at a time, and no retries of
+// a failed tick or timer firing — the next minute's tick repairs what a failed one left
+// (ticks are idempotent) and declares any death a lost firing would have; a tick that
+// waited longer than the rule's period is superseded by the next.
+const (
+	coordinatorRetries     = 0
+	coordinatorMaxEventAge = 2 * time.Minute
+	tickPeriod             = time.Minute
+	tickMaxEventAge        = time.Minute
+)
+
 // coordinator: the Lambda on the minute rule and the Scheduler timers.
-func (s *Stack) coordinator() {
+func (s *Stack) coordinator() error {
 	role := s.lambdaRole("CoordinatorRole")
 	logs := s.logGroup("CoordinatorLogs")
-	s.Coordinator = awslambda.NewFunction(s.Stack, jsii.String("Coordinator"), &awslambda.FunctionProps{
-		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
-		Handler:      jsii.String("bootstrap"),
-		Code:         s.lambdaCode("coordinator"),
-		Role:         role,
-		LogGroup:     logs,
-		MemorySize:   jsii.Number(512),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number(50)),
-		Description:  jsii.String("mirrorfleet coordinator: minute tick and Scheduler timers"),
-		Environment: &map[string]*string{
-			"MIRRORFLEET_TABLE":              s.Table.TableName(),
-			"MIRRORFLEET_SCHEDULE_GROUP":     s.ScheduleGroup.Ref(),
-			"MIRRORFLEET_SCHEDULER_ROLE_ARN": s.SchedulerRole.RoleArn(),
-			"MIRRORFLEET_TIMER_DLQ_ARN":      s.TimerDLQ.QueueArn(),
-			"MIRRORFLEET_GRACE":              jsii.String(s.props.Grace.String()),
-			"MIRRORFLEET_WARMUP":             jsii.String(s.props.Warmup.String()),
-			"MIRRORFLEET_FLEET":              jsii.String(s.props.Fleet),
-		},
-	})
+	code, err := s.lambdaCode("coordinator")
+	if err != nil {
+		return err
+	}
+	warmup := s.props.Warmup
+	if s.props.NoWarmup {
+		warmup = 0 // deployenv writes it as none
+	}
+	env := deployenv.Coordinator{
+		Common:           deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		ScheduleGroup:    *s.ScheduleGroup.Ref(),
+		SchedulerRoleARN: *s.SchedulerRole.RoleArn(),
+		TimerDLQARN:      *s.TimerDLQ.QueueArn(),
+		Grace:            s.props.Grace,
+		Warmup:           warmup,
+		List:             s.props.List,
+	}.Env()
+	var reserved *float64
+	if s.props.CoordinatorConcurrency > 0 {
+		reserved = jsii.Number(float64(s.props.CoordinatorConcurrency))
+	}
+	fp := functionProps(code, role, logs, 512, 50*time.Second, "mirrorfleet coordinator: minute tick and Scheduler timers", env)
+	fp.ReservedConcurrentExecutions = reserved
+	fp.RetryAttempts = jsii.Number(coordinatorRetries)
+	fp.MaxEventAge = awscdk.Duration_Seconds(jsii.Number(coordinatorMaxEventAge.Seconds()))
+	s.Coordinator = awslambda.NewFunction(s.Stack, jsii.String("Coordinator"), fp)
 	s.logWrite(role, logs)
-	s.grantTable(role)
+	s.grantTable(role, tableActions)
 	// Timers: one-time schedules in our group only, passing only the Scheduler role.
 	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Actions: jsii.Strings("scheduler:CreateSchedule", "scheduler:UpdateSchedule",
@@ -363,37 +289,35 @@ func (s *Stack) coordinator() {
 		Actions:   jsii.Strings("lambda:InvokeFunction"),
 		Resources: &[]*string{s.Coordinator.FunctionArn()},
 	}))
-	awsevents.NewRule(s.Stack, jsii.String("Tick"), &awsevents.RuleProps{
+	s.TickRule = awsevents.NewRule(s.Stack, jsii.String("Tick"), &awsevents.RuleProps{
 		Description: jsii.String("mirrorfleet coordinator tick"),
-		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Minutes(jsii.Number(1))),
+		Schedule:    awsevents.Schedule_Rate(awscdk.Duration_Seconds(jsii.Number(tickPeriod.Seconds()))),
 		Targets: &[]awsevents.IRuleTarget{awseventstargets.NewLambdaFunction(s.Coordinator, &awseventstargets.LambdaFunctionProps{
-			RetryAttempts: jsii.Number(2),
-			MaxEventAge:   awscdk.Duration_Minutes(jsii.Number(2)),
+			RetryAttempts: jsii.Number(coordinatorRetries),
+			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(tickMaxEventAge.Seconds())),
 		})},
 	})
+	return nil
 }
 
 // api: the HTTP API Lambda behind API Gateway, IAM authorization on every route.
-func (s *Stack) api() {
+func (s *Stack) api() error {
 	role := s.lambdaRole("ApiRole")
 	logs := s.logGroup("ApiLogs")
-	s.API = awslambda.NewFunction(s.Stack, jsii.String("Api"), &awslambda.FunctionProps{
-		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture: awslambda.Architecture_ARM_64(),
-		Handler:      jsii.String("bootstrap"),
-		Code:         s.lambdaCode("api"),
-		Role:         role,
-		LogGroup:     logs,
-		MemorySize:   jsii.Number(256),
-		Timeout:      awscdk.Duration_Seconds(jsii.Number(15)),
-		Description:  jsii.String("mirrorfleet HTTP API"),
-		Environment: &map[string]*string{
-			"MIRRORFLEET_TABLE":        s.Table.TableName(),
-			"MIRRORFLEET_PUBLIC_READS": jsii.String(strconv.FormatBool(s.props.PublicReads)),
-		},
-	})
+	code, err := s.lambdaCode("api")
+	if err != nil {
+		return err
+	}
+	env := deployenv.API{
+		Common:       deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		PublicReads:  s.props.PublicReads,
+		CloneBaseURL: s.CloneBaseURL,
+		List:         s.props.List,
+	}.Env()
+	s.API = awslambda.NewFunction(s.Stack, jsii.String("Api"),
+		functionProps(code, role, logs, 256, 15*time.Second, "mirrorfleet HTTP API", env))
 	s.logWrite(role, logs)
-	s.grantTable(role)
+	s.grantTable(role, tableActions)
 
 	s.HTTPAPI = awsapigatewayv2.NewHttpApi(s.Stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
 		Description:        jsii.String("mirrorfleet API (SigV4)"),
@@ -426,6 +350,7 @@ func (s *Stack) api() {
 		AccessLogSettings: &accessLog{dest: awsapigatewayv2.NewLogGroupLogDestination(access)},
 	})
 	awscdk.NewCfnOutput(s.Stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: s.HTTPAPI.ApiEndpoint()})
+	return nil
 }
 
 // accessLog implements IAccessLogSettings: JSON access logs with the caller identity.
@@ -437,6 +362,23 @@ func (a *accessLog) Destination() awsapigatewayv2.IAccessLogDestination { return
 
 func (a *accessLog) Format() awsapigateway.AccessLogFormat {
 	return awsapigateway.AccessLogFormat_Custom(jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","userArn":"$context.identity.userArn","requestTime":"$context.requestTime","method":"$context.httpMethod","path":"$context.path","status":"$context.status","latency":"$context.responseLatency","error":"$context.error.message"}`))
+}
+
+// functionProps are a Go function's: provided.al2023 on arm64, a binary named bootstrap.
+func functionProps(code awslambda.Code, role awsiam.IRole, logs awslogs.ILogGroup, memoryMB int, timeout time.Duration,
+	description string, env map[string]string) *awslambda.FunctionProps {
+	return &awslambda.FunctionProps{
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: awslambda.Architecture_ARM_64(),
+		Handler:      jsii.String("bootstrap"),
+		Code:         code,
+		Role:         role,
+		LogGroup:     logs,
+		MemorySize:   jsii.Number(float64(memoryMB)),
+		Timeout:      awscdk.Duration_Seconds(jsii.Number(timeout.Seconds())),
+		Description:  jsii.String(description),
+		Environment:  envOf(env),
+	}
 }
 
 func (s *Stack) lambdaRole(id string) awsiam.Role {
@@ -452,41 +394,57 @@ func (s *Stack) logWrite(role awsiam.Role, lg awslogs.LogGroup) {
 	}))
 }
 
-// lambdaCode is build/<name>.zip, or — when it is missing (no `make build` yet) — a
-// placeholder directory with a bootstrap that exits, so synth and tests need no build.
-func (s *Stack) lambdaCode(name string) awslambda.Code {
+// lambdaCode is build/<name>.zip (`make build`). A missing zip is an error — a deploy
+// would otherwise create functions that run nothing — unless placeholders are allowed
+// (synth and tests), which get a bootstrap that exits with a message.
+func (s *Stack) lambdaCode(name string) (awslambda.Code, error) {
 	zip := filepath.Join(s.props.LambdaAssetDir, name+".zip")
 	if _, err := os.Stat(zip); err == nil {
-		return awslambda.Code_FromAsset(jsii.String(zip), nil)
+		return awslambda.Code_FromAsset(jsii.String(zip), nil), nil
+	}
+	if !s.props.AllowPlaceholders {
+		return nil, fmt.Errorf("infra: %s is missing: run `make build` (or `make deploy`, which builds) before deploying", zip)
 	}
 	dir, err := os.MkdirTemp("", "mirrorfleet-placeholder-"+name+"-")
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
 	script := "#!/bin/sh\necho 'placeholder: run make build before deploying' >&2\nexit 1\n"
 	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte(script), 0o755); err != nil {
-		panic(err)
+		return nil, err
 	}
 	s.Placeholders = append(s.Placeholders, zip)
 	awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("mirrorfleet:placeholder-"+name),
-		jsii.String(zip+" is missing: using a placeholder bootstrap; run `make build` before deploying"))
-	return awslambda.Code_FromAsset(jsii.String(dir), nil)
+		jsii.String(zip+" is missing: using a placeholder bootstrap (allowPlaceholders); this stack must not be deployed"))
+	return awslambda.Code_FromAsset(jsii.String(dir), nil), nil
 }
 
-// network: a new VPC (two AZs, one NAT for upstream fetches, flow logs), or an existing
-// one by id.
+// network: a new VPC over two AZs, or an existing one by id. By default the tasks sit
+// in public subnets with a public IP each and security groups that admit nothing (no
+// NAT gateway: at a small fleet's size it would cost more than everything else), and
+// DynamoDB is reached through a gateway endpoint, which is free. privateNetwork puts
+// them in private subnets behind one NAT gateway instead.
 func (s *Stack) network() {
 	if s.props.VpcID != "" {
 		s.Vpc = awsec2.Vpc_FromLookup(s.Stack, jsii.String("Vpc"), &awsec2.VpcLookupOptions{VpcId: jsii.String(s.props.VpcID)})
 		return
 	}
+	subnets := []*awsec2.SubnetConfiguration{
+		{Name: jsii.String("public"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(22)},
+	}
+	nats := 0
+	if s.props.PrivateNetwork {
+		nats = 1
+		subnets = append(subnets, &awsec2.SubnetConfiguration{Name: jsii.String("tasks"),
+			SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(20)})
+	}
 	vpc := awsec2.NewVpc(s.Stack, jsii.String("Vpc"), &awsec2.VpcProps{
-		MaxAzs:      jsii.Number(2),
-		NatGateways: jsii.Number(1),
-		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{
-			{Name: jsii.String("public"), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(24)},
-			{Name: jsii.String("workers"), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(20)},
-		},
+		MaxAzs:              jsii.Number(2),
+		NatGateways:         jsii.Number(float64(nats)),
+		SubnetConfiguration: &subnets,
+	})
+	vpc.AddGatewayEndpoint(jsii.String("DynamoDBEndpoint"), &awsec2.GatewayVpcEndpointOptions{
+		Service: awsec2.GatewayVpcEndpointAwsService_DYNAMODB(),
 	})
 	vpc.AddFlowLog(jsii.String("FlowLog"), &awsec2.FlowLogOptions{
 		Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(s.logGroup("VpcFlowLogs"), nil),
@@ -495,293 +453,59 @@ func (s *Stack) network() {
 	s.Vpc = vpc
 }
 
-// mirrorsFileSystem: EFS for /mnt/mirrors, encrypted, IA after 30 days, one access point
-// owned by the image's nonroot user.
+// taskSubnets are where the tasks (and the file system's mount targets) go.
+func (s *Stack) taskSubnets() *awsec2.SubnetSelection {
+	if s.props.PrivateNetwork {
+		return &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS}
+	}
+	return &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PUBLIC}
+}
+
+// mirrorsFileSystem: EFS for /mnt/mirrors, encrypted, Elastic throughput; files move to
+// Infrequent Access after 7 days without access and to Archive after 90, and stay there
+// when read (a mirror's packs are read by fetches and clones but rarely for long; a
+// read from IA costs $0.01/GB, moving the file back would cost Standard storage). One
+// access point owned by the image's nonroot user.
 func (s *Stack) mirrorsFileSystem() {
 	s.FileSystem = awsefs.NewFileSystem(s.Stack, jsii.String("Mirrors"), &awsefs.FileSystemProps{
-		Vpc:                         s.Vpc,
-		VpcSubnets:                  &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS},
-		Encrypted:                   jsii.Bool(true),
-		LifecyclePolicy:             awsefs.LifecyclePolicy_AFTER_30_DAYS,
-		OutOfInfrequentAccessPolicy: awsefs.OutOfInfrequentAccessPolicy_AFTER_1_ACCESS,
-		PerformanceMode:             awsefs.PerformanceMode_GENERAL_PURPOSE,
-		ThroughputMode:              awsefs.ThroughputMode_ELASTIC,
-		EnableAutomaticBackups:      jsii.Bool(false),
-		RemovalPolicy:               s.removal(),
+		Vpc:                       s.Vpc,
+		VpcSubnets:                s.taskSubnets(),
+		Encrypted:                 jsii.Bool(true),
+		LifecyclePolicy:           awsefs.LifecyclePolicy_AFTER_7_DAYS,
+		TransitionToArchivePolicy: awsefs.LifecyclePolicy_AFTER_90_DAYS,
+		PerformanceMode:           awsefs.PerformanceMode_GENERAL_PURPOSE,
+		ThroughputMode:            awsefs.ThroughputMode_ELASTIC,
+		EnableAutomaticBackups:    jsii.Bool(false),
+		RemovalPolicy:             s.removal(),
 	})
 	// A file system policy replaces EFS's default "any client may mount": access then
-	// needs an IAM allow (the worker task role, via the access point), over TLS only.
+	// needs an IAM allow (the task roles, via the access point), over TLS only.
 	s.FileSystem.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 		Effect:     awsiam.Effect_DENY,
 		Principals: &[]awsiam.IPrincipal{awsiam.NewAnyPrincipal()},
 		Actions:    jsii.Strings("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess"),
 		Conditions: &map[string]interface{}{"Bool": map[string]interface{}{"aws:SecureTransport": "false"}},
 	}))
+	uid := jsii.String(deployenv.ImageUID)
 	s.AccessPoint = s.FileSystem.AddAccessPoint(jsii.String("MirrorsAccessPoint"), &awsefs.AccessPointOptions{
 		Path:      jsii.String("/mirrors"),
-		PosixUser: &awsefs.PosixUser{Uid: jsii.String(nonrootUID), Gid: jsii.String(nonrootUID)},
-		CreateAcl: &awsefs.Acl{OwnerUid: jsii.String(nonrootUID), OwnerGid: jsii.String(nonrootUID), Permissions: jsii.String("750")},
+		PosixUser: &awsefs.PosixUser{Uid: uid, Gid: uid},
+		CreateAcl: &awsefs.Acl{OwnerUid: uid, OwnerGid: uid, Permissions: jsii.String("750")},
 	})
 }
 
-// workers: ECS cluster and the Fargate ARM64 service of fetch workers on EFS.
-func (s *Stack) workers() {
-	s.Cluster = awsecs.NewCluster(s.Stack, jsii.String("Cluster"), &awsecs.ClusterProps{
-		Vpc:                 s.Vpc,
-		ContainerInsightsV2: awsecs.ContainerInsights_ENABLED,
-	})
-	task := awsecs.NewFargateTaskDefinition(s.Stack, jsii.String("WorkerTask"), &awsecs.FargateTaskDefinitionProps{
-		Cpu:            jsii.Number(float64(s.props.WorkerCPU)),
-		MemoryLimitMiB: jsii.Number(float64(s.props.WorkerMemory)),
-		RuntimePlatform: &awsecs.RuntimePlatform{
-			CpuArchitecture:       awsecs.CpuArchitecture_ARM64(),
-			OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
-		},
-		Volumes: &[]*awsecs.Volume{{
-			Name: jsii.String("mirrors"),
-			EfsVolumeConfiguration: &awsecs.EfsVolumeConfiguration{
-				FileSystemId:      s.FileSystem.FileSystemId(),
-				TransitEncryption: jsii.String("ENABLED"),
-				AuthorizationConfig: &awsecs.AuthorizationConfig{
-					AccessPointId: s.AccessPoint.AccessPointId(),
-					Iam:           jsii.String("ENABLED"),
-				},
-			},
-		}},
-	})
-	image := s.props.WorkerImage
-	if image == nil {
-		image = awsecs.ContainerImage_FromAsset(jsii.String(s.props.RepoRoot), &awsecs.AssetImageProps{
-			File:       jsii.String("worker/Dockerfile"),
-			Platform:   awsecrassets.Platform_LINUX_ARM64(),
-			IgnoreMode: awscdk.IgnoreMode_DOCKER,
-			// The build needs go.mod, go.sum and the packages ./worker imports.
-			Exclude: jsii.Strings("*", "!go.mod", "!go.sum", "!worker", "!shared"),
-		})
+// grantMount lets a task role mount the mirrors through the access point; write adds
+// ClientWrite (the workers), without it the mount is read-only at EFS itself.
+func (s *Stack) grantMount(role awsiam.IRole, write bool) {
+	actions := []string{"elasticfilesystem:ClientMount"}
+	if write {
+		actions = append(actions, "elasticfilesystem:ClientWrite")
 	}
-	logs := s.logGroup("WorkerLogs")
-	container := task.AddContainer(jsii.String("worker"), &awsecs.ContainerDefinitionOptions{
-		Image:                  image,
-		User:                   jsii.String(nonrootUID + ":" + nonrootUID),
-		ReadonlyRootFilesystem: jsii.Bool(true),
-		StopTimeout:            awscdk.Duration_Seconds(jsii.Number(30)),
-		Logging:                awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{StreamPrefix: jsii.String("worker"), LogGroup: logs}),
-		Environment: &map[string]*string{
-			"MIRRORFLEET_TABLE":       s.Table.TableName(),
-			"MIRRORFLEET_MIRROR_ROOT": jsii.String(mirrorRoot),
-			"MIRRORFLEET_FETCHERS":    jsii.String(strconv.Itoa(s.props.Fetchers)),
-			"MIRRORFLEET_FLEET":       jsii.String(s.props.Fleet),
-			"MIRRORFLEET_DRAIN":       jsii.String("20s"),
-			"MIRRORFLEET_DISK_QUOTA":  jsii.String(s.props.DiskQuota),
-		},
-	})
-	container.AddMountPoints(&awsecs.MountPoint{
-		SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(false),
-	})
-	s.grantTable(task.TaskRole())
-	// Mount and write through the access point only (IAM authorization on the volume).
-	task.TaskRole().AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Actions:   jsii.Strings("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"),
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(slices.Clip(actions)...),
 		Resources: &[]*string{s.FileSystem.FileSystemArn()},
 		Conditions: &map[string]interface{}{
 			"StringEquals": map[string]interface{}{"elasticfilesystem:AccessPointArn": s.AccessPoint.AccessPointArn()},
 		},
 	}))
-
-	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
-		Vpc:              s.Vpc,
-		Description:      jsii.String("mirrorfleet workers: no ingress; egress for upstream git and AWS APIs"),
-		AllowAllOutbound: jsii.Bool(true),
-	})
-	s.Service = awsecs.NewFargateService(s.Stack, jsii.String("Workers"), &awsecs.FargateServiceProps{
-		Cluster:           s.Cluster,
-		TaskDefinition:    task,
-		DesiredCount:      jsii.Number(float64(s.props.WorkerCount)),
-		SecurityGroups:    &[]awsec2.ISecurityGroup{sg},
-		VpcSubnets:        &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS},
-		AssignPublicIp:    jsii.Bool(false),
-		MinHealthyPercent: jsii.Number(100),
-		MaxHealthyPercent: jsii.Number(200),
-		CircuitBreaker:    &awsecs.DeploymentCircuitBreaker{Rollback: jsii.Bool(true)},
-		PlatformVersion:   awsecs.FargatePlatformVersion_LATEST,
-	})
-	// The file system's security group admits NFS from the workers only.
-	s.FileSystem.Connections().AllowDefaultPortFrom(s.Service, jsii.String("NFS from mirrorfleet workers"))
-	s.workerScaling()
-}
-
-// workerScaling grows the fleet when it falls behind — the 99th percentile of how long
-// repos have gone without a successful fetch — and shrinks it when it is well ahead.
-// New workers take their arcs at the next tick; leavers hand theirs over as they drain.
-func (s *Stack) workerScaling() {
-	scaling := s.Service.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
-		MinCapacity: jsii.Number(float64(s.props.WorkerCount)),
-		MaxCapacity: jsii.Number(float64(max(s.props.MaxWorkers, s.props.WorkerCount))),
-	})
-	behind := s.props.StaleAfter.Seconds()
-	scaling.ScaleOnMetric(jsii.String("ScaleOnStaleness"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
-		Metric: s.metric("StalenessP99", "Maximum", 10*time.Minute, nil),
-		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
-			{Upper: jsii.Number(behind / 4), Change: jsii.Number(-1)},
-			{Lower: jsii.Number(behind / 2), Change: jsii.Number(1)},
-			{Lower: jsii.Number(behind), Change: jsii.Number(2)},
-		},
-		AdjustmentType: awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
-		Cooldown:       awscdk.Duration_Minutes(jsii.Number(15)),
-	})
-}
-
-func (s *Stack) metric(name, stat string, period time.Duration, dims map[string]*string) awscloudwatch.Metric {
-	d := map[string]*string{dimFleet: jsii.String(s.props.Fleet)}
-	for k, v := range dims {
-		d[k] = v
-	}
-	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:     jsii.String(metricNamespace),
-		MetricName:    jsii.String(name),
-		DimensionsMap: &d,
-		Statistic:     jsii.String(stat),
-		Period:        awscdk.Duration_Seconds(jsii.Number(period.Seconds())),
-	})
-}
-
-// alarms: no tick, too few live workers, stale repos, fetch failure ratio, DLQ not empty;
-// to an encrypted SNS topic with an optional email subscription.
-func (s *Stack) alarms() {
-	key := awskms.NewKey(s.Stack, jsii.String("AlarmKey"), &awskms.KeyProps{
-		EnableKeyRotation: jsii.Bool(true),
-		Description:       jsii.String("mirrorfleet alarm topic"),
-		RemovalPolicy:     awscdk.RemovalPolicy_DESTROY,
-	})
-	key.GrantEncryptDecrypt(awsiam.NewServicePrincipal(jsii.String("cloudwatch.amazonaws.com"), nil))
-	s.AlarmTopic = awssns.NewTopic(s.Stack, jsii.String("Alarms"), &awssns.TopicProps{
-		MasterKey:  key,
-		EnforceSSL: jsii.Bool(true),
-	})
-	if s.props.AlarmEmail != "" {
-		s.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(s.props.AlarmEmail), nil))
-	}
-	action := awscloudwatchactions.NewSnsAction(s.AlarmTopic)
-	add := func(id string, p *awscloudwatch.AlarmProps) {
-		a := awscloudwatch.NewAlarm(s.Stack, &id, p)
-		a.AddAlarmAction(action)
-		a.AddOkAction(action)
-	}
-	minute := time.Minute
-	add("NoTickAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription:   jsii.String("No coordinator tick for 5 minutes"),
-		Metric:             s.metric("Ticks", "Sum", minute, nil),
-		Threshold:          jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(5),
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-	})
-	add("LiveWorkersAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String(fmt.Sprintf("Fewer than %d active workers for 5 minutes", s.props.MinLive)),
-		Metric: s.metric("WorkersByState", "Maximum", minute,
-			map[string]*string{dimState: jsii.String("active")}),
-		Threshold:          jsii.Number(float64(s.props.MinLive)),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(5),
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-	})
-	add("StaleReposAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription:   jsii.String(fmt.Sprintf("Some repo not fetched successfully for over %s", s.props.StaleAfter)),
-		Metric:             s.metric("StalenessMax", "Maximum", 10*minute, nil),
-		Threshold:          jsii.Number(s.props.StaleAfter.Seconds()),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(2),
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-	})
-	add("FetchFailureRatioAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String("More than 20% of fetches failed over 15 minutes"),
-		Metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String("IF(ok + failed > 0, failed / (ok + failed), 0)"),
-			Label:      jsii.String("fetch failure ratio"),
-			Period:     awscdk.Duration_Minutes(jsii.Number(15)),
-			UsingMetrics: &map[string]awscloudwatch.IMetric{
-				"ok":     s.metric("FetchSuccesses", "Sum", 15*minute, nil),
-				"failed": s.metric("FetchFailures", "Sum", 15*minute, nil),
-			},
-		}),
-		Threshold:          jsii.Number(0.2),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(1),
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-	})
-	add("TimerDLQAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription: jsii.String("Scheduler timer deliveries in the DLQ"),
-		Metric: s.TimerDLQ.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{
-			Period: awscdk.Duration_Minutes(jsii.Number(5)), Statistic: jsii.String("Maximum"),
-		}),
-		Threshold:          jsii.Number(0),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
-		EvaluationPeriods:  jsii.Number(1),
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-	})
-}
-
-// dashboard: the metric names of shared/metrics.
-func (s *Stack) dashboard() {
-	m := func(name, stat string) awscloudwatch.IMetric { return s.metric(name, stat, time.Minute, nil) }
-	search := func(name, label string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
-			Expression: jsii.String(fmt.Sprintf(`SEARCH('{%s,%s,%s} MetricName="%s" %s="%s"', 'Maximum', 60)`,
-				metricNamespace, dimFleet, dimState, name, dimFleet, s.props.Fleet)),
-			Label:  jsii.String(label),
-			Period: awscdk.Duration_Minutes(jsii.Number(1)),
-		})
-	}
-	graph := func(title string, left ...awscloudwatch.IMetric) awscloudwatch.IWidget {
-		return awscloudwatch.NewGraphWidget(&awscloudwatch.GraphWidgetProps{
-			Title: jsii.String(title), Left: &left, Width: jsii.Number(8), Height: jsii.Number(6),
-		})
-	}
-	s.Dashboard = awscloudwatch.NewDashboard(s.Stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
-		DashboardName: jsii.String(s.props.Fleet + "-mirrorfleet"),
-		Widgets: &[]*[]awscloudwatch.IWidget{
-			{
-				graph("Coordinator ticks", m("Ticks", "Sum")),
-				graph("Tick duration (s)", m("TickDuration", "Average"), m("TickDuration", "p99")),
-				graph("Leader term / repos moved", m("LeaderTerm", "Maximum"), m("ReposMoved", "Sum")),
-			},
-			{
-				graph("Workers by state", search("WorkersByState", "workers")),
-				graph("Repos by state", search("ReposByState", "repos")),
-				graph("Staleness (s)", m("StalenessP50", "Maximum"), m("StalenessP99", "Maximum"), m("StalenessMax", "Maximum")),
-			},
-			{
-				graph("Fetches", m("FetchSuccesses", "Sum"), m("FetchFailures", "Sum")),
-				graph("Fetch duration (s)", m("FetchDuration", "Average"), m("FetchDuration", "p99")),
-				graph("Bytes fetched / queue depth", m("BytesFetched", "Sum"), m("QueueDepth", "Maximum")),
-			},
-			s.platformWidgets(graph),
-		},
-	})
-}
-
-// platformWidgets is the dashboard's platform row: the Lambdas, the table and the file
-// system, from the services' own metrics.
-func (s *Stack) platformWidgets(graph func(string, ...awscloudwatch.IMetric) awscloudwatch.IWidget) *[]awscloudwatch.IWidget {
-	var lambda []awscloudwatch.IMetric
-	for _, fn := range []awslambda.Function{s.Coordinator, s.API} {
-		lambda = append(lambda, fn.MetricErrors(nil), fn.MetricThrottles(nil))
-	}
-	aws := func(ns, name, stat string, dims map[string]*string) awscloudwatch.IMetric {
-		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{Namespace: jsii.String(ns), MetricName: jsii.String(name),
-			DimensionsMap: &dims, Statistic: jsii.String(stat), Period: awscdk.Duration_Minutes(jsii.Number(5))})
-	}
-	table := map[string]*string{"TableName": s.Table.TableName()}
-	fs := map[string]*string{"FileSystemId": s.FileSystem.FileSystemId()}
-	return &[]awscloudwatch.IWidget{
-		graph("Lambda errors / throttles", lambda...),
-		graph("Lambda duration (ms)", s.Coordinator.MetricDuration(nil), s.API.MetricDuration(nil)),
-		graph("DynamoDB capacity / throttles",
-			aws("AWS/DynamoDB", "ConsumedReadCapacityUnits", "Sum", table),
-			aws("AWS/DynamoDB", "ConsumedWriteCapacityUnits", "Sum", table),
-			aws("AWS/DynamoDB", "ThrottledRequests", "Sum", table)),
-		graph("EFS size (bytes) / throughput",
-			aws("AWS/EFS", "StorageBytes", "Average", map[string]*string{"FileSystemId": s.FileSystem.FileSystemId(), "StorageClass": jsii.String("Total")}),
-			aws("AWS/EFS", "MeteredIOBytes", "Sum", fs)),
-	}
 }

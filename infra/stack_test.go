@@ -8,21 +8,28 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
-// One synth per test binary (jsii start-up and synth take seconds): the stack, its
-// template and the cdk-nag annotations are shared by every test.
+// One synth per test binary for the default stack (jsii start-up and synth take
+// seconds): the stack, its template and the cdk-nag annotations are shared by every
+// test. A few tests synthesize a variant of their own.
 var (
 	stack    *Stack
 	template assertions.Template
-	tmpl     map[string]any // the template as JSON, for checks assertions cannot express
+	tmpl     tpl // the template as JSON, for checks assertions cannot express
 )
+
+// tpl is a synthesized template as JSON.
+type tpl map[string]any
 
 func TestMain(m *testing.M) {
 	os.Setenv("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -36,20 +43,15 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		defer os.RemoveAll(out)
-		app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out)})
-		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
-		// No build/ zips here: exercise the placeholder path, as on a fresh checkout.
-		stack = NewStack(app, "MirrorFleetTest", Props{
-			LambdaAssetDir: filepath.Join(out, "no-build"),
-			DeletionGuard:  true,
-			AlarmEmail:     "ops@example.com",
-		})
-		template = assertions.Template_FromStack(stack.Stack, nil)
-		b, err := json.Marshal(template.ToJSON())
+		// No build/ zips and no image here: placeholders, explicitly allowed, as `make
+		// synth` does. Otherwise the defaults, as `cdk deploy` without context gives them.
+		stack, template, tmpl, err = synthStack(out, "MirrorFleetTest", Props{
+			LambdaAssetDir:    filepath.Join(out, "no-build"),
+			AllowPlaceholders: true,
+			DeletionGuard:     true,
+			AlarmEmail:        "ops@example.com",
+		}, true)
 		if err != nil {
-			panic(err)
-		}
-		if err := json.Unmarshal(b, &tmpl); err != nil {
 			panic(err)
 		}
 		return m.Run()
@@ -57,9 +59,41 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func resourcesOf(typ string) map[string]map[string]any {
+// synthStack synthesizes one stack into dir, with cdk-nag's AwsSolutions pack if nag.
+func synthStack(dir, id string, p Props, nag bool) (*Stack, assertions.Template, tpl, error) {
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir)})
+	if nag {
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+	}
+	s, err := NewStack(app, id, p)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	at := assertions.Template_FromStack(s.Stack, nil)
+	var t tpl
+	b, err := json.Marshal(at.ToJSON())
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	return s, at, t, err
+}
+
+// variant synthesizes a stack with p (placeholders allowed) for one test.
+func variant(t *testing.T, id string, p Props, nag bool) (*Stack, assertions.Template, tpl) {
+	t.Helper()
+	dir := t.TempDir()
+	p.AllowPlaceholders = true
+	p.LambdaAssetDir = filepath.Join(dir, "no-build")
+	s, at, tp, err := synthStack(dir, id, p, nag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, at, tp
+}
+
+func (t tpl) resources(typ string) map[string]map[string]any {
 	out := map[string]map[string]any{}
-	for id, r := range tmpl["Resources"].(map[string]any) {
+	for id, r := range t["Resources"].(map[string]any) {
 		r := r.(map[string]any)
 		if r["Type"] == typ {
 			out[id] = r
@@ -68,11 +102,30 @@ func resourcesOf(typ string) map[string]map[string]any {
 	return out
 }
 
-func logicalID(c interface{ Node() constructs.Node }) string {
-	if e, ok := c.(awscdk.CfnElement); ok {
-		return *stack.Stack.GetLogicalId(e)
+func resourcesOf(typ string) map[string]map[string]any { return tmpl.resources(typ) }
+
+func props(r map[string]any) map[string]any { return r["Properties"].(map[string]any) }
+
+// one returns the single resource of typ, failing otherwise.
+func (t tpl) one(tt *testing.T, typ string) (string, map[string]any) {
+	tt.Helper()
+	rs := t.resources(typ)
+	if len(rs) != 1 {
+		tt.Fatalf("%d %s resources, want 1", len(rs), typ)
 	}
-	return *stack.Stack.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
+	for id, r := range rs {
+		return id, r
+	}
+	return "", nil
+}
+
+func logicalID(c interface{ Node() constructs.Node }) string { return logicalIDIn(stack, c) }
+
+func logicalIDIn(s *Stack, c interface{ Node() constructs.Node }) string {
+	if e, ok := c.(awscdk.CfnElement); ok {
+		return *s.Stack.GetLogicalId(e)
+	}
+	return *s.Stack.GetLogicalId(c.Node().DefaultChild().(awscdk.CfnElement))
 }
 
 func obj(kv ...any) *map[string]any {
@@ -87,51 +140,119 @@ func like(kv ...any) assertions.Matcher { return assertions.Match_ObjectLike(obj
 
 func arrayWith(v ...any) assertions.Matcher { return assertions.Match_ArrayWith(&v) }
 
+func js(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func ref(id string) map[string]any          { return map[string]any{"Ref": id} }
+func getAtt(id, attr string) map[string]any { return map[string]any{"Fn::GetAtt": []any{id, attr}} }
+
 func TestResourceCounts(t *testing.T) {
 	for typ, n := range map[string]float64{
-		"AWS::DynamoDB::Table":          1,
-		"AWS::Lambda::Function":         2,
-		"AWS::Events::Rule":             1,
-		"AWS::Scheduler::ScheduleGroup": 1,
-		"AWS::SQS::Queue":               1,
-		"AWS::ApiGatewayV2::Api":        1,
-		"AWS::ApiGatewayV2::Stage":      1,
-		"AWS::EC2::VPC":                 1,
-		"AWS::EFS::FileSystem":          1,
-		"AWS::EFS::AccessPoint":         1,
-		"AWS::ECS::Cluster":             1,
-		"AWS::ECS::Service":             1,
-		"AWS::CloudWatch::Alarm":        7, // five operator alarms + the two of the scaling policy
-		"AWS::CloudWatch::Dashboard":    1,
-		"AWS::SNS::Topic":               1,
-		"AWS::SNS::Subscription":        1,
-		"AWS::Logs::LogGroup":           5,
+		"AWS::DynamoDB::Table":                      1,
+		"AWS::Lambda::Function":                     2,
+		"AWS::Lambda::EventInvokeConfig":            1, // the coordinator's
+		"AWS::Events::Rule":                         1,
+		"AWS::Scheduler::ScheduleGroup":             1,
+		"AWS::SQS::Queue":                           1,
+		"AWS::ApiGatewayV2::Api":                    1,
+		"AWS::ApiGatewayV2::Stage":                  1,
+		"AWS::EC2::VPC":                             1,
+		"AWS::EC2::NatGateway":                      0,
+		"AWS::EC2::VPCEndpoint":                     1,
+		"AWS::EFS::FileSystem":                      1,
+		"AWS::EFS::AccessPoint":                     1,
+		"AWS::ECS::Cluster":                         1,
+		"AWS::ECS::Service":                         3, // Spot workers, their on-demand twin, the git server
+		"AWS::ECS::TaskDefinition":                  2,
+		"AWS::ElasticLoadBalancingV2::LoadBalancer": 1,
+		"AWS::ElasticLoadBalancingV2::TargetGroup":  1,
+		"AWS::ElasticLoadBalancingV2::Listener":     1,
+		// Eight operator alarms, two for the staleness scaling, two for the fallback;
+		// the git server's target tracking alarms are made by Application Auto Scaling.
+		"AWS::CloudWatch::Alarm":     12,
+		"AWS::CloudWatch::Dashboard": 1,
+		"AWS::SNS::Topic":            1,
+		"AWS::SNS::TopicPolicy":      1,
+		"AWS::SNS::Subscription":     1,
+		"AWS::Logs::LogGroup":        6,
+		"AWS::S3::Bucket":            0,
 	} {
 		template.ResourceCountIs(jsii.String(typ), jsii.Number(n))
 	}
-	if len(stack.Placeholders) != 2 {
-		t.Errorf("placeholders = %v, want both zips (no build dir in the test)", stack.Placeholders)
+	if len(stack.Placeholders) != 3 {
+		t.Errorf("placeholders = %v, want both zips and the image (no build dir, no workerImage in the test)", stack.Placeholders)
 	}
 }
 
-func TestLambdasArm64AL2023(t *testing.T) {
+// The functions' environment is the contract's (deployenv) for the stack's settings,
+// each reference wired to the right resource.
+func TestLambdaEnvironmentIsTheContract(t *testing.T) {
 	template.AllResourcesProperties(jsii.String("AWS::Lambda::Function"), obj(
 		"Runtime", "provided.al2023",
 		"Architectures", []any{"arm64"},
 		"Handler", "bootstrap",
 	))
-	template.HasResourceProperties(jsii.String("AWS::Lambda::Function"), obj(
-		"Environment", like("Variables", like(
-			"MIRRORFLEET_TABLE", assertions.Match_AnyValue(),
-			"MIRRORFLEET_SCHEDULE_GROUP", obj("Ref", logicalID(stack.ScheduleGroup)),
-			"MIRRORFLEET_SCHEDULER_ROLE_ARN", assertions.Match_AnyValue(),
-			"MIRRORFLEET_TIMER_DLQ_ARN", assertions.Match_AnyValue(),
-		)),
-	))
+	fns := resourcesOf("AWS::Lambda::Function")
+	envOf := func(fn interface{ Node() constructs.Node }) map[string]any {
+		return props(fns[logicalID(fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+	}
+	table := ref(logicalID(stack.Table))
+	want := map[string]any{
+		deployenv.Table:            table,
+		deployenv.Fleet:            "MirrorFleetTest",
+		deployenv.ScheduleGroup:    ref(logicalID(stack.ScheduleGroup)),
+		deployenv.SchedulerRoleARN: getAtt(logicalID(stack.SchedulerRole), "Arn"),
+		deployenv.TimerDLQARN:      getAtt(logicalID(stack.TimerDLQ), "Arn"),
+		deployenv.Grace:            "10m0s",
+		deployenv.Warmup:           "10m0s",
+	}
+	if got := envOf(stack.Coordinator); js(got) != js(want) {
+		t.Errorf("coordinator environment\n got %s\nwant %s", js(got), js(want))
+	}
+	wantAPI := map[string]any{
+		deployenv.Table:        table,
+		deployenv.Fleet:        "MirrorFleetTest",
+		deployenv.PublicReads:  "false",
+		deployenv.CloneBaseURL: map[string]any{"Fn::Join": []any{"", []any{"http://", getAtt(logicalID(stack.Serve.LoadBalancer), "DNSName")}}},
+	}
+	if got := envOf(stack.API); js(got) != js(wantAPI) {
+		t.Errorf("API environment\n got %s\nwant %s", js(got), js(wantAPI))
+	}
 	template.HasResourceProperties(jsii.String("AWS::Events::Rule"), obj(
 		"ScheduleExpression", "rate(1 minute)",
-		"Targets", arrayWith(like("Arn", obj("Fn::GetAtt", []any{logicalID(stack.Coordinator), "Arn"}))),
+		"Targets", arrayWith(like("Arn", getAtt(logicalID(stack.Coordinator), "Arn"))),
 	))
+}
+
+// One tick at a time, and neither Lambda nor EventBridge retries a failed tick or
+// firing: the next minute's tick repairs it.
+func TestCoordinatorInvocation(t *testing.T) {
+	fns := resourcesOf("AWS::Lambda::Function")
+	if rc := props(fns[logicalID(stack.Coordinator)])["ReservedConcurrentExecutions"]; rc != 1.0 {
+		t.Errorf("coordinator reserved concurrency %v, want 1", rc)
+	}
+	if rc := props(fns[logicalID(stack.API)])["ReservedConcurrentExecutions"]; rc != nil {
+		t.Errorf("API reserved concurrency %v, want none", rc)
+	}
+	template.HasResourceProperties(jsii.String("AWS::Lambda::EventInvokeConfig"), obj(
+		"FunctionName", ref(logicalID(stack.Coordinator)),
+		"MaximumRetryAttempts", 0,
+		"MaximumEventAgeInSeconds", 120,
+	))
+	template.HasResourceProperties(jsii.String("AWS::Events::Rule"), obj(
+		"Targets", arrayWith(like("RetryPolicy", obj("MaximumRetryAttempts", 0, "MaximumEventAgeInSeconds", 60))),
+	))
+
+	// Without a reservation (an account whose quota cannot spare one), still no retries.
+	s, _, tp := variant(t, "Unreserved", Props{CoordinatorConcurrency: -1, WithoutServing: true}, false)
+	if rc := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.Coordinator)])["ReservedConcurrentExecutions"]; rc != nil {
+		t.Errorf("coordinatorConcurrency=none: reserved %v", rc)
+	}
+	if len(tp.resources("AWS::Lambda::EventInvokeConfig")) != 1 {
+		t.Error("coordinatorConcurrency=none dropped the async retry settings")
+	}
 }
 
 func TestTable(t *testing.T) {
@@ -161,7 +282,7 @@ func TestHTTPAPIIAMOnEveryRoute(t *testing.T) {
 		t.Fatal("no routes")
 	}
 	for id, r := range routes {
-		p := r["Properties"].(map[string]any)
+		p := props(r)
 		if p["AuthorizationType"] != "AWS_IAM" {
 			t.Errorf("route %s (%v): AuthorizationType %v, want AWS_IAM", id, p["RouteKey"], p["AuthorizationType"])
 		}
@@ -173,10 +294,131 @@ func TestHTTPAPIIAMOnEveryRoute(t *testing.T) {
 	))
 }
 
-func TestWorkersOnEFS(t *testing.T) {
+// taskDef returns the task definition of the service with logical id svc.
+func (t tpl) taskDef(tt *testing.T, svc string) map[string]any {
+	tt.Helper()
+	id := props(t.resources("AWS::ECS::Service")[svc])["TaskDefinition"].(map[string]any)["Ref"].(string)
+	return props(t.resources("AWS::ECS::TaskDefinition")[id])
+}
+
+func container(td map[string]any) map[string]any {
+	return td["ContainerDefinitions"].([]any)[0].(map[string]any)
+}
+
+func envVars(c map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, e := range c["Environment"].([]any) {
+		e := e.(map[string]any)
+		out[e["Name"].(string)] = e["Value"]
+	}
+	return out
+}
+
+func TestWorkers(t *testing.T) {
+	spot, twin := logicalID(stack.Service), logicalID(stack.Fallback)
+	td := tmpl.taskDef(t, spot)
+	if td["Cpu"] != "256" || td["Memory"] != "2048" || js(td["RuntimePlatform"]) != js(map[string]any{"CpuArchitecture": "ARM64", "OperatingSystemFamily": "LINUX"}) {
+		t.Errorf("worker task %v CPU / %v MiB on %v, want 256 / 2048 on ARM64", td["Cpu"], td["Memory"], td["RuntimePlatform"])
+	}
+	if js(tmpl.taskDef(t, twin)) != js(td) {
+		t.Error("the on-demand twin runs another task definition")
+	}
+	c := container(td)
+	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10,
+		Drain: 20 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs, AliveFile: "/tmp/mirrorfleet/alive"}.Env()
+	want[deployenv.Table] = ""
+	got := envVars(c)
+	for k, v := range want {
+		if k != deployenv.Table && got[k] != v {
+			t.Errorf("worker %s = %v, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) || js(got[deployenv.Table]) != js(ref(logicalID(stack.Table))) {
+		t.Errorf("worker environment %s, want the contract's %v", js(got), want)
+	}
+	if js(c["Command"]) != `["worker"]` || c["User"] != "65532:65532" || c["ReadonlyRootFilesystem"] != true {
+		t.Errorf("worker container command %v user %v read-only root %v", c["Command"], c["User"], c["ReadonlyRootFilesystem"])
+	}
+	hc := c["HealthCheck"].(map[string]any)
+	if js(hc["Command"]) != js([]string{"CMD", deployenv.ImageBinary, "healthcheck", "--file", "/tmp/mirrorfleet/alive", "--max-age", "2m"}) {
+		t.Errorf("worker health check %v", hc["Command"])
+	}
+	if js(c["MountPoints"]) != js([]any{
+		map[string]any{"ContainerPath": "/mnt/mirrors", "ReadOnly": false, "SourceVolume": "mirrors"},
+		map[string]any{"ContainerPath": "/tmp", "ReadOnly": false, "SourceVolume": "tmp"},
+	}) {
+		t.Errorf("worker mounts %v", c["MountPoints"])
+	}
+	template.HasResourceProperties(jsii.String("AWS::ECS::TaskDefinition"), obj(
+		"Volumes", arrayWith(like("Name", "mirrors", "EFSVolumeConfiguration", like(
+			"TransitEncryption", "ENABLED",
+			"AuthorizationConfig", obj("AccessPointId", ref(logicalID(stack.AccessPoint)), "IAM", "ENABLED"),
+		))),
+	))
+
+	svcs := resourcesOf("AWS::ECS::Service")
+	for id, want := range map[string]struct {
+		provider string
+		desired  float64
+	}{spot: {fargateSpot, 1}, twin: {fargateOnDemand, 0}} {
+		p := props(svcs[id])
+		if js(p["CapacityProviderStrategy"]) != js([]any{map[string]any{"CapacityProvider": want.provider, "Weight": 1}}) ||
+			p["DesiredCount"] != want.desired || p["LaunchType"] != nil {
+			t.Errorf("service %s: strategy %v desired %v, want %s × %v", id, p["CapacityProviderStrategy"], p["DesiredCount"], want.provider, want.desired)
+		}
+		net := p["NetworkConfiguration"].(map[string]any)["AwsvpcConfiguration"].(map[string]any)
+		if net["AssignPublicIp"] != "ENABLED" || !strings.Contains(js(net["Subnets"]), "public") {
+			t.Errorf("service %s network %v, want public subnets with a public IP", id, net)
+		}
+	}
+	template.HasResourceProperties(jsii.String("AWS::ECS::Cluster"), obj(
+		"ClusterSettings", []any{obj("Name", "containerInsights", "Value", "disabled")}))
+	template.HasResourceProperties(jsii.String("AWS::ECS::ClusterCapacityProviderAssociations"), obj(
+		"CapacityProviders", arrayWith(fargateOnDemand, fargateSpot)))
+}
+
+// The on-demand twin starts a worker while fewer than the floor are live and stops one
+// while more are: the fallback when Spot has no capacity.
+func TestOnDemandFallback(t *testing.T) {
+	twin := logicalID(stack.Fallback)
+	var target string
+	for id, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalableTarget") {
+		if strings.Contains(js(props(r)["ResourceId"]), twin) {
+			target = id
+			if p := props(r); p["MinCapacity"] != 0.0 || p["MaxCapacity"] != 1.0 {
+				t.Errorf("fallback scales %v..%v, want 0..1 (minLiveWorkers)", p["MinCapacity"], p["MaxCapacity"])
+			}
+		}
+	}
+	if target == "" {
+		t.Fatal("the on-demand twin does not scale")
+	}
+	policies := map[float64]float64{} // alarm threshold by adjustment
+	for id, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy") {
+		if js(props(r)["ScalingTargetId"]) != js(ref(target)) {
+			continue
+		}
+		adj := props(r)["StepScalingPolicyConfiguration"].(map[string]any)["StepAdjustments"].([]any)[0].(map[string]any)["ScalingAdjustment"].(float64)
+		for _, a := range resourcesOf("AWS::CloudWatch::Alarm") {
+			ap := props(a)
+			if strings.Contains(js(ap["AlarmActions"]), id) {
+				policies[adj] = ap["Threshold"].(float64)
+				if !strings.Contains(js(ap["Metrics"]), "FILL(active, 0) + FILL(joining, 0)") {
+					t.Errorf("fallback alarm on %s, want the live workers", js(ap["Metrics"]))
+				}
+			}
+		}
+	}
+	if policies[1] != 0.5 || policies[-1] != 1.5 {
+		t.Errorf("fallback steps %v, want +1 at or below 0.5 live workers and -1 at or above 1.5", policies)
+	}
+}
+
+func TestMirrorsFileSystem(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::EFS::FileSystem"), obj(
 		"Encrypted", true,
-		"LifecyclePolicies", arrayWith(obj("TransitionToIA", "AFTER_30_DAYS")),
+		"ThroughputMode", "elastic",
+		"LifecyclePolicies", []any{obj("TransitionToIA", "AFTER_7_DAYS"), obj("TransitionToArchive", "AFTER_90_DAYS")},
 		"FileSystemPolicy", like("Statement", arrayWith(like(
 			"Effect", "Deny",
 			"Condition", obj("Bool", obj("aws:SecureTransport", "false")),
@@ -186,52 +428,87 @@ func TestWorkersOnEFS(t *testing.T) {
 		"PosixUser", obj("Uid", "65532", "Gid", "65532"),
 		"RootDirectory", like("Path", "/mirrors"),
 	))
-	template.HasResourceProperties(jsii.String("AWS::ECS::TaskDefinition"), obj(
-		"RequiresCompatibilities", []any{"FARGATE"},
-		"RuntimePlatform", obj("CpuArchitecture", "ARM64", "OperatingSystemFamily", "LINUX"),
-		"Volumes", arrayWith(like("Name", "mirrors", "EFSVolumeConfiguration", like(
-			"TransitEncryption", "ENABLED",
-			"AuthorizationConfig", obj("AccessPointId", obj("Ref", logicalID(stack.AccessPoint)), "IAM", "ENABLED"),
-		))),
-		"ContainerDefinitions", arrayWith(like(
-			"User", "65532:65532",
-			"Environment", arrayWith(obj("Name", "MIRRORFLEET_DISK_QUOTA", "Value", "500G"), obj("Name", "MIRRORFLEET_MIRROR_ROOT", "Value", "/mnt/mirrors")),
-			"MountPoints", arrayWith(like("ContainerPath", "/mnt/mirrors", "SourceVolume", "mirrors")),
-		)),
-	))
-	template.HasResourceProperties(jsii.String("AWS::ECS::Service"), obj(
-		"LaunchType", "FARGATE",
-		"DesiredCount", 2,
-	))
-	// NFS into the file system's security group only from the workers' group.
-	ingress := resourcesOf("AWS::EC2::SecurityGroupIngress")
-	if len(ingress) != 1 {
-		t.Fatalf("%d SecurityGroupIngress resources, want 1 (NFS from the workers)", len(ingress))
+}
+
+// Every service waits for the mount targets: a first deploy's tasks would otherwise
+// fail to mount the file system and the deploy roll back.
+func TestServicesDependOnMountTargets(t *testing.T) {
+	var targets []string
+	for id := range resourcesOf("AWS::EFS::MountTarget") {
+		targets = append(targets, id)
 	}
-	for id, r := range ingress {
-		p := r["Properties"].(map[string]any)
-		if p["FromPort"] != 2049.0 || p["SourceSecurityGroupId"] == nil || p["CidrIp"] != nil {
-			t.Errorf("ingress %s = %v, want 2049 from a security group", id, p)
+	if len(targets) != 2 {
+		t.Fatalf("%d mount targets, want one per AZ", len(targets))
+	}
+	for id, r := range resourcesOf("AWS::ECS::Service") {
+		deps, _ := r["DependsOn"].([]any)
+		for _, mt := range targets {
+			if !slices.Contains(deps, any(mt)) {
+				t.Errorf("service %s does not depend on mount target %s (depends on %v)", id, mt, deps)
+			}
 		}
 	}
+}
+
+// Public subnets, no NAT gateway, DynamoDB through a gateway endpoint; nothing admits
+// traffic but the file system (NFS from the tasks), the git server (from its load
+// balancer) and the load balancer (HTTP from anywhere).
+func TestNetwork(t *testing.T) {
+	template.HasResourceProperties(jsii.String("AWS::EC2::VPCEndpoint"), obj(
+		"VpcEndpointType", "Gateway",
+		"ServiceName", like("Fn::Join", arrayWith(arrayWith(".dynamodb"))),
+	))
+	for id, r := range resourcesOf("AWS::EC2::Subnet") {
+		if props(r)["MapPublicIpOnLaunch"] != true {
+			t.Errorf("subnet %s is not public: the default network has no private subnets", id)
+		}
+	}
+	ingress := resourcesOf("AWS::EC2::SecurityGroupIngress")
+	if len(ingress) != 3 {
+		t.Errorf("%d SecurityGroupIngress resources, want 3 (NFS from workers and server, 8080 from the load balancer)", len(ingress))
+	}
+	for id, r := range ingress {
+		p := props(r)
+		if p["CidrIp"] != nil || p["SourceSecurityGroupId"] == nil || (p["FromPort"] != 2049.0 && p["FromPort"] != float64(servePort)) {
+			t.Errorf("ingress %s = %v, want NFS or the server port from a security group", id, p)
+		}
+	}
+	lbSG := logicalID((*stack.Serve.LoadBalancer.Connections().SecurityGroups())[0])
 	for id, r := range resourcesOf("AWS::EC2::SecurityGroup") {
-		if in := r["Properties"].(map[string]any)["SecurityGroupIngress"]; in != nil {
+		in, _ := props(r)["SecurityGroupIngress"].([]any)
+		if id != lbSG && len(in) > 0 {
 			t.Errorf("security group %s has inline ingress %v", id, in)
+		}
+		if id == lbSG && js(in) != js([]any{map[string]any{"CidrIp": "0.0.0.0/0", "Description": "git clients over HTTP",
+			"FromPort": 80, "IpProtocol": "tcp", "ToPort": 80}}) {
+			t.Errorf("load balancer ingress %s, want HTTP from anywhere only", js(in))
+		}
+	}
+
+	// privateNetwork brings the NAT gateway back and takes the public IPs away.
+	_, at, tp := variant(t, "Private", Props{PrivateNetwork: true, WithoutServing: true}, false)
+	at.ResourceCountIs(jsii.String("AWS::EC2::NatGateway"), jsii.Number(1))
+	for id, r := range tp.resources("AWS::ECS::Service") {
+		net := props(r)["NetworkConfiguration"].(map[string]any)["AwsvpcConfiguration"].(map[string]any)
+		if net["AssignPublicIp"] != "DISABLED" || !strings.Contains(js(net["Subnets"]), "tasks") {
+			t.Errorf("privateNetwork: service %s network %v", id, net)
 		}
 	}
 }
 
 // statements returns every IAM policy statement with the logical id of its policy.
-func statements() map[string][]map[string]any {
+func (t tpl) statements() map[string][]map[string]any {
 	out := map[string][]map[string]any{}
-	for id, r := range resourcesOf("AWS::IAM::Policy") {
-		doc := r["Properties"].(map[string]any)["PolicyDocument"].(map[string]any)
+	for id, r := range t.resources("AWS::IAM::Policy") {
+		doc := props(r)["PolicyDocument"].(map[string]any)
 		for _, st := range doc["Statement"].([]any) {
 			out[id] = append(out[id], st.(map[string]any))
 		}
 	}
 	return out
 }
+
+func statements() map[string][]map[string]any { return tmpl.statements() }
 
 func list(v any) []any {
 	if l, ok := v.([]any); ok {
@@ -240,38 +517,38 @@ func list(v any) []any {
 	return []any{v}
 }
 
-func TestSchedulerRoleInvokesOnlyCoordinator(t *testing.T) {
-	role := logicalID(stack.SchedulerRole)
-	coord := logicalID(stack.Coordinator)
-	found := false
-	for id, r := range resourcesOf("AWS::IAM::Policy") {
-		p := r["Properties"].(map[string]any)
-		attached := false
-		for _, ro := range list(p["Roles"]) {
-			if m, ok := ro.(map[string]any); ok && m["Ref"] == role {
-				attached = true
+// roleStatements are the statements of the policies attached to role.
+func (t tpl) roleStatements(role string) []map[string]any {
+	var out []map[string]any
+	sts := t.statements()
+	for id, r := range t.resources("AWS::IAM::Policy") {
+		for _, ro := range list(props(r)["Roles"]) {
+			if js(ro) == js(ref(role)) {
+				out = append(out, sts[id]...)
 			}
 		}
-		if !attached {
-			continue
-		}
-		for _, st := range statements()[id] {
-			for _, a := range list(st["Action"]) {
-				switch {
-				case a == "lambda:InvokeFunction":
-					found = true
-					res := list(st["Resource"])
-					want := map[string]any{"Fn::GetAtt": []any{coord, "Arn"}}
-					if len(res) != 1 || fmt.Sprint(res[0]) != fmt.Sprint(want) {
-						t.Errorf("scheduler role may invoke %v, want only the coordinator", res)
-					}
-				case strings.HasPrefix(a.(string), "sqs:"):
-					if fmt.Sprint(st["Resource"]) != fmt.Sprint(map[string]any{"Fn::GetAtt": []any{logicalID(stack.TimerDLQ), "Arn"}}) {
-						t.Errorf("scheduler role %s on %v, want the DLQ only", a, st["Resource"])
-					}
-				default:
-					t.Errorf("scheduler role has unexpected action %v", a)
+	}
+	return out
+}
+
+func TestSchedulerRoleInvokesOnlyCoordinator(t *testing.T) {
+	coord := logicalID(stack.Coordinator)
+	found := false
+	for _, st := range tmpl.roleStatements(logicalID(stack.SchedulerRole)) {
+		for _, a := range list(st["Action"]) {
+			switch {
+			case a == "lambda:InvokeFunction":
+				found = true
+				res := list(st["Resource"])
+				if len(res) != 1 || js(res[0]) != js(getAtt(coord, "Arn")) {
+					t.Errorf("scheduler role may invoke %v, want only the coordinator", res)
 				}
+			case strings.HasPrefix(a.(string), "sqs:"):
+				if js(st["Resource"]) != js(getAtt(logicalID(stack.TimerDLQ), "Arn")) {
+					t.Errorf("scheduler role %s on %v, want the DLQ only", a, st["Resource"])
+				}
+			default:
+				t.Errorf("scheduler role has unexpected action %v", a)
 			}
 		}
 	}
@@ -295,12 +572,12 @@ func TestNoWildcardActionsOnTable(t *testing.T) {
 					t.Errorf("policy %s: wildcard action %v", id, a)
 				}
 			}
-			b, _ := json.Marshal(st["Resource"])
-			if !strings.Contains(string(b), table) {
+			b := js(st["Resource"])
+			if !strings.Contains(b, table) {
 				continue
 			}
 			n++
-			if strings.Contains(string(b), "*") {
+			if strings.Contains(b, "*") {
 				t.Errorf("policy %s: wildcard table resource %s", id, b)
 			}
 			for _, a := range list(st["Action"]) {
@@ -310,111 +587,216 @@ func TestNoWildcardActionsOnTable(t *testing.T) {
 			}
 		}
 	}
-	if n != 3 {
-		t.Errorf("%d statements on the table, want 3 (coordinator, API, worker)", n)
+	if n != 4 {
+		t.Errorf("%d statements on the table, want 4 (coordinator, API, worker, git server)", n)
 	}
 }
 
-func TestAlarmsAndDashboard(t *testing.T) {
-	for _, m := range []string{"Ticks", "WorkersByState", "StalenessMax"} {
-		template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(
-			"MetricName", m, "Namespace", "MirrorFleet",
-			"Dimensions", arrayWith(obj("Name", "Fleet", "Value", "MirrorFleetTest")),
-		))
+// policyAllows evaluates the statements of a resource policy for one request, as IAM
+// does for what these policies use: an explicit Deny wins, then an Allow is needed.
+// Conditions: Bool, StringEquals and ArnLike (with * wildcards) on the request's keys.
+// Intrinsic values are rendered with the pseudo parameters of pseudo.
+func policyAllows(sts []any, service, action string, request map[string]string) bool {
+	allowed := false
+	for _, s := range sts {
+		st := s.(map[string]any)
+		if !principalMatches(st["Principal"], service) || !slices.Contains(list(st["Action"]), any(action)) {
+			continue
+		}
+		if !conditionsHold(st["Condition"], request) {
+			continue
+		}
+		if st["Effect"] == "Deny" {
+			return false
+		}
+		allowed = true
 	}
-	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(
-		"Metrics", arrayWith(like("Expression", assertions.Match_StringLikeRegexp(jsii.String("failed / \\(ok \\+ failed\\)")))),
-	))
-	template.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), obj(
-		"MetricName", "ApproximateNumberOfMessagesVisible", "Threshold", 0,
-	))
-	// The five operator alarms notify the topic; the other two drive the worker scaling.
-	toTopic := 0
-	topic := logicalID(stack.AlarmTopic)
-	for _, r := range resourcesOf("AWS::CloudWatch::Alarm") {
-		acts, _ := json.Marshal(r["Properties"].(map[string]any)["AlarmActions"])
-		if string(acts) == `[{"Ref":"`+topic+`"}]` {
-			toTopic++
+	return allowed
+}
+
+func principalMatches(p any, service string) bool {
+	switch p := p.(type) {
+	case string:
+		return p == "*"
+	case map[string]any:
+		return slices.Contains(list(p["Service"]), any(service)) || p["AWS"] == "*"
+	}
+	return false
+}
+
+var pseudo = map[string]string{"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "123456789012"}
+
+func render(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if r, ok := v["Ref"].(string); ok {
+			return pseudo[r]
+		}
+		if j, ok := v["Fn::Join"].([]any); ok {
+			var parts []string
+			for _, p := range j[1].([]any) {
+				parts = append(parts, render(p))
+			}
+			return strings.Join(parts, j[0].(string))
 		}
 	}
-	if toTopic != 5 {
-		t.Errorf("%d alarms notify the alarm topic, want 5", toTopic)
+	return fmt.Sprint(v)
+}
+
+func conditionsHold(c any, request map[string]string) bool {
+	cond, _ := c.(map[string]any)
+	for op, kv := range cond {
+		for key, want := range kv.(map[string]any) {
+			got, w := request[key], render(want)
+			var ok bool
+			switch op {
+			case "Bool", "StringEquals":
+				ok = got == w
+			case "ArnLike":
+				ok = globMatch(w, got)
+			}
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func globMatch(pattern, s string) bool {
+	pre, post, star := strings.Cut(pattern, "*")
+	if !star {
+		return pattern == s
+	}
+	return strings.HasPrefix(s, pre) && strings.HasSuffix(s, post) && len(s) >= len(pre)+len(post)
+}
+
+// CloudWatch alarms can publish to the alarm topic: its policy must allow them, not
+// only deny plain HTTP (a topic policy replaces SNS's default one).
+func TestAlarmTopicAcceptsCloudWatch(t *testing.T) {
+	_, tp := tmpl.one(t, "AWS::SNS::TopicPolicy")
+	sts := props(tp)["PolicyDocument"].(map[string]any)["Statement"].([]any)
+	alarm := map[string]string{"aws:SecureTransport": "true", "aws:SourceAccount": "123456789012",
+		"aws:SourceArn": "arn:aws:cloudwatch:us-east-1:123456789012:alarm:MirrorFleetTest-NoTickAlarm-1A2B3C"}
+	if !policyAllows(sts, "cloudwatch.amazonaws.com", "sns:Publish", alarm) {
+		t.Errorf("CloudWatch cannot publish to the alarm topic: %s", js(sts))
+	}
+	// The checker itself: the Deny-only policy enforceSSL alone makes would fail it, and
+	// neither another account's alarm nor plain HTTP gets through.
+	if policyAllows(sts[:1], "cloudwatch.amazonaws.com", "sns:Publish", alarm) {
+		t.Error("a Deny-only topic policy passes the check")
+	}
+	for key, v := range map[string]string{"aws:SourceAccount": "999999999999", "aws:SecureTransport": "false"} {
+		r := maps(alarm)
+		r[key] = v
+		if policyAllows(sts, "cloudwatch.amazonaws.com", "sns:Publish", r) {
+			t.Errorf("publish allowed with %s=%s", key, v)
+		}
+	}
+	// The key the topic is encrypted with lets CloudWatch encrypt.
+	_, key := tmpl.one(t, "AWS::KMS::Key")
+	ks := props(key)["KeyPolicy"].(map[string]any)["Statement"].([]any)
+	if !policyAllows(ks, "cloudwatch.amazonaws.com", "kms:GenerateDataKey*", map[string]string{}) ||
+		!policyAllows(ks, "cloudwatch.amazonaws.com", "kms:Decrypt", map[string]string{}) {
+		t.Errorf("CloudWatch cannot use the alarm key: %s", js(ks))
+	}
+}
+
+func maps(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// alarmsByID are the operator alarms (those notifying the topic) by logical id prefix.
+func operatorAlarms(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	topic := js([]any{ref(logicalID(stack.AlarmTopic))})
+	out := map[string]map[string]any{}
+	for id, r := range resourcesOf("AWS::CloudWatch::Alarm") {
+		p := props(r)
+		if js(p["AlarmActions"]) == topic && js(p["OKActions"]) == topic {
+			out[id] = p
+		}
+	}
+	return out
+}
+
+func alarm(t *testing.T, prefix string) map[string]any {
+	t.Helper()
+	for id, p := range operatorAlarms(t) {
+		if strings.HasPrefix(id, prefix) {
+			return p
+		}
+	}
+	t.Fatalf("no alarm %s notifies the topic", prefix)
+	return nil
+}
+
+func TestAlarms(t *testing.T) {
+	if n := len(operatorAlarms(t)); n != 8 {
+		t.Errorf("%d alarms notify the alarm topic, want 8", n)
+	}
+	// A failed tick is not a tick (the coordinator does not count it), so a coordinator
+	// failing every minute breaches this.
+	if p := alarm(t, "NoTickAlarm"); p["MetricName"] != "Ticks" || p["TreatMissingData"] != "breaching" ||
+		p["ComparisonOperator"] != "LessThanThreshold" {
+		t.Errorf("no-tick alarm %v", p)
+	}
+	// Missing staleness breaches: nobody reporting is not fine.
+	if p := alarm(t, "StaleReposAlarm"); p["MetricName"] != "StalenessMax" || p["TreatMissingData"] != "breaching" || p["Threshold"] != 7200.0 {
+		t.Errorf("stale alarm %v", p)
+	}
+	// Live workers are active or joining: quiet during the first start's warm-up.
+	if p := alarm(t, "LiveWorkersAlarm"); !strings.Contains(js(p["Metrics"]), "FILL(active, 0) + FILL(joining, 0)") ||
+		!strings.Contains(js(p["Metrics"]), `"Value":"joining"`) || p["Threshold"] != 1.0 || p["TreatMissingData"] != "breaching" {
+		t.Errorf("live workers alarm %v", p)
+	}
+	for prefix, fn := range map[string]string{"CoordinatorErrorsAlarm": logicalID(stack.Coordinator), "ApiErrorsAlarm": logicalID(stack.API)} {
+		p := alarm(t, prefix)
+		if p["Namespace"] != "AWS/Lambda" || p["MetricName"] != "Errors" || js(p["Dimensions"]) != js([]any{map[string]any{"Name": "FunctionName", "Value": ref(fn)}}) {
+			t.Errorf("%s: %v", prefix, p)
+		}
+	}
+	if p := alarm(t, "ServeHealthyAlarm"); p["MetricName"] != "HealthyHostCount" || p["TreatMissingData"] != "breaching" {
+		t.Errorf("serve healthy alarm %v", p)
+	}
+	if p := alarm(t, "FetchFailureRatioAlarm"); !strings.Contains(js(p["Metrics"]), "failed / (ok + failed)") {
+		t.Errorf("fetch failure alarm %v", p)
+	}
+	if p := alarm(t, "TimerDLQAlarm"); p["MetricName"] != "ApproximateNumberOfMessagesVisible" || p["Threshold"] != 0.0 {
+		t.Errorf("DLQ alarm %v", p)
 	}
 	template.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), obj("RetentionInDays", 30))
 	template.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), obj("Protocol", "email", "Endpoint", "ops@example.com"))
-	b, _ := json.Marshal(resourcesOf("AWS::CloudWatch::Dashboard"))
-	for _, name := range []string{"Ticks", "TickDuration", "LeaderTerm", "ReposMoved", "WorkersByState", "ReposByState",
+}
+
+func TestDashboard(t *testing.T) {
+	b := js(resourcesOf("AWS::CloudWatch::Dashboard"))
+	names := []string{"Ticks", "TickDuration", "LeaderTerm", "ReposMoved", "WorkersByState", "ReposByState",
 		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth",
-		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "ThrottledRequests", "StorageBytes", "MeteredIOBytes"} {
-		if !strings.Contains(string(b), `\"`+name+`\"`) && !strings.Contains(string(b), name) {
+		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "ThrottledRequests", "StorageBytes", "MeteredIOBytes",
+		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
+	names = append(append(names, servingMetrics...), maintenanceMetrics...)
+	for _, name := range names {
+		if !strings.Contains(b, `\"`+name+`\"`) && !strings.Contains(b, `MetricName=\\\"`+name+`\\\"`) {
 			t.Errorf("dashboard lacks %s", name)
 		}
 	}
 }
 
-func TestPropsFromContext(t *testing.T) {
-	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
-		"workerCount": 3, "workerCpu": "2048", "grace": "5m", "warmup": "0s",
-		"vpcId": "vpc-123", "alarmEmail": "a@b.c", "deletionProtection": "false",
-	}})
-	p := PropsFromContext(app.Node())
-	if p.WorkerCount != 3 || p.WorkerCPU != 2048 || p.Grace.String() != "5m0s" || p.Warmup != 0 ||
-		p.VpcID != "vpc-123" || p.AlarmEmail != "a@b.c" || p.DeletionGuard {
-		t.Errorf("props = %+v", p)
-	}
-	d := PropsFromContext(awscdk.NewApp(nil).Node()).Defaults()
-	if d.WorkerCount != 2 || d.Fetchers != 10 || d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" ||
-		d.MinLive != 2 || !d.DeletionGuard || d.DiskQuota != "500G" {
-		t.Errorf("defaults = %+v", d)
-	}
-}
-
-// TestPublicReads: with publicReads the GET routes skip IAM, every other method keeps it,
-// and the API Lambda is told to serve reads without an identity.
-func TestPublicReads(t *testing.T) {
-	out := t.TempDir()
-	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(out)})
-	s := NewStack(app, "MirrorFleetPublic", Props{LambdaAssetDir: filepath.Join(out, "no-build"), PublicReads: true})
-	var tp map[string]any
-	b, _ := json.Marshal(assertions.Template_FromStack(s.Stack, nil).ToJSON())
-	if err := json.Unmarshal(b, &tp); err != nil {
-		t.Fatal(err)
-	}
-	auth := map[string]any{}
-	envOK := false
-	for _, r := range tp["Resources"].(map[string]any) {
-		res := r.(map[string]any)
-		p, _ := res["Properties"].(map[string]any)
-		switch res["Type"] {
-		case "AWS::ApiGatewayV2::Route":
-			auth[p["RouteKey"].(string)] = p["AuthorizationType"]
-		case "AWS::Lambda::Function":
-			if env, ok := p["Environment"].(map[string]any); ok {
-				if vars, ok := env["Variables"].(map[string]any); ok && vars["MIRRORFLEET_PUBLIC_READS"] == "true" {
-					envOK = true
-				}
-			}
-		}
-	}
-	want := map[string]any{"GET /": "NONE", "GET /{proxy+}": "NONE", "ANY /": "AWS_IAM", "ANY /{proxy+}": "AWS_IAM"}
-	for k, v := range want {
-		if auth[k] != v {
-			t.Errorf("route %q authorization %v, want %v (all: %v)", k, auth[k], v, auth)
-		}
-	}
-	if !envOK {
-		t.Error("the API Lambda is not told MIRRORFLEET_PUBLIC_READS=true")
-	}
-}
-
-// TestWorkersScaleOnStaleness: the worker service scales between workerCount and
-// maxWorkers on the p99 staleness the coordinator publishes.
+// TestWorkersScaleOnStaleness: the Spot workers scale between workerCount and
+// maxWorkers on the p99 staleness the coordinator merges from the heartbeats.
 func TestWorkersScaleOnStaleness(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalableTarget"), obj(
-		"MinCapacity", 2, "MaxCapacity", 8, "ScalableDimension", "ecs:service:DesiredCount"))
+		"MinCapacity", 1, "MaxCapacity", 10, "ScalableDimension", "ecs:service:DesiredCount"))
 	found := false
 	for _, r := range resourcesOf("AWS::CloudWatch::Alarm") {
-		p := r["Properties"].(map[string]any)
+		p := props(r)
 		if p["MetricName"] == "StalenessP99" && p["Namespace"] == "MirrorFleet" {
 			found = true
 		}
@@ -422,7 +804,285 @@ func TestWorkersScaleOnStaleness(t *testing.T) {
 	if !found {
 		t.Fatal("no alarm drives scaling on MirrorFleet/StalenessP99")
 	}
-	if n := len(resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy")); n < 2 {
-		t.Fatalf("%d scaling policies, want scale-out and scale-in", n)
+}
+
+func TestServing(t *testing.T) {
+	lb, tg := logicalID(stack.Serve.LoadBalancer), logicalID(stack.Serve.TargetGroup)
+	template.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), obj(
+		"Scheme", "internet-facing", "Type", "application"))
+	template.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::Listener"), obj(
+		"LoadBalancerArn", ref(lb), "Port", 80, "Protocol", "HTTP",
+		"DefaultActions", []any{obj("TargetGroupArn", ref(tg), "Type", "forward")}))
+	template.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::TargetGroup"), obj(
+		"Port", servePort, "Protocol", "HTTP", "TargetType", "ip", "HealthCheckPath", "/healthz"))
+
+	svc := logicalID(stack.Serve.Service)
+	p := props(resourcesOf("AWS::ECS::Service")[svc])
+	if js(p["LoadBalancers"]) != js([]any{map[string]any{"ContainerName": "serve", "ContainerPort": servePort, "TargetGroupArn": ref(tg)}}) ||
+		js(p["CapacityProviderStrategy"]) != js([]any{map[string]any{"CapacityProvider": fargateSpot, "Weight": 1}}) {
+		t.Errorf("git server service %s", js(p))
+	}
+	td := tmpl.taskDef(t, svc)
+	if td["Cpu"] != "256" || td["Memory"] != "1024" || !strings.Contains(js(td["RuntimePlatform"]), "ARM64") {
+		t.Errorf("git server task %v / %v on %v", td["Cpu"], td["Memory"], td["RuntimePlatform"])
+	}
+	c := container(td)
+	env := envVars(c)
+	want := deployenv.Serve{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Listen: ":8080",
+		PackCacheDir: "/var/cache/mirrorfleet", PackCacheBytes: "10G"}.Env()
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("git server %s = %v, want %q", k, env[k], v)
+		}
+	}
+	if len(env) != len(want)+1 || js(env[deployenv.Table]) != js(ref(logicalID(stack.Table))) {
+		t.Errorf("git server environment %s", js(env))
+	}
+	if js(c["Command"]) != `["serve"]` || c["ReadonlyRootFilesystem"] != true ||
+		!strings.Contains(js(c["HealthCheck"]), `"--url","http://127.0.0.1:8080/healthz"`) {
+		t.Errorf("git server container %s", js(c))
+	}
+	if !strings.Contains(js(c["MountPoints"]), `{"ContainerPath":"/mnt/mirrors","ReadOnly":true,"SourceVolume":"mirrors"}`) {
+		t.Errorf("git server mounts %v, want the mirrors read-only", c["MountPoints"])
+	}
+	// Read-only at EFS too, and reads only on the table.
+	role := td["TaskRoleArn"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+	var actions []string
+	for _, st := range tmpl.roleStatements(role) {
+		for _, a := range list(st["Action"]) {
+			actions = append(actions, a.(string))
+		}
+	}
+	slices.Sort(actions)
+	if want := append(slices.Clone(tableReadActions), "elasticfilesystem:ClientMount"); !sameSet(actions, want) {
+		t.Errorf("git server may %v, want %v", actions, want)
+	}
+
+	// Scaling on CPU and on requests per task.
+	var metrics []string
+	for _, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy") {
+		if c, ok := props(r)["TargetTrackingScalingPolicyConfiguration"].(map[string]any); ok {
+			metrics = append(metrics, c["PredefinedMetricSpecification"].(map[string]any)["PredefinedMetricType"].(string))
+		}
+	}
+	slices.Sort(metrics)
+	if js(metrics) != `["ALBRequestCountPerTarget","ECSServiceAverageCPUUtilization"]` {
+		t.Errorf("git server scales on %v", metrics)
+	}
+	template.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalableTarget"), obj(
+		"MinCapacity", 1, "MaxCapacity", 4, "ResourceId", like("Fn::Join", arrayWith(arrayWith(
+			getAtt(logicalID(stack.Serve.Service), "Name"))))))
+
+	// The clone base URL: an output, and the API's.
+	base := map[string]any{"Fn::Join": []any{"", []any{"http://", getAtt(lb, "DNSName")}}}
+	template.HasOutput(jsii.String("CloneBaseUrl"), obj("Value", base))
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// With a certificate: HTTPS on 443 with it, HTTP redirected, the clone base URL on
+// the domain; access logs to a bucket; on-demand serving tasks; cdk-nag clean too.
+func TestServingHTTPSAndAccessLogs(t *testing.T) {
+	const cert = "arn:aws:acm:us-east-1:123456789012:certificate/0d7f9c1e-1111-2222-3333-444455556666"
+	s, at, tp := variant(t, "Https", Props{CertificateARN: cert, ServeDomain: "git.example.org", ServeAccessLogs: true,
+		ServeMin: 2, ServeOnDemand: 1, StackProps: awscdk.StackProps{Env: &awscdk.Environment{
+			Account: jsii.String("123456789012"), Region: jsii.String("us-east-1")}}}, true)
+	at.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::Listener"), obj(
+		"Port", 443, "Protocol", "HTTPS", "Certificates", []any{obj("CertificateArn", cert)},
+		"DefaultActions", []any{like("Type", "forward")}))
+	at.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::Listener"), obj(
+		"Port", 80, "DefaultActions", []any{like("Type", "redirect", "RedirectConfig", like("Protocol", "HTTPS", "Port", "443"))}))
+	at.HasOutput(jsii.String("CloneBaseUrl"), obj("Value", "https://git.example.org"))
+	api := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.API)])
+	if v := api["Environment"].(map[string]any)["Variables"].(map[string]any)[deployenv.CloneBaseURL]; v != "https://git.example.org" {
+		t.Errorf("API clone base URL %v", v)
+	}
+	at.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1))
+	at.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), obj(
+		"LoadBalancerAttributes", arrayWith(obj("Key", "access_logs.s3.enabled", "Value", "true"))))
+	p := props(tp.resources("AWS::ECS::Service")[logicalIDIn(s, s.Serve.Service)])
+	if !strings.Contains(js(p["CapacityProviderStrategy"]), `{"Base":1,"CapacityProvider":"FARGATE","Weight":0}`) {
+		t.Errorf("serveOnDemand=1: strategy %v", p["CapacityProviderStrategy"])
+	}
+	nagClean(t, s)
+}
+
+// serving=false: no load balancer, no git server, no clone base URL anywhere.
+func TestServingOff(t *testing.T) {
+	s, at, tp := variant(t, "NoServe", Props{WithoutServing: true}, false)
+	at.ResourceCountIs(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), jsii.Number(0))
+	at.ResourceCountIs(jsii.String("AWS::ECS::Service"), jsii.Number(2))
+	if _, ok := tp["Outputs"].(map[string]any)["CloneBaseUrl"]; ok {
+		t.Error("CloneBaseUrl output without serving")
+	}
+	if strings.Contains(js(props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.API)])), deployenv.CloneBaseURL) {
+		t.Error("the API has a clone base URL without serving")
+	}
+}
+
+// The list sync is configured through the stack: its variables on the coordinator and
+// the API; a zero warm-up is written as the coordinator reads it.
+func TestListSyncAndWarmupThroughContext(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
+		"listRepo": "https://git.example.org/mirrors/list.git", "listBranch": "main", "listPath": "a.txt,b",
+		"listInterval": "5m", "listPurgeThreshold": "2.5%", "warmup": "0s", "serving": "false",
+	}})
+	p, err := PropsFromContext(app.Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, tp := variant(t, "List", p, false)
+	fns := tp.resources("AWS::Lambda::Function")
+	want := map[string]string{deployenv.ListRepo: "https://git.example.org/mirrors/list.git", deployenv.ListBranch: "main",
+		deployenv.ListPath: "a.txt,b", deployenv.ListInterval: "5m0s", deployenv.ListPurgeThreshold: "2.5"}
+	for _, fn := range []interface{ Node() constructs.Node }{s.Coordinator, s.API} {
+		vars := props(fns[logicalIDIn(s, fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+		for k, v := range want {
+			if vars[k] != v {
+				t.Errorf("%s: %s = %v, want %q", logicalIDIn(s, fn), k, vars[k], v)
+			}
+		}
+	}
+	if w := props(fns[logicalIDIn(s, s.Coordinator)])["Environment"].(map[string]any)["Variables"].(map[string]any)[deployenv.Warmup]; w != deployenv.NoWarmup {
+		t.Errorf("warmup=0s written as %v, want %q", w, deployenv.NoWarmup)
+	}
+}
+
+func TestPropsFromContext(t *testing.T) {
+	app := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{
+		"workerCount": 3, "workerCpu": "2048", "grace": "5m", "warmup": "none",
+		"vpcId": "vpc-123", "alarmEmail": "a@b.c", "deletionProtection": "false", "privateNetwork": "true",
+		"serving": "false", "onDemandFallback": "false", "coordinatorConcurrency": "none", "workerImage": "example.org/mf:1",
+	}})
+	p, err := PropsFromContext(app.Node())
+	if err != nil || p.WorkerCount != 3 || p.WorkerCPU != 2048 || p.Grace.String() != "5m0s" || !p.NoWarmup ||
+		p.VpcID != "vpc-123" || p.AlarmEmail != "a@b.c" || p.DeletionGuard || !p.PrivateNetwork || !p.WithoutServing ||
+		!p.WithoutFallback || p.CoordinatorConcurrency != -1 || p.WorkerImage != "example.org/mf:1" {
+		t.Errorf("props = %+v, %v", p, err)
+	}
+	d0, err := PropsFromContext(awscdk.NewApp(nil).Node())
+	d := d0.Defaults()
+	if err != nil || d.WorkerCount != 1 || d.MaxWorkers != 10 || d.WorkerCPU != 256 || d.WorkerMemory != 2048 || d.Fetchers != 10 ||
+		d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" || d.NoWarmup || d.MinLive != 1 || !d.DeletionGuard ||
+		d.DiskQuota != "500G" || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 1 ||
+		d.ServeMin != 1 || d.ServeMax != 4 || d.ServeCPU != 256 || d.ServeMemory != 1024 {
+		t.Errorf("defaults = %+v, %v", d, err)
+	}
+	bad := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"workerCount": "two", "serving": "maybe", "grace": "long"}})
+	if _, err := PropsFromContext(bad.Node()); err == nil || !strings.Contains(err.Error(), "workerCount") ||
+		!strings.Contains(err.Error(), "serving") || !strings.Contains(err.Error(), "grace") {
+		t.Errorf("bad context: %v", err)
+	}
+}
+
+// A deploy must not ship placeholders: without build/*.zip or an image the stack
+// refuses, unless placeholders are allowed (synth, tests). A prebuilt image in ECR is
+// pulled with permissions on its repository only.
+func TestAssetsOrPlaceholders(t *testing.T) {
+	dir := t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir)})
+	const image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirrorfleet@sha256:4b8d2f0e4c3a1b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aab"
+	_, err := NewStack(app, "NoBuild", Props{LambdaAssetDir: filepath.Join(dir, "none"), WorkerImage: image})
+	if err == nil || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("no zips: err %v, want a refusal naming make build", err)
+	}
+	build := filepath.Join(dir, "build")
+	if err := os.MkdirAll(build, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range []string{"coordinator.zip", "api.zip"} {
+		if err := os.WriteFile(filepath.Join(build, z), []byte("PK\x05\x06"+strings.Repeat("\x00", 18)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = NewStack(app, "NoImage", Props{LambdaAssetDir: build})
+	if err == nil || !strings.Contains(err.Error(), "workerImage") {
+		t.Errorf("no image: err %v, want a refusal naming workerImage", err)
+	}
+	s, err := NewStack(app, "Built", Props{LambdaAssetDir: build, WorkerImage: image, WithoutServing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Placeholders) != 0 {
+		t.Errorf("placeholders %v with every asset present", s.Placeholders)
+	}
+	var tp tpl
+	if err := json.Unmarshal([]byte(js(assertions.Template_FromStack(s.Stack, nil).ToJSON())), &tp); err != nil {
+		t.Fatal(err)
+	}
+	td := tp.resources("AWS::ECS::TaskDefinition")
+	for _, r := range td {
+		img := js(container(props(r))["Image"])
+		if !strings.Contains(img, "123456789012.dkr.ecr.eu-west-1.") || !strings.Contains(img, "/mirrorfleet@sha256:4b8d2f0e") {
+			t.Errorf("task image %s, want the ECR image by digest", img)
+		}
+	}
+	pulls := false
+	for _, sts := range tp.statements() {
+		for _, st := range sts {
+			if slices.Contains(list(st["Action"]), any("ecr:BatchGetImage")) {
+				pulls = true
+				if !strings.Contains(js(st["Resource"]), ":ecr:eu-west-1:123456789012:repository/mirrorfleet") {
+					t.Errorf("image pull on %s, want the image's repository", js(st["Resource"]))
+				}
+			}
+		}
+	}
+	if !pulls {
+		t.Error("no execution role may pull the image")
+	}
+	if _, err := NewStack(app, "Tagless", Props{LambdaAssetDir: build, WorkerImage: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirrorfleet"}); err == nil {
+		t.Error("an ECR reference without tag or digest was accepted")
+	}
+	if _, err := NewStack(app, "BadServe", Props{LambdaAssetDir: build, WorkerImage: image, CertificateARN: "arn:aws:acm:x"}); err == nil ||
+		!strings.Contains(err.Error(), "serveDomain") {
+		t.Errorf("a certificate without serveDomain: %v", err)
+	}
+}
+
+// TestPublicReads: with publicReads the GET routes skip IAM, every other method keeps it,
+// and the API Lambda is told to serve reads without an identity.
+func TestPublicReads(t *testing.T) {
+	s, _, tp := variant(t, "MirrorFleetPublic", Props{PublicReads: true, WithoutServing: true}, false)
+	auth := map[string]any{}
+	for _, r := range tp.resources("AWS::ApiGatewayV2::Route") {
+		p := props(r)
+		auth[p["RouteKey"].(string)] = p["AuthorizationType"]
+	}
+	want := map[string]any{"GET /": "NONE", "GET /{proxy+}": "NONE", "ANY /": "AWS_IAM", "ANY /{proxy+}": "AWS_IAM"}
+	for k, v := range want {
+		if auth[k] != v {
+			t.Errorf("route %q authorization %v, want %v (all: %v)", k, auth[k], v, auth)
+		}
+	}
+	vars := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.API)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if vars[deployenv.PublicReads] != "true" {
+		t.Error("the API Lambda is not told MIRRORFLEET_PUBLIC_READS=true")
+	}
+}
+
+// cdk.json's context, which the CLI passes on every run, states the defaults: it must
+// not differ from them.
+func TestCdkJSONStatesTheDefaults(t *testing.T) {
+	b, err := os.ReadFile("cdk.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct{ Context map[string]any }
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	p, err := PropsFromContext(awscdk.NewApp(&awscdk.AppProps{Context: &cfg.Context}).Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := PropsFromContext(awscdk.NewApp(nil).Node())
+	if got, want := fmt.Sprintf("%+v", p.Defaults()), fmt.Sprintf("%+v", d.Defaults()); got != want {
+		t.Errorf("cdk.json context gives\n%s\nthe defaults are\n%s", got, want)
 	}
 }

@@ -323,6 +323,10 @@ func startWorker(t *testing.T, bin, id, ep, table, root string, creds map[string
 		"MIRRORFLEET_ALLOW_PRIVATE_HOSTS=1",
 		"MIRRORFLEET_HEARTBEAT=" + heartbeat.String(),
 		"MIRRORFLEET_MIN_INTERVAL=300ms",
+		// Every upstream of the test is on one host: no politeness, or the survivor's
+		// polls would queue behind the per-host budget.
+		"MIRRORFLEET_HOST_CONCURRENCY=-1",
+		"MIRRORFLEET_HOST_RATE=-1",
 		"MIRRORFLEET_FETCHERS=4",
 		"MIRRORFLEET_DRAIN=5s",
 		"MIRRORFLEET_METRICS_INTERVAL=1s",

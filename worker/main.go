@@ -1,7 +1,7 @@
-// Command worker is a fetch worker's ECS Fargate entry point (DESIGN.md §2, §5): it
-// reads its configuration from the environment (worker/README.md), joins the fleet in
-// the DynamoDB table, and keeps its share of the mirrors under /mnt/mirrors (EFS) fresh
-// until ECS stops the task.
+// Command worker is a fetch worker on its own (DESIGN.md §2, §5), the same process as
+// `mirrorfleet worker`, which the ECS tasks run: it reads its configuration from the
+// environment (worker/README.md), joins the fleet in the DynamoDB table, and keeps its
+// share of the mirrors under /mnt/mirrors (EFS) fresh until it is stopped.
 //
 // Stopping: ECS sends SIGTERM and, after the task's stop timeout (30 s by default),
 // SIGKILL. On SIGTERM in-flight fetches get MIRRORFLEET_DRAIN (20 s) to finish, are then

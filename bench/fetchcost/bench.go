@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
@@ -64,7 +65,7 @@ type bench struct {
 type upstream struct {
 	gitDir string
 	url    string // as the policy normalizes it
-	gen    *generator
+	gen    *repogen.Generator
 }
 
 // mirrorPair is one go-git and one CLI mirror of the same upstream.
@@ -96,15 +97,15 @@ func (b *bench) size(ctx context.Context, sp spec) (results.FetchCostSize, error
 // generate creates the upstream repository of sp and describes it into repo.
 func (b *bench) generate(ctx context.Context, sp spec, repo *results.FetchCostRepo) (upstream, error) {
 	start := time.Now()
-	p := planFor(sp.target)
+	p := repogen.PlanFor(sp.target)
 	up := upstream{gitDir: filepath.Join(b.served, sp.name+".git")}
 	var err error
-	if up.gen, err = createRepo(ctx, up.gitDir, p, sp.seed); err != nil {
+	if up.gen, err = repogen.Create(ctx, up.gitDir, p, sp.seed); err != nil {
 		return up, err
 	}
 	repo.GenerateSeconds = time.Since(start).Seconds()
 	repo.TextFiles, repo.BinaryBytes = p.TextFiles, p.BinaryBytes
-	if repo.PackBytes, _, err = packBytes(up.gitDir); err != nil {
+	if repo.PackBytes, _, err = repogen.PackBytes(up.gitDir); err != nil {
 		return up, err
 	}
 	if repo.Commits, err = gitInt(ctx, "--git-dir="+up.gitDir, "rev-list", "--count", "--all"); err != nil {
@@ -126,7 +127,7 @@ func (b *bench) generate(ctx context.Context, sp spec, repo *results.FetchCostRe
 
 // gitInt runs git and returns its output as a number.
 func gitInt(ctx context.Context, args ...string) (int, error) {
-	out, err := gitOutput(ctx, "", args...)
+	out, err := repogen.GitOutput(ctx, "", args...)
 	if err != nil {
 		return 0, err
 	}
@@ -138,7 +139,7 @@ func gitInt(ctx context.Context, args ...string) (int, error) {
 }
 
 func refCount(ctx context.Context, gitDir string) (int, error) {
-	out, err := refsOf(ctx, gitDir)
+	out, err := repogen.RefsOf(ctx, gitDir)
 	if err != nil {
 		return 0, err
 	}
@@ -146,7 +147,7 @@ func refCount(ctx context.Context, gitDir string) (int, error) {
 }
 
 func inPackObjects(ctx context.Context, gitDir string) (int, error) {
-	out, err := gitOutput(ctx, "", "--git-dir="+gitDir, "count-objects", "-v")
+	out, err := repogen.GitOutput(ctx, "", "--git-dir="+gitDir, "count-objects", "-v")
 	if err != nil {
 		return 0, err
 	}
@@ -203,7 +204,7 @@ func (b *bench) clones(ctx context.Context, sp spec, up upstream) (results.Fetch
 func (b *bench) fetches(ctx context.Context, sp spec, up upstream, mp mirrorPair) (results.FetchCostPair, error) {
 	var gg, cli []usage
 	for i := range sp.fetchRuns {
-		if err := pushSmallChange(ctx, up.gitDir, up.gen); err != nil {
+		if err := repogen.PushSmallChange(ctx, up.gitDir, up.gen); err != nil {
 			return results.FetchCostPair{}, err
 		}
 		var ug, uc usage
@@ -251,7 +252,7 @@ func (b *bench) pairOf(mp mirrorPair, gg, cli results.FetchCostRun) (results.Fet
 		if s.run.DiskBytes, s.run.ApparentBytes, err = diskUsage(s.dir); err != nil {
 			return results.FetchCostPair{}, err
 		}
-		if s.run.PackBytes, _, err = packBytes(s.dir); err != nil {
+		if s.run.PackBytes, _, err = repogen.PackBytes(s.dir); err != nil {
 			return results.FetchCostPair{}, err
 		}
 	}
@@ -261,11 +262,11 @@ func (b *bench) pairOf(mp mirrorPair, gg, cli results.FetchCostRun) (results.Fet
 // pairFor computes go-git's ratios over the CLI.
 func pairFor(gg, cli results.FetchCostRun) results.FetchCostPair {
 	return results.FetchCostPair{GoGit: gg, CLI: cli, Ratio: results.FetchCostRatios{
-		Wall:    ratio(gg.WallSeconds, cli.WallSeconds),
-		CPU:     ratio(gg.CPUSeconds, cli.CPUSeconds),
-		MaxRSS:  ratio(float64(gg.MaxRSSBytes), float64(cli.MaxRSSBytes)),
-		TreeRSS: ratio(float64(gg.TreeRSSBytes), float64(cli.TreeRSSBytes)),
-		Disk:    ratio(float64(gg.DiskBytes), float64(cli.DiskBytes)),
+		Wall:    results.Ratio(gg.WallSeconds, cli.WallSeconds),
+		CPU:     results.Ratio(gg.CPUSeconds, cli.CPUSeconds),
+		MaxRSS:  results.Ratio(float64(gg.MaxRSSBytes), float64(cli.MaxRSSBytes)),
+		TreeRSS: results.Ratio(float64(gg.TreeRSSBytes), float64(cli.TreeRSSBytes)),
+		Disk:    results.Ratio(float64(gg.DiskBytes), float64(cli.DiskBytes)),
 	}}
 }
 
@@ -281,18 +282,18 @@ func summarize(command string, runs []usage) results.FetchCostRun {
 	return results.FetchCostRun{
 		Command:        command,
 		Runs:           len(runs),
-		WallSeconds:    median(wall),
+		WallSeconds:    results.Median(wall),
 		WallSecondsAll: wall,
-		CPUSeconds:     median(cpu),
-		MaxRSSBytes:    int64(median(rss)),
-		TreeRSSBytes:   int64(median(tree)),
+		CPUSeconds:     results.Median(cpu),
+		MaxRSSBytes:    int64(results.Median(rss)),
+		TreeRSSBytes:   int64(results.Median(tree)),
 	}
 }
 
 // polls measures back-to-back no-change polls, each way, for b.pollFor.
 func (b *bench) polls(ctx context.Context, up upstream, mp mirrorPair) (results.FetchCostPolls, error) {
 	var out results.FetchCostPolls
-	before, err := refsOf(ctx, mp.cliDir)
+	before, err := repogen.RefsOf(ctx, mp.cliDir)
 	if err != nil {
 		return out, err
 	}
@@ -308,13 +309,13 @@ func (b *bench) polls(ctx context.Context, up upstream, mp mirrorPair) (results.
 	if out.LsRemote, err = b.cliPolls(ctx, "git ls-remote", "", "ls-remote", up.url); err != nil {
 		return out, err
 	}
-	if after, err := refsOf(ctx, mp.cliDir); err != nil || after != before {
+	if after, err := repogen.RefsOf(ctx, mp.cliDir); err != nil || after != before {
 		return out, fmt.Errorf("no-change git fetch changed the mirror's refs (err %v)", err)
 	}
-	out.RateVsFetch = ratio(out.GoGit.PerSecond, out.GitFetch.PerSecond)
-	out.RateVsLsRemote = ratio(out.GoGit.PerSecond, out.LsRemote.PerSecond)
-	out.CPUVsFetch = ratio(out.GoGit.CPUMillisPerPoll, out.GitFetch.CPUMillisPerPoll)
-	out.CPUVsLsRemote = ratio(out.GoGit.CPUMillisPerPoll, out.LsRemote.CPUMillisPerPoll)
+	out.RateVsFetch = results.Ratio(out.GoGit.PerSecond, out.GitFetch.PerSecond)
+	out.RateVsLsRemote = results.Ratio(out.GoGit.PerSecond, out.LsRemote.PerSecond)
+	out.CPUVsFetch = results.Ratio(out.GoGit.CPUMillisPerPoll, out.GitFetch.CPUMillisPerPoll)
+	out.CPUVsLsRemote = results.Ratio(out.GoGit.CPUMillisPerPoll, out.LsRemote.CPUMillisPerPoll)
 	b.log.Info("polls", "gogit_per_s", round1(out.GoGit.PerSecond), "gogit_list_per_s", round1(out.GoGitList.PerSecond), "git_fetch_per_s", round1(out.GitFetch.PerSecond),
 		"ls_remote_per_s", round1(out.LsRemote.PerSecond))
 	return out, nil
@@ -363,8 +364,8 @@ func pollFigures(command string, polls int, seconds float64, cpu time.Duration, 
 		Command:          command,
 		Polls:            polls,
 		Seconds:          seconds,
-		PerSecond:        ratio(float64(polls), seconds),
-		CPUMillisPerPoll: ratio(float64(cpu.Milliseconds()), float64(polls)),
+		PerSecond:        results.Ratio(float64(polls), seconds),
+		CPUMillisPerPoll: results.Ratio(float64(cpu.Milliseconds()), float64(polls)),
 		MaxRSSBytes:      rss,
 	}
 }
@@ -401,12 +402,12 @@ func (b *bench) git(dir string, args ...string) proc {
 
 // sameRefs fails unless every mirror has exactly the upstream's refs.
 func sameRefs(ctx context.Context, upstream string, mirrors ...string) error {
-	want, err := refsOf(ctx, upstream)
+	want, err := repogen.RefsOf(ctx, upstream)
 	if err != nil {
 		return err
 	}
 	for _, m := range mirrors {
-		got, err := refsOf(ctx, m)
+		got, err := repogen.RefsOf(ctx, m)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
@@ -62,12 +64,12 @@ func TestGenerateSizeAndFsck(t *testing.T) {
 	ctx := context.Background()
 	for _, target := range []int64{1 << 20, 3 << 20} {
 		dir := filepath.Join(t.TempDir(), "r.git")
-		p := planFor(target)
-		g, err := createRepo(ctx, dir, p, 7)
+		p := repogen.PlanFor(target)
+		g, err := repogen.Create(ctx, dir, p, 7)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := packBytes(dir)
+		got, _, err := repogen.PackBytes(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +79,7 @@ func TestGenerateSizeAndFsck(t *testing.T) {
 		if n, err := gitInt(ctx, "--git-dir="+dir, "rev-list", "--count", "main"); err != nil || n != p.Commits {
 			t.Errorf("target %d: main has %d commits (err %v), want %d", target, n, err, p.Commits)
 		}
-		if err := pushSmallChange(ctx, dir, g); err != nil {
+		if err := repogen.PushSmallChange(ctx, dir, g); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := gitInt(ctx, "--git-dir="+dir, "rev-list", "--count", "main"); err != nil || n != p.Commits+1 {
@@ -94,10 +96,10 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	var refs []string
 	for range 2 {
 		dir := filepath.Join(t.TempDir(), "r.git")
-		if _, err := createRepo(ctx, dir, planFor(256<<10), 3); err != nil {
+		if _, err := repogen.Create(ctx, dir, repogen.PlanFor(256<<10), 3); err != nil {
 			t.Fatal(err)
 		}
-		r, err := refsOf(ctx, dir)
+		r, err := repogen.RefsOf(ctx, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,8 +196,8 @@ func TestMedianAndRatio(t *testing.T) {
 		{[]float64{10, 1, 1}, 1},
 	} {
 		in := append([]float64(nil), c.in...)
-		if got := median(c.in); got != c.want {
-			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		if got := results.Median(c.in); got != c.want {
+			t.Errorf("results.Median(%v) = %v, want %v", c.in, got, c.want)
 		}
 		for i := range in {
 			if in[i] != c.in[i] {
@@ -203,11 +205,11 @@ func TestMedianAndRatio(t *testing.T) {
 			}
 		}
 	}
-	if got := ratio(3, 2); got != 1.5 {
-		t.Errorf("ratio(3, 2) = %v", got)
+	if got := results.Ratio(3, 2); got != 1.5 {
+		t.Errorf("results.Ratio(3, 2) = %v", got)
 	}
-	if got := ratio(3, 0); got != 0 || math.IsInf(got, 0) {
-		t.Errorf("ratio(3, 0) = %v, want 0", got)
+	if got := results.Ratio(3, 0); got != 0 || math.IsInf(got, 0) {
+		t.Errorf("results.Ratio(3, 0) = %v, want 0", got)
 	}
 	p := pairFor(summarize("a", []usage{{Wall: 4 * time.Second, MaxRSS: 30}, {Wall: 2 * time.Second, MaxRSS: 10}, {Wall: 3 * time.Second, MaxRSS: 20}}),
 		summarize("b", []usage{{Wall: time.Second, MaxRSS: 10}}))
@@ -266,7 +268,7 @@ func TestSizeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Repo.PackBytes <= 0 || s.Repo.Commits != planFor(256<<10).Commits || s.Repo.Refs < 2 {
+	if s.Repo.PackBytes <= 0 || s.Repo.Commits != repogen.PlanFor(256<<10).Commits || s.Repo.Refs < 2 {
 		t.Errorf("repo = %+v", s.Repo)
 	}
 	for _, r := range []struct {

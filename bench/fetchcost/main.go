@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -61,12 +62,12 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		return err
 	}
 	res := results.FetchCost{Meta: results.Collect(), PollSeconds: cfg.pollFor.Seconds()}
-	if res.GitVersion, err = gitOutput(ctx, "", "--version"); err != nil {
+	if res.GitVersion, err = repogen.GitOutput(ctx, "", "--version"); err != nil {
 		return err
 	}
 	res.GoGitVersion = goGitVersion()
 	res.Worker = workerShape()
-	res.LoadStart = loadAverage()
+	res.LoadStart = results.LoadAverage()
 
 	work := cfg.work
 	if work == "" {
@@ -93,7 +94,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		}
 	}
 	res.Notes = notes(specs, cfg.largeMB)
-	res.LoadEnd = loadAverage()
+	res.LoadEnd = results.LoadAverage()
 	res.Meta.Finish()
 	if err := results.Write(cfg.out, "fetchcost", res); err != nil {
 		return err
@@ -115,17 +116,6 @@ func workerShape() results.FetchCostWorker {
 	d := worker.DefaultConfig()
 	return results.FetchCostWorker{Fetchers: d.Fetchers, MinIntervalSeconds: d.MinInterval.Seconds(),
 		TaskVCPU: taskVCPU, TaskMemoryMiB: taskMemoryMiB}
-}
-
-// loadAverage is the 1-minute load average (0 where /proc/loadavg is missing).
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var v float64
-	fmt.Sscan(string(b), &v)
-	return v
 }
 
 // goGitVersion is the version of go-git built into this binary.

@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/proctree"
 )
 
 // usage is what one measured command, with every process it waited for, used.
@@ -26,14 +26,11 @@ type usage struct {
 	// through the launcher only; 0 otherwise.
 	MaxRSS int64
 	// TreeRSS is the peak of the summed resident sets of the command's live process
-	// tree, sampled every sampleEvery; 0 when not sampled. For a pipeline (git clone
+	// tree, sampled every proctree.SampleEvery; 0 when not sampled. For a pipeline (git clone
 	// runs remote-http, fetch-pack and index-pack at once) it is what the machine
 	// really had to hold.
 	TreeRSS int64
 }
-
-// sampleEvery is the process tree RSS sampling period.
-const sampleEvery = 10 * time.Millisecond
 
 // proc is a command to measure.
 type proc struct {
@@ -81,7 +78,7 @@ func (m meter) measure(ctx context.Context, p proc, sample bool) (usage, error) 
 	var peak int64
 	err = startWait(cmd, func(pid int, stop <-chan struct{}) {
 		if sample {
-			peak = sampleTree(pid, stop)
+			peak = proctree.SampleTree(pid, stop)
 		}
 	})
 	w.Close()
@@ -148,69 +145,6 @@ func startWait(cmd *exec.Cmd, during func(pid int, stop <-chan struct{})) error 
 	return nil
 }
 
-// sampleTree returns the peak summed RSS of the descendants of pid (the launcher,
-// which does not count), sampled until stop is closed.
-func sampleTree(pid int, stop <-chan struct{}) int64 {
-	t := time.NewTicker(sampleEvery)
-	defer t.Stop()
-	var peak int64
-	for {
-		peak = max(peak, descendantsRSS(pid))
-		select {
-		case <-stop:
-			return peak
-		case <-t.C:
-		}
-	}
-}
-
-var pageSize = int64(os.Getpagesize())
-
-// descendantsRSS sums the resident sets of all descendants of pid now. Processes
-// that exit meanwhile count as 0.
-func descendantsRSS(pid int) int64 {
-	var sum int64
-	queue := childrenOf(pid)
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		sum += rssOf(p)
-		queue = append(queue, childrenOf(p)...)
-	}
-	return sum
-}
-
-func rssOf(pid int) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * pageSize
-}
-
-// childrenOf lists the children of every thread of pid (/proc/PID/task/TID/children).
-func childrenOf(pid int) []int {
-	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
-
 // diskUsage walks dir: allocated is what the files and directories take on disk
 // (st_blocks, as du counts), apparent the sum of the regular files' sizes.
 func diskUsage(dir string) (allocated, apparent int64, err error) {
@@ -237,26 +171,4 @@ func diskUsage(dir string) (allocated, apparent int64, err error) {
 		return 0, 0, fmt.Errorf("disk usage of %s: %w", dir, err)
 	}
 	return allocated, apparent, nil
-}
-
-// median of xs (the mean of the two middle values for an even count); 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// ratio is a/b, or 0 when b is 0 (JSON has no infinity; the report shows 0 as n/a).
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
 }

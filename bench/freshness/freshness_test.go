@@ -1,9 +1,13 @@
 package main
 
 import (
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
 func TestPopulationMatchesTheTargets(t *testing.T) {
@@ -17,8 +21,8 @@ func TestPopulationMatchesTheTargets(t *testing.T) {
 	if got := float64(dormant) / 20000; math.Abs(got-0.5) > 1e-9 {
 		t.Fatalf("dormant share %v, want 0.5", got)
 	}
-	commits := pop.Commits(7, 120)
-	d := describe(pop, commits, 0, 120)
+	up := pop.NewUpstream(7, 120, 0, batch, targets)
+	d := describe(pop, up, 0, 120)
 	if math.Abs(d.MeasuredMonthly-0.13) > 0.01 {
 		t.Errorf("share of repos changing in 30 days = %.3f, want 0.13 ± 0.01", d.MeasuredMonthly)
 	}
@@ -26,44 +30,92 @@ func TestPopulationMatchesTheTargets(t *testing.T) {
 		t.Errorf("top 2.5%% of repos made %.3f of the commits, want 0.5 ± 0.06", d.MeasuredTopShare)
 	}
 	for i, q := range pop.Quiet {
-		if pop.Rates[i] == 0 && q < 365 {
-			t.Fatalf("dormant repo %d last changed %.0f days ago, want at least a year", i, q)
+		if pop.Rates[i] == 0 && (q < 365 || up[i].Newest > -365) {
+			t.Fatalf("dormant repo %d last changed %.0f days ago (newest commit %.0f), want at least a year", i, q, up[i].Newest)
 		}
 	}
 }
 
-func TestCommitsAreTheSameForEveryReader(t *testing.T) {
+func TestUpstreamIsTheSameForEveryReaderAndHidesPushTimes(t *testing.T) {
 	pop := NewPopulation(500, 3, targets)
-	a, b := pop.Commits(3, 100), pop.Commits(3, 100)
+	a, b := pop.NewUpstream(3, 100, 0, batch, targets), pop.NewUpstream(3, 100, 0, batch, targets)
+	commits, multi, delayed := 0, 0, 0
 	for i := range a {
-		if len(a[i]) != len(b[i]) {
-			t.Fatalf("repo %d: %d vs %d commits", i, len(a[i]), len(b[i]))
+		if len(a[i].Pushes) != len(b[i].Pushes) || len(a[i].Past) != len(b[i].Past) {
+			t.Fatalf("repo %d: %d vs %d pushes", i, len(a[i].Pushes), len(b[i].Pushes))
 		}
-		for k := range a[i] {
-			if a[i][k] != b[i][k] || a[i][k] < 0 || a[i][k] >= 100 || (k > 0 && a[i][k] < a[i][k-1]) {
-				t.Fatalf("repo %d commit %d: %v / %v", i, k, a[i][k], b[i][k])
+		for k, p := range a[i].Pushes {
+			q := b[i].Pushes[k]
+			if p.At != q.At || len(p.Authored) != len(q.Authored) || p.At < 0 || p.At >= 100 || (k > 0 && p.At < a[i].Pushes[k-1].At) {
+				t.Fatalf("repo %d push %d: %+v / %+v", i, k, p, q)
+			}
+			for j, au := range p.Authored {
+				if au >= p.At || au != q.Authored[j] || (j > 0 && au > p.Authored[j-1]) {
+					t.Fatalf("repo %d push %d: commit %d authored at %v, push at %v", i, k, j, au, p.At)
+				}
+				if p.At-au > 1.0/24 {
+					delayed++
+				}
+			}
+			commits += len(p.Authored)
+			if len(p.Authored) > 1 {
+				multi++
 			}
 		}
+	}
+	// Pushes carry batches, and commits are authored well before some pushes.
+	if multi == 0 || delayed == 0 || commits == 0 {
+		t.Fatalf("%d commits, %d pushes of several commits, %d commits authored over an hour before their push", commits, multi, delayed)
+	}
+}
+
+func TestAPollSeesCommitTimesWithinTheMirrorsBounds(t *testing.T) {
+	life := RepoLife{Pushes: []Push{{At: 10, Authored: []float64{9.9, 9.5}}, {At: 20, Authored: []float64{19}}}}
+	// A fetch lists the commits' author times, not the pushes'.
+	got := newCommits(life.Pushes)
+	if len(got) != 3 || !got[0].Equal(at(9.9)) || !got[2].Equal(at(19)) {
+		t.Fatalf("new commits %v", got)
+	}
+	// A first clone lists the history back to the window, from its newest commit.
+	life.Past = []float64{-1, -2000, -3000}
+	times, since, root := historyAt(life, 1, 15)
+	window := fetch.HistoryWindow.Hours() / 24
+	if len(times) != 3 || since != 15-window || root {
+		t.Fatalf("history: %v since %v root %v; want 3 commits since %v", times, since, root, 15-window)
+	}
+	// ... or to the first commit when the repo is younger than the window.
+	life.Past, life.Born = []float64{-1, -30}, true
+	if _, since, root := historyAt(life, 2, 25); since != -30 || !root {
+		t.Fatalf("young repo's history since %v (root %v), want -30", since, root)
+	}
+	// ... or to the mirror's bound.
+	life = RepoLife{}
+	for k := range fetch.MaxHistoryCommits + 10 {
+		life.Past = append(life.Past, -float64(k)/100)
+	}
+	times, since, _ = historyAt(life, 0, 0)
+	if len(times) != fetch.MaxHistoryCommits || since != life.Past[fetch.MaxHistoryCommits-1] {
+		t.Fatalf("capped history: %d commits since %v", len(times), since)
 	}
 }
 
 func TestMeterAccountsLagStalenessAndAge(t *testing.T) {
 	m := meter{ws: 10, we: 20}
-	// A commit before the window, mirrored inside it: no lag sample, stale from 10 to 12.
-	if m.commit(5, 12) {
-		t.Fatal("commit before the window counted")
+	// A push before the window, mirrored inside it: no lag sample, stale from 10 to 12.
+	if m.push(Push{At: 5, Authored: []float64{4}}, 12) {
+		t.Fatal("push before the window counted")
 	}
 	m.stale(5, 12)
-	// A commit inside, mirrored 3 days later.
-	if !m.commit(12, 15) {
-		t.Fatal("commit inside the window not counted")
+	// A push of two commits inside, mirrored 3 days later: two lag samples.
+	if !m.push(Push{At: 12, Authored: []float64{11, 10}}, 15) {
+		t.Fatal("push inside the window not counted")
 	}
 	m.stale(12, 15)
-	// A commit inside, mirrored after the window: stale only up to its end.
-	m.commit(19, 25)
+	// A push inside, mirrored after the window: stale only up to its end.
+	m.push(Push{At: 19, Authored: []float64{18}}, 25)
 	m.stale(19, 25)
-	if len(m.lags) != 2 || m.lags[0] != 3 || m.lags[1] != 6 {
-		t.Fatalf("lags %v, want [3 6]", m.lags)
+	if len(m.lags) != 3 || m.lags[0] != 3 || m.lags[1] != 3 || m.lags[2] != 6 {
+		t.Fatalf("lags %v, want [3 3 6]", m.lags)
 	}
 	if want := 2.0 + 3 + 1; math.Abs(m.staleDays-want) > 1e-12 {
 		t.Fatalf("stale days %v, want %v", m.staleDays, want)
@@ -76,10 +128,10 @@ func TestMeterAccountsLagStalenessAndAge(t *testing.T) {
 
 func TestUniformLagIsHalfTheCycle(t *testing.T) {
 	pop := NewPopulation(2000, 11, targets)
-	cfg := runConfig{Budget: 0.5, Warmup: 20, Window: 60, Drain: 10, MinInterval: 0}
-	commits := pop.Commits(11, cfg.Warmup+cfg.Window+cfg.Drain)
-	r := run(pop, commits, uniform{}, cfg, rand.New(rand.NewPCG(1, 2)))
-	// Every repo comes round every 2 days, so a commit waits 1 day = 24 h on average.
+	cfg := runConfig{Budget: 0.5, End: 90, Windows: []window{{20, 80}}}
+	up := pop.NewUpstream(11, cfg.End, 0, batch, targets)
+	r := run(pop, up, uniform{}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	// Every repo comes round every 2 days, so a push waits 1 day = 24 h on average.
 	if math.Abs(r.LagMeanH-24)/24 > 0.1 {
 		t.Fatalf("uniform mean lag %.2f h, want 24 h ± 10%%", r.LagMeanH)
 	}
@@ -93,15 +145,51 @@ func TestUniformLagIsHalfTheCycle(t *testing.T) {
 
 func TestSimulatedOptimumMatchesTheClosedForm(t *testing.T) {
 	pop := NewPopulation(3000, 5, targets)
-	cfg := runConfig{Budget: 1, Warmup: 30, Window: 120, Drain: 20, MinInterval: 0}
-	commits := pop.Commits(5, cfg.Warmup+cfg.Window+cfg.Drain)
-	r := run(pop, commits, optimum{pop}, cfg, rand.New(rand.NewPCG(1, 2)))
+	cfg := runConfig{Budget: 1, End: 170, Windows: []window{{30, 150}}}
+	up := pop.NewUpstream(5, cfg.End, 0, batch, targets)
+	r := run(pop, up, optimum{up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	want := analyticOptimum(pop, cfg.Budget*3000) * 24
 	if math.Abs(r.LagMeanH-want)/want > 0.15 {
 		t.Fatalf("simulated optimum %.2f h, closed form %.2f h", r.LagMeanH, want)
 	}
 	if r.DormantPolls > 0.01 {
 		t.Fatalf("optimum spent %.3f of its polls on dormant repos", r.DormantPolls)
+	}
+}
+
+func TestDriftingOptimumFollowsEachRepoAtOnce(t *testing.T) {
+	pop := NewPopulation(3000, 5, targets)
+	cfg := runConfig{Budget: 1, End: 200, Windows: []window{{60, 180}}}
+	up := pop.NewUpstream(5, cfg.End, 0.1, batch, targets)
+	r := run(pop, up, optimum{up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	// It never polls a repo while it is dormant, and catches a woken repo's pushes as
+	// soon as a repo of its new rate would be: its lag is the stationary optimum's.
+	if r.DormantPolls != 0 {
+		t.Fatalf("drifting optimum spent %.3f of its polls on dormant repos", r.DormantPolls)
+	}
+	steady := run(pop, pop.NewUpstream(5, cfg.End, 0, batch, targets), optimum{up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	if r.LagMeanH > 1.5*steady.LagMeanH || r.Commits == 0 {
+		t.Fatalf("drifting optimum's lag %.2f h, stationary %.2f h", r.LagMeanH, steady.LagMeanH)
+	}
+}
+
+func TestTheDefaultPolicyClonesEveryRepoFirst(t *testing.T) {
+	pop := NewPopulation(2000, 13, targets)
+	cfg := runConfig{Budget: 1, End: 40, Windows: []window{{0, 30}}}
+	up := pop.NewUpstream(13, cfg.End, 0, batch, targets)
+	r := run(pop, up, production{defaultPolicy()}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	// The first 2,000 polls (the first day) clone every repo; what they bring is then
+	// mirrored at the clone, so no push waits more than the first pass and the policy's
+	// own schedule after it.
+	if r.Censored != 0 || r.Commits == 0 || r.LagMeanH <= 0 {
+		t.Fatalf("coldstart: %+v", r)
+	}
+	uni := run(pop, up, uniform{}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	if !(r.LagMeanH < uni.LagMeanH/2) {
+		t.Fatalf("default policy's coldstart lag %.2f h, uniform's %.2f h", r.LagMeanH, uni.LagMeanH)
+	}
+	if r.LearnedHazardPerMonth <= 0 || r.LearnedDormantShare <= 0 {
+		t.Fatalf("nothing learned: %+v", r)
 	}
 }
 
@@ -138,28 +226,56 @@ func TestParseBudgets(t *testing.T) {
 
 func TestDriftKeepsTheShapeButChangesTheRepos(t *testing.T) {
 	pop := NewPopulation(20000, 9, targets)
-	steady, drift := pop.Commits(9, 400), pop.DriftingCommits(9, 400, 0.1, targets)
+	steady, drift := pop.NewUpstream(9, 400, 0, batch, targets), pop.NewUpstream(9, 400, 0.1, batch, targets)
 	d := describe(pop, drift, 300, 390)
 	if math.Abs(d.MeasuredMonthly-0.13) > 0.02 {
 		t.Errorf("with drift, share of repos changing in 30 days = %.3f, want 0.13 ± 0.02", d.MeasuredMonthly)
 	}
-	// Late in the run many repos that were dormant at the start commit, and some busy ones stop.
+	// Late in the run many repos that were dormant at the start push, and some busy ones stop.
 	woke, slept := 0, 0
 	for i, r := range pop.Rates {
 		late := 0
-		for _, c := range drift[i] {
-			if c >= 300 {
+		for _, p := range drift[i].Pushes {
+			if p.At >= 300 {
 				late++
 			}
 		}
 		if r == 0 && late > 0 {
 			woke++
 		}
-		if r > 0 && len(steady[i]) > 20 && late == 0 {
+		if r > 0 && len(steady[i].Pushes) > 20 && late == 0 {
 			slept++
+		}
+		if got := drift[i].RateAt(350); (got == 0) != (drift[i].Regimes[len(drift[i].Regimes)-1].Rate == 0) && drift[i].Regimes[len(drift[i].Regimes)-1].From <= 350 {
+			t.Fatalf("repo %d: RateAt(350) = %v, regimes %+v", i, got, drift[i].Regimes)
 		}
 	}
 	if woke < 100 || slept == 0 {
 		t.Fatalf("drift woke %d dormant repos and stopped %d busy ones", woke, slept)
+	}
+}
+
+func TestCostsAreMeasuredOnARealWorkerAndRealMirrors(t *testing.T) {
+	if _, err := gittest.BackendPath(); err != nil {
+		t.Skipf("git http-backend not available: %v", err)
+	}
+	ctx := t.Context()
+	b, err := workerBytesPerRepo(ctx, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A record with its URL and stats, a queue entry and map slots: some hundreds of bytes.
+	if b < 200 || b > 20000 {
+		t.Fatalf("%.0f bytes per repo", b)
+	}
+	walks, err := measureWalks(ctx, slog.New(slog.DiscardHandler), []walkRepo{{"tiny", 60, 20, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := walks[0]
+	// 60 commits on main and 2 release branches of one; the push brought 3 commits on
+	// main and a branch of 2; the history (after the push) lists all 67.
+	if w.NewCommits != 5 || w.Commits != 67 || w.HistoryListed != 67 || w.Refs != 1+2+3 || w.NewWalkMs <= 0 || w.FullWalkMs <= 0 {
+		t.Fatalf("walks %+v", w)
 	}
 }

@@ -4,6 +4,8 @@
 package main
 
 import (
+	"cmp"
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
@@ -27,9 +30,11 @@ func main() {
 	warmup := flag.Float64("warmup", 365, "days simulated before measuring (a fleet that has run a year)")
 	window := flag.Float64("window", 90, "days measured")
 	drain := flag.Float64("drain", 45, "days simulated after the window so late commits are seen")
+	cold := flag.Float64("coldstart", 30, "days measured from the fleet's first day (every repo new)")
 	parallel := flag.Int("parallel", 2, "simulations run at once")
 	only := flag.String("policies", "", "comma-separated policies to run (default: all)")
 	drift := flag.Float64("drift", 0.1, "for the drift runs: chance per month that a repo draws a new rate (0: no drift runs)")
+	costs := flag.Bool("costs", true, "measure the worker-side costs (needs git)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	bs, err := parseBudgets(*budgets)
@@ -37,7 +42,14 @@ func main() {
 		log.Error("bad -budgets", "err", err)
 		os.Exit(2)
 	}
-	res := measure(log, *repos, *seed, bs, *warmup, *window, *drain, *parallel, *only, *drift)
+	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift)
+	if *costs {
+		if res.Costs, err = measureCosts(context.Background(), log); err != nil {
+			log.Error("costs", "err", err)
+			os.Exit(1)
+		}
+	}
+	res.Meta.Finish()
 	if err := results.Write(*out, "freshness", res); err != nil {
 		log.Error("write", "err", err)
 		os.Exit(1)
@@ -57,59 +69,55 @@ func parseBudgets(s string) ([]float64, error) {
 }
 
 // targets are the published figures the population is tuned to (see the report).
-// freshGoalBudgets are the budgets the goals are checked at; the drift runs use them too.
-var freshGoalBudgets = []float64{0.5, 2}
-
 var targets = Targets{Dormant: 0.5, TopFraction: 0.025, TopShare: 0.5, MonthlyChanged: 0.13}
 
-func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, window, drain float64, parallel int, only string, drift float64) results.Freshness {
+// days are the stretches of a simulation.
+type days struct{ warmup, window, drain, cold float64 }
+
+func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64) results.Freshness {
 	meta := results.Collect()
 	pop := NewPopulation(n, seed, targets)
-	end := warmup + window + drain
-	commits := pop.Commits(seed, end)
-	setup := results.FreshnessSetup{Repos: n, Seed: seed, WarmupDays: warmup, WindowDays: window, DrainDays: drain,
-		MinIntervalMin: 5, Budgets: budgets}
-	var drifting [][]float64
+	end := d.warmup + d.window + d.drain
+	steady := pop.NewUpstream(seed, end, 0, batch, targets)
+	setup := results.FreshnessSetup{Repos: n, Seed: seed, WarmupDays: d.warmup, WindowDays: d.window, DrainDays: d.drain,
+		MinIntervalMin: 5, Budgets: budgets, ColdStartDays: d.cold,
+		Batch: results.FreshnessBatch{MeanCommits: batch.MeanCommits, NewestDelayMin: batch.NewestDelayMin, GapMin: batch.GapMin,
+			Sigma: batch.Sigma, BranchShare: batch.BranchShare, BranchDelayDays: batch.BranchDelayDays},
+		HistoryWindowDays: fetch.HistoryWindow.Hours() / 24, MaxHistoryCommits: fetch.MaxHistoryCommits, MaxNewCommits: fetch.MaxNewCommits}
+	var drifting Upstream
 	if drift > 0 {
-		setup.DriftPerMonth = drift
-		for _, b := range freshGoalBudgets {
-			if slices.Contains(budgets, b) {
-				setup.DriftBudgets = append(setup.DriftBudgets, b)
-			}
-		}
-		drifting = pop.DriftingCommits(seed, end, drift, targets)
+		setup.DriftPerMonth, setup.DriftBudgets = drift, budgets
+		drifting = pop.NewUpstream(seed^0xd1f7, end, drift, batch, targets)
 	}
-	desc := describe(pop, commits, warmup, warmup+window)
+	desc := describe(pop, steady, d.warmup, d.warmup+d.window)
 	log.Info("population", "repos", n, "sigma", desc.Sigma, "mu", desc.Mu, "top_share", desc.MeasuredTopShare,
 		"monthly_changed", desc.MeasuredMonthly, "window_commits", desc.WindowCommits)
 
 	type job struct {
-		k       int
-		budget  float64
-		make    func() scheduler
-		commits [][]float64
-		drift   bool
+		k      int
+		budget float64
+		make   func() scheduler
+		up     Upstream
+		drift  bool
 	}
 	var jobs []job
-	for _, b := range budgets {
-		for _, mk := range schedulers(pop, nil) {
-			if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
-				continue
+	for _, u := range []struct {
+		up    Upstream
+		drift bool
+	}{{steady, false}, {drifting, true}} {
+		if u.up == nil {
+			continue
+		}
+		for _, b := range budgets {
+			for _, mk := range schedulers(u.up, nil) {
+				if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
+					continue
+				}
+				jobs = append(jobs, job{len(jobs), b, mk, u.up, u.drift})
 			}
-			jobs = append(jobs, job{len(jobs), b, mk, commits, false})
 		}
 	}
-	for _, b := range setup.DriftBudgets {
-		for _, mk := range schedulers(pop, nil) {
-			name := mk().name()
-			// The optimum would have to foresee each change of rate; it is left out.
-			if name == "optimum" || (only != "" && !slices.Contains(strings.Split(only, ","), name)) {
-				continue
-			}
-			jobs = append(jobs, job{len(jobs), b, mk, drifting, true})
-		}
-	}
-	runs := make([]results.FreshnessRun, len(jobs))
+	runs := make([][]results.FreshnessRun, len(jobs))
 	ch := make(chan job)
 	var wg sync.WaitGroup
 	for range max(1, parallel) {
@@ -120,12 +128,18 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, wi
 				if sw, ok := s.(*swh); ok {
 					sw.rng = rng
 				}
-				cfg := runConfig{Budget: j.budget, Warmup: warmup, Window: window, Drain: drain,
-					MinInterval: setup.MinIntervalMin / (24 * 60), Seed: seed}
-				r := run(pop, j.commits, s, cfg, rng)
-				log.Info("run", "drift", j.drift, "policy", r.Policy, "budget", r.Budget, "lag_mean_h", round(r.LagMeanH),
-					"lag_p99_h", round(r.LagP99H), "freshness", round(r.Freshness), "censored", r.Censored)
-				runs[j.k] = r
+				cfg := runConfig{Budget: j.budget, End: end, MinInterval: setup.MinIntervalMin / (24 * 60),
+					Windows: []window{{d.warmup, d.warmup + d.window}}}
+				if !j.drift {
+					cfg.Windows = append(cfg.Windows, window{0, d.cold})
+				}
+				rs := run(pop, j.up, s, cfg, rng)
+				for k, r := range rs {
+					log.Info("run", "drift", j.drift, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
+						"lag_mean_h", round(r.LagMeanH), "lag_p99_h", round(r.LagP99H), "dormant_polls", round(r.DormantPolls),
+						"censored", r.Censored)
+				}
+				runs[j.k] = rs
 			}
 		})
 	}
@@ -135,26 +149,44 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, warmup, wi
 	close(ch)
 	wg.Wait()
 
+	def, _ := priority.ByName("")
 	var opt []results.FreshnessAnalytic
 	for _, b := range budgets {
 		opt = append(opt, results.FreshnessAnalytic{Budget: b, LagMeanH: analyticOptimum(pop, b*float64(n)) * 24})
 	}
-	var steady, drifted []results.FreshnessRun
+	res := results.Freshness{Meta: meta, Setup: setup, Population: desc, Optimum: opt}
+	brng := rand.New(rand.NewPCG(seed, 0xb0))
+	for _, b := range []struct {
+		section string
+		day     float64
+	}{{"coldstart", d.cold / 2}, {"runs", d.warmup + d.window/2}} {
+		x := bound(pop, b.day, 2, brng)
+		x.Section = b.section
+		res.Bound = append(res.Bound, x)
+	}
 	for _, j := range jobs {
+		rs := runs[j.k]
+		for k := range rs {
+			rs[k].Default = rs[k].Policy == def.Name()
+		}
 		if j.drift {
-			drifted = append(drifted, runs[j.k])
+			res.Drift = append(res.Drift, rs[0])
 		} else {
-			steady = append(steady, runs[j.k])
+			res.Runs = append(res.Runs, rs[0])
+			res.ColdStart = append(res.ColdStart, rs[1])
 		}
 	}
-	meta.Finish()
-	return results.Freshness{Meta: meta, Setup: setup, Population: desc, Runs: steady, Drift: drifted, Optimum: opt, Policies: policyDocs}
+	for _, p := range policyDocs {
+		p.Default = p.Name == def.Name()
+		res.Policies = append(res.Policies, p)
+	}
+	return res
 }
 
 func round(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 // describe measures the simulated population against the targets.
-func describe(pop Population, commits [][]float64, ws, we float64) results.FreshnessPopulation {
+func describe(pop Population, up Upstream, ws, we float64) results.FreshnessPopulation {
 	n := len(pop.Rates)
 	d := results.FreshnessPopulation{Sigma: pop.Sigma, Mu: pop.Mu, TopFraction: targets.TopFraction,
 		TargetTopShare: targets.TopShare, TargetMonthly: targets.MonthlyChanged}
@@ -168,9 +200,9 @@ func describe(pop Population, commits [][]float64, ws, we float64) results.Fresh
 		} else {
 			active = append(active, r)
 		}
-		for _, t := range commits[i] {
-			if t >= ws && t < we {
-				counts[i]++
+		for _, p := range up[i].Pushes {
+			if p.At >= ws && p.At < we {
+				counts[i] += len(p.Authored)
 			}
 		}
 	}
@@ -196,14 +228,14 @@ func describe(pop Population, commits [][]float64, ws, we float64) results.Fresh
 	if sum > 0 {
 		d.MeasuredTopShare = float64(sumTop) / float64(sum)
 	}
-	// Share of repos with a commit, averaged over the window's 30-day stretches.
+	// Share of repos with a push, averaged over the window's 30-day stretches.
 	months := int((we - ws) / 30)
 	for m := range months {
 		a, b := ws+30*float64(m), ws+30*float64(m+1)
 		changed := 0
-		for _, ts := range commits {
-			k, _ := slices.BinarySearch(ts, a)
-			if k < len(ts) && ts[k] < b {
+		for _, l := range up {
+			k, _ := slices.BinarySearchFunc(l.Pushes, a, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
+			if k < len(l.Pushes) && l.Pushes[k].At < b {
 				changed++
 			}
 		}
@@ -213,9 +245,16 @@ func describe(pop Population, commits [][]float64, ws, we float64) results.Fresh
 }
 
 var policyDocs = []results.FreshnessPolicyDoc{
-	{Name: "uniform", Description: "round-robin: every repo polled in turn, whatever it does"},
-	{Name: "swh", Description: "Software Heritage's origin-visit policy: offset −2 after a visit that found changes, +1 otherwise (0…10, from 4); next visit 1 day (offset 0–1), 2 days (2–4) or 4^(offset−4) days later in queue time, ±10 % fudge"},
-	{Name: "cbrt", Description: "the seed's policy (priority.Cbrt): step cbrt(seconds since the newest commit)"},
-	{Name: "rate", Description: "ours (priority.Rate): change rate estimated from what the polls saw (Cho & Garcia-Molina, decayed with a " + fmt.Sprint(priority.HalfLife.Hours()/24) + "-day half-life; half a change over the longest known quiet stretch when polls saw none); step 1/√rate"},
-	{Name: "optimum", Description: "reference: the true rates, periodic polls at f ∝ √λ, never polls a repo that does not change"},
+	{Name: "uniform", Description: "round-robin: every repo polled in turn, whatever it does",
+		Uses: "nothing"},
+	{Name: "swh", Description: "Software Heritage's origin-visit policy: offset −2 after a visit that found changes, +1 otherwise (0…10, from 4); next visit 1 day (offset 0–1), 2 days (2–4) or 4^(offset−4) days later in queue time, ±10 % fudge",
+		Uses: "whether each poll found a change"},
+	{Name: "cbrt", Description: "the seed's policy (priority.Cbrt): step cbrt(seconds since the newest commit)",
+		Uses: "the newest commit's time"},
+	{Name: "rate", Description: "priority.Rate: change rate estimated from what the polls saw (Cho & Garcia-Molina, decayed with a " + fmt.Sprint(priority.HalfLife.Hours()/24) + "-day half-life; half a change over the longest known quiet stretch when polls saw none); step 1/√rate",
+		Uses: "whether each poll found a change, the time between polls, the newest commit's time"},
+	{Name: "bayes", Description: "priority.Bayes: the expected current push rate under the prior the worker learns from its repos (empirical Bayes on a grid of rates with a dormant point mass, and a learned rate of changes of behaviour); a repo's evidence is the pushes (bursts of commits less than " + fmt.Sprint(priority.SessionGap.Hours()) + " h apart) its first clone's history and its fetches showed, judged every " + fmt.Sprint(priority.Window.Hours()/24) + " days as a change of behaviour or not; step 1/√rate, the rate held above " + fmt.Sprint(priority.MinRate) + "/day",
+		Uses: "the commit times each fetch brought, the first clone's history (bounded), the time between polls, the prior learned from the worker's other repos"},
+	{Name: "optimum", Description: "reference: the true current rates, periodic polls at f ∝ √λ, never polls a repo while it does not change",
+		Uses: "the true push rates (not knowable)"},
 }

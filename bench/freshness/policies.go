@@ -2,6 +2,9 @@ package main
 
 import (
 	"math"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"math/rand/v2"
 	"time"
 
@@ -17,27 +20,41 @@ func at(day float64) time.Time { return epoch.Add(time.Duration(day * 86400 * fl
 type seen struct {
 	now        float64 // day of the poll
 	changed    bool
-	lastCommit float64 // day of the newest upstream commit (negative: before the run)
+	lastCommit float64 // day of the newest upstream commit seen (negative: before the run; −Inf: none)
 	stats      priority.Stats
+	prior      *priority.Prior // what the worker has learned of its repos
 }
 
 // scheduler decides each repo's next priority in the worker's virtual-time queue.
 type scheduler interface {
 	name() string
-	// start is the repo's first priority.
+	// start is the repo's first priority (its first poll clones it).
 	start(i int, rng *rand.Rand) float64
 	// next is the priority after a poll; ok=false means never poll it again.
 	next(i int, old float64, s seen) (p float64, ok bool)
 }
 
-func schedulers(pop Population, rng *rand.Rand) []func() scheduler {
+// rateFollower is a scheduler told when a repo's true rate changes (only the optimum).
+type rateFollower interface {
+	// rateChanged is the repo's new priority given the queue's front; ok=false: drop it.
+	rateChanged(i int, rate, front float64, rng *rand.Rand) (p float64, ok bool)
+}
+
+func schedulers(up Upstream, rng *rand.Rand) []func() scheduler {
 	return []func() scheduler{
 		func() scheduler { return uniform{} },
-		func() scheduler { return newSWH(len(pop.Rates), rng) },
-		func() scheduler { return production{priority.Cbrt{}, pop} },
-		func() scheduler { return production{priority.Rate{}, pop} },
-		func() scheduler { return optimum{pop} },
+		func() scheduler { return newSWH(len(up), rng) },
+		func() scheduler { return production{priority.Cbrt{}} },
+		func() scheduler { return production{priority.Rate{}} },
+		func() scheduler { return production{priority.Bayes{}} },
+		func() scheduler { return optimum{up} },
 	}
+}
+
+// defaultPolicy is the policy a worker runs unless told otherwise.
+func defaultPolicy() priority.Policy {
+	p, _ := priority.ByName("")
+	return p
 }
 
 // uniform polls every repo in turn: plain round-robin.
@@ -47,22 +64,23 @@ func (uniform) name() string                                    { return "unifor
 func (uniform) start(_ int, rng *rand.Rand) float64             { return rng.Float64() }
 func (uniform) next(_ int, old float64, _ seen) (float64, bool) { return old + 1, true }
 
-// production runs one of the worker's own policies (priority.Cbrt, priority.Rate).
-type production struct {
-	p   priority.Policy
-	pop Population
-}
+// production runs one of the worker's own policies (priority.Cbrt, Rate, Bayes) with
+// the worker's inputs.
+type production struct{ p priority.Policy }
 
 func (s production) name() string { return s.p.Name() }
 
-func (s production) start(i int, rng *rand.Rand) float64 {
-	first, _ := s.next(i, 0, seen{now: 0, lastCommit: -s.pop.Quiet[i]})
-	return rng.Float64() * first
+// start spreads the new repos over the step the policy gives a repo not cloned yet.
+func (s production) start(_ int, rng *rand.Rand) float64 {
+	return rng.Float64() * s.p.Next(priority.Input{Now: at(0)})
 }
 
 func (s production) next(_ int, old float64, o seen) (float64, bool) {
-	return s.p.Next(priority.Input{Old: old, Cloned: true, LastCommitAt: at(o.lastCommit),
-		Changed: o.changed, Stats: o.stats, Now: at(o.now)}), true
+	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: o.stats, Prior: o.prior, Now: at(o.now)}
+	if !math.IsInf(o.lastCommit, -1) {
+		in.LastCommitAt = at(o.lastCommit)
+	}
+	return s.p.Next(in), true
 }
 
 // swh is Software Heritage's origin-visit policy: each origin has an offset (initially 4,
@@ -105,24 +123,34 @@ func swhDays(offset int) float64 {
 	return math.Pow(4, float64(offset-4))
 }
 
-// optimum knows every repo's true rate and polls it periodically at a frequency
-// proportional to √λ; repos that never change are never polled again.
-type optimum struct{ pop Population }
+// optimum knows every repo's true current rate and polls it periodically at a
+// frequency proportional to √λ; a repo that does not change is not polled until it
+// starts to (then at a random phase of its new period, as if it had always had it).
+type optimum struct{ up Upstream }
 
 func (optimum) name() string { return "optimum" }
 
 func (s optimum) start(i int, rng *rand.Rand) float64 {
-	if s.pop.Rates[i] == 0 {
-		return rng.Float64()
+	r := s.up[i].RateAt(0)
+	if r == 0 {
+		return rng.Float64() // cloned once, then left alone
 	}
-	return rng.Float64() / math.Sqrt(s.pop.Rates[i])
+	return rng.Float64() / math.Sqrt(r)
 }
 
-func (s optimum) next(i int, old float64, _ seen) (float64, bool) {
-	if s.pop.Rates[i] == 0 {
+func (s optimum) next(i int, old float64, o seen) (float64, bool) {
+	r := s.up[i].RateAt(o.now)
+	if r == 0 {
 		return 0, false
 	}
-	return old + 1/math.Sqrt(s.pop.Rates[i]), true
+	return old + 1/math.Sqrt(r), true
+}
+
+func (optimum) rateChanged(_ int, rate, front float64, rng *rand.Rand) (float64, bool) {
+	if rate == 0 {
+		return 0, false
+	}
+	return front + rng.Float64()/math.Sqrt(rate), true
 }
 
 // analyticOptimum is the mean lag in days of the optimum: (Σ√λ)² / (2·R·Σλ), R the
@@ -134,4 +162,69 @@ func analyticOptimum(pop Population, pollsPerDay float64) float64 {
 		sum += r
 	}
 	return sq * sq / (2 * pollsPerDay * sum)
+}
+
+// bound is the mean lag, over the optimum's, of the best static allocation knowing the
+// population's true prior and the exact number of pushes each repo made over the span a
+// worker could have seen at day: the first clone's history window plus day. Dormant
+// repos show only their silence since they were made. Each repo is drawn draws times.
+func bound(pop Population, day float64, draws int, rng *rand.Rand) results.FreshnessBound {
+	const k = 400 // a fine grid of the true log-normal, and the dormant point
+	grid := make([]float64, k)
+	w := make([]float64, k+1)
+	lo, hi := pop.Mu-5*pop.Sigma, pop.Mu+5*pop.Sigma
+	sum := 0.0
+	for j := range grid {
+		x := lo + (hi-lo)*float64(j)/float64(k-1)
+		grid[j] = math.Exp(x)
+		z := (x - pop.Mu) / pop.Sigma
+		w[j] = math.Exp(-z * z / 2)
+		sum += w[j]
+	}
+	dormant := targets.Dormant
+	for j := range grid {
+		w[j] *= (1 - dormant) / sum
+	}
+	posterior := func(n int, t float64) float64 {
+		top := math.Inf(-1)
+		l := make([]float64, k)
+		for j, r := range grid {
+			l[j] = float64(n)*math.Log(r) - r*t
+			top = max(top, l[j])
+		}
+		num, den := 0.0, 0.0
+		if n == 0 {
+			top = max(top, 0)
+			den = dormant * math.Exp(-top)
+		}
+		for j, r := range grid {
+			x := w[j] * math.Exp(l[j]-top)
+			num += x * r
+			den += x
+		}
+		return num / den
+	}
+	window := fetch.HistoryWindow.Hours() / 24
+	var sf, slf, ssq, sdorm float64
+	for i, r := range pop.Rates {
+		for range draws {
+			t := window + day
+			if r == 0 {
+				t = pop.Quiet[i] + day
+			}
+			n := 0
+			for x := rng.ExpFloat64(); x < r*t; x += rng.ExpFloat64() {
+				n++
+			}
+			f := math.Sqrt(posterior(n, t))
+			sf += f
+			if r == 0 {
+				sdorm += f
+			} else {
+				slf += r / f
+				ssq += math.Sqrt(r)
+			}
+		}
+	}
+	return results.FreshnessBound{SeenDays: window + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf}
 }

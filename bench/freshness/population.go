@@ -93,47 +93,141 @@ func bisect(lo, hi float64, f func(float64) float64) float64 {
 	return (lo + hi) / 2
 }
 
-// Commits draws each repo's commit times in [0, end) days, from its own random stream so
-// that every policy sees exactly the same upstream history.
-func (p Population) Commits(seed uint64, end float64) [][]float64 {
-	out := make([][]float64, len(p.Rates))
+// Batch is how pushes carry commits, and how long before the push each was authored.
+// A worker sees only the commits' times, never the push's, so the lag it is judged by
+// (from the push) is not what it estimates rates from. The figures are assumptions
+// (see the report): most pushes carry one or two commits made in the hour before, a
+// few carry a branch worked on for days.
+type Batch struct {
+	MeanCommits     float64 // commits per push: 1 + geometric
+	NewestDelayMin  float64 // the newest commit is authored this long before the push (log-normal median, minutes)
+	GapMin          float64 // each earlier commit this long before the next (log-normal median, minutes)
+	Sigma           float64 // of both log-normals
+	BranchShare     float64 // pushes that bring a branch worked on earlier ...
+	BranchDelayDays float64 // ... whose commits are this much older (log-normal median, days, σ = 1)
+}
+
+var batch = Batch{MeanCommits: 2, NewestDelayMin: 20, GapMin: 30, Sigma: 1.5, BranchShare: 0.1, BranchDelayDays: 2}
+
+// Push is one push upstream: when it happened and when its commits were authored.
+type Push struct {
+	At       float64   // day
+	Authored []float64 // days, newest first, all before At
+	First    bool      // the repo's first push after it changed rate
+}
+
+// Regime is a stretch of a repo's life at one push rate.
+type Regime struct{ From, Rate float64 }
+
+// RepoLife is everything that happens upstream in one repo.
+type RepoLife struct {
+	Pushes  []Push    // in [0, end), in order
+	Past    []float64 // author times of the commits pushed before day 0, newest first, back to pastDays
+	Newest  float64   // the newest commit before day 0 (author time)
+	Born    bool      // Past holds the repo's very first commit (its oldest)
+	Regimes []Regime  // the rate from each day on; one regime when rates do not drift
+}
+
+// Upstream is the upstream history of every repo.
+type Upstream []RepoLife
+
+// birthDays is how long a dormant repo was worked on when it was made (mean).
+const birthDays = 7
+
+// pastDays is how far back the history before day 0 is drawn: past the longest window a
+// first clone lists.
+const pastDays = 6 * 365
+
+// NewUpstream draws every repo's pushes in [0, end), each repo from its own random
+// stream so that every policy sees exactly the same upstream. With perMonth > 0 a repo
+// draws a new rate from the population's mixture at that rate per month (dormant repos
+// wake up, busy ones go quiet), keeping the population's shape while no repo's past
+// predicts its future for long. Before day 0 every repo keeps its first rate.
+func (p Population) NewUpstream(seed uint64, end, perMonth float64, b Batch, t Targets) Upstream {
+	out := make(Upstream, len(p.Rates))
 	for i, rate := range p.Rates {
-		if rate <= 0 {
-			continue
-		}
 		rng := rand.New(rand.NewPCG(seed, uint64(i)+1))
-		var ts []float64
-		for t := rng.ExpFloat64() / rate; t < end; t += rng.ExpFloat64() / rate {
-			ts = append(ts, t)
+		life := &out[i]
+		life.Newest = -p.Quiet[i] // unless its push is in the listed past, below
+		// Before day 0: an active repo's newest push Quiet days ago, then back at the same
+		// rate. A dormant repo was touched only when it was made: a burst of a few pushes
+		// over its first days (most repos are personal and short-lived), the last of them
+		// Quiet days ago.
+		if rate > 0 {
+			for at, first := -p.Quiet[i], true; at > -pastDays; first = false {
+				c := b.commits(rng, at)
+				if first {
+					life.Newest = c[0]
+				}
+				life.Past = append(life.Past, c...)
+				at -= rng.ExpFloat64() / rate
+			}
+		} else {
+			born := -p.Quiet[i] - rng.ExpFloat64()*birthDays
+			life.Past = append(life.Past, born)
+			life.Newest = math.Inf(-1)
+			for at := -p.Quiet[i]; at > born; at -= rng.ExpFloat64() * birthDays / 3 {
+				c := b.commits(rng, at)
+				life.Newest = max(life.Newest, c[0])
+				for _, a := range c {
+					life.Past = append(life.Past, max(a, born))
+				}
+			}
+			life.Born = born > -pastDays
 		}
-		out[i] = ts
+		life.Past = slices.DeleteFunc(life.Past, func(a float64) bool { return a <= -pastDays })
+		slices.SortFunc(life.Past, func(a, b float64) int { return cmp.Compare(b, a) })
+
+		life.Regimes = []Regime{{0, rate}}
+		for at := 0.0; at < end; {
+			next := end
+			if perMonth > 0 {
+				next = min(at+rng.ExpFloat64()*30/perMonth, end)
+			}
+			if rate > 0 {
+				first := len(life.Regimes) > 1
+				for c := at + rng.ExpFloat64()/rate; c < next; c += rng.ExpFloat64() / rate {
+					life.Pushes = append(life.Pushes, Push{At: c, Authored: b.commits(rng, c), First: first})
+					first = false
+				}
+			}
+			at = next
+			if at < end {
+				rate = 0
+				if rng.Float64() >= t.Dormant {
+					rate = math.Exp(p.Mu + p.Sigma*rng.NormFloat64())
+				}
+				life.Regimes = append(life.Regimes, Regime{at, rate})
+			}
+		}
 	}
 	return out
 }
 
-// DriftingCommits is Commits for a population whose repos change behaviour: at rate
-// perMonth per repo, a repo draws a new rate from the same mixture (so dormant repos wake
-// up and busy ones go quiet), keeping the population's shape while no repo's past
-// predicts its future for long.
-func (p Population) DriftingCommits(seed uint64, end, perMonth float64, t Targets) [][]float64 {
-	out := make([][]float64, len(p.Rates))
-	for i, rate := range p.Rates {
-		rng := rand.New(rand.NewPCG(seed^0xd1f7, uint64(i)+1))
-		var ts []float64
-		for at := 0.0; at < end; {
-			next := min(at+rng.ExpFloat64()*30/perMonth, end)
-			if rate > 0 {
-				for c := at + rng.ExpFloat64()/rate; c < next; c += rng.ExpFloat64() / rate {
-					ts = append(ts, c)
-				}
-			}
-			at = next
-			rate = 0
-			if rng.Float64() >= t.Dormant {
-				rate = math.Exp(p.Mu + p.Sigma*rng.NormFloat64())
-			}
-		}
-		out[i] = ts
+// commits draws the author times of the commits of a push at day at, newest first.
+func (b Batch) commits(rng *rand.Rand, at float64) []float64 {
+	n := 1
+	for rng.Float64() > 1/b.MeanCommits {
+		n++
+	}
+	const minute = 1.0 / (24 * 60)
+	t := at - b.NewestDelayMin*minute*math.Exp(b.Sigma*rng.NormFloat64())
+	if rng.Float64() < b.BranchShare {
+		t -= b.BranchDelayDays * math.Exp(rng.NormFloat64())
+	}
+	out := make([]float64, n)
+	for k := range out {
+		out[k] = t
+		t -= b.GapMin * minute * math.Exp(b.Sigma*rng.NormFloat64())
 	}
 	return out
+}
+
+// RateAt is the repo's push rate at day t.
+func (l RepoLife) RateAt(t float64) float64 {
+	k, _ := slices.BinarySearchFunc(l.Regimes, t, func(r Regime, t float64) int { return cmp.Compare(r.From, t) })
+	if k == len(l.Regimes) || l.Regimes[k].From > t {
+		k--
+	}
+	return l.Regimes[max(k, 0)].Rate
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -8,26 +9,31 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
-// runConfig is one simulation: a poll budget and the measured stretch of time (days).
+// runConfig is one simulation: a poll budget, how long the fleet runs from its first
+// day, and the stretches of time measured.
 type runConfig struct {
-	Budget      float64 // polls per repo per day
-	Warmup      float64
-	Window      float64
-	Drain       float64
-	MinInterval float64 // days between two polls of one repo, as the worker enforces
-	Seed        uint64
+	Budget      float64  // polls per repo per day
+	End         float64  // days simulated
+	Windows     []window // the lag of the pushes made in each is measured
+	MinInterval float64  // days between two polls of one repo, as the worker enforces
 }
 
-// run polls the population at a fixed budget, taking repos from the worker's own queue in
-// the order the scheduler's priorities give, and measures what a user of the mirror sees.
-func run(pop Population, commits [][]float64, sched scheduler, cfg runConfig, rng *rand.Rand) results.FreshnessRun {
+// window is a measured stretch of days [From, To).
+type window struct{ From, To float64 }
+
+// run starts a fleet on day 0 with every repo still to clone, polls the upstream at a
+// fixed budget, taking repos from the worker's own queue in the order the scheduler's
+// priorities give, and measures what a user of the mirror sees in each window. A poll
+// tells the scheduler only what a worker would know: on the first clone the history's
+// commit times (bounded as the mirror bounds them), on later polls the times of the
+// commits it brought; never the pushes' times, which the lag is measured from.
+func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.Rand) []results.FreshnessRun {
 	n := len(pop.Rates)
-	ws, we := cfg.Warmup, cfg.Warmup+cfg.Window
-	end := we + cfg.Drain
 	ids := make([]string, n)
 	index := make(map[string]int, n)
 	q := worker.NewQueue()
@@ -36,66 +42,247 @@ func run(pop Population, commits [][]float64, sched scheduler, cfg runConfig, rn
 		index[ids[i]] = i
 		q.Push(ids[i], sched.start(i, rng), time.Time{})
 	}
-	cursor := make([]int, n)
+	changes := regimeChanges(up)
+	follower, _ := sched.(rateFollower)
+
+	cursor := make([]int, n) // first push not mirrored yet
+	cloned := make([]bool, n)
 	lastCommit := make([]float64, n)
 	lastPoll := make([]float64, n)
 	stats := make([]priority.Stats, n)
-	for i := range n {
-		lastCommit[i] = -pop.Quiet[i]
+	for i := range lastCommit {
+		lastCommit[i] = math.Inf(-1)
 	}
+	prior := priority.DefaultPrior()
+	withEvidence := 0
+	var scores priority.Scores
+	learns := sched.name() == "bayes" // only it reads the prior; the others need not pay for it
 
-	var m meter
-	m.ws, m.we = ws, we
-	res := results.FreshnessRun{Policy: sched.name(), Budget: cfg.Budget}
-	dormantPolls, changedPolls := 0, 0
+	meters := make([]meter, len(cfg.Windows))
+	for k, w := range cfg.Windows {
+		meters[k] = meter{ws: w.From, we: w.To, run: results.FreshnessRun{Policy: sched.name(), Budget: cfg.Budget}}
+	}
 	dt := 1 / (cfg.Budget * float64(n))
 	for k := 0; ; k++ {
 		now := float64(k) * dt
-		if now > end {
+		if now > cfg.End {
 			break
+		}
+		for len(changes) > 0 && changes[0].at <= now {
+			c := changes[0]
+			changes = changes[1:]
+			if follower == nil {
+				continue
+			}
+			if p, ok := follower.rateChanged(c.repo, c.rate, q.Min(), rng); ok {
+				q.Push(ids[c.repo], p, time.Time{})
+			} else {
+				q.Remove(ids[c.repo])
+			}
+		}
+		if learns && prior.Due(at(now), withEvidence) {
+			var all []priority.Stats
+			for i, s := range stats {
+				if cloned[i] {
+					all = append(all, s)
+				}
+			}
+			prior = priority.Fit(all, prior, at(now), &scores)
+			scores.Fade()
 		}
 		id, old, ok := q.Pop(at(now))
 		if !ok {
-			res.IdlePolls++
+			for k := range meters {
+				if now >= meters[k].ws && now < meters[k].we {
+					meters[k].run.IdlePolls++
+				}
+			}
 			continue
 		}
 		i := index[id]
-		res.Polls++
-		if pop.Rates[i] == 0 {
-			dormantPolls++
-		}
-		ts := commits[i]
+		life := up[i]
 		c := cursor[i]
-		changed := c < len(ts) && ts[c] <= now
-		if changed {
-			changedPolls++
-			first := ts[c]
-			for ; c < len(ts) && ts[c] <= now; c++ {
-				m.commit(ts[c], now)
-			}
-			lastCommit[i] = ts[c-1]
-			cursor[i] = c
-			m.stale(first, now)
+		for c < len(life.Pushes) && life.Pushes[c].At <= now {
+			c++
 		}
-		stats[i] = stats[i].Observe(time.Duration((now-lastPoll[i])*86400*float64(time.Second)), changed)
+		brought := life.Pushes[cursor[i]:c]
+		rate := life.RateAt(now)
+		for k := range meters {
+			m := &meters[k]
+			if now >= m.ws && now < m.we {
+				m.run.Polls++
+				if rate == 0 {
+					m.dormantPolls++
+				}
+				if len(brought) > 0 {
+					m.changedPolls++
+				}
+			}
+			if len(brought) > 0 {
+				for _, p := range brought {
+					m.push(p, now)
+				}
+				m.stale(brought[0].At, now)
+			}
+		}
+		for _, p := range brought {
+			lastCommit[i] = max(lastCommit[i], p.Authored[0])
+		}
+		var poll priority.Poll
+		if !cloned[i] {
+			times, since, root := historyAt(life, c, now)
+			lastCommit[i] = max(lastCommit[i], life.Newest)
+			poll = priority.Poll{Now: at(now), Changed: true, Commits: times, Since: at(since), FromRoot: root}
+			if !math.IsInf(lastCommit[i], -1) {
+				poll.LastCommitAt = at(lastCommit[i])
+			}
+			cloned[i] = true
+			withEvidence++
+		} else {
+			poll = priority.Poll{Prev: at(lastPoll[i]), Now: at(now), Changed: len(brought) > 0, Commits: newCommits(brought)}
+		}
+		if learns {
+			scores.Add(prior, stats[i], poll)
+		}
+		stats[i] = priority.Fold(stats[i], poll, prior)
+		cursor[i] = c
 		lastPoll[i] = now
-		p, again := sched.next(i, old, seen{now: now, changed: changed, lastCommit: lastCommit[i], stats: stats[i]})
+		p, again := sched.next(i, old, seen{now: now, changed: poll.Changed, lastCommit: lastCommit[i], stats: stats[i], prior: prior})
 		if again {
 			q.Push(id, p, at(now+cfg.MinInterval))
 		}
 	}
-	// Commits still unmirrored at the end count with the lag they have so far.
-	for i, ts := range commits {
-		c := cursor[i]
-		if c < len(ts) && ts[c] <= end {
-			m.stale(ts[c], end)
-			for ; c < len(ts) && ts[c] <= end; c++ {
-				if m.commit(ts[c], end) {
-					res.Censored++
+	// Pushes still unmirrored at the end count with the lag they have so far.
+	for i, life := range up {
+		for _, p := range life.Pushes[cursor[i]:] {
+			if p.At > cfg.End {
+				break
+			}
+			for k := range meters {
+				if meters[k].push(p, cfg.End) {
+					meters[k].run.Censored += len(p.Authored)
 				}
 			}
 		}
+		if c := cursor[i]; c < len(life.Pushes) && life.Pushes[c].At <= cfg.End {
+			for k := range meters {
+				meters[k].stale(life.Pushes[c].At, cfg.End)
+			}
+		}
 	}
+	out := make([]results.FreshnessRun, len(meters))
+	for k := range meters {
+		out[k] = meters[k].result(n)
+		if learns {
+			out[k].LearnedHazardPerMonth = prior.Hazard * 30
+			out[k].LearnedDormantShare = prior.Weights[0]
+		}
+	}
+	return out
+}
+
+// historyAt is what a first clone at day now lists of the history: the times of the
+// newest commits pushed by then, back to the history window or the mirror's bound, where
+// that listing begins, and whether it reached the repo's first commit.
+func historyAt(life RepoLife, pushed int, now float64) (times []time.Time, since float64, root bool) {
+	window := fetch.HistoryWindow.Hours() / 24
+	var all []float64
+	for _, p := range life.Pushes[:pushed] {
+		all = append(all, p.Authored...)
+	}
+	all = append(all, life.Past...)
+	slices.SortFunc(all, func(a, b float64) int { return cmp.Compare(b, a) })
+	since = now - window
+	for k, a := range all {
+		if a <= since {
+			return times, since, false
+		}
+		if k == fetch.MaxHistoryCommits {
+			return times, all[k-1], false // the walk stopped here: the listing covers only what it reached
+		}
+		times = append(times, at(a))
+	}
+	if life.Born && len(all) > 0 {
+		return times, all[len(all)-1], true
+	}
+	return times, since, false
+}
+
+// newCommits lists the commit times a fetch of these pushes brings, bounded as the
+// mirror bounds them.
+func newCommits(pushes []Push) []time.Time {
+	var out []time.Time
+	for _, p := range pushes {
+		for _, a := range p.Authored {
+			if len(out) == fetch.MaxNewCommits {
+				return out
+			}
+			out = append(out, at(a))
+		}
+	}
+	return out
+}
+
+// regimeChange is a repo drawing a new rate.
+type regimeChange struct {
+	at   float64
+	repo int
+	rate float64
+}
+
+func regimeChanges(up Upstream) []regimeChange {
+	var out []regimeChange
+	for i, l := range up {
+		for _, r := range l.Regimes[1:] {
+			out = append(out, regimeChange{r.From, i, r.Rate})
+		}
+	}
+	slices.SortFunc(out, func(a, b regimeChange) int { return cmp.Compare(a.at, b.at) })
+	return out
+}
+
+// meter accumulates lag, staleness and age over the measured window [ws, we).
+type meter struct {
+	ws, we       float64
+	lags         []float32 // days, one per commit pushed in the window
+	staleDays    float64   // Σ over repos of the time they lacked a push
+	ageDays      float64   // Σ over repos of ∫ age dt (age: time since the oldest missing push)
+	dormantPolls int
+	changedPolls int
+	firstCommits int     // commits of pushes that were a repo's first after a change of rate
+	firstLag     float64 // their total lag, days
+	run          results.FreshnessRun
+}
+
+// push records a push made at p.At and mirrored at seen, once per commit it carried; it
+// reports whether the push was in the window.
+func (m *meter) push(p Push, seen float64) bool {
+	if p.At < m.ws || p.At >= m.we {
+		return false
+	}
+	for range p.Authored {
+		m.lags = append(m.lags, float32(seen-p.At))
+	}
+	if p.First {
+		m.firstCommits += len(p.Authored)
+		m.firstLag += (seen - p.At) * float64(len(p.Authored))
+	}
+	return true
+}
+
+// stale records that a repo lacked the push made at first until seen.
+func (m *meter) stale(first, seen float64) {
+	a, b := max(first, m.ws), min(seen, m.we)
+	if a >= b {
+		return
+	}
+	m.staleDays += b - a
+	m.ageDays += ((b-first)*(b-first) - (a-first)*(a-first)) / 2
+}
+
+// result is the window's figures for n repos.
+func (m *meter) result(n int) results.FreshnessRun {
+	res := m.run
 	lags := m.lags
 	res.Commits = len(lags)
 	if len(lags) > 0 {
@@ -108,40 +295,18 @@ func run(pop Population, commits [][]float64, sched scheduler, cfg runConfig, rn
 		res.LagP50H = float64(quantile(lags, 0.50)) * 24
 		res.LagP99H = float64(quantile(lags, 0.99)) * 24
 	}
-	res.Freshness = 1 - m.staleDays/(float64(n)*cfg.Window)
-	res.AgeMeanH = m.ageDays / (float64(n) * cfg.Window) * 24
+	if m.firstCommits > 0 {
+		res.FirstPushShare = float64(m.firstCommits) / float64(len(lags))
+		res.FirstPushLagH = m.firstLag / float64(m.firstCommits) * 24
+	}
+	days := m.we - m.ws
+	res.Freshness = 1 - m.staleDays/(float64(n)*days)
+	res.AgeMeanH = m.ageDays / (float64(n) * days) * 24
 	if res.Polls > 0 {
-		res.DormantPolls = float64(dormantPolls) / float64(res.Polls)
-		res.ChangingPolls = float64(changedPolls) / float64(res.Polls)
+		res.DormantPolls = float64(m.dormantPolls) / float64(res.Polls)
+		res.ChangingPolls = float64(m.changedPolls) / float64(res.Polls)
 	}
 	return res
-}
-
-// meter accumulates lag, staleness and age over the measured window [ws, we).
-type meter struct {
-	ws, we    float64
-	lags      []float32 // days, one per commit made in the window
-	staleDays float64   // Σ over repos of the time they lacked a commit
-	ageDays   float64   // Σ over repos of ∫ age dt (age: time since the oldest missing commit)
-}
-
-// commit records a commit made at t and mirrored at seen; it reports whether t was in the window.
-func (m *meter) commit(t, seen float64) bool {
-	if t < m.ws || t >= m.we {
-		return false
-	}
-	m.lags = append(m.lags, float32(seen-t))
-	return true
-}
-
-// stale records that a repo lacked the commit made at first until seen.
-func (m *meter) stale(first, seen float64) {
-	a, b := max(first, m.ws), min(seen, m.we)
-	if a >= b {
-		return
-	}
-	m.staleDays += b - a
-	m.ageDays += ((b-first)*(b-first) - (a-first)*(a-first)) / 2
 }
 
 // quantile of sorted values (nearest rank).

@@ -11,22 +11,34 @@ import (
 
 func freshFixture() results.Freshness {
 	v := results.Freshness{
-		Meta:  results.Meta{Date: "2026-11-22T00:00:00Z"},
-		Setup: results.FreshnessSetup{Repos: 1000, WarmupDays: 10, WindowDays: 30, DrainDays: 5, MinIntervalMin: 5, Budgets: []float64{0.5, 2}},
+		Meta: results.Meta{Date: "2026-11-22T00:00:00Z"},
+		Setup: results.FreshnessSetup{Repos: 1000, WarmupDays: 10, WindowDays: 30, DrainDays: 5, MinIntervalMin: 5,
+			Budgets: []float64{0.5, 2}, DriftPerMonth: 0.1, DriftBudgets: []float64{0.5, 2}, ColdStartDays: 30,
+			Batch:             results.FreshnessBatch{MeanCommits: 2, NewestDelayMin: 20, GapMin: 30, Sigma: 1.5, BranchShare: 0.1, BranchDelayDays: 2},
+			HistoryWindowDays: 1825, MaxHistoryCommits: 1000, MaxNewCommits: 1000},
 		Population: results.FreshnessPopulation{DormantShare: 0.5, Sigma: 1.6, TopFraction: 0.025, TargetTopShare: 0.5,
 			TargetMonthly: 0.13, MeasuredTopShare: 0.517, MeasuredMonthly: 0.1312, WindowCommits: 12345},
 		Optimum: []results.FreshnessAnalytic{{Budget: 0.5, LagMeanH: 6.05}, {Budget: 2, LagMeanH: 1.51}},
+		Bound:   []results.FreshnessBound{{Section: "coldstart", SeenDays: 1840, Ratio: 1.16, DormantPolls: 0.09}, {Section: "runs", SeenDays: 2235, Ratio: 1.12, DormantPolls: 0.067}},
+		Costs: results.FreshnessCosts{Policy: "bayes", BytesPerRepo: 612, ReposMeasured: 10000, NextNs: 1500, FoldNs: 2500, FitMs: 80,
+			Walks: []results.FreshnessWalk{{Repo: "medium", Commits: 2097, Refs: 50, NewCommits: 3, NewWalkMs: 0.4, HistoryListed: 1000, HistoryMs: 21, FullWalkMs: 44}}},
 	}
-	lag := map[string]float64{"uniform": 24, "swh": 23, "cbrt": 10.4, "rate": 6.5, "optimum": 6.1}
-	for _, name := range []string{"uniform", "swh", "cbrt", "rate", "optimum"} {
-		v.Policies = append(v.Policies, results.FreshnessPolicyDoc{Name: name, Description: "about " + name})
+	lag := map[string]float64{"uniform": 24, "swh": 23, "cbrt": 10.4, "rate": 8.5, "bayes": 6.5, "optimum": 6.1}
+	for _, name := range []string{"uniform", "swh", "cbrt", "rate", "bayes", "optimum"} {
+		v.Policies = append(v.Policies, results.FreshnessPolicyDoc{Name: name, Description: "about " + name, Uses: "knows " + name, Default: name == "bayes"})
 		for _, b := range v.Setup.Budgets {
-			v.Runs = append(v.Runs, results.FreshnessRun{Policy: name, Budget: b, LagMeanH: lag[name] * 0.5 / b,
-				LagP99H: 4 * lag[name], Freshness: 0.99, DormantPolls: 0.17})
+			run := results.FreshnessRun{Policy: name, Budget: b, LagMeanH: lag[name] * 0.5 / b, LagP99H: 4 * lag[name], Freshness: 0.99, DormantPolls: 0.1, Default: name == "bayes"}
+			v.Runs = append(v.Runs, run)
+			run.LagMeanH *= 1.3
+			v.ColdStart = append(v.ColdStart, run)
+			run.LagMeanH = lag[name] * 2 / b
+			run.FirstPushShare, run.FirstPushLagH = 0.08, 40
+			if name == "optimum" {
+				run.LagMeanH, run.FirstPushLagH = 7.6*0.5/b, 13
+			}
+			v.Drift = append(v.Drift, run)
 		}
 	}
-	v.Setup.DriftPerMonth, v.Setup.DriftBudgets = 0.1, []float64{2}
-	v.Drift = []results.FreshnessRun{{Policy: "cbrt", Budget: 2, LagMeanH: 3.2}, {Policy: "rate", Budget: 2, LagMeanH: 2.5}}
 	return v
 }
 
@@ -41,13 +53,17 @@ func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 	}
 	for _, want := range []string{
 		"## 1. Freshness",
-		"| 0.5 | 1.07 ✅ | 3.69 ❌ | 1.60 ✅ | 3.54 ✅ | 3.93 |", // 6.5/6.1, 24/6.5, 10.4/6.5, 23/6.5, 24/6.1
-		"| **`rate` (ours)** | 6.50 | 1.07 |",
-		"| `uniform` | 24.00 | 6.00 |",
+		"| **`bayes` (default)** | about bayes | knows bayes |",
+		// goals at 0.5: runs 6.5/6.1, p99 26/24.4; coldstart the same ratio; drift 26/7.6
+		"| 0.5 | 1.07 ✅ | 1.07 ✅ | 1.07 ✅ | 1.07 ✅ | 3.42 ❌ | 1.07 ✅ |",
+		"| **`bayes`** | 6.50 (1.07) | 1.62 (1.07) |",
+		"| **`bayes` (default)** | 6.50 | 1.07 |",
 		"51.7%", "12,345", "13.1%",
 		"plots/freshness-lag-mean.svg",
-		"every month 10% of the repos",
-		"| 2 | `cbrt` | 3.20 | 1.28 |",
+		"**612 B**",
+		"| medium | 2,097 | 50 | 3 | 0.40 | 1,000 | 21.0 | 44.0 |",
+		"would be at **1.12×** the optimum",
+		"8.0% of the commits come in a repo's first push",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("section lacks %q\n%s", want, md)
@@ -58,14 +74,22 @@ func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 	}
 }
 
-func TestFreshnessSectionRefusesMissingRuns(t *testing.T) {
-	v := freshFixture()
-	v.Runs = v.Runs[1:]
-	dir := t.TempDir()
-	if err := results.Write(dir, "freshness", v); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
-		t.Fatal("a missing run was not reported")
+func TestFreshnessSectionRefusesMissingRunsAndAnUnmarkedDefault(t *testing.T) {
+	for name, spoil := range map[string]func(*results.Freshness){
+		"missing run":    func(v *results.Freshness) { v.Runs = v.Runs[1:] },
+		"missing drift":  func(v *results.Freshness) { v.Drift = v.Drift[:len(v.Drift)-1] },
+		"missing cold":   func(v *results.Freshness) { v.ColdStart = v.ColdStart[2:] },
+		"no default":     func(v *results.Freshness) { v.Policies[4].Default = false },
+		"no rate policy": func(v *results.Freshness) { v.Policies = append(v.Policies[:3], v.Policies[4:]...) },
+	} {
+		v := freshFixture()
+		spoil(&v)
+		dir := t.TempDir()
+		if err := results.Write(dir, "freshness", v); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+			t.Errorf("%s: not reported", name)
+		}
 	}
 }

@@ -17,39 +17,27 @@ func headlines(r *Report) (string, error) {
 	if err := r.Load("freshness", &f); err != nil {
 		return "", err
 	}
-	lag := map[string]map[float64]float64{}
-	for _, x := range f.Runs {
-		if lag[x.Policy] == nil {
-			lag[x.Policy] = map[float64]float64{}
-		}
-		lag[x.Policy][x.Budget] = x.LagMeanH
+	def, err := defaultPolicy(f)
+	if err != nil {
+		return "", err
 	}
-	for _, b := range freshGoalBudgets {
-		ours, ok := lag[freshOurs][b]
-		if !ok || ours <= 0 {
+	secs := freshSections(f)
+	for _, b := range []float64{0.5, 2} {
+		ours, ok := secs[0].runs[def][b]
+		if !ok || ours.LagMeanH <= 0 {
 			continue
 		}
-		fmt.Fprintf(&md, "- **Freshness, %g polls/repo/day:** `rate` mean lag %.2f h = %.2f× the optimum's; "+
-			"uniform %.2f×, `cbrt` %.2f×, SWH %.2f× ours.\n", b, ours, ours/lag[freshOpt][b],
-			lag["uniform"][b]/ours, lag["cbrt"][b]/ours, lag["swh"][b]/ours)
-	}
-
-	if len(f.Drift) > 0 {
-		dl := map[string]map[float64]float64{}
-		for _, x := range f.Drift {
-			if dl[x.Policy] == nil {
-				dl[x.Policy] = map[float64]float64{}
-			}
-			dl[x.Policy][x.Budget] = x.LagMeanH
-		}
 		var parts []string
-		for _, b := range f.Setup.DriftBudgets {
-			if ours := dl[freshOurs][b]; ours > 0 {
-				parts = append(parts, fmt.Sprintf("at %g, `cbrt` %.2f× and uniform %.2f× ours", b, dl["cbrt"][b]/ours, dl["uniform"][b]/ours))
+		for _, s := range secs {
+			x, o := s.runs[def][b], s.runs[freshOpt][b]
+			if x.LagMeanH > 0 && o.LagMeanH > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f× (p99 %.2f×)", s.key, x.LagMeanH/o.LagMeanH, x.LagP99H/o.LagP99H))
 			}
 		}
-		fmt.Fprintf(&md, "- **Freshness with drift** (%.0f%% of repos change behaviour a month): %s.\n",
-			100*f.Setup.DriftPerMonth, strings.Join(parts, "; "))
+		fmt.Fprintf(&md, "- **Freshness, %g polls/repo/day:** `%s` (default) mean lag %.2f h; over the optimum: %s; "+
+			"`rate` %.2f×, `cbrt` %.2f×, uniform %.2f× ours (stationary).\n", b, def, ours.LagMeanH, strings.Join(parts, ", "),
+			secs[0].runs["rate"][b].LagMeanH/ours.LagMeanH, secs[0].runs["cbrt"][b].LagMeanH/ours.LagMeanH,
+			secs[0].runs["uniform"][b].LagMeanH/ours.LagMeanH)
 	}
 
 	var p results.Placement
@@ -87,7 +75,7 @@ func headlines(r *Report) (string, error) {
 	}
 	var bs []string
 	for _, b := range sc.Bills {
-		bs = append(bs, fmt.Sprintf("%s at %s repos (DynamoDB $%.2f)", scUSD(b.TotalUSD), fmtInt(b.Repos), b.DynamoDBUSD))
+		bs = append(bs, fmt.Sprintf("%s at %s%s (DynamoDB $%.2f)", scUSD(b.TotalUSD), scBillLabel(b), scGoal(b), b.DynamoDBUSD))
 	}
 	fmt.Fprintf(&md, "- **Monthly AWS bill:** %s.\n", strings.Join(bs, ", "))
 
@@ -114,6 +102,17 @@ func headlines(r *Report) (string, error) {
 			lo.Quiet.P50Ms, hi.Quiet.P50Ms, hi.Quiet.P50Ms/lo.Quiet.P50Ms,
 			lo.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms/lo.NaiveQuiet.P50Ms)
 	}
+
+	var h results.Hostile
+	if err := r.Load("hostile", &h); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(&md, "- **Hostile inputs:** %s\n", strings.Trim(hostileHeadline(h), "*"))
+	var sv results.Serve
+	if err := r.Load("serve", &sv); err != nil {
+		return "", err
+	}
+	md.WriteString(serveHeadline(sv))
 	md.WriteString("\n")
 	return md.String(), nil
 }

@@ -47,6 +47,8 @@ func sections() []section {
 		{"fetchcost", fetchCostSection},
 		{"storecost", storeCostSection},
 		{"ticklatency", tickLatencySection},
+		{"hostile", hostileSection},
+		{"serve", serveSection},
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 
 // storeCostSection renders storecost.json: request units per store operation (DynamoDB
 // Local's and AWS's billing rules side by side), the bill model's assumptions and
-// prices, the monthly bill per fleet size, and the naive write-every-poll baseline.
+// prices, the monthly bill per fleet size with serving and without (against its goal,
+// with what it read from the synthesized template), and the naive write-every-poll
+// baseline.
 func storeCostSection(r *Report) (string, results.Meta, error) {
 	var v results.StoreCost
 	if err := r.Load("storecost", &v); err != nil {
@@ -58,7 +60,8 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 	}
 	b.WriteString(chart)
 	b.WriteString(scBillTable(v.Bills))
-	b.WriteString(scDynamoTable(v.Bills))
+	b.WriteString(scStackTable(v.Bills))
+	b.WriteString(scDynamoTable(scPlain(v.Bills)))
 	b.WriteString(scBillDetails(v.Bills))
 
 	b.WriteString("### Baseline: a design that writes the repo record on every poll\n\n")
@@ -159,10 +162,80 @@ func scHeadline(v results.StoreCost) string {
 		if bill.TotalUSD > 0 {
 			share = 100 * top.USD / bill.TotalUSD
 		}
-		sizes = append(sizes, fmt.Sprintf("%s repos: **%s/month** (%d workers; largest: %s %s, %.0f%%; DynamoDB %s)",
-			fmtInt(bill.Repos), scUSD(bill.TotalUSD), bill.Workers, top.Name, scUSD(top.USD), share, scUSD(bill.DynamoDBUSD)))
+		sizes = append(sizes, fmt.Sprintf("%s: **%s/month**%s (%d workers; largest: %s %s, %.0f%%; DynamoDB %s)",
+			scBillLabel(bill), scUSD(bill.TotalUSD), scGoal(bill), bill.Workers, top.Name, scUSD(top.USD), share, scUSD(bill.DynamoDBUSD)))
 	}
-	b.WriteString("Monthly bill — " + strings.Join(sizes, "; ") + ".\n\n")
+	b.WriteString("Monthly bill of the stack as `cdk synth` makes it with its defaults, with the git server and load balancer " +
+		"(serving) and without — " + strings.Join(sizes, "; ") + ".\n\n")
+	return b.String()
+}
+
+// scBillLabel names a bill: its fleet size, and serving when the stack serves the mirrors.
+func scBillLabel(b results.StoreCostBill) string {
+	if b.Serving {
+		return fmtInt(b.Repos) + " repos, serving"
+	}
+	return fmtInt(b.Repos) + " repos"
+}
+
+// scGoal says whether a bill meets its goal.
+func scGoal(b results.StoreCostBill) string {
+	switch {
+	case b.GoalUSD == 0:
+		return ""
+	case b.TotalUSD <= b.GoalUSD:
+		return fmt.Sprintf(" (goal ≤ %s: met)", scUSD(b.GoalUSD))
+	}
+	return fmt.Sprintf(" (goal ≤ %s: **missed**)", scUSD(b.GoalUSD))
+}
+
+// scStackTable is what each bill took from the synthesized template.
+func scStackTable(bills []results.StoreCostBill) string {
+	var b strings.Builder
+	b.WriteString("What each bill read from the synthesized template (`infra/stackfacts`):\n\n| stack |")
+	b.WriteString(scSizeHeader(bills))
+	row := func(label string, f func(results.StoreCostStack) string) {
+		b.WriteString("| " + label + " |")
+		for _, bill := range bills {
+			b.WriteString(" " + f(bill.Stack) + " |")
+		}
+		b.WriteString("\n")
+	}
+	spot := func(on bool) string {
+		if on {
+			return "Spot"
+		}
+		return "on-demand"
+	}
+	yes := func(on bool) string {
+		if on {
+			return "yes"
+		}
+		return "no"
+	}
+	row("CDK context", func(s results.StoreCostStack) string { return "`" + s.Context + "`" })
+	row("worker task", func(s results.StoreCostStack) string {
+		return fmt.Sprintf("%s vCPU / %s GB, %s, %d–%d", scNum(s.WorkerVCPU), scNum(s.WorkerGB), spot(s.WorkerSpot), s.WorkerMin, s.WorkerMax)
+	})
+	row("on-demand twin (fallback)", func(s results.StoreCostStack) string { return yes(s.OnDemandTwin) })
+	row("git server task", func(s results.StoreCostStack) string {
+		if s.ServeTasks == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%s vCPU / %s GB, %s, %d", scNum(s.ServeVCPU), scNum(s.ServeGB), spot(s.ServeSpot), s.ServeTasks)
+	})
+	row("public IP per task / NAT gateways", func(s results.StoreCostStack) string {
+		return fmt.Sprintf("%s / %d", yes(s.PublicTaskIPs), s.NATGateways)
+	})
+	row("load balancers (public IPs)", func(s results.StoreCostStack) string { return fmt.Sprintf("%d (%d)", s.LoadBalancers, s.LBPublicIPs) })
+	row("DynamoDB gateway endpoint", func(s results.StoreCostStack) string { return yes(s.DynamoEndpoint) })
+	row("alarms (metrics)", func(s results.StoreCostStack) string { return fmt.Sprintf("%d (%d)", s.Alarms, s.AlarmMetrics) })
+	row("custom metrics / dashboards", func(s results.StoreCostStack) string { return fmt.Sprintf("%d / %d", s.CustomMetrics, s.Dashboards) })
+	row("Container Insights", func(s results.StoreCostStack) string { return yes(s.Insights) })
+	row("EFS to IA / Archive after", func(s results.StoreCostStack) string {
+		return fmt.Sprintf("%d / %d days", s.EFSIADays, s.EFSArchiveDays)
+	})
+	b.WriteString("\n")
 	return b.String()
 }
 
@@ -250,7 +323,7 @@ func scComponent(cs []results.StoreCostComponent, key string) (results.StoreCost
 func scSizeHeader(bills []results.StoreCostBill) string {
 	var b strings.Builder
 	for _, bill := range bills {
-		fmt.Fprintf(&b, " %s repos |", fmtInt(bill.Repos))
+		fmt.Fprintf(&b, " %s |", scBillLabel(bill))
 	}
 	b.WriteString("\n|---|")
 	for range bills {
@@ -284,8 +357,31 @@ func scBillTable(bills []results.StoreCostBill) string {
 		})
 	}
 	row("**total**", func(x results.StoreCostBill) string { return "**" + scUSD(x.TotalUSD) + "**" })
+	row("goal", func(x results.StoreCostBill) string {
+		if x.GoalUSD == 0 {
+			return "—"
+		}
+		if x.TotalUSD <= x.GoalUSD {
+			return "≤ " + scUSD(x.GoalUSD) + ": met"
+		}
+		return "≤ " + scUSD(x.GoalUSD) + ": **missed**"
+	})
 	b.WriteString("\n")
 	return b.String()
+}
+
+// scPlain are the bills without serving: the DynamoDB figures do not depend on it.
+func scPlain(bills []results.StoreCostBill) []results.StoreCostBill {
+	var out []results.StoreCostBill
+	for _, b := range bills {
+		if !b.Serving {
+			out = append(out, b)
+		}
+	}
+	if len(out) == 0 {
+		return bills
+	}
+	return out
 }
 
 func scDynamoTable(bills []results.StoreCostBill) string {
@@ -317,7 +413,7 @@ func scBillDetails(bills []results.StoreCostBill) string {
 	var b strings.Builder
 	b.WriteString("<details><summary>Quantities behind each figure</summary>\n\n")
 	for _, bill := range bills {
-		fmt.Fprintf(&b, "**%s repos**\n\n| component | USD | quantities |\n|---|---:|---|\n", fmtInt(bill.Repos))
+		fmt.Fprintf(&b, "**%s**\n\n| component | USD | quantities |\n|---|---:|---|\n", scBillLabel(bill))
 		for _, c := range bill.Components {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, scUSD(c.USD), scCell(c.Detail))
 		}
@@ -336,7 +432,7 @@ func scBillChart(r *Report, bills []results.StoreCostBill) (string, error) {
 	keys, names := scComponents(bills, false)
 	ch := plot.Bars{Title: "Monthly AWS bill by component", YLabel: "USD per month (log)", LogY: true}
 	for _, bill := range bills {
-		ch.Groups = append(ch.Groups, fmtInt(bill.Repos)+" repos")
+		ch.Groups = append(ch.Groups, scBillLabel(bill))
 	}
 	var left []string
 	for _, k := range keys {
@@ -371,11 +467,11 @@ func scBaseline(r *Report, v results.StoreCost) (string, error) {
 		"or when the record is older than the checkpoint interval (invariant 6). Both costs use the measured units of a " +
 		"poll's `ReportFetch` (a checkpoint write and a change write are the same `UpdateItem`).\n\n")
 	b.WriteString("| | polls / repo / day | DynamoDB, this design | DynamoDB, naive | naive ÷ this |\n|---|---:|---:|---:|---:|\n")
-	for _, bill := range v.Bills {
+	for _, bill := range scPlain(v.Bills) {
 		fmt.Fprintf(&b, "| %s repos, as billed above | %s | %s | %s | %s |\n", fmtInt(bill.Repos), scNum(bill.PollsPerDay),
 			scUSD(bill.DynamoDBUSD), scUSD(bill.NaiveDynamoDBUSD), scRatio(bill.NaiveDynamoDBUSD, bill.DynamoDBUSD))
 	}
-	for _, bill := range v.Bills {
+	for _, bill := range scPlain(v.Bills) {
 		u := bill.Unthrottled
 		fmt.Fprintf(&b, "| %s repos, workers unthrottled (poll writes only) | %s | %s | %s | %s |\n", fmtInt(bill.Repos),
 			scNum(u.PollsPerDay), scUSD(u.PollWritesUSD), scUSD(u.NaiveUSD), scRatio(u.NaiveUSD, u.PollWritesUSD))

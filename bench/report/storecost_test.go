@@ -18,8 +18,11 @@ func storeCostFixture() results.StoreCost {
 	comp := func(key, name string, usd float64) results.StoreCostComponent {
 		return results.StoreCostComponent{Key: key, Name: name, USD: usd, Detail: "qty of " + key}
 	}
-	bill := func(repos, workers int, k float64) results.StoreCostBill {
-		b := results.StoreCostBill{Repos: repos, Workers: workers, PollsPerDay: 2, WritesPerRepoDay: 2.25,
+	bill := func(repos, workers int, k float64, serving bool, goal float64) results.StoreCostBill {
+		b := results.StoreCostBill{Repos: repos, Workers: workers, PollsPerDay: 2, WritesPerRepoDay: 2.25, Serving: serving, GoalUSD: goal,
+			Stack: results.StoreCostStack{Context: "-c serving=false", WorkerVCPU: 0.25, WorkerGB: 2, WorkerMin: 1, WorkerMax: 10,
+				WorkerSpot: true, OnDemandTwin: true, PublicTaskIPs: true, Alarms: 11, AlarmMetrics: 15, CustomMetrics: 28, Dashboards: 1,
+				EFSIADays: 7, EFSArchiveDays: 90, DynamoEndpoint: true},
 			Components: []results.StoreCostComponent{
 				comp("dynamodb", "DynamoDB", 1.71*k), comp("fargate", "Fargate workers", 57.67*k), comp("efs_storage", "EFS storage", 25.84*k*k),
 				comp("scheduler", "EventBridge Scheduler", 0.000002),
@@ -30,6 +33,11 @@ func storeCostFixture() results.StoreCost {
 			},
 			DynamoDBUSD: 1.71 * k, NaiveDynamoDBUSD: 3.42 * k,
 			Unthrottled: results.StoreCostUnthrottled{PollsPerDay: 115.2 / k, PollWritesUSD: 2.27 * k, NaiveUSD: 65.7 * k},
+		}
+		if serving {
+			b.Stack.Context, b.Stack.ServeTasks, b.Stack.ServeVCPU, b.Stack.ServeGB, b.Stack.ServeSpot = "-c serving=true", 1, 0.25, 1, true
+			b.Stack.LoadBalancers, b.Stack.LBPublicIPs = 1, 2
+			b.Components = append(b.Components, comp("load_balancer", "Application Load Balancer", 16.72))
 		}
 		for _, c := range b.Components {
 			b.TotalUSD += c.USD
@@ -53,7 +61,7 @@ func storeCostFixture() results.StoreCost {
 			{Key: "ddb_wru", Service: "DynamoDB", Item: "write request unit", USD: 0.625e-6, Unit: "WRU", Source: "https://example.com/ddb", Taken: "2026-11-22", Confirmed: true},
 			{Key: "efs_ia", Service: "EFS", Item: "IA storage", USD: 0.016, Unit: "GB-month", Source: "https://example.com/efs", Taken: "2026-11-22", Note: "sources disagree"},
 		},
-		Bills: []results.StoreCostBill{bill(10_000, 2, 1), bill(1_000_000, 8, 10)},
+		Bills: []results.StoreCostBill{bill(10_000, 2, 1, false, 90), bill(10_000, 2, 1, true, 100), bill(1_000_000, 8, 10, false, 1500)},
 		Sensitivity: results.StoreCostSensitivity{Repos: 100_000, PollsPerDay: []float64{2, 24, 288},
 			OursUSD: []float64{11.41, 22.89, 22.91}, NaiveUSD: []float64{11.41, 136.88, 1642.5}},
 		Notes: []string{"The bill uses the AWS-rule units."},
@@ -85,13 +93,25 @@ func TestStoreCostSectionShowsTheJSON(t *testing.T) {
 		"Transactional write: 2 WRU per started KB.",
 		"| repo | 1,000 | 388.65 | 431 |",
 		// bill: components per size, total, DynamoDB breakdown
-		"| EFS storage | $25.84 | $2,584 |",
-		"| Fargate workers | $57.67 | $576.70 |",
-		"| workers (Fargate tasks) | 2 | 8 |",
-		"| **total** | **$85.22** | **$3,178** |",
+		"| component | 10,000 repos | 10,000 repos, serving | 1,000,000 repos |",
+		"| EFS storage | $25.84 | $25.84 | $2,584 |",
+		"| Fargate workers | $57.67 | $57.67 | $576.70 |",
+		"| Application Load Balancer | — | $16.72 | — |",
+		"| workers (Fargate tasks) | 2 | 2 | 8 |",
+		"| **total** | **$85.22** | **$101.94** | **$3,178** |",
+		"| goal | ≤ $90.00: met | ≤ $100.00: **missed** | ≤ $1,500: **missed** |",
+		// the stack each bill read
+		"| worker task | 0.25 vCPU / 2 GB, Spot, 1–10 | 0.25 vCPU / 2 GB, Spot, 1–10 | 0.25 vCPU / 2 GB, Spot, 1–10 |",
+		"| git server task | — | 0.25 vCPU / 1 GB, Spot, 1 | — |",
+		"| load balancers (public IPs) | 0 (0) | 1 (2) | 0 (0) |",
+		"| CDK context | `-c serving=false` | `-c serving=true` | `-c serving=false` |",
+		// DynamoDB does not depend on serving: its table has the plain bills only
+		"| DynamoDB part | 10,000 repos | 1,000,000 repos |",
 		"| polls (checkpoint writes) | $1.13 | $11.31 |",
 		"| **DynamoDB total** | **$1.71** | **$17.10** |",
-		"1,000,000 repos: **$3,178/month** (8 workers; largest: EFS storage $2,584, 81%; DynamoDB $17.10)",
+		"1,000,000 repos: **$3,178/month** (goal ≤ $1,500: **missed**) (8 workers; largest: EFS storage $2,584, 81%; DynamoDB $17.10)",
+		"10,000 repos, serving: **$101.94/month** (goal ≤ $100.00: **missed**)",
+		"10,000 repos: **$85.22/month** (goal ≤ $90.00: met)",
 		"qty of fargate",
 		// baseline
 		"| 10,000 repos, as billed above | 2 | $1.71 | $3.42 | 2.0× |",

@@ -6,12 +6,15 @@ import (
 	"strconv"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 )
 
 // hoursPerMonth is AWS's billing month.
 const hoursPerMonth = 730.0
 
-// model holds every input of the bill that is neither a measurement nor a price.
+// model holds every input of the bill that is neither a measurement, nor a price, nor
+// taken from the synthesized stack (stackInputs): stated assumptions and the code's
+// defaults. MinWorkers, Fetchers and TickSeconds are the stack's (with).
 type model struct {
 	PollsPerDay            float64 // per repo: the sizing target
 	ChangingShare          float64 // repos that change at least once in a month
@@ -19,29 +22,36 @@ type model struct {
 	CheckpointHours        float64 // a no-change poll writes once the record is this old
 	MinIntervalMinutes     float64 // a repo is never polled sooner
 	HeartbeatSeconds       float64
-	TickSeconds            float64 // the coordinator's tick period
+	TickSeconds            float64 // the coordinator's tick period (the stack's rule)
 	GraceMinutes           float64 // silence before a worker's repos move
-	Fetchers               float64 // concurrent fetches per worker
+	Fetchers               float64 // concurrent fetches per worker (the stack's)
 	NoChangePollSeconds    float64 // wall time of a poll that finds nothing
 	ChangePollSeconds      float64 // wall time of a fetch that brings a change
 	Utilisation            float64 // share of fetcher time a sized fleet plans to use
-	MinWorkers             float64 // the stack's WorkerCount default
-	WorkerVCPU, WorkerGB   float64
-	LambdaMB               float64
+	MinWorkers             float64 // the stack's Spot worker minimum
 	LambdaSeconds          float64 // billed duration of one coordinator invocation on AWS
 	DeathsPerWorkerMonth   float64 // unplanned task losses, each followed by a replacement join
 	MirrorMB               float64 // mean mirror size on EFS
-	IAShare                float64 // share of mirror bytes EFS lifecycle moves to IA
+	StandardMBPerRepo      float64 // what stays in EFS Standard: files under 128 KiB, maintenance's rewrites
+	ArchiveShare           float64 // of the bytes past the IA transition, the share unread for the Archive transition
 	EFSReadKBPerPoll       float64 // EFS bytes a no-change poll reads (refs, config, index lookups)
-	ChangeKB               float64 // pack bytes a change brings: received through the NAT and written to EFS
+	ChangeKB               float64 // pack bytes a change brings: received from the upstream and written to EFS
 	PollNATKB              float64 // bytes a no-change poll exchanges with the upstream (TLS, ref advertisement)
 	APIOverheadBytes       float64 // per DynamoDB call beyond the JSON bodies (headers, TLS records)
-	CustomMetrics          float64
-	AlarmMetrics           float64
-	Dashboards             float64
-	ContainerInsights      float64 // Container Insights metrics (charged as custom metrics)
+	ServeLCU               float64 // load balancer capacity units the git server's traffic uses, on average
+	ServeStatusClasses     float64 // values of ServeRequests' status class dimension seen in a month
+	FlowLogMBPerPublicIP   float64 // rejected-traffic flow log records a month per public IPv4 (internet probes)
+	InsightsPerService     float64 // Container Insights metrics per service, when the stack enables it
 	LogKBPerInvocation     float64 // coordinator: EMF line and Lambda's START/END/REPORT
 	LogKBPerWorkerMinute   float64 // worker EMF flush
+}
+
+// with returns md with the inputs the stack decides.
+func (md model) with(st stackInputs) model {
+	md.MinWorkers = float64(st.Workers.MinTasks)
+	md.Fetchers = st.Fetchers
+	md.TickSeconds = st.TickSeconds
+	return md
 }
 
 // measured are the per-event AWS-rule units the bill multiplies.
@@ -159,14 +169,17 @@ func (md model) pollDynamoDB(repos, pollsPerDay float64, mu measured, p []result
 	return ours, naive
 }
 
-// bill is the monthly bill of a fleet of repos repos.
-func (md model) bill(repos int, mu measured, p []results.StoreCostPrice) results.StoreCostBill {
+// bill is the monthly bill of a fleet of repos repos on the stack st.
+func (md model) bill(repos int, mu measured, p []results.StoreCostPrice, st stackInputs) results.StoreCostBill {
+	md = md.with(st)
 	n := float64(repos)
 	days := hoursPerMonth / 24
 	P := md.PollsPerDay
 	changesDay, checkpointsDay := md.pollWrites(P)
-	W := md.workers(n, P)
-	b := results.StoreCostBill{Repos: repos, Workers: int(W), PollsPerDay: P, WritesPerRepoDay: changesDay + checkpointsDay}
+	need := md.workers(n, P)
+	W := math.Min(need, float64(st.Workers.MaxTasks))
+	b := results.StoreCostBill{Repos: repos, Workers: int(W), PollsPerDay: P, WritesPerRepoDay: changesDay + checkpointsDay,
+		Serving: st.Serve != nil, Stack: st.summary()}
 
 	polls := n * P * days
 	changes := n * changesDay * days
@@ -203,37 +216,89 @@ func (md model) bill(repos int, mu measured, p []results.StoreCostPrice) results
 	b.NaiveDynamoDBUSD = b.DynamoDBUSD - ours + naive
 
 	invocations := ticks + deaths
-	gbs := invocations * md.LambdaSeconds * md.LambdaMB / 1024
+	gbs := invocations * md.LambdaSeconds * st.LambdaMB / 1024
 	schedCalls := deaths * md.GraceMinutes * 60 / md.TickSeconds * mu.SchedulerCallsPerSuspectTick
-	fargateHour := md.WorkerVCPU*price("fargate_vcpu_arm") + md.WorkerGB*price("fargate_gb_arm")
-	efsGB := n * md.MirrorMB / 1024
+	add := func(c results.StoreCostComponent) { b.Components = append(b.Components, c) }
+	add(results.StoreCostComponent{Key: "dynamodb", Name: "DynamoDB", USD: b.DynamoDBUSD, Detail: "on-demand request units by AWS's rules, storage, PITR (below)"})
+	add(results.StoreCostComponent{Key: "lambda", Name: "Lambda (coordinator)", USD: invocations*price("lambda_request") + gbs*price("lambda_gbs_arm"),
+		Detail: fmt.Sprintf("%s invocations × %.0f MB × %.2f s = %s GB-s", qty(invocations), st.LambdaMB, md.LambdaSeconds, qty(gbs))})
+	add(results.StoreCostComponent{Key: "scheduler", Name: "EventBridge Scheduler", USD: deaths * price("scheduler_invocation"),
+		Detail: fmt.Sprintf("%s death-timer invocations (priced before the 14 million free); %s API calls (not billed)", qty(deaths), qty(schedCalls))})
+
+	workers := fargate(st.Workers, W, p)
+	detail := workers.detail
+	if need > W {
+		detail += fmt.Sprintf("; the polls need %.0f, past maxWorkers", need)
+	}
+	if st.Fallback != nil {
+		detail += "; their on-demand twin runs none while Spot keeps them up"
+	}
+	add(results.StoreCostComponent{Key: "fargate", Name: "Fargate workers", USD: workers.usd, Detail: detail})
+	tasks := W
+	if st.Serve != nil {
+		serve := fargate(*st.Serve, float64(st.Serve.MinTasks), p)
+		add(results.StoreCostComponent{Key: "fargate_serve", Name: "Fargate git server", USD: serve.usd,
+			Detail: serve.detail + " (its minimum; more under load)"})
+		tasks += float64(st.Serve.MinTasks)
+	}
+	// Public IPv4 addresses: one per task in public subnets, per internet-facing load
+	// balancer node, per NAT gateway.
+	ips := float64(st.lbPublicIPs() + st.NATGateways)
+	if st.Workers.PublicIP {
+		ips += tasks
+	}
+	add(results.StoreCostComponent{Key: "ipv4", Name: "Public IPv4 addresses", USD: ips * hoursPerMonth * price("ipv4_hour"),
+		Detail: fmt.Sprintf("%.0f addresses × %.0f h (tasks with a public IP, load balancer nodes, NAT gateways)", ips, hoursPerMonth)})
+	if len(st.LoadBalancers) > 0 {
+		lbs := float64(len(st.LoadBalancers))
+		add(results.StoreCostComponent{Key: "load_balancer", Name: "Application Load Balancer", USD: lbs * hoursPerMonth * (price("alb_hour") + md.ServeLCU*price("alb_lcu")),
+			Detail: fmt.Sprintf("%.0f × %.0f h, %.2g LCU on average (serving traffic; each further GB served: $%.3f LCU + $%.2f internet egress)",
+				lbs, hoursPerMonth, md.ServeLCU, price("alb_lcu"), price("egress_gb"))})
+	}
+
+	efs := md.efs(n, changes, st.FS, p)
+	add(results.StoreCostComponent{Key: "efs_storage", Name: "EFS storage", USD: efs.usd, Detail: efs.detail})
 	efsReadGB := (polls-changes)*md.EFSReadKBPerPoll/(1<<20) + changes*md.ChangeKB/(1<<20)
 	efsWriteGB := changes * md.ChangeKB / (1 << 20)
-	// Workers reach DynamoDB through the NAT (the stack has no gateway endpoint); the
-	// coordinator Lambda runs outside the VPC.
-	workerAPI := hbU.plus(ckU).plus(chU)
-	natGB := (polls-changes)*md.PollNATKB/(1<<20) + changes*md.ChangeKB/(1<<20) +
-		(workerAPI.Bytes+workerAPI.Calls*md.APIOverheadBytes)/(1<<30)
-	logGB := (invocations*md.LogKBPerInvocation + W*hoursPerMonth*60*md.LogKBPerWorkerMinute) / (1 << 20)
-	b.Components = []results.StoreCostComponent{
-		{Key: "dynamodb", Name: "DynamoDB", USD: b.DynamoDBUSD, Detail: "on-demand request units by AWS's rules, storage, PITR (below)"},
-		{Key: "lambda", Name: "Lambda (coordinator)", USD: invocations*price("lambda_request") + gbs*price("lambda_gbs_arm"),
-			Detail: fmt.Sprintf("%s invocations × %.0f MB × %.2f s = %s GB-s", qty(invocations), md.LambdaMB, md.LambdaSeconds, qty(gbs))},
-		{Key: "scheduler", Name: "EventBridge Scheduler", USD: deaths * price("scheduler_invocation"),
-			Detail: fmt.Sprintf("%s death-timer invocations (priced before the 14 million free); %s API calls (not billed)", qty(deaths), qty(schedCalls))},
-		{Key: "fargate", Name: "Fargate workers", USD: W * hoursPerMonth * fargateHour,
-			Detail: fmt.Sprintf("%.0f tasks × %.3g vCPU / %.3g GB × %.0f h", W, md.WorkerVCPU, md.WorkerGB, hoursPerMonth)},
-		{Key: "efs_storage", Name: "EFS storage", USD: efsGB * ((1-md.IAShare)*price("efs_standard") + md.IAShare*price("efs_ia")),
-			Detail: fmt.Sprintf("%s GB, %.0f%% in Infrequent Access", qty(efsGB), 100*md.IAShare)},
-		{Key: "efs_throughput", Name: "EFS Elastic throughput", USD: efsReadGB*price("efs_elastic_read") + efsWriteGB*price("efs_elastic_write"),
-			Detail: fmt.Sprintf("%s GB read, %s GB written", qty(efsReadGB), qty(efsWriteGB))},
-		{Key: "nat", Name: "NAT gateway", USD: hoursPerMonth*(price("nat_hour")+price("ipv4_hour")) + natGB*price("nat_gb"),
-			Detail: fmt.Sprintf("1 gateway + its IPv4 × %.0f h; %s GB processed (git and worker DynamoDB traffic)", hoursPerMonth, qty(natGB))},
-		{Key: "cloudwatch", Name: "CloudWatch", USD: (md.CustomMetrics+md.ContainerInsights)*price("cw_metric") + md.Dashboards*price("cw_dashboard") +
-			md.AlarmMetrics*price("cw_alarm") + logGB*price("cw_logs_gb"),
-			Detail: fmt.Sprintf("%.0f custom + %.0f Container Insights metrics, %.0f dashboard, %.0f alarm metrics, %s GB logs", md.CustomMetrics,
-				md.ContainerInsights, md.Dashboards, md.AlarmMetrics, qty(logGB))},
+	add(results.StoreCostComponent{Key: "efs_throughput", Name: "EFS Elastic throughput", USD: efsReadGB*price("efs_elastic_read") + efsWriteGB*price("efs_elastic_write"),
+		Detail: fmt.Sprintf("%s GB read, %s GB written", qty(efsReadGB), qty(efsWriteGB))})
+
+	if st.NATGateways > 0 {
+		// Upstream git traffic crosses the NAT unless the tasks have public IPs; the
+		// workers' DynamoDB calls unless a gateway endpoint carries them. The
+		// coordinator Lambda runs outside the VPC.
+		var natGB float64
+		if !st.Workers.PublicIP {
+			natGB += (polls-changes)*md.PollNATKB/(1<<20) + changes*md.ChangeKB/(1<<20)
+			if !st.DynamoDBEndpoint {
+				api := hbU.plus(ckU).plus(chU)
+				natGB += (api.Bytes + api.Calls*md.APIOverheadBytes) / (1 << 30)
+			}
+		}
+		nats := float64(st.NATGateways)
+		add(results.StoreCostComponent{Key: "nat", Name: "NAT gateway", USD: nats*hoursPerMonth*price("nat_hour") + natGB*price("nat_gb"),
+			Detail: fmt.Sprintf("%.0f gateway(s) × %.0f h; %s GB processed", nats, hoursPerMonth, qty(natGB))})
 	}
+
+	services := 1.0
+	if st.Fallback != nil {
+		services++
+	}
+	if st.Serve != nil {
+		services++
+	}
+	insights := 0.0
+	if st.ContainerInsights {
+		insights = services * md.InsightsPerService
+	}
+	logGB := (invocations*md.LogKBPerInvocation + W*hoursPerMonth*60*md.LogKBPerWorkerMinute) / (1 << 20)
+	flowGB := float64(st.FlowLogs) * ips * md.FlowLogMBPerPublicIP / 1024
+	add(results.StoreCostComponent{Key: "cloudwatch", Name: "CloudWatch",
+		USD: (st.CustomMetrics+insights)*price("cw_metric") + float64(st.Dashboards)*price("cw_dashboard") +
+			float64(st.AlarmMetrics)*price("cw_alarm") + (logGB+flowGB)*price("cw_logs_gb"),
+		Detail: fmt.Sprintf("%.0f custom + %.0f Container Insights metrics, %d dashboard(s), %d alarm metrics (%d alarms), %s GB logs, %s GB flow logs",
+			st.CustomMetrics, insights, st.Dashboards, st.AlarmMetrics, st.Alarms, qty(logGB), qty(flowGB))})
+
 	for _, c := range b.Components {
 		b.TotalUSD += c.USD
 	}
@@ -241,6 +306,48 @@ func (md model) bill(repos int, mu measured, p []results.StoreCostPrice) results
 	b.Unthrottled.PollsPerDay = up
 	b.Unthrottled.PollWritesUSD, b.Unthrottled.NaiveUSD = md.pollDynamoDB(n, up, mu, p)
 	return b
+}
+
+type priced struct {
+	usd    float64
+	detail string
+}
+
+// fargate prices n tasks of service s for a month, split between on-demand Fargate and
+// Spot as its capacity provider strategy splits them.
+func fargate(s stackfacts.Service, n float64, p []results.StoreCostPrice) priced {
+	od, spot := s.Split(int(math.Round(n)))
+	v, g := vcpu(s), gb(s)
+	hourOD := v*priceOf(p, "fargate_vcpu_arm") + g*priceOf(p, "fargate_gb_arm")
+	hourSpot := v*priceOf(p, "fargate_spot_vcpu_arm") + g*priceOf(p, "fargate_spot_gb_arm")
+	return priced{usd: hoursPerMonth * (od*hourOD + spot*hourSpot),
+		detail: fmt.Sprintf("%.0f tasks (%.0f on Spot, %.0f on-demand) × %.3g vCPU / %.3g GB × %.0f h", n, spot, od, v, g, hoursPerMonth)}
+}
+
+// efs prices the mirrors' storage by class. Files under 128 KiB never leave Standard,
+// and maintenance rewrites its index files (StandardMBPerRepo); a change's pack stays
+// in Standard until the IA transition; the rest moves to IA, and the share no fetch or
+// clone reads until the Archive transition moves on (ArchiveShare). A file system that
+// moves a file back to Standard on a read keeps the changing repos' packs there.
+func (md model) efs(repos, changesMonth float64, fs stackfacts.FileSystem, p []results.StoreCostPrice) priced {
+	total := repos * md.MirrorMB / 1024
+	if fs.IAAfterDays == 0 {
+		return priced{usd: total * priceOf(p, "efs_standard"), detail: fmt.Sprintf("%s GB, all in Standard (no lifecycle)", qty(total))}
+	}
+	recent := changesMonth * md.ChangeKB / (1 << 20) * math.Min(float64(fs.IAAfterDays)/(hoursPerMonth/24), 1)
+	standard := math.Min(total, repos*md.StandardMBPerRepo/1024+recent)
+	if fs.BackToStandardOnRead {
+		standard += md.ChangingShare * (total - standard)
+	}
+	cold := total - standard
+	archive := 0.0
+	if fs.ArchiveAfterDays > 0 {
+		archive = md.ArchiveShare * cold
+	}
+	ia := cold - archive
+	return priced{usd: standard*priceOf(p, "efs_standard") + ia*priceOf(p, "efs_ia") + archive*priceOf(p, "efs_archive"),
+		detail: fmt.Sprintf("%s GB: %s Standard, %s Infrequent Access (after %d days), %s Archive (after %d days)",
+			qty(total), qty(standard), qty(ia), fs.IAAfterDays, qty(archive), fs.ArchiveAfterDays)}
 }
 
 // qty writes a quantity for a reader: three significant digits, "million" and

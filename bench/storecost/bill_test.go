@@ -2,9 +2,12 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
@@ -33,8 +36,14 @@ func testPrices() []results.StoreCostPrice {
 
 func testModel() model {
 	return model{PollsPerDay: 2, CheckpointHours: 6, MinIntervalMinutes: 5, HeartbeatSeconds: 10, TickSeconds: 60,
-		GraceMinutes: 10, Fetchers: 10, NoChangePollSeconds: 1.5, ChangePollSeconds: 6, Utilisation: 0.5, MinWorkers: 2,
-		WorkerVCPU: 1, WorkerGB: 2}
+		GraceMinutes: 10, Fetchers: 10, NoChangePollSeconds: 1.5, ChangePollSeconds: 6, Utilisation: 0.5, MinWorkers: 2}
+}
+
+// testStack is the old default stack: two on-demand 1 vCPU / 2 GB workers in private
+// subnets behind a NAT gateway, nothing else billed.
+func testStack() stackInputs {
+	return stackInputs{Workers: stackfacts.Service{ID: "W", CPU: 1024, MemoryMiB: 2048, Desired: 2, MinTasks: 2, MaxTasks: 8},
+		Fetchers: 10, TickSeconds: 60, LambdaMB: 512, NATGateways: 1}
 }
 
 func TestPollWrites(t *testing.T) {
@@ -82,7 +91,7 @@ func TestWorkers(t *testing.T) {
 func TestBillByHand(t *testing.T) {
 	md, p := testModel(), testPrices()
 	mu := measured{Tick: units{RRU: 5, WRU: 1}, Heartbeat: units{RRU: 1, WRU: 1}, Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
-	b := md.bill(1000, mu, p)
+	b := md.bill(1000, mu, p, testStack())
 	ticks := 730.0 * 60           // 43,800
 	heartbeats := 2 * 730.0 * 360 // 525,600
 	polls := 1000 * 2 * 730.0 / 24
@@ -175,5 +184,120 @@ func TestQty(t *testing.T) {
 		if got := qty(c.v); got != c.want {
 			t.Errorf("qty(%g) = %q, want %q", c.v, got, c.want)
 		}
+	}
+}
+
+// The default stack's shape: Spot workers and git server with public IPs, a load
+// balancer over two subnets, no NAT gateway. Round prices, checked by hand.
+func TestBillOfASpotStackWithServing(t *testing.T) {
+	md, p := testModel(), testPrices()
+	md.ServeLCU = 0.05
+	set := func(key string, usd float64) {
+		for i := range p {
+			if p[i].Key == key {
+				p[i].USD = usd
+			}
+		}
+	}
+	set("fargate_spot_vcpu_arm", 0.01)
+	set("fargate_spot_gb_arm", 0.001)
+	set("ipv4_hour", 0.005)
+	set("alb_hour", 0.02)
+	set("alb_lcu", 0.01)
+	spot := []stackfacts.Provider{{Name: "FARGATE_SPOT", Weight: 1}}
+	st := stackInputs{
+		Workers:  stackfacts.Service{ID: "W", CPU: 256, MemoryMiB: 2048, Desired: 1, MinTasks: 1, MaxTasks: 10, Providers: spot, PublicIP: true},
+		Fallback: &stackfacts.Service{ID: "F", CPU: 256, MemoryMiB: 2048, MaxTasks: 1, Providers: []stackfacts.Provider{{Name: "FARGATE", Weight: 1}}},
+		Serve:    &stackfacts.Service{ID: "S", CPU: 256, MemoryMiB: 1024, Desired: 1, MinTasks: 1, MaxTasks: 4, Providers: spot, PublicIP: true},
+		Fetchers: 10, TickSeconds: 60, LambdaMB: 512,
+		LoadBalancers: []stackfacts.LoadBalancer{{ID: "LB", Type: "application", InternetFacing: true, Subnets: 2}},
+	}
+	b := md.bill(1000, measured{}, p, st)
+	comp := map[string]float64{}
+	for _, c := range b.Components {
+		comp[c.Key] = c.USD
+	}
+	for key, want := range map[string]float64{
+		"fargate":       730 * (0.25*0.01 + 2*0.001), // 1 Spot worker: 3.285
+		"fargate_serve": 730 * (0.25*0.01 + 1*0.001), // 2.555
+		"ipv4":          (1 + 1 + 2) * 730 * 0.005,   // worker, server, two load balancer nodes: 14.6
+		"load_balancer": 730 * (0.02 + 0.05*0.01),    // 14.965
+	} {
+		if !near(comp[key], want) {
+			t.Errorf("%s = %g, want %g", key, comp[key], want)
+		}
+	}
+	if _, ok := comp["nat"]; ok {
+		t.Error("a NAT line without a NAT gateway")
+	}
+	if b.Workers != 1 || !b.Serving || !b.Stack.WorkerSpot || !b.Stack.OnDemandTwin || b.Stack.LBPublicIPs != 2 {
+		t.Errorf("bill %+v", b)
+	}
+	// The polls of a million repos need more workers than maxWorkers allows: capped, and said.
+	st.Workers.MaxTasks = 3
+	if b := md.bill(1_000_000, measured{}, p, st); b.Workers != 3 || !strings.Contains(b.Components[3].Detail, "past maxWorkers") {
+		t.Errorf("capped bill: %d workers, %q", b.Workers, b.Components[3].Detail)
+	}
+}
+
+// EFS by storage class: small files and recent changes in Standard, the rest in IA
+// and, past the Archive transition, Archive; no lifecycle keeps everything Standard.
+func TestEFSClasses(t *testing.T) {
+	md := testModel()
+	md.MirrorMB, md.StandardMBPerRepo, md.ArchiveShare, md.ChangeKB, md.ChangingShare = 50, 0.5, 0.6, 500, 0.13
+	p := testPrices()
+	for i := range p {
+		switch p[i].Key {
+		case "efs_standard":
+			p[i].USD = 0.3
+		case "efs_ia":
+			p[i].USD = 0.016
+		case "efs_archive":
+			p[i].USD = 0.008
+		}
+	}
+	total := 10_000 * 50 / 1024.0
+	recent := 5200 * 500 / 1048576.0 * 7 / (730 / 24.0)
+	std := 10_000*0.5/1024 + recent
+	cold := total - std
+	got := md.efs(10_000, 5200, stackfacts.FileSystem{IAAfterDays: 7, ArchiveAfterDays: 90}, p)
+	if want := std*0.3 + 0.4*cold*0.016 + 0.6*cold*0.008; !near(got.usd, want) {
+		t.Errorf("IA + Archive: %g, want %g (%s)", got.usd, want, got.detail)
+	}
+	if got := md.efs(10_000, 5200, stackfacts.FileSystem{}, p); !near(got.usd, total*0.3) {
+		t.Errorf("no lifecycle: %g, want %g", got.usd, total*0.3)
+	}
+	back := md.efs(10_000, 5200, stackfacts.FileSystem{IAAfterDays: 30, BackToStandardOnRead: true}, p)
+	if back.usd <= md.efs(10_000, 5200, stackfacts.FileSystem{IAAfterDays: 30}, p).usd {
+		t.Error("moving files back to Standard on a read costs nothing")
+	}
+}
+
+// Custom metrics are counted from what the dashboard graphs, and a metric the code
+// defines but the dashboard leaves out fails the bill rather than going uncounted.
+func TestStackInputsCountTheDashboard(t *testing.T) {
+	var names []string
+	for _, d := range metrics.Defs() {
+		names = append(names, d.Name)
+	}
+	f := stackfacts.Facts{
+		Services: []stackfacts.Service{{ID: "W", Desired: 1, MinTasks: 1, MaxTasks: 2, Command: []string{"worker"},
+			Env: map[string]string{"MIRRORFLEET_FETCHERS": "10"}}},
+		Lambdas:          []stackfacts.Lambda{{ID: "C", MemoryMB: 512, OnRule: true}},
+		FileSystems:      []stackfacts.FileSystem{{ID: "M"}},
+		DashboardMetrics: names,
+	}
+	st, err := stackInputsFrom(f, "test", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every name once, the two State families once per state, ServeRequests per class.
+	want := float64(len(names)) + float64(5-1) + float64(7-1) + float64(3-1)
+	if st.CustomMetrics != want {
+		t.Errorf("%v custom metrics, want %v", st.CustomMetrics, want)
+	}
+	f.DashboardMetrics = f.DashboardMetrics[1:]
+	if _, err := stackInputsFrom(f, "test", 3); err == nil || !strings.Contains(err.Error(), names[0]) {
+		t.Errorf("a dashboard without %s: %v", names[0], err)
 	}
 }

@@ -3,7 +3,11 @@
 // and without a change, adding a repo — on DynamoDB Local with the real coordinator,
 // workers and dynamo store (shared/sim), recomputes the units by AWS's billing rules from
 // the item sizes it observes, and turns them into a monthly AWS bill for 10k, 100k and
-// 1M repos with every assumption and price written down. It writes
+// 1M repos, each with the git server and without, with every assumption and price
+// written down. What the stack provisions — task sizes and counts, capacity providers,
+// public addresses, NAT gateways, the load balancer, alarms, the dashboard's metrics,
+// the file system's lifecycle — comes from the template `go run ./infra` synthesizes
+// (infra/stackfacts), so the bill and the stack cannot drift apart. It writes
 // bench/results/storecost.json.
 //
 //	bash scripts/with-dynamodb-local.sh go run ./bench/storecost -out bench/results
@@ -23,9 +27,8 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
-	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
@@ -63,15 +66,25 @@ func run(out, sizeList string, workers int, log *slog.Logger) error {
 		return errors.New("-workers: at least 2 (one of them dies)")
 	}
 	meta := results.Collect()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil)) // the fleet's own logs
+	wdef, cdef := worker.DefaultConfig(), coordinator.DefaultConfig()
+	md := defaultModel(wdef, cdef)
+
+	// The stack as the CDK app synthesizes it, with the git server and without: the
+	// bill's task sizes and counts, addresses, load balancer, alarms and metrics.
+	t0 := time.Now()
+	stacks, err := synthesizedStacks(ctx, md)
+	if err != nil {
+		return err
+	}
+	log.Info("stacks synthesized", "took", time.Since(t0).Round(time.Second))
 
 	res := results.StoreCost{DynamoDBLocal: "DynamoDB Local 1.25.1 (amplify-dynamodb-simulator@2.9.30, scripts/dynamodb-local.sh), in memory",
 		Rules: billingRules}
-	wdef, cdef := worker.DefaultConfig(), coordinator.DefaultConfig()
 
-	t0 := time.Now()
+	t0 = time.Now()
 	polls, err := runPolls(ctx, quiet, endpoint, wdef.Checkpoint)
 	if err != nil {
 		return fmt.Errorf("polls: %w", err)
@@ -93,14 +106,18 @@ func run(out, sizeList string, workers int, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	md := defaultModel(wdef, cdef)
-	res.Assumptions = md.assumptions()
+	res.Assumptions = md.assumptions(stacks[true])
 	res.Prices = prices
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
-		res.Bills = append(res.Bills, md.bill(n, mu, prices))
+		for _, serving := range []bool{false, true} {
+			b := md.bill(n, mu, prices, stacks[serving])
+			b.GoalUSD = goalUSD(n, serving)
+			res.Bills = append(res.Bills, b)
+			log.Info("bill", "repos", n, "serving", serving, "usd", fmt.Sprintf("%.2f", b.TotalUSD), "goal", b.GoalUSD)
+		}
 	}
-	res.Sensitivity = md.sensitivity(100_000, []float64{1, 2, 4, 6, 12, 24, 48, 96, 288}, mu, prices)
-	res.Notes = append(notes(md), scalingNotes(res.Measurements, repoSizes)...)
+	res.Sensitivity = md.with(stacks[false]).sensitivity(100_000, []float64{1, 2, 4, 6, 12, 24, 48, 96, 288}, mu, prices)
+	res.Notes = append(notes(md.with(stacks[false])), scalingNotes(res.Measurements, repoSizes)...)
 	meta.Finish()
 	res.Meta = meta
 	if err := results.Write(out, "storecost", res); err != nil {
@@ -108,6 +125,45 @@ func run(out, sizeList string, workers int, log *slog.Logger) error {
 	}
 	log.Info("written", "path", out+"/storecost.json", "seconds", meta.Seconds)
 	return nil
+}
+
+// goalUSD is the monthly total the defaults are meant to stay within (issue 16): a
+// small mirror site at 10,000 repos, with and without serving, and a million repos.
+func goalUSD(repos int, serving bool) float64 {
+	switch {
+	case repos == 10_000 && !serving:
+		return 45
+	case repos == 10_000:
+		return 70
+	case repos == 1_000_000:
+		return 1500
+	}
+	return 0
+}
+
+// synthesizedStacks synthesizes the stack with its defaults, serving off and on, and
+// reads what the bill needs from each template.
+func synthesizedStacks(ctx context.Context, md model) (map[bool]stackInputs, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out := map[bool]stackInputs{}
+	for _, serving := range []bool{false, true} {
+		c := map[string]string{"serving": strconv.FormatBool(serving)}
+		tpl, err := synthesize(ctx, root, c)
+		if err != nil {
+			return nil, err
+		}
+		f, err := stackfacts.Parse(tpl)
+		if err != nil {
+			return nil, err
+		}
+		if out[serving], err = stackInputsFrom(f, contextString(c), md.ServeStatusClasses); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // byKey finds a measurement.
@@ -186,8 +242,8 @@ func measuredInputs(ms []results.StoreCostMeasurement, sizes []results.StoreCost
 	return mu, nil
 }
 
-// defaultModel is the bill's inputs: the code's defaults where the code has them, the
-// stack's where the stack sets them, stated guesses for the rest.
+// defaultModel is the bill's inputs that are neither measured nor the stack's: the
+// code's defaults where the code has them, stated guesses for the rest.
 func defaultModel(w worker.Config, c coordinator.Config) model {
 	return model{
 		PollsPerDay:            2,
@@ -196,56 +252,36 @@ func defaultModel(w worker.Config, c coordinator.Config) model {
 		CheckpointHours:        w.Checkpoint.Hours(),
 		MinIntervalMinutes:     w.MinInterval.Minutes(),
 		HeartbeatSeconds:       w.Heartbeat.Seconds(),
-		TickSeconds:            60,
 		GraceMinutes:           c.Grace.Minutes(),
-		Fetchers:               float64(w.Fetchers),
 		NoChangePollSeconds:    1.5,
 		ChangePollSeconds:      6,
 		Utilisation:            0.5,
-		MinWorkers:             2,
-		WorkerVCPU:             1,
-		WorkerGB:               2,
-		LambdaMB:               512,
 		LambdaSeconds:          0.3,
 		DeathsPerWorkerMonth:   1,
 		MirrorMB:               50,
-		IAShare:                0.87,
+		StandardMBPerRepo:      0.5,
+		ArchiveShare:           0.6,
 		EFSReadKBPerPoll:       64,
 		ChangeKB:               500,
 		PollNATKB:              20,
 		APIOverheadBytes:       600,
-		CustomMetrics:          customMetrics(),
-		AlarmMetrics:           6,
-		Dashboards:             1,
-		ContainerInsights:      36,
+		ServeLCU:               0.05,
+		ServeStatusClasses:     3,
+		FlowLogMBPerPublicIP:   20,
+		InsightsPerService:     12,
 		LogKBPerInvocation:     1.5,
 		LogKBPerWorkerMinute:   1,
 	}
 }
 
-// customMetrics counts the CloudWatch metrics the fleet emits: one per metric name, one
-// per state for the metrics with a State dimension (the Fleet dimension is fixed).
-func customMetrics() float64 {
-	states := map[string]int{
-		metrics.WorkersByState: len([]store.WorkerState{store.WorkerJoining, store.WorkerActive, store.WorkerSuspect, store.WorkerDead, store.WorkerDraining}),
-		metrics.ReposByState: len([]store.RepoState{store.RepoPending, store.RepoCloning, store.RepoOK, store.RepoFailing, store.RepoGone,
-			store.RepoOverflow, store.RepoDeleting}),
-	}
-	n := 0
-	for _, d := range metrics.Defs() {
-		if slices.Contains(d.Dims, metrics.DimState) {
-			n += states[d.Name]
-		} else {
-			n++
-		}
-	}
-	return float64(n)
-}
-
-func (md model) assumptions() []results.StoreCostAssumption {
+// assumptions lists the model's inputs; the stack's are those of st (serving on; each
+// bill records its own stack).
+func (md model) assumptions(st stackInputs) []results.StoreCostAssumption {
+	md = md.with(st)
 	a := func(key string, v float64, unit, note string) results.StoreCostAssumption {
 		return results.StoreCostAssumption{Key: key, Value: v, Unit: unit, Note: note}
 	}
+	tpl := "from the synthesized template (" + st.Context + ")"
 	changesDay, checkpointsDay := md.pollWrites(md.PollsPerDay)
 	return []results.StoreCostAssumption{
 		a("polls_per_day", md.PollsPerDay, "polls per repo per day", "stated default; the workers set no rate limit, so a deployed fleet polls as fast as its workers can (see 'unthrottled')"),
@@ -256,28 +292,36 @@ func (md model) assumptions() []results.StoreCostAssumption {
 		a("writes_per_repo_day", changesDay+checkpointsDay, "writes per repo per day", "derived: changes + checkpoint writes at polls_per_day"),
 		a("min_interval", md.MinIntervalMinutes, "minutes", "worker.DefaultConfig().MinInterval: caps polls at 288 a day"),
 		a("heartbeat", md.HeartbeatSeconds, "seconds", "worker.DefaultConfig().Heartbeat"),
-		a("tick", md.TickSeconds, "seconds", "the stack's EventBridge rule: one coordinator tick a minute"),
+		a("tick", md.TickSeconds, "seconds", tpl+": the coordinator's rule"),
 		a("grace", md.GraceMinutes, "minutes", "coordinator.DefaultConfig().Grace: a silent worker is suspect this long, one tick a minute"),
-		a("fetchers", md.Fetchers, "per worker", "worker.DefaultConfig().Fetchers and the stack's MIRRORFLEET_FETCHERS"),
+		a("fetchers", md.Fetchers, "per worker", tpl+": the workers' MIRRORFLEET_FETCHERS"),
 		a("nochange_poll_seconds", md.NoChangePollSeconds, "seconds", "stated guess: wall time of a poll that finds nothing (TLS + ref advertisement + EFS reads)"),
 		a("change_poll_seconds", md.ChangePollSeconds, "seconds", "stated guess: wall time of a fetch that brings a change"),
 		a("utilisation", md.Utilisation, "of fetcher time", "stated: a sized fleet plans to use half its fetchers (clones, bursts, failures)"),
-		a("min_workers", md.MinWorkers, "tasks", "the stack's WorkerCount default (autoscaling minimum)"),
-		a("worker_vcpu", md.WorkerVCPU, "vCPU", "the stack's WorkerCPU default (1024 units), ARM64"),
-		a("worker_gb", md.WorkerGB, "GB", "the stack's WorkerMemory default (2048 MiB)"),
-		a("lambda_mb", md.LambdaMB, "MB", "the stack's coordinator MemorySize (arm64)"),
+		a("min_workers", md.MinWorkers, "tasks", tpl+": the Spot workers' autoscaling minimum"),
+		a("max_workers", float64(st.Workers.MaxTasks), "tasks", tpl+": their maximum (the bill never exceeds it)"),
+		a("worker_vcpu", vcpu(st.Workers), "vCPU", tpl+": the worker task, ARM64"),
+		a("worker_gb", gb(st.Workers), "GB", tpl+": the worker task"),
+		a("serve_vcpu", vcpu(*st.Serve), "vCPU", tpl+": the git server task, ARM64"),
+		a("serve_gb", gb(*st.Serve), "GB", tpl+": the git server task"),
+		a("serve_tasks", float64(st.Serve.MinTasks), "tasks", tpl+": the git server's minimum, billed as its standing size"),
+		a("lambda_mb", st.LambdaMB, "MB", tpl+": the coordinator's MemorySize (arm64)"),
 		a("lambda_seconds", md.LambdaSeconds, "seconds", "stated guess for AWS: 6–8 sequential DynamoDB calls at ~10 ms plus EMF; the local wall time is in the measurements"),
-		a("deaths_per_worker_month", md.DeathsPerWorkerMonth, "per worker per month", "stated guess: unplanned task losses, each followed by a replacement join"),
+		a("deaths_per_worker_month", md.DeathsPerWorkerMonth, "per worker per month", "stated guess: unplanned task losses (Spot interruptions included), each followed by a replacement join"),
 		a("mirror_mb", md.MirrorMB, "MB per repo", "stated: 50 MB median mirror, used as the mean (a heavy tail would raise it)"),
-		a("ia_share", md.IAShare, "of mirror bytes", "derived: repos that did not change in 30 days (1 − changing_share) have their packs moved to Infrequent Access by the stack's lifecycle policy"),
+		a("standard_mb_per_repo", md.StandardMBPerRepo, "MB per repo", "stated guess: what never leaves EFS Standard — files under 128 KiB (refs, config, small packs and indexes) and the index files maintenance rewrites"),
+		a("archive_share", md.ArchiveShare, "of bytes past IA", "stated guess: packs no fetch or clone reads for 90 days (most repos never change: 1 − changing_share a month; clones are usage-dependent)"),
 		a("efs_read_kb_per_poll", md.EFSReadKBPerPoll, "KB", "stated guess: refs, config and pack index lookups of a no-change poll"),
-		a("change_kb", md.ChangeKB, "KB", "stated guess: pack data a change brings (through the NAT, written to EFS, read back)"),
-		a("poll_nat_kb", md.PollNATKB, "KB", "stated guess: TLS handshake and ref advertisement of a no-change poll"),
-		a("api_overhead_bytes", md.APIOverheadBytes, "bytes per DynamoDB call", "stated guess: HTTP headers and TLS records beyond the measured JSON bodies"),
-		a("custom_metrics", md.CustomMetrics, "metrics", "counted from shared/metrics.Defs(): one per name, one per state where a State dimension applies"),
-		a("container_insights_metrics", md.ContainerInsights, "metrics", "unconfirmed estimate: the stack enables Container Insights (cluster, service and task family metrics)"),
-		a("alarm_metrics", md.AlarmMetrics, "alarm metrics", "the stack's 5 alarms, one a metric-math alarm over 2 metrics"),
-		a("dashboards", md.Dashboards, "dashboards", "the stack's dashboard"),
+		a("change_kb", md.ChangeKB, "KB", "stated guess: pack data a change brings (received, written to EFS, read back)"),
+		a("poll_nat_kb", md.PollNATKB, "KB", "stated guess: TLS handshake and ref advertisement of a no-change poll (billed only through a NAT gateway)"),
+		a("api_overhead_bytes", md.APIOverheadBytes, "bytes per DynamoDB call", "stated guess: HTTP headers and TLS records beyond the measured JSON bodies (billed only through a NAT gateway)"),
+		a("serve_lcu", md.ServeLCU, "LCU", "stated guess: a small site's serving traffic, about 1 GB served a day (1 LCU = 1 GB an hour to IP targets); more traffic is billed per GB"),
+		a("serve_status_classes", md.ServeStatusClasses, "values", "stated: ServeRequests' status class dimension as a month sees it (2xx, 4xx, 5xx)"),
+		a("custom_metrics", st.CustomMetrics, "metrics", tpl+": the metrics the dashboard graphs, one per State value (shared/metrics) or status class; every metric shared/metrics defines must be among them"),
+		a("alarm_metrics", float64(st.AlarmMetrics), "alarm metrics", tpl+fmt.Sprintf(": %d alarms, including the two Application Auto Scaling creates per target tracking policy", st.Alarms)),
+		a("dashboards", float64(st.Dashboards), "dashboards", tpl),
+		a("container_insights_metrics", md.InsightsPerService, "per service", "unconfirmed estimate, billed only when the template enables Container Insights"),
+		a("flow_log_mb_per_public_ip", md.FlowLogMBPerPublicIP, "MB per month", "stated guess: rejected-traffic records of internet probes to a public address"),
 		a("log_kb_per_invocation", md.LogKBPerInvocation, "KB", "stated guess: the coordinator's EMF line and Lambda's START/END/REPORT lines"),
 		a("log_kb_per_worker_minute", md.LogKBPerWorkerMinute, "KB", "stated guess: a worker's EMF flush a minute"),
 		a("hours_per_month", hoursPerMonth, "hours", "AWS's billing month"),
@@ -289,8 +333,10 @@ func notes(md model) []string {
 		"The bill uses the AWS-rule units. DynamoDB Local charges single-item calls by AWS's rules but a TransactWriteItems a flat amount per table and index touched, whatever the number of items, so its figures for Apply, CreateRepo and state-changing ReportFetch are not what AWS bills.",
 		fmt.Sprintf("At %g polls a day a repo is polled every %g h, which is past the %g h checkpoint: every no-change poll then writes the record, as the naive design does, so invariant 6 saves nothing at this rate. It caps writes at %g a day per repo; it pays once polls come more often than every %g h (see the sensitivity and 'unthrottled' figures).",
 			md.PollsPerDay, 24/md.PollsPerDay, md.CheckpointHours, 24/md.CheckpointHours, md.CheckpointHours),
-		"The NAT gateway the stack creates is included: all upstream git traffic and the workers' DynamoDB calls pass through it (the stack has no DynamoDB gateway endpoint, which would carry the latter for free). The coordinator Lambda runs outside the VPC.",
-		"Free tiers are ignored (Scheduler's 14 M free invocations would make its line zero). Excluded: the API (API Gateway, API Lambda: usage-dependent), first clones of new repos (one-time: ~mirror_mb through the NAT and onto EFS per repo), internet egress (fetches are inbound), worker logs beyond EMF, VPC flow logs of rejected traffic, ECR image pulls.",
+		"Every figure the stack decides — task sizes, counts and capacity providers, public addresses, NAT gateways, the load balancer, alarms, the dashboard's metrics, the file system's lifecycle, the coordinator's memory and rule — is read from the template `go run ./infra` synthesizes (infra/stackfacts), with the git server and without; each bill records what it read (`stack`).",
+		"Fargate Spot is priced at 33% of on-demand (the published x86 Spot/on-demand ratio; ARM Spot prices vary by region and time). Spot tasks are interrupted at times (a 2-minute warning, the worker drains and its repos move); the on-demand twin starts only while Spot cannot keep the live workers at their floor, so it costs nothing in the bill.",
+		"With the default network the tasks have public IPv4 addresses (billed per hour) and no NAT gateway; DynamoDB is reached through a free gateway endpoint and git traffic in from the internet is free. The coordinator Lambda runs outside the VPC.",
+		"Free tiers are ignored (Scheduler's 14 M free invocations, CloudWatch's 10 metrics, 10 alarms and 3 dashboards, Lambda's and the 100 GB of egress would all lower the bill). Excluded: the API (API Gateway, API Lambda: usage-dependent), serving traffic beyond the stated LCU (per GB served: the load balancer's LCU and internet egress, see the load balancer line), first clones of new repos (one-time: ~mirror_mb onto EFS per repo), EFS reads of IA/Archive data by clones ($0.01/$0.03 per GB), worker and server logs beyond EMF, ECR storage and image pulls.",
 		"Membership costs are fitted over the measured fleet sizes: a death as fixed + per-repo-moved units; a join's reads per repo in the fleet and its writes per repo moved. Each includes every worker's next heartbeat beyond a quiet one (reading the moves). Outbox entries left by moves are trimmed later in batches and not counted.",
 	}
 }

@@ -296,6 +296,7 @@ type repoJSON struct {
 	FetchFailCnt  int        `json:"fetch_fail_cnt"`
 	CloneFailCnt  int        `json:"clone_fail_cnt"`
 	LastError     string     `json:"last_error"`
+	CloneURL      *string    `json:"clone_url"`
 }
 
 func (c *client) list(ctx context.Context, state string) error {
@@ -323,7 +324,11 @@ func (c *client) list(ctx context.Context, state string) error {
 			if err := json.Unmarshal(m, &r); err != nil {
 				return err
 			}
-			rows = append(rows, []string{r.ID, r.State, r.Owner, ago(r.LastSuccessAt), r.URL})
+			clone := "-"
+			if r.CloneURL != nil {
+				clone = *r.CloneURL
+			}
+			rows = append(rows, []string{r.ID, r.State, r.Owner, ago(r.LastSuccessAt), errKind(r.LastError), r.URL, clone})
 		}
 		if page.NextCursor == "" {
 			break
@@ -333,7 +338,7 @@ func (c *client) list(ctx context.Context, state string) error {
 	if c.json {
 		return c.printJSON(map[string]any{"repos": raw})
 	}
-	if err := c.table("ID\tSTATE\tOWNER\tLAST SUCCESS\tURL", rows); err != nil {
+	if err := c.table("ID\tSTATE\tOWNER\tLAST SUCCESS\tLAST ERROR\tURL\tCLONE URL", rows); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.out, "%d repos\n", len(rows))
@@ -348,7 +353,7 @@ func (c *client) show(ctx context.Context, id string) error {
 	if c.json {
 		return c.printJSON(m)
 	}
-	keys := []string{"id", "url", "source", "state", "owner", "owner_epoch", "salt", "priority", "created_at",
+	keys := []string{"id", "url", "clone_url", "source", "state", "owner", "owner_epoch", "salt", "priority", "created_at",
 		"last_fetch_at", "last_success_at", "last_change_at", "last_commit_at", "fetch_fail_cnt", "clone_fail_cnt",
 		"size_bytes", "last_error", "sync_requested"}
 	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
@@ -442,9 +447,9 @@ func (c *client) status(ctx context.Context) error {
 		fmt.Fprintln(c.out, "\nstalest:")
 		var rows [][]string
 		for _, r := range resp.Stalest {
-			rows = append(rows, []string{r.ID, r.State, ago(r.LastSuccessAt), r.URL})
+			rows = append(rows, []string{r.ID, r.State, ago(r.LastSuccessAt), errKind(r.LastError), r.URL})
 		}
-		return c.table("ID\tSTATE\tLAST SUCCESS\tURL", rows)
+		return c.table("ID\tSTATE\tLAST SUCCESS\tLAST ERROR\tURL", rows)
 	}
 	return nil
 }
@@ -467,6 +472,16 @@ func ago(t *time.Time) string {
 		return "never"
 	}
 	return time.Since(*t).Round(time.Second).String() + " ago"
+}
+
+// errKind is the kind that leads a repo's last error (over_limit, timeout, ...): the
+// whole message is in `repos show`.
+func errKind(e string) string {
+	if e == "" {
+		return "-"
+	}
+	kind, _, _ := strings.Cut(e, ":")
+	return kind
 }
 
 func orDash(s string) string {

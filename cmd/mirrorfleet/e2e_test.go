@@ -162,10 +162,27 @@ func TestE2E(t *testing.T) {
 			return ""
 		})
 
-		// A clone of a mirror is a working repository with the binary file intact.
+		// A clone of a mirror through its clone_url (the fleet's /git/ front, with the
+		// binary as the pack cache's hook) is a working repository with the binary
+		// file intact; a second clone comes from the pack cache.
 		merge := ups["merge"]
+		cloneURL := p.repos(t)[merge.id].CloneURL
+		if !strings.HasPrefix(cloneURL, p.base+"/git/") {
+			t.Fatalf("clone_url %q", cloneURL)
+		}
 		work := filepath.Join(t.TempDir(), "clone")
-		gittest.Run(t, srv.Home, "", nil, "clone", "-q", mirrorPath(t, data, p.repos(t)[merge.id].URL), work)
+		gittest.Run(t, srv.Home, "", nil, "clone", "-q", cloneURL, work)
+		again := filepath.Join(t.TempDir(), "again")
+		gittest.Run(t, srv.Home, "", nil, "clone", "-q", cloneURL, again)
+		if got := gittest.Run(t, srv.Home, again, nil, "rev-parse", "HEAD"); got != merge.Head(t) {
+			t.Fatalf("second clone at %s", got)
+		}
+		eventually(t, 10*time.Second, "a pack cache hit", func() string {
+			if m := p.call(t, http.MethodGet, "/metrics", nil, false); !bytes.Contains(m.Body, []byte("mirrorfleet_pack_cache_hits_total 1")) {
+				return "no hit yet"
+			}
+			return ""
+		})
 		want, err := os.ReadFile(filepath.Join(merge.Dir, "bin", "blob.dat"))
 		if err != nil {
 			t.Fatal(err)
@@ -449,10 +466,10 @@ func testCLI(t *testing.T, p *fleetProc, srv *gittest.Server, ups map[string]*up
 	step("repos ls, show")
 	// repos ls, table and JSON.
 	out, _ = p.mustCLI(t, "repos", "ls")
-	if !regexp.MustCompile(`(?m)^ID\s+STATE\s+OWNER\s+LAST SUCCESS\s+URL\s*$`).MatchString(out) || !strings.Contains(out, fmt.Sprintf("\n%d repos\n", total)) {
+	if !regexp.MustCompile(`(?m)^ID\s+STATE\s+OWNER\s+LAST SUCCESS\s+LAST ERROR\s+URL\s+CLONE URL\s*$`).MatchString(out) || !strings.Contains(out, fmt.Sprintf("\n%d repos\n", total)) {
 		t.Fatalf("repos ls: header or count (%d) missing:\n%.2000s", total, out)
 	}
-	if !regexp.MustCompile(`(?m)^` + ups["merge"].id + `\s+ok\s+\S+\s+\S+`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^` + ups["merge"].id + `\s+ok\s+\S+\s+\S+.*\s` + regexp.QuoteMeta(p.base) + `/git/\S+/team/merge\.git$`).MatchString(out) {
 		t.Fatalf("repos ls: no ok row for %s", ups["merge"].id)
 	}
 	out, _ = p.mustCLI(t, "repos", "ls", "--state", "ok", "-o", "json")

@@ -16,7 +16,7 @@ func TestRunPolicyFlag(t *testing.T) {
 	}
 	stderr.Reset()
 	if code := run([]string{"run", "-h"}, io.Discard, &stderr); code != 0 ||
-		!strings.Contains(stderr.String(), "rate") || !strings.Contains(stderr.String(), "cbrt") || !strings.Contains(stderr.String(), `(default "rate")`) {
+		!strings.Contains(stderr.String(), "rate") || !strings.Contains(stderr.String(), "cbrt") || !strings.Contains(stderr.String(), `(default "bayes")`) {
 		t.Fatalf("run -h: exit %d\n%s", code, stderr.String())
 	}
 }

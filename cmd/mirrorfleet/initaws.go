@@ -23,7 +23,7 @@ func runInitAWS(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("init-aws", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	table := fs.String("table", envOr(cloud.EnvTable, "mirrorfleet"), "DynamoDB table to create")
-	group := fs.String("schedule-group", envOr("MIRRORFLEET_SCHEDULE_GROUP", "mirrorfleet"), "Scheduler schedule group to create (\"\" skips it)")
+	group := fs.String("schedule-group", envOr(cloud.EnvScheduleGroup, "mirrorfleet"), "Scheduler schedule group to create (\"\" skips it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

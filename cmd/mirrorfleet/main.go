@@ -20,16 +20,22 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 )
 
 const usage = `mirrorfleet keeps large collections of git mirrors fresh.
 
 Usage:
   mirrorfleet run [flags]                 the local fleet: coordinator, workers, API
+  mirrorfleet serve [flags]               the git front alone (read-only smart HTTP over a
+                                          mirrors root; the serving service on AWS)
   mirrorfleet worker                      one worker process against DynamoDB, configured
                                           from the environment (see worker/README.md)
   mirrorfleet init-aws [--table T]        create the DynamoDB table and schedule group
                                           (LocalStack, DynamoDB Local: AWS_ENDPOINT_URL)
+  mirrorfleet healthcheck --file F | --url U
+                                          container health check: exit 0 when F was
+                                          touched recently, or U answers 200
   mirrorfleet repos add URL... | --file F add repos (bulk adds show progress)
   mirrorfleet repos ls [--state S]        list repos
   mirrorfleet repos show ID               one repo
@@ -47,6 +53,9 @@ Run 'mirrorfleet run -h' for the fleet's flags.
 `
 
 func main() {
+	if packcache.IsHook(os.Args) { // git upload-pack running the pack cache (hidden)
+		packcache.RunHook()
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -62,10 +71,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = runFleet(args[1:], stderr)
+	case "serve":
+		err = runServe(args[1:], stdout, stderr)
 	case "worker":
 		err = runWorker(args[1:], stderr)
 	case "init-aws":
 		err = runInitAWS(args[1:], stdout, stderr)
+	case "healthcheck":
+		err = runHealthcheck(args[1:], stdout, stderr)
 	case "repos", "workers", "ring", "status", "list":
 		err = runClient(args, stdout, stderr)
 	default:
@@ -107,7 +120,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Grace, "grace", d.Grace, "silence before a worker's repos move")
 	fs.DurationVar(&cfg.Warmup, "warmup", d.Warmup, "wait on first start before assigning (0s: none)")
 	fs.DurationVar(&cfg.MinInterval, "min-interval", d.MinInterval, "minimum time between two polls of one repo")
-	fs.StringVar(&cfg.PriorityPolicy, "policy", "rate", "when a repo is polled next: rate (learns each repo's change rate) or cbrt (cube root of the time since its last commit)")
+	fs.StringVar(&cfg.PriorityPolicy, "policy", "bayes", "when a repo is polled next: bayes (each repo's push rate from its commits and history, with a prior learned from the fleet), rate (from whether polls found changes) or cbrt (cube root of the time since its last commit)")
 	fs.StringVar(&cfg.ReposFile, "repos-file", "", "file of repo URLs to add at start (one per line, # comments)")
 	ld := listsync.Defaults()
 	cfg.List.PurgeThreshold = ld.PurgeThreshold
@@ -126,6 +139,12 @@ func runFleet(args []string, stderr io.Writer) error {
 			return err
 		})
 	fs.StringVar(&cfg.List.Dir, "list-dir", "", "where the list repository's clone is kept (default <data>/list)")
+	byteFlag(fs, &cfg.List.MaxBytes, "list-max-bytes", listsync.DefaultMaxBytes, "the list files may hold this many `bytes` in all; a larger list is not applied")
+	fs.IntVar(&cfg.List.MaxURLs, "list-max-urls", listsync.DefaultMaxURLs, "the list may hold this many valid URLs; a longer list is not applied")
+	limitFlags(fs, &cfg)
+	fs.StringVar(&cfg.CloneBaseURL, "clone-base-url", "", "base of the clone URLs (default http://<listen address>)")
+	sf := addServeFlags(fs, &cfg.Serve)
+	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", os.Getenv(cloud.EnvPackCacheDir), "pack cache directory, on local disk (default <data>/packcache)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -133,11 +152,14 @@ func runFleet(args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("run takes no arguments, got %q", fs.Args())}
 	}
+	if err := sf.finish(&cfg.Serve); err != nil {
+		return err
+	}
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
 	}
 	if _, ok := priority.ByName(cfg.PriorityPolicy); !ok {
-		return usageError{fmt.Sprintf("--policy %q: want rate or cbrt", cfg.PriorityPolicy)}
+		return usageError{fmt.Sprintf("--policy %q: want bayes, rate or cbrt", cfg.PriorityPolicy)}
 	}
 	if err := cfg.List.Validate(); err != nil {
 		return usageError{err.Error()}
@@ -157,10 +179,16 @@ func runFleet(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "\nmirrorfleet is running.\n  status page: http://%s/\n  API:         http://%s/v1/  (spec at /openapi.yaml)\n  mirrors:     %s\n",
-		f.Addr(), f.Addr(), fleet.MirrorsDir(cfg.Data))
+	fmt.Fprintf(stderr, "\nmirrorfleet is running.\n  status page: http://%s/\n  API:         http://%s/v1/  (spec at /openapi.yaml)\n  mirrors:     %s\n  clone:       %s/git/<host>/<path>  (git clone; index at %s/git/; %s)\n",
+		f.Addr(), f.Addr(), fleet.MirrorsDir(cfg.Data), f.CloneBase, f.CloneBase, f.Git.Path)
 	if f.TokenGenerated {
-		fmt.Fprintf(stderr, "  API token (generated, saved in %s; shown once):\n    %s\n", fleet.TokenPath(cfg.Data), f.Token)
+		// Shown on a terminal only: stderr may be a log collector, and the token in a log
+		// is a token anyone reading the logs has.
+		if isTerminal(stderr) {
+			fmt.Fprintf(stderr, "  API token (generated, saved in %s; shown once):\n    %s\n", fleet.TokenPath(cfg.Data), f.Token)
+		} else {
+			fmt.Fprintf(stderr, "  API token:   generated and saved in %s (readable by you only; not shown: stderr is not a terminal)\n", fleet.TokenPath(cfg.Data))
+		}
 	}
 	if f.List != nil {
 		lc := f.List.Config()

@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
 // raceEnabled is set by race_test.go under -race: the binary is then built with -race
@@ -134,7 +136,9 @@ type fleetProc struct {
 func startFleet(t *testing.T, name, data, token string, extra ...string) *fleetProc {
 	t.Helper()
 	args := []string{"run", "--data", data, "--listen", "127.0.0.1:0", "--workers", "3", "--heartbeat", "1s",
-		"--tick", "1s", "--grace", "8s", "--warmup", "0s", "--min-interval", "1s", "--token", token}
+		"--tick", "1s", "--grace", "8s", "--warmup", "0s", "--min-interval", "1s", "--token", token,
+		// every upstream is on the test's one git server: no per-host politeness
+		"--host-concurrency", "-1", "--host-rate", "-1"}
 	p := &fleetProc{t: t, name: name, data: data, token: token, out: &output{addr: make(chan string, 1)}, exited: make(chan struct{})}
 	p.cmd = exec.Command(binary(t), append(args, extra...)...)
 	p.cmd.Env = cleanEnv()
@@ -306,6 +310,7 @@ type apiRepo struct {
 	LastChangeAt  *time.Time `json:"last_change_at"`
 	LastSuccessAt *time.Time `json:"last_success_at"`
 	LastError     string     `json:"last_error"`
+	CloneURL      string     `json:"clone_url"`
 }
 
 func (r apiRepo) owner() string {
@@ -372,19 +377,14 @@ func (p *fleetProc) mustCLI(t *testing.T, args ...string) (stdout, stderr string
 	return stdout, stderr
 }
 
-// mirrorPath is where the fleet keeps the mirror of a normalized URL (the simple URLs
-// of these tests: a host:port and a path of plain segments).
+// mirrorPath is where the fleet keeps the mirror of a normalized URL.
 func mirrorPath(t *testing.T, data, normalized string) string {
 	t.Helper()
-	u, err := url.Parse(normalized)
+	rel, err := mirrorpath.Rel(normalized)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := u.Hostname()
-	if port := u.Port(); port != "" {
-		host += "_" + port
-	}
-	return filepath.Join(data, "mirrors", host, filepath.FromSlash(strings.TrimSuffix(strings.TrimPrefix(u.Path, "/"), ".git")+".git"))
+	return filepath.Join(data, "mirrors", rel)
 }
 
 // eventually polls cond every 200ms until it returns "" (done), failing with its last

@@ -39,7 +39,7 @@ func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger
 		log = slog.New(slog.DiscardHandler)
 	}
 	ac := api.Config{Store: st, Policy: urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts},
-		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, Clock: clk, Log: log}
+		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, CloneBaseURL: cfg.CloneBaseURL, Clock: clk, Log: log}
 	if cfg.List.Enabled() {
 		ac.List = listsync.View{Config: cfg.List, Store: st}
 	}

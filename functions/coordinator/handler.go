@@ -56,7 +56,6 @@ type Handler struct {
 	instance string
 	mu       sync.Mutex
 	coords   map[string]*coordinator.Coordinator // by invoked function ARN
-	stale    time.Time                           // last staleness computation in this environment
 	id       string                              // the coordinator id this environment last campaigned as
 }
 
@@ -179,14 +178,16 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (Result, erro
 		rep, err = c.OnTimer(ctx, raw)
 	}
 	rep.Coordinator = c.ID
-	h.emit(ctx, rep, time.Since(start))
+	h.emit(ctx, rep, time.Since(start), err)
 	res := Result{Event: kind, Coordinator: c.ID, Leader: rep.Leader, Term: rep.Term, Campaign: rep.Campaign,
 		WarmingUp: rep.WarmingUp, Members: rep.Members, Moved: rep.Moved, Assigned: rep.Assigned, Deleted: rep.Deleted,
 		Skipped: rep.Skipped, PendingLeft: rep.PendingLeft, Incomplete: rep.Incomplete, Ignored: rep.Ignored,
 		Stale: rep.Stale, ListError: rep.ListError}
 	if err != nil {
-		// Failing the invocation makes EventBridge (async invoke) or Scheduler retry; the
-		// tick is idempotent, so a retry repairs whatever part was not applied.
+		// The invocation fails (Lambda's Errors metric, its alarm) and is not retried:
+		// the stack sets no async retries, as the next minute's tick repairs whatever part
+		// was not applied (ticks are idempotent) and also declares the deaths a lost timer
+		// firing would have.
 		h.deps.Log.Error("coordinator "+kind+" failed", "coordinator", c.ID, "term", rep.Term, "err", err)
 		return res, fmt.Errorf("coordinator %s: %w", kind, err)
 	}
@@ -230,28 +231,22 @@ func functionName(arn string) string {
 }
 
 // emit writes the tick's metrics. Only a leader's tick reports fleet-wide figures, so
-// two coordinators never report conflicting ones; repo counts are two reads (counters),
-// staleness a read per repo and therefore bounded (cloud.CoordinatorConfig).
-func (h *Handler) emit(ctx context.Context, rep coordinator.Report, took time.Duration) {
-	samples := metrics.FromReport(rep, took)
+// two coordinators never report conflicting ones: repo counts are two reads (counters);
+// staleness is merged from the summaries the workers send with their heartbeats, one
+// query of the workers, the same at any fleet size. A failed tick is not counted in
+// Ticks (metrics.FromReport).
+func (h *Handler) emit(ctx context.Context, rep coordinator.Report, took time.Duration, tickErr error) {
+	samples := metrics.FromReport(rep, took, tickErr)
 	if rep.Leader && rep.Ignored == "" {
-		counts, err := h.deps.Store.CountRepos(ctx)
-		if err != nil {
+		if counts, err := h.deps.Store.CountRepos(ctx); err != nil {
 			h.deps.Log.Warn("metrics: count repos", "err", err)
 		} else {
 			samples = append(samples, metrics.ReposByStateSamples(counts)...)
-			total := 0
-			for _, n := range counts {
-				total += n
-			}
-			if h.stalenessDue(total) {
-				st, err := h.staleness(ctx)
-				if err != nil {
-					h.deps.Log.Warn("metrics: staleness", "err", err)
-				} else {
-					samples = append(samples, st.Samples()...)
-				}
-			}
+		}
+		if ws, err := h.deps.Store.ListWorkers(ctx); err != nil {
+			h.deps.Log.Warn("metrics: staleness", "err", err)
+		} else {
+			samples = append(samples, metrics.MergeStaleness(h.deps.Clock.Now(), ws).Samples()...)
 		}
 	}
 	if err := h.emf.Record(samples...); err != nil {
@@ -259,40 +254,6 @@ func (h *Handler) emit(ctx context.Context, rep coordinator.Report, took time.Du
 	}
 	if err := h.emf.Flush(); err != nil {
 		h.deps.Log.Warn("metrics: flush", "err", err)
-	}
-}
-
-func (h *Handler) stalenessDue(total int) bool {
-	if total == 0 || total > h.cfg.StalenessMaxRepos {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	now := h.deps.Clock.Now()
-	if !h.stale.IsZero() && now.Sub(h.stale) < h.cfg.StalenessEvery {
-		return false
-	}
-	h.stale = now
-	return true
-}
-
-func (h *Handler) staleness(ctx context.Context) (metrics.Staleness, error) {
-	var last []time.Time
-	cursor := ""
-	for {
-		page, next, err := h.deps.Store.ListRepos(ctx, cursor, 1000)
-		if err != nil {
-			return metrics.Staleness{}, err
-		}
-		for _, r := range page {
-			if r.State != store.RepoDeleting {
-				last = append(last, r.LastSuccessAt)
-			}
-		}
-		if next == "" {
-			return metrics.ComputeStaleness(h.deps.Clock.Now(), last), nil
-		}
-		cursor = next
 	}
 }
 

@@ -47,6 +47,17 @@ const (
 	group       = "mirrorfleet-timers"
 )
 
+// boltStore returns a store in a temporary bbolt file, closed at the end.
+func boltStore(t *testing.T) *bolt.Store {
+	t.Helper()
+	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // dynamoStore returns a store on a fresh DynamoDB Local table, deleted at the end.
 func dynamoStore(t *testing.T) store.Store { return dynamotest.Table(t, "mf_coord", dynamo.Config{}) }
 
@@ -70,8 +81,7 @@ func newEnvAt(t *testing.T, st store.Store, clk *clock.Virtual, instance string)
 	t.Cleanup(fake.Close)
 	var buf bytes.Buffer
 	cfg := cloud.CoordinatorConfig{Table: "unused", ScheduleGroup: group, SchedulerRoleARN: roleARN, Fleet: "test",
-		Coordinator:       coordinator.Config{Warmup: coordinator.NoWarmup, Grace: 10 * time.Minute, SuspectAfter: 30 * time.Second, Lease: 3 * time.Minute},
-		StalenessMaxRepos: 1000, StalenessEvery: time.Minute}
+		Coordinator: coordinator.Config{Warmup: coordinator.NoWarmup, Grace: 10 * time.Minute, SuspectAfter: 30 * time.Second, Lease: 3 * time.Minute}}
 	h, err := NewHandler(cfg, Deps{Store: st, Scheduler: fake.Client(), Clock: clk, Metrics: &buf, Instance: instance,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
@@ -337,11 +347,7 @@ func TestFunctionName(t *testing.T) {
 // Events that are neither a scheduled event nor our timer payload are refused with a
 // message that says what was expected. The store is bolt: nothing reaches it.
 func TestUnknownEventsAreErrors(t *testing.T) {
-	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := boltStore(t)
 	e := newEnv(t, st)
 	for _, ev := range []string{
 		`{"Records":[{"eventSource":"aws:s3","eventName":"ObjectCreated:Put"}]}`,
@@ -383,5 +389,66 @@ func TestClassify(t *testing.T) {
 		if got, err := Classify(json.RawMessage(ev)); got != want || err != nil {
 			t.Errorf("Classify(%s) = %q, %v; want %q", ev, got, err, want)
 		}
+	}
+}
+
+// emfValues returns the values of metric name across the EMF lines written so far.
+func emfValues(t *testing.T, buf *bytes.Buffer, name string) []float64 {
+	t.Helper()
+	var out []float64
+	for _, l := range emfLines(t, buf) {
+		switch v := l[name].(type) {
+		case float64:
+			out = append(out, v)
+		case []any: // a histogram's observations
+			for _, x := range v {
+				out = append(out, x.(float64))
+			}
+		}
+	}
+	return out
+}
+
+// The fleet's staleness comes from the summaries the workers sent with their
+// heartbeats, aged by the time since: no repo is read for it.
+func TestStalenessFromHeartbeats(t *testing.T) {
+	st := boltStore(t)
+	e := newEnv(t, st)
+	now := e.clock.Now()
+	seed(t, st, now, 0)
+	if _, err := st.Heartbeat(t.Context(), "w1", store.Heartbeat{At: now.Add(-10 * time.Second),
+		Staleness: store.Staleness{Repos: 1000, P50: time.Hour, P99: 3 * time.Hour, Max: 5 * time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.invoke(t, scheduledEvent); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]float64{"StalenessP50": 3610, "StalenessP99": 3*3600 + 10, "StalenessMax": 5*3600 + 10} {
+		if got := emfValues(t, e.emf, name); len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %v, want [%v]", name, got, want)
+		}
+	}
+}
+
+// failingStore fails every election read: no tick can run.
+type failingStore struct{ store.Store }
+
+func (failingStore) GetElection(context.Context) (store.Election, error) {
+	return store.Election{}, errors.New("store unreachable")
+}
+
+// A failed tick fails the invocation and is not counted in Ticks (the no-tick alarm
+// must see a coordinator that fails every minute); its duration still is.
+func TestFailedTickIsNotATick(t *testing.T) {
+	st := boltStore(t)
+	e := newEnv(t, failingStore{st})
+	if _, err := e.invoke(t, scheduledEvent); err == nil || !strings.Contains(err.Error(), "store unreachable") {
+		t.Fatalf("invocation error %v, want the store's", err)
+	}
+	if got := emfValues(t, e.emf, "Ticks"); len(got) != 0 {
+		t.Errorf("failed tick counted: Ticks %v", got)
+	}
+	if got := emfValues(t, e.emf, "TickDuration"); len(got) != 1 {
+		t.Errorf("TickDuration %v, want one value", got)
 	}
 }

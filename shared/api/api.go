@@ -52,8 +52,9 @@ type Config struct {
 	// write is refused: an API without a token configured is read-only, never open.
 	Token string
 	// ReadsNeedAuth makes the /v1 reads need Auth too (deployments reachable from
-	// outside). By default reads are open, as the local API listens on 127.0.0.1. The
-	// status page and /openapi.yaml hold no fleet data and are always open.
+	// outside), and the status page's data: without Auth the page shows only a token
+	// prompt. By default reads are open, as the local API listens on 127.0.0.1.
+	// /openapi.yaml is always open.
 	ReadsNeedAuth bool
 	// Poke, if set, is called after a write that the coordinator should act on (a repo
 	// created, a delete or sync requested) so it ticks now rather than at its next
@@ -65,6 +66,10 @@ type Config struct {
 	Log *slog.Logger
 	// MaxBulk bounds the URLs of one bulk add; default 10000.
 	MaxBulk int
+	// CloneBaseURL is the base of every repo's clone_url: <base>/git/<mirror path>
+	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
+	// clone_url is null.
+	CloneBaseURL string
 	// List serves /v1/list and /v1/list/confirm; nil means no list repository is
 	// configured (GET /v1/list says so).
 	List ListSync

@@ -95,13 +95,55 @@ func TestCreateRepoIdempotent(t *testing.T) {
 	}
 }
 
+// TestCreateRepoMirrorPathTaken: twins that are two repositories get two records; a
+// URL whose mirror directory another record holds (here one stored with the "%21"
+// spelling an older normalization kept) is refused with 409 naming that repo, alone
+// and in a bulk add, and nothing is written.
+func TestCreateRepoMirrorPathTaken(t *testing.T) {
+	e := newEnv(t)
+	ids := map[string]bool{}
+	for _, u := range []string{"https://example.com/a/twin", "http://example.com/a/twin", "https://example.com:8443/a/twin"} {
+		ids[str(e.want(e.add(u), 201, "add "+u).body["id"])] = true
+	}
+	if len(ids) != 3 {
+		t.Fatalf("http/https/port twins got %d ids, want 3", len(ids))
+	}
+
+	old := "https://example.com/a/b%21c"
+	held, _, err := e.store.CreateRepo(t.Context(), store.Repo{ID: store.RepoID(old), URL: old, Source: store.SourceAPI,
+		State: store.RepoOK, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := e.repoCount()
+	r := e.want(e.add("https://example.com/a/b!c"), 409, "add a URL whose mirror path is taken")
+	code, msg := r.errCode()
+	ex, _ := r.body["error"].(map[string]any)["existing"].(map[string]any)
+	if code != "mirror_path_taken" || !strings.Contains(msg, held.ID) || !strings.Contains(msg, old) ||
+		!strings.Contains(msg, "example.com/a/b=21c.git") || str(ex["id"]) != held.ID || str(ex["url"]) != old {
+		t.Fatalf("409 body %s; want code mirror_path_taken naming %s (%s) and the path", r.raw, held.ID, old)
+	}
+	bulk := e.want(e.do("POST", "/v1/repos", jsonBody(map[string]any{"urls": []string{"https://example.com/a/b!c", "https://example.com/a/new"}})), 200, "bulk")
+	res := bulk.body["results"].([]any)
+	first := res[0].(map[string]any)
+	if first["status"] != "error" || first["error"].(map[string]any)["code"] != "mirror_path_taken" || res[1].(map[string]any)["status"] != "created" {
+		t.Fatalf("bulk results %s", bulk.raw)
+	}
+	if got := e.repoCount(); got != before+1 {
+		t.Fatalf("store holds %d repos, want %d (only the new one)", got, before+1)
+	}
+	if got, err := e.store.GetRepo(t.Context(), held.ID); err != nil || got.URL != old {
+		t.Fatalf("held repo now %+v, %v", got, err)
+	}
+}
+
 func TestRepoJSON(t *testing.T) {
 	e := newEnv(t)
 	id := str(e.want(e.add("https://example.com/a/b.git"), 201, "add").body["id"])
 	r := e.want(e.do("GET", "/v1/repos/"+id, nil), 200, "get")
 	want := []string{"id", "url", "source", "state", "owner", "owner_epoch", "salt", "priority", "last_fetch_at",
 		"last_success_at", "last_change_at", "last_commit_at", "fetch_fail_cnt", "clone_fail_cnt", "size_bytes",
-		"last_error", "created_at", "sync_requested"}
+		"last_error", "created_at", "sync_requested", "clone_url"}
 	for _, k := range want {
 		if _, ok := r.body[k]; !ok {
 			t.Errorf("repo JSON lacks %q: %s", k, r.raw)
@@ -111,7 +153,7 @@ func TestRepoJSON(t *testing.T) {
 		t.Errorf("repo JSON has %d fields, want %d: %s", len(r.body), len(want), r.raw)
 	}
 	// Never-happened times and the missing owner are null, not omitted or zero.
-	for _, k := range []string{"owner", "last_fetch_at", "last_success_at", "last_change_at", "last_commit_at"} {
+	for _, k := range []string{"owner", "last_fetch_at", "last_success_at", "last_change_at", "last_commit_at", "clone_url"} {
 		if r.body[k] != nil {
 			t.Errorf("%s = %v, want null", k, r.body[k])
 		}
@@ -121,6 +163,34 @@ func TestRepoJSON(t *testing.T) {
 	}
 	if str(r.body["url"]) != "https://example.com/a/b" || str(r.body["state"]) != "pending" || str(r.body["source"]) != "api" {
 		t.Errorf("repo = %s", r.raw)
+	}
+}
+
+// TestCloneURL: with a clone base URL every repo, listed, fetched or among the
+// stalest, carries <base>/git/<mirror path>.
+func TestCloneURL(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.CloneBaseURL = "http://127.0.0.1:8080" })
+	id := str(e.want(e.add("https://example.com/a/b.git"), 201, "add").body["id"])
+	e.want(e.add("https://example.com:8443/c/b!d"), 201, "add")
+	r := e.want(e.do("GET", "/v1/repos/"+id, nil), 200, "get")
+	if got := str(r.body["clone_url"]); got != "http://127.0.0.1:8080/git/example.com/a/b.git" {
+		t.Errorf("clone_url = %q", got)
+	}
+	l := e.want(e.do("GET", "/v1/repos", nil), 200, "list")
+	var got []string
+	for _, x := range l.body["repos"].([]any) {
+		got = append(got, str(x.(map[string]any)["clone_url"]))
+	}
+	slices.Sort(got)
+	want := []string{"http://127.0.0.1:8080/git/example.com/a/b.git", "http://127.0.0.1:8080/git/example.com:8443/c/b=21d.git"}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed clone URLs %v, want %v", got, want)
+	}
+	st := e.want(e.do("GET", "/v1/status", nil), 200, "status")
+	for _, x := range st.body["stalest"].([]any) {
+		if u := str(x.(map[string]any)["clone_url"]); !slices.Contains(want, u) {
+			t.Errorf("stalest clone_url %q", u)
+		}
 	}
 }
 

@@ -47,6 +47,14 @@ func TestBadInput(t *testing.T) {
 		{name: "bad id delete", method: "DELETE", path: "/v1/repos/abc", status: 400, code: "invalid_id", mention: []string{`"abc"`}},
 		{name: "bad id sync", method: "POST", path: "/v1/repos/0123456789abcdeg/sync", status: 400, code: "invalid_id", mention: []string{"0123456789abcdeg"}},
 		{name: "unknown route", method: "GET", path: "/v2/repos", status: 404, code: "not_found", mention: []string{"/v2/repos"}},
+		{name: "invalid UTF-8", body: "{\"url\":\"https://a.example/x\xff\"}", status: 400, code: "invalid_json", mention: []string{"UTF-8", "offset 27"}},
+		{name: "lone surrogate", body: `{"url":"https://a.example/x\ud800"}`, status: 400, code: "invalid_json", mention: []string{"surrogate", "offset 27"}},
+		{name: "lone low surrogate", body: `{"urls":["https://a.example/\udc00y"]}`, status: 400, code: "invalid_json", mention: []string{"surrogate"}},
+		{name: "duplicate key", body: `{"url":"https://a.example/x","url":"https://a.example/y"}`, status: 400, code: "duplicate_field", mention: []string{`"url"`, "twice"}},
+		{name: "duplicate key escaped", body: `{"url":"https://a.example/x","\u0075rl":"https://a.example/y"}`, status: 400, code: "duplicate_field", mention: []string{`"url"`}},
+		{name: "duplicate key nested", body: `{"list":[{"a":1,"a":2}]}`, status: 400, code: "unknown_field", mention: []string{`"list"`}},
+		{name: "field name case", body: `{"URL":"https://a.example/x"}`, status: 400, code: "unknown_field", mention: []string{`"URL"`, "case-sensitive", `"url"`}},
+		{name: "field name case bulk", body: `{"Urls":["https://a.example/x"]}`, status: 400, code: "unknown_field", mention: []string{`"Urls"`, `"urls"`}},
 		{name: "unknown route POST", method: "POST", path: "/v1/repos/0123456789abcdef/refresh", body: `{}`, status: 404, code: "not_found", mention: []string{"/refresh"}},
 	}
 	e := newEnv(t)

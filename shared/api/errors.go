@@ -28,6 +28,14 @@ type Error struct {
 	Field string `json:"field,omitempty"`
 	// Offset is the byte offset in the body of a JSON syntax error.
 	Offset *int64 `json:"offset,omitempty"`
+	// Existing is the repo that holds the mirror path of a mirror_path_taken refusal.
+	Existing *ExistingRepo `json:"existing,omitempty"`
+}
+
+// ExistingRepo names a stored repo in an error.
+type ExistingRepo struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -43,6 +51,13 @@ type errorBody struct {
 // writeError answers with err as an *Error, or as a 500 that logs the detail under a
 // random id the client can quote, so the detail never leaks.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	ae := s.toError(r, err)
+	writeJSON(w, ae.Status, errorBody{ae})
+}
+
+// toError is err as an *Error; any other error is logged and becomes a 500 naming the
+// log entry.
+func (s *server) toError(r *http.Request, err error) *Error {
 	var ae *Error
 	if !errors.As(err, &ae) {
 		id := rand.Text()[:12]
@@ -54,7 +69,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &Error{Status: http.StatusInternalServerError, Code: "internal",
 			Message: "internal error (id " + id + "); the server log has the detail"}
 	}
-	writeJSON(w, ae.Status, errorBody{ae})
+	return ae
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -148,30 +149,46 @@ type staleJSON struct {
 	Owner         *string         `json:"owner"`
 	LastSuccessAt *time.Time      `json:"last_success_at"`
 	AgeSeconds    float64         `json:"age_seconds"`
+	LastError     string          `json:"last_error"`
+	CloneURL      *string         `json:"clone_url"`
+}
+
+// fleetState is what /v1/status and the status page both read.
+type fleetState struct {
+	election store.Election
+	ring     store.Ring
+	workers  []store.Worker
+	counts   map[store.RepoState]int
+	stalest  []store.Repo
+}
+
+func (s *server) readFleet(ctx context.Context) (fleetState, error) {
+	var f fleetState
+	var err error
+	if f.election, err = s.cfg.Store.GetElection(ctx); err != nil {
+		return f, fmt.Errorf("get election: %w", err)
+	}
+	if f.ring, err = s.cfg.Store.GetRing(ctx); err != nil {
+		return f, fmt.Errorf("get ring: %w", err)
+	}
+	if f.workers, err = s.cfg.Store.ListWorkers(ctx); err != nil {
+		return f, fmt.Errorf("list workers: %w", err)
+	}
+	if f.counts, err = s.cfg.Store.CountRepos(ctx); err != nil {
+		return f, fmt.Errorf("count repos: %w", err)
+	}
+	if f.stalest, err = s.cfg.Store.ListStalest(ctx, stalestShown); err != nil {
+		return f, fmt.Errorf("list stalest repos: %w", err)
+	}
+	return f, nil
 }
 
 func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	el, err := s.cfg.Store.GetElection(ctx)
+	f, err := s.readFleet(r.Context())
 	if err != nil {
-		return fmt.Errorf("get election: %w", err)
+		return err
 	}
-	sr, err := s.cfg.Store.GetRing(ctx)
-	if err != nil {
-		return fmt.Errorf("get ring: %w", err)
-	}
-	ws, err := s.cfg.Store.ListWorkers(ctx)
-	if err != nil {
-		return fmt.Errorf("list workers: %w", err)
-	}
-	counts, err := s.cfg.Store.CountRepos(ctx)
-	if err != nil {
-		return fmt.Errorf("count repos: %w", err)
-	}
-	stale, err := s.cfg.Store.ListStalest(ctx, stalestShown)
-	if err != nil {
-		return fmt.Errorf("list stalest repos: %w", err)
-	}
+	el, sr, ws, counts, stale := f.election, f.ring, f.workers, f.counts, f.stalest
 	now := s.cfg.Clock.Now()
 
 	var leader any // null until a coordinator has campaigned
@@ -203,7 +220,8 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		}
 		stalest = append(stalest, staleJSON{
 			ID: rp.ID, URL: rp.URL, State: rp.State, Owner: optString(rp.Owner),
-			LastSuccessAt: optTime(rp.LastSuccessAt), AgeSeconds: max(0, seconds(now.Sub(since))),
+			LastSuccessAt: optTime(rp.LastSuccessAt), AgeSeconds: max(0, seconds(now.Sub(since))), LastError: rp.LastError,
+			CloneURL: s.cloneURL(rp.URL),
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
@@ -221,13 +239,9 @@ func (s *server) openapi(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// The status page: static files, no build step. The CSP allows only our own script,
-// styles and fetches.
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-
-func (s *server) page(w http.ResponseWriter, r *http.Request) error {
-	return s.serveUI(w, "index.html")
-}
+// The status page (page.go) and its assets: no build step. The CSP allows only our own
+// script, styles, fetches and the search form.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 func (s *server) asset(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("file")

@@ -38,12 +38,16 @@ type ListStatus struct {
 	Commit    *string    `json:"commit"`
 	AppliedAt *time.Time `json:"applied_at"`
 	// Entries counts the distinct valid URLs in the list at Commit.
-	Entries    int            `json:"entries"`
-	LastChange *ListChange    `json:"last_change"`
-	BadLines   []ListBadLine  `json:"bad_lines"`
-	BadTotal   int            `json:"bad_lines_total"`
-	HeldPurge  *ListHeldPurge `json:"held_purge"`
-	Pending    []string       `json:"pending"`
+	Entries    int           `json:"entries"`
+	LastChange *ListChange   `json:"last_change"`
+	BadLines   []ListBadLine `json:"bad_lines"`
+	BadTotal   int           `json:"bad_lines_total"`
+	// BadByCode counts the bad lines by why they were skipped: a URL policy reason
+	// (malformed, scheme, ...), too_long or duplicate. Only the first bad lines are
+	// kept in BadLines; these counts cover them all.
+	BadByCode map[string]int `json:"bad_lines_by_code"`
+	HeldPurge *ListHeldPurge `json:"held_purge"`
+	Pending   []string       `json:"pending"`
 	// LastAttemptAt and LastError are what the coordinator that serves this API knows
 	// of its own last attempt; null where the API runs apart from the coordinator.
 	LastAttemptAt *time.Time `json:"last_attempt_at"`
@@ -84,7 +88,7 @@ type ListHeldPurge struct {
 func NotConfiguredListStatus() ListStatus {
 	return ListStatus{
 		Message: "no list repository is configured (start the coordinator with --list-repo URL, or MIRRORFLEET_LIST_REPO)",
-		Paths:   []string{}, BadLines: []ListBadLine{}, Pending: []string{},
+		Paths:   []string{}, BadLines: []ListBadLine{}, Pending: []string{}, BadByCode: map[string]int{},
 	}
 }
 

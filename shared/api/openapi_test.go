@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -111,4 +112,40 @@ func resolve(doc map[string]any, ref string) any {
 		v = m[part]
 	}
 	return v
+}
+
+// TestOpenAPIRepoSchemaMatchesJSON pins the Repo and stalest-repo schemas to the
+// fields the handler writes (clone_url included): same names, all required.
+func TestOpenAPIRepoSchemaMatchesJSON(t *testing.T) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(openapiYAML, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ref string
+		v   any
+	}{
+		{"#/components/schemas/Repo", repoJSON{}},
+		{"#/components/schemas/Status/properties/stalest/items", staleJSON{}},
+	} {
+		schema, _ := resolve(doc, c.ref).(map[string]any)
+		if schema == nil {
+			t.Fatalf("%s missing", c.ref)
+		}
+		props, _ := schema["properties"].(map[string]any)
+		var required []string
+		for _, r := range schema["required"].([]any) {
+			required = append(required, fmt.Sprint(r))
+		}
+		var fields []string
+		rt := reflect.TypeOf(c.v)
+		for i := range rt.NumField() {
+			fields = append(fields, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
+		}
+		slices.Sort(fields)
+		slices.Sort(required)
+		if got := slices.Sorted(maps.Keys(props)); !slices.Equal(got, fields) || !slices.Equal(required, fields) {
+			t.Errorf("%s: properties %v, required %v; the handler writes %v", c.ref, got, required, fields)
+		}
+	}
 }

@@ -1,12 +1,10 @@
 package api
 
 import (
-	"context"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -14,10 +12,7 @@ import (
 // TestStatusPageListPanel checks the repo-list panel: a held purge with the command to
 // confirm it, the bad lines with file:line; and "not configured" without a list.
 func TestStatusPageListPanel(t *testing.T) {
-	bin := findChromium()
-	if bin == "" {
-		t.Skip("chromium not installed: apt-get install chromium")
-	}
+	ctx := newBrowser(t, true)
 	fl := &fakeList{st: sampleListStatus()}
 	e := newEnv(t, func(c *Config) { c.List = fl })
 	seedFleet(t, e)
@@ -26,30 +21,13 @@ func TestStatusPageListPanel(t *testing.T) {
 	bare := httptest.NewServer(New(Config{Store: e.store, Clock: e.clock}))
 	defer bare.Close()
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 1200))
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-
 	load := func(url string) {
 		t.Helper()
 		if err := chromedp.Do(ctx, chromedp.Navigate(url+"/?refresh=1"), chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="1"]`))); err != nil {
 			t.Fatalf("loading %s: %v", url, err)
 		}
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { t.Helper(); return pageText(t, ctx, sel) }
 
 	load(ts.URL)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.ID("list-held"))); err != nil {

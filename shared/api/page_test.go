@@ -35,7 +35,7 @@ func TestStatusPage(t *testing.T) {
 	if bin == "" {
 		t.Skip("chromium not installed: apt-get install chromium")
 	}
-	e := newEnv(t)
+	e := newEnv(t, func(c *Config) { c.CloneBaseURL = "http://git.test" })
 	seedFleet(t, e)
 	wantCounts := map[store.RepoState]int{store.RepoOK: 5, store.RepoPending: 2, store.RepoFailing: 1, store.RepoGone: 1, store.RepoCloning: 3, store.RepoOverflow: 0, store.RepoDeleting: 1}
 	n := 0
@@ -74,7 +74,7 @@ func TestStatusPage(t *testing.T) {
 	defer cancelAlloc()
 	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute) // only a hung browser; a loaded machine is slow
 	defer cancel()
 
 	if err := chromedp.Do(ctx,
@@ -83,14 +83,7 @@ func TestStatusPage(t *testing.T) {
 	); err != nil {
 		t.Fatalf("loading the page: %v", err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
-	}
+	text := func(sel string) string { t.Helper(); return pageText(t, ctx, sel) }
 	eval := func(js string) any {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[any](js))
@@ -136,6 +129,24 @@ func TestStatusPage(t *testing.T) {
 	}
 	if !strings.Contains(stalestText, "git.example.org/team-") || !strings.Contains(stalestText, "never") {
 		t.Errorf("stalest table:\n%s", stalestText)
+	}
+
+	// Every listed repo has its clone URL and a button that copies it.
+	clones := text("#repos tbody")
+	if !strings.Contains(clones, "http://git.test/git/git.example.org/team-") {
+		t.Errorf("repos table:\n%s", clones)
+	}
+	first := eval(`document.querySelector("#repos td.clone").textContent`)
+	// Headless Chromium has no clipboard to grant: record what the button writes.
+	eval(`Object.defineProperty(navigator, "clipboard", {value: {writeText: async (s) => { window.copied = s; }}}), 1`)
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS("#repos button.copy")),
+		chromedp.WaitVisible(chromedp.CSS(`#repos button.copy[data-copied]`)),
+	); err != nil {
+		t.Fatalf("copy button: %v", err)
+	}
+	if got := eval(`window.copied`); got != first {
+		t.Errorf("clipboard holds %v, want the clone URL %v", got, first)
 	}
 
 	// The API goes away: the page must say so, not keep showing the data as current.

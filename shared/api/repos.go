@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
+	gitfront "github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -36,16 +39,32 @@ type repoJSON struct {
 	CloneFailCnt  int             `json:"clone_fail_cnt"`
 	SizeBytes     int64           `json:"size_bytes"`
 	LastError     string          `json:"last_error"`
+	// CloneURL is where git clones the mirror from; null where the server has no
+	// clone base URL configured.
+	CloneURL *string `json:"clone_url"`
 }
 
-func toRepoJSON(r store.Repo) repoJSON {
-	return repoJSON{
+func (s *server) toRepoJSON(r store.Repo) repoJSON {
+	return repoJSON{CloneURL: s.cloneURL(r.URL),
 		ID: r.ID, URL: r.URL, Source: r.Source, State: r.State, Owner: optString(r.Owner),
 		OwnerEpoch: r.OwnerEpoch, Salt: r.Salt, Priority: r.Priority, SyncRequested: r.SyncRequested,
 		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
 		LastChangeAt: optTime(r.LastChangeAt), LastCommitAt: optTime(r.LastCommitAt),
 		FetchFailCnt: r.FetchFailCnt, CloneFailCnt: r.CloneFailCnt, SizeBytes: r.SizeBytes, LastError: r.LastError,
 	}
+}
+
+// cloneURL is the clone URL of a repo, or nil without a clone base URL (or for a URL
+// the mirror path cannot map, which the URL policy never stores).
+func (s *server) cloneURL(repoURL string) *string {
+	if s.cfg.CloneBaseURL == "" {
+		return nil
+	}
+	u, err := gitfront.CloneURL(s.cfg.CloneBaseURL, repoURL)
+	if err != nil {
+		return nil
+	}
+	return &u
 }
 
 // optTime is nil for the zero time and the time in UTC otherwise, so every timestamp the
@@ -118,34 +137,34 @@ func (s *server) listRepos(w http.ResponseWriter, r *http.Request) error {
 	if state == "" {
 		repos, next, err = s.cfg.Store.ListRepos(r.Context(), cursor, limit)
 	} else {
-		repos, next, err = s.listByState(r, cursor, limit, state)
+		repos, next, err = s.listMatching(r.Context(), cursor, limit, func(rp store.Repo) bool { return rp.State == state })
 	}
 	if err != nil {
 		return fmt.Errorf("list repos: %w", err)
 	}
 	out := make([]repoJSON, 0, len(repos))
 	for _, rp := range repos {
-		out = append(out, toRepoJSON(rp))
+		out = append(out, s.toRepoJSON(rp))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"repos": out, "next_cursor": next})
 	return nil
 }
 
-// listByState pages through the store keeping repos in state. The store's cursor is
-// opaque, so a page is never cut in the middle by hand: when a page holds more matches
+// listMatching pages through the store keeping the repos match accepts (a state, a
+// search), reading at most scanBudget repos. The store's cursor is opaque, so a page is never cut in the middle by hand: when a page holds more matches
 // than wanted, the same page is re-read with a limit that ends at the last wanted match,
 // and the store hands back the right cursor.
-func (s *server) listByState(r *http.Request, cursor string, limit int, state store.RepoState) ([]store.Repo, string, error) {
+func (s *server) listMatching(ctx context.Context, cursor string, limit int, match func(store.Repo) bool) ([]store.Repo, string, error) {
 	var out []store.Repo
 	for scanned := 0; ; {
-		page, next, err := s.cfg.Store.ListRepos(r.Context(), cursor, storePage)
+		page, next, err := s.cfg.Store.ListRepos(ctx, cursor, storePage)
 		if err != nil {
 			return nil, "", err
 		}
 		scanned += len(page)
 		cut := -1 // index in page of the last match that fits
 		for i, rp := range page {
-			if rp.State != state {
+			if !match(rp) {
 				continue
 			}
 			if len(out) == limit {
@@ -157,13 +176,13 @@ func (s *server) listByState(r *http.Request, cursor string, limit int, state st
 		if len(out) == limit && cut >= 0 && cut < len(page)-1 {
 			// Re-read up to the cut to get a cursor there. Repos written in between may
 			// shift the page, so the matches are taken from the re-read.
-			out = out[:len(out)-countState(page[:cut+1], state)]
-			page, next, err = s.cfg.Store.ListRepos(r.Context(), cursor, cut+1)
+			out = out[:len(out)-countMatching(page[:cut+1], match)]
+			page, next, err = s.cfg.Store.ListRepos(ctx, cursor, cut+1)
 			if err != nil {
 				return nil, "", err
 			}
 			for _, rp := range page {
-				if rp.State == state && len(out) < limit {
+				if match(rp) && len(out) < limit {
 					out = append(out, rp)
 				}
 			}
@@ -176,10 +195,10 @@ func (s *server) listByState(r *http.Request, cursor string, limit int, state st
 	}
 }
 
-func countState(rs []store.Repo, state store.RepoState) int {
+func countMatching(rs []store.Repo, match func(store.Repo) bool) int {
 	n := 0
 	for _, r := range rs {
-		if r.State == state {
+		if match(r) {
 			n++
 		}
 	}
@@ -229,7 +248,7 @@ func (s *server) createRepos(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Location", "/v1/repos/"+repo.ID)
 			s.poke()
 		}
-		writeJSON(w, status, toRepoJSON(repo))
+		writeJSON(w, status, s.toRepoJSON(repo))
 		return nil
 	}
 
@@ -303,20 +322,9 @@ type AddResult struct {
 // at now, unless a repo with its id exists. It is the one way repos are added (the API
 // and file imports), so only Policy.Normalize output ever reaches the store.
 func AddRepo(ctx context.Context, st RepoCreator, p urlpolicy.Policy, raw string, src store.Source, now time.Time) AddResult {
-	norm, err := p.Normalize(raw)
-	if err != nil {
-		e := &Error{Status: http.StatusBadRequest, Code: "invalid_url", Message: err.Error()}
-		var pe *urlpolicy.Error
-		if errors.As(err, &pe) {
-			e.Reason = string(pe.Reason)
-		}
+	norm, e := CheckURL(p, raw)
+	if e != nil {
 		return AddResult{Err: e}
-	}
-	if strings.HasPrefix(norm, "git://") {
-		// go-git's git:// transport dials on its own, past the policy's connect-time
-		// check (docs/adr/0006-no-git-protocol.md).
-		return AddResult{Err: &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(urlpolicy.ReasonScheme),
-			Message: fmt.Sprintf("url %q: the git:// protocol is not supported (its connections cannot be checked against the URL policy, and it is unencrypted); use the repository's https:// URL", raw)}}
 	}
 	repo, created, err := st.CreateRepo(ctx, store.Repo{
 		ID: store.RepoID(norm), URL: norm, Source: src, State: store.RepoPending, CreatedAt: now,
@@ -324,11 +332,50 @@ func AddRepo(ctx context.Context, st RepoCreator, p urlpolicy.Policy, raw string
 	if err != nil {
 		return AddResult{Err: fmt.Errorf("create repo %s: %w", norm, err)}
 	}
+	if !created && repo.URL != norm {
+		// The id is the mirror path's: another URL already mirrors into that directory
+		// (a record stored under an older normalization, say).
+		rel, _ := mirrorpath.Rel(norm)
+		return AddResult{Err: &Error{Status: http.StatusConflict, Code: "mirror_path_taken",
+			Existing: &ExistingRepo{ID: repo.ID, URL: repo.URL},
+			Message: fmt.Sprintf("url %q would be mirrored in %s, which belongs to repo %s (%s); two repos never share a mirror directory: use that repo, or delete it first",
+				norm, filepath.ToSlash(rel), repo.ID, repo.URL)}}
+	}
 	if !created && repo.State == store.RepoDeleting {
 		return AddResult{Err: &Error{Status: http.StatusConflict, Code: "conflict",
 			Message: fmt.Sprintf("repo %s (%s) is being deleted; add it again once the delete completes", repo.ID, repo.URL)}}
 	}
 	return AddResult{Repo: repo, Created: created}
+}
+
+// CheckURL applies the URL policy to raw as every way of adding a repo must (AddRepo,
+// the list sync's parser): it returns the normalized URL, or an invalid_url error
+// saying why it cannot be mirrored.
+func CheckURL(p urlpolicy.Policy, raw string) (string, *Error) {
+	norm, err := p.Normalize(raw)
+	if err != nil {
+		e := &Error{Status: http.StatusBadRequest, Code: "invalid_url", Message: err.Error()}
+		var pe *urlpolicy.Error
+		if errors.As(err, &pe) {
+			e.Reason = string(pe.Reason)
+		}
+		return "", e
+	}
+	if strings.HasPrefix(norm, "git://") {
+		// go-git's git:// transport dials on its own, past the policy's connect-time
+		// check (docs/adr/0006-no-git-protocol.md).
+		return "", &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(urlpolicy.ReasonScheme),
+			Message: fmt.Sprintf("url %q: the git:// protocol is not supported (its connections cannot be checked against the URL policy, and it is unencrypted); use the repository's https:// URL", raw)}
+	}
+	if _, err := mirrorpath.Rel(norm); err != nil {
+		reason := urlpolicy.ReasonMalformed
+		if !strings.HasPrefix(norm, "https://") && !strings.HasPrefix(norm, "http://") {
+			reason = urlpolicy.ReasonScheme
+		}
+		return "", &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(reason),
+			Message: fmt.Sprintf("url %q cannot be mirrored: %v", raw, errors.Unwrap(err))}
+	}
+	return norm, nil
 }
 
 func (s *server) poke() {
@@ -381,7 +428,7 @@ func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toRepoJSON(repo))
+	writeJSON(w, http.StatusOK, s.toRepoJSON(repo))
 	return nil
 }
 

@@ -2,18 +2,24 @@ package cloud
 
 import (
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 )
 
 // EnvAPIBasePath is a path prefix API Gateway puts before the API's own paths (a named
 // stage, a custom domain's base path mapping); it is stripped before routing.
-const EnvAPIBasePath = "MIRRORFLEET_API_BASE_PATH"
+const EnvAPIBasePath = deployenv.APIBasePath
 
 // EnvPublicReads makes the /v1 reads answer without an IAM identity.
-const EnvPublicReads = "MIRRORFLEET_PUBLIC_READS"
+const EnvPublicReads = deployenv.PublicReads
+
+// EnvCloneBaseURL is where the mirrors are served: a repo's clone URL is
+// <base>/git/<mirror path>. On AWS the stack sets it to the serving load balancer's URL.
+const EnvCloneBaseURL = deployenv.CloneBaseURL
 
 // APIConfig is the API Lambda's configuration.
 type APIConfig struct {
@@ -23,6 +29,9 @@ type APIConfig struct {
 	// PublicReads serves the /v1 reads without an IAM identity (the stack's publicReads:
 	// GET routes without IAM auth); writes always need one.
 	PublicReads bool
+	// CloneBaseURL is where the mirrors are served (http or https, no trailing slash);
+	// "" when nothing serves them.
+	CloneBaseURL string
 	// List lets GET /v1/list report the list sync's configuration and state (not
 	// Enabled when MIRRORFLEET_LIST_REPO is unset).
 	List     listsync.Config
@@ -41,10 +50,14 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
 		BasePath:          e.raw(EnvAPIBasePath),
 		PublicReads:       e.boolean(EnvPublicReads, false),
+		CloneBaseURL:      strings.TrimRight(e.raw(EnvCloneBaseURL), "/"),
 		LogLevel:          e.logLevel(),
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")
+	}
+	if u := c.CloneBaseURL; u != "" && !validBaseURL(u) {
+		e.fail(EnvCloneBaseURL, u, "must be an http:// or https:// URL with a host, e.g. https://git.example.org")
 	}
 	list, err := listsync.ConfigFromEnv()
 	if err != nil {
@@ -55,4 +68,11 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		return APIConfig{}, err
 	}
 	return c, nil
+}
+
+// validBaseURL accepts http(s)://host[:port][/path] without query or fragment.
+func validBaseURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.RawQuery == "" && u.Fragment == "" && u.User == nil
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
 
@@ -36,7 +38,7 @@ func TestCoordinatorConfig(t *testing.T) {
 		t.Errorf("defaults: %+v", c)
 	}
 
-	set := map[string]string{EnvGrace: "5m", EnvWarmup: "0", EnvSuspectAfter: "20s", EnvFleet: "prod",
+	set := map[string]string{EnvGrace: "5m", EnvWarmup: "0s", EnvSuspectAfter: "20s", EnvFleet: "prod",
 		EnvTimerDLQARN: "arn:aws:sqs:us-east-1:123456789012:timers-dlq", EnvLease: "2m"}
 	for k, v := range good {
 		set[k] = v
@@ -95,31 +97,34 @@ func TestWorkerConfig(t *testing.T) {
 	}
 	host, _ := os.Hostname()
 	if c.MirrorRoot != DefaultMirrorRoot || c.Fetchers != 10 || c.Heartbeat != 10*time.Second || c.Drain != DefaultDrain ||
-		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" || c.PriorityPolicy != "rate" ||
+		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" || c.PriorityPolicy != "bayes" ||
+		c.MaintainEvery != 24*time.Hour || c.MaintainPacks != 16 || c.FsckEvery != 7*24*time.Hour ||
 		!strings.HasSuffix(c.WorkerID, fmt.Sprintf("-%d", os.Getpid())) || host == "" {
 		t.Errorf("defaults: %+v", c)
 	}
 
 	c, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet", EnvMirrorRoot: "/srv/mirrors",
 		EnvFetchers: "4", EnvHeartbeat: "500ms", EnvMinInterval: "1m", EnvDiskQuota: "500G",
-		EnvAllowPrivateHosts: "1", EnvWorkerID: "w-1", EnvDrain: "15s", EnvPolicy: "cbrt"}))
+		EnvAllowPrivateHosts: "1", EnvWorkerID: "w-1", EnvDrain: "15s", EnvPolicy: "cbrt",
+		EnvMaintainEvery: "6h", EnvMaintainPacks: "8", EnvFsckEvery: "72h"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.MirrorRoot != "/srv/mirrors" || c.Fetchers != 4 || c.Heartbeat != 500*time.Millisecond || c.MinInterval != time.Minute ||
 		c.DiskQuota != 500<<30 || !c.AllowPrivateHosts || c.WorkerID != "w-1" || c.WorkerIDSource != "env" || c.Drain != 15*time.Second ||
-		c.PriorityPolicy != "cbrt" {
+		c.PriorityPolicy != "cbrt" || c.MaintainEvery != 6*time.Hour || c.MaintainPacks != 8 || c.FsckEvery != 72*time.Hour {
 		t.Errorf("set: %+v", c)
 	}
 
 	_, err = workerConfigFrom(ctx, getter(map[string]string{EnvMirrorRoot: "mirrors", EnvFetchers: "ten",
-		EnvHeartbeat: "1ms", EnvDiskQuota: "-5", EnvAllowPrivateHosts: "maybe", EnvWorkerID: "../etc", EnvPolicy: "fifo"}))
+		EnvHeartbeat: "1ms", EnvDiskQuota: "-5", EnvAllowPrivateHosts: "maybe", EnvWorkerID: "../etc", EnvPolicy: "fifo",
+		EnvDiskUsage: "du", EnvAliveFile: "alive"}))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, want := range []string{EnvTable + " is not set", EnvMirrorRoot + `="mirrors": must be an absolute path`,
 		EnvFetchers + `="ten": not an integer`, EnvHeartbeat, EnvDiskQuota, EnvAllowPrivateHosts, EnvWorkerID,
-		EnvPolicy + `="fifo": unknown policy`} {
+		EnvPolicy + `="fifo": unknown policy`, EnvDiskUsage + `="du"`, EnvAliveFile + `="alive"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -159,14 +164,83 @@ func TestWorkerIDFromECSMetadata(t *testing.T) {
 }
 
 func TestAPIConfig(t *testing.T) {
-	c, err := apiConfigFrom(getter(map[string]string{EnvTable: "mirrorfleet", EnvAPIBasePath: "/prod"}))
-	if err != nil || c.Table != "mirrorfleet" || c.BasePath != "/prod" || c.AllowPrivateHosts {
+	c, err := apiConfigFrom(getter(map[string]string{EnvTable: "mirrorfleet", EnvAPIBasePath: "/prod",
+		EnvCloneBaseURL: "https://git.example.org/"}))
+	if err != nil || c.Table != "mirrorfleet" || c.BasePath != "/prod" || c.AllowPrivateHosts || c.CloneBaseURL != "https://git.example.org" {
 		t.Fatalf("%+v, %v", c, err)
 	}
-	_, err = apiConfigFrom(getter(map[string]string{EnvAPIBasePath: "prod"}))
-	if err == nil || !strings.Contains(err.Error(), EnvTable) || !strings.Contains(err.Error(), EnvAPIBasePath) {
+	_, err = apiConfigFrom(getter(map[string]string{EnvAPIBasePath: "prod", EnvCloneBaseURL: "git.example.org"}))
+	if err == nil || !strings.Contains(err.Error(), EnvTable) || !strings.Contains(err.Error(), EnvAPIBasePath) ||
+		!strings.Contains(err.Error(), EnvCloneBaseURL) {
 		t.Errorf("err %v", err)
 	}
+	c, err = apiConfigFrom(getter(map[string]string{EnvTable: "t", EnvCloneBaseURL: "https://git.example.org/"}))
+	if err != nil || c.CloneBaseURL != "https://git.example.org" {
+		t.Errorf("clone base URL: %q, %v", c.CloneBaseURL, err)
+	}
+	for _, bad := range []string{"git.example.org", "ftp://x", "https://u:p@x", "https://x/?q"} {
+		if _, err := apiConfigFrom(getter(map[string]string{EnvTable: "t", EnvCloneBaseURL: bad})); err == nil || !strings.Contains(err.Error(), EnvCloneBaseURL) {
+			t.Errorf("clone base URL %q accepted (%v)", bad, err)
+		}
+	}
+}
+
+// setEnv puts a deployment's environment into the process's, as Lambda and ECS do.
+func setEnv(t *testing.T, env map[string]string) {
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+// What the stack writes (deployenv) is what the binaries read back: every setting
+// survives the trip, a zero warm-up included.
+func TestDeployEnvRoundTrip(t *testing.T) {
+	const role, dlq = "arn:aws:iam::123456789012:role/sched", "arn:aws:sqs:us-east-1:123456789012:dlq"
+	pct := 12.5
+	list := deployenv.List{Repo: "https://git.example.org/lists.git", Branch: "main", Paths: []string{"a.txt", "dir"},
+		Interval: 5 * time.Minute, PurgeThreshold: &pct, Dir: "/tmp/list"}
+	for _, warm := range []time.Duration{0, 90 * time.Second} {
+		c := deployenv.Coordinator{Common: deployenv.Common{Table: "t12", Fleet: "prod", LogLevel: "debug"},
+			ScheduleGroup: "prod-timers", SchedulerRoleARN: role, TimerDLQARN: dlq, Grace: 7 * time.Minute, Warmup: warm, List: list}
+		t.Run("coordinator warmup "+warm.String(), func(t *testing.T) {
+			setEnv(t, c.Env())
+			got, err := CoordinatorConfigFromEnv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantWarm := warm
+			if warm == 0 {
+				wantWarm = coordinator.NoWarmup
+			}
+			if got.Table != "t12" || got.Fleet != "prod" || got.LogLevel.String() != "DEBUG" || got.ScheduleGroup != "prod-timers" ||
+				got.SchedulerRoleARN != role || got.TimerDLQARN != dlq || got.Coordinator.Grace != 7*time.Minute ||
+				got.Coordinator.Warmup != wantWarm || got.List.Repo != list.Repo || got.List.Branch != "main" ||
+				strings.Join(got.List.Paths, ",") != "a.txt,dir" || got.List.Interval != 5*time.Minute ||
+				got.List.PurgeThreshold != 12.5 || got.List.Dir != "/tmp/list" {
+				t.Errorf("read back %+v", got)
+			}
+		})
+	}
+	t.Run("api", func(t *testing.T) {
+		setEnv(t, deployenv.API{Common: deployenv.Common{Table: "t12"}, PublicReads: true,
+			CloneBaseURL: "http://mf-123.us-east-1.elb.amazonaws.com", List: list}.Env())
+		got, err := APIConfigFromEnv()
+		if err != nil || got.Table != "t12" || !got.PublicReads || got.CloneBaseURL != "http://mf-123.us-east-1.elb.amazonaws.com" ||
+			got.List.Repo != list.Repo {
+			t.Errorf("read back %+v, %v", got, err)
+		}
+	})
+	t.Run("worker", func(t *testing.T) {
+		setEnv(t, deployenv.Worker{Common: deployenv.Common{Table: "t12", Fleet: "prod"}, MirrorRoot: "/mnt/mirrors",
+			Fetchers: 7, Drain: 25 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs,
+			AliveFile: "/tmp/mirrorfleet/alive"}.Env())
+		t.Setenv(EnvWorkerID, "w-1")
+		got, err := WorkerConfigFromEnv(t.Context())
+		if err != nil || got.Table != "t12" || got.Fleet != "prod" || got.MirrorRoot != "/mnt/mirrors" || got.Fetchers != 7 ||
+			got.Drain != 25*time.Second || got.DiskQuota != 500<<30 || !got.DiskStatfs || got.AliveFile != "/tmp/mirrorfleet/alive" {
+			t.Errorf("read back %+v, %v", got, err)
+		}
+	})
 }
 
 func TestParseBytes(t *testing.T) {
@@ -256,9 +330,89 @@ func TestMissingRegionIsAClearError(t *testing.T) {
 	}
 }
 
+// The worker maintains mirrors with git: without it, it does not start, and says why.
+func TestRunWorkerNeedsGit(t *testing.T) {
+	t.Setenv(gitbin.EnvGit, "/nonexistent/git")
+	err := RunWorker(t.Context(), WorkerConfig{Table: "t12", MirrorRoot: t.TempDir(), PriorityPolicy: "rate"})
+	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), gitbin.EnvGit) {
+		t.Errorf("err %v", err)
+	}
+}
+
+type fakeMaintainer struct {
+	fakeMirror
+	res fetch.Maintenance
+}
+
+func (f fakeMaintainer) Maintain(context.Context, fetch.Target, fetch.MaintainRequest) (fetch.Maintenance, error) {
+	return f.res, f.err
+}
+
+func TestMeteredMaintenance(t *testing.T) {
+	count := func(mt fakeMaintainer) map[string]float64 {
+		s := &sink{}
+		if _, err := (MeteredMirror{Mirrorer: mt, Sink: s}).Maintain(t.Context(), fetch.Target{}, fetch.MaintainRequest{}); !errors.Is(err, mt.err) {
+			t.Errorf("error %v not passed through", err)
+		}
+		out := map[string]float64{}
+		for _, x := range s.samples {
+			out[x.Name] += x.Value
+		}
+		return out
+	}
+	if m := count(fakeMaintainer{res: fetch.Maintenance{PacksBefore: 9, PacksAfter: 2}}); m[metrics.MaintenanceRuns] != 1 || m[metrics.MirrorsRecloned] != 0 {
+		t.Errorf("run: %v", m)
+	}
+	if m := count(fakeMaintainer{res: fetch.Maintenance{Recloned: true}}); m[metrics.MaintenanceRuns] != 1 || m[metrics.MirrorsRecloned] != 1 {
+		t.Errorf("re-clone: %v", m)
+	}
+	if m := count(fakeMaintainer{res: fetch.Maintenance{Skipped: true}}); len(m) != 0 {
+		t.Errorf("skipped counted: %v", m)
+	}
+	if m := count(fakeMaintainer{fakeMirror: fakeMirror{fetch.Errorf(fetch.KindBusy, "locked")}}); len(m) != 0 {
+		t.Errorf("busy counted: %v", m)
+	}
+	if _, err := (MeteredMirror{Mirrorer: fakeMirror{}, Sink: &sink{}}).Maintain(t.Context(), fetch.Target{}, fetch.MaintainRequest{}); err == nil {
+		t.Error("a Mirrorer that cannot maintain: no error")
+	}
+}
+
 func TestRunWorkerNeedsTheMirrorRoot(t *testing.T) {
 	err := RunWorker(t.Context(), WorkerConfig{Table: "t12", MirrorRoot: "/nonexistent/mirrors"})
 	if err == nil || !strings.Contains(err.Error(), EnvMirrorRoot) || !strings.Contains(err.Error(), "EFS") {
 		t.Errorf("err %v", err)
+	}
+}
+
+func TestWorkerConfigLimits(t *testing.T) {
+	ctx := t.Context()
+	c, err := workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Fetch.MaxPackBytes != 8<<30 || c.Fetch.MaxRefs != 500_000 || c.HostConcurrency != 4 || c.HostRate != 2 || c.HostPause != time.Minute {
+		t.Errorf("defaults: %+v, host %d %v %v", c.Fetch, c.HostConcurrency, c.HostRate, c.HostPause)
+	}
+	c, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet",
+		EnvMaxRefBytes: "16M", EnvMaxRefs: "1000", EnvMaxPackBytes: "2G", EnvMaxPackObjects: "5000000",
+		EnvMaxObjectBytes: "100M", EnvMinRate: "10K", EnvRateWindow: "30s",
+		EnvMaxPackBytesFor: "https://github.com/torvalds/linux=20G, https://chromium.googlesource.com/=64G",
+		EnvHostConcurrency: "-1", EnvHostRate: "0.5", EnvHostPause: "5m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := c.Fetch
+	if f.MaxRefBytes != 16<<20 || f.MaxRefs != 1000 || f.MaxPackBytes != 2<<30 || f.MaxPackObjects != 5_000_000 ||
+		f.MaxObjectBytes != 100<<20 || f.MinRate != 10<<10 || f.RateWindow != 30*time.Second ||
+		f.PackBytesFor["https://github.com/torvalds/linux"] != 20<<30 || f.PackBytesFor["https://chromium.googlesource.com/"] != 64<<30 ||
+		c.HostConcurrency != -1 || c.HostRate != 0.5 || c.HostPause != 5*time.Minute {
+		t.Errorf("set: %+v, host %d %v %v", f, c.HostConcurrency, c.HostRate, c.HostPause)
+	}
+	_, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet",
+		EnvMaxPackBytes: "lots", EnvMaxPackBytesFor: "github.com/x=1G", EnvHostRate: "fast", EnvRateWindow: "-1s"}))
+	for _, want := range []string{EnvMaxPackBytes, EnvMaxPackBytesFor, EnvHostRate, EnvRateWindow} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %s: %v", want, err)
+		}
 	}
 }

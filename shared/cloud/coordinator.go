@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
 )
@@ -15,15 +16,13 @@ import (
 // Environment variables of the coordinator Lambda (besides EnvTable, EnvFleet,
 // EnvLogLevel, EnvAllowPrivateHosts and listsync's MIRRORFLEET_LIST_*).
 const (
-	EnvScheduleGroup     = "MIRRORFLEET_SCHEDULE_GROUP"      // Scheduler group of the timers (required)
-	EnvSchedulerRoleARN  = "MIRRORFLEET_SCHEDULER_ROLE_ARN"  // role Scheduler assumes to invoke us (required)
-	EnvTimerDLQARN       = "MIRRORFLEET_TIMER_DLQ_ARN"       // SQS queue for undeliverable firings (optional)
-	EnvGrace             = "MIRRORFLEET_GRACE"               // silence before a worker's repos move
-	EnvWarmup            = "MIRRORFLEET_WARMUP"              // first-start wait; 0 = none
-	EnvSuspectAfter      = "MIRRORFLEET_SUSPECT_AFTER"       // silence before a worker is suspect
-	EnvLease             = "MIRRORFLEET_LEASE"               // leadership lease; > the tick period
-	EnvStalenessMaxRepos = "MIRRORFLEET_STALENESS_MAX_REPOS" // staleness metrics only up to this many repos; 0 = never
-	EnvStalenessEvery    = "MIRRORFLEET_STALENESS_INTERVAL"  // and at most this often
+	EnvScheduleGroup    = deployenv.ScheduleGroup    // Scheduler group of the timers (required)
+	EnvSchedulerRoleARN = deployenv.SchedulerRoleARN // role Scheduler assumes to invoke us (required)
+	EnvTimerDLQARN      = deployenv.TimerDLQARN      // SQS queue for undeliverable firings (optional)
+	EnvGrace            = deployenv.Grace            // silence before a worker's repos move
+	EnvWarmup           = deployenv.Warmup           // first-start wait; 0 = none
+	EnvSuspectAfter     = deployenv.SuspectAfter     // silence before a worker is suspect
+	EnvLease            = deployenv.Lease            // leadership lease; > the tick period
 )
 
 // CoordinatorConfig is the coordinator Lambda's configuration.
@@ -38,21 +37,10 @@ type CoordinatorConfig struct {
 	// Coordinator holds Grace, Warmup, SuspectAfter and Lease; the rest take the
 	// package defaults.
 	Coordinator coordinator.Config
-	// Staleness percentiles need every repo's last success: a read per repo. They are
-	// computed only while the fleet has at most StalenessMaxRepos repos (0: never), and
-	// at most every StalenessEvery per Lambda environment.
-	StalenessMaxRepos int
-	StalenessEvery    time.Duration
 	// List is the list sync (not Enabled when MIRRORFLEET_LIST_REPO is unset).
 	List     listsync.Config
 	LogLevel slog.Level
 }
-
-// Defaults of the coordinator's environment.
-const (
-	DefaultStalenessMaxRepos = 1000
-	DefaultStalenessEvery    = 10 * time.Minute
-)
 
 // CoordinatorConfigFromEnv reads and validates the coordinator's environment. The error
 // lists every variable at fault.
@@ -70,8 +58,6 @@ func coordinatorConfigFrom(get func(string) string) (CoordinatorConfig, error) {
 		TimerDLQARN:       e.raw(EnvTimerDLQARN),
 		Fleet:             e.str(EnvFleet, DefaultFleet),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
-		StalenessMaxRepos: e.integer(EnvStalenessMaxRepos, DefaultStalenessMaxRepos, 0, 10_000_000),
-		StalenessEvery:    e.duration(EnvStalenessEvery, DefaultStalenessEvery),
 		LogLevel:          e.logLevel(),
 	}
 	checkFleet(e, c.Fleet)
@@ -85,12 +71,7 @@ func coordinatorConfigFrom(get func(string) string) (CoordinatorConfig, error) {
 		SuspectAfter: e.duration(EnvSuspectAfter, def.SuspectAfter),
 		Lease:        e.duration(EnvLease, def.Lease),
 	}
-	// Warm-up 0 means none (a fleet being rebuilt), unlike the other durations.
-	if v := e.raw(EnvWarmup); v == "0" || v == "none" {
-		cc.Warmup = coordinator.NoWarmup
-	} else {
-		cc.Warmup = e.duration(EnvWarmup, def.Warmup)
-	}
+	cc.Warmup = warmup(e, def.Warmup)
 	if cc.SuspectAfter >= cc.Grace {
 		e.errs = append(e.errs, fmt.Errorf("%s (%s) must be shorter than %s (%s): a worker is suspect before it is declared dead",
 			EnvSuspectAfter, cc.SuspectAfter, EnvGrace, cc.Grace))
@@ -111,6 +92,22 @@ func coordinatorConfigFrom(get func(string) string) (CoordinatorConfig, error) {
 		return CoordinatorConfig{}, err
 	}
 	return c, nil
+}
+
+// warmup reads the first-start wait. Zero means none (a fleet being rebuilt), unlike
+// the other durations: "0", "none" and any zero duration ("0s", "0m").
+func warmup(e *envReader, def time.Duration) time.Duration {
+	v := e.raw(EnvWarmup)
+	if v == "" {
+		return def
+	}
+	if v == deployenv.NoWarmup || v == "none" {
+		return coordinator.NoWarmup
+	}
+	if d, err := time.ParseDuration(v); err == nil && d == 0 {
+		return coordinator.NoWarmup
+	}
+	return e.duration(EnvWarmup, def)
 }
 
 // checkFleet: the fleet name becomes a CloudWatch dimension value (at most 1024

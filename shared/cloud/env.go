@@ -15,14 +15,26 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
 // Environment variables shared by every binary.
+// The names are deployenv's, the contract with the CDK stack.
 const (
-	EnvTable             = "MIRRORFLEET_TABLE"               // DynamoDB table (required)
-	EnvFleet             = "MIRRORFLEET_FLEET"               // Fleet dimension of the metrics
-	EnvLogLevel          = "MIRRORFLEET_LOG_LEVEL"           // debug, info, warn, error
-	EnvAllowPrivateHosts = "MIRRORFLEET_ALLOW_PRIVATE_HOSTS" // let repos on private addresses through the URL policy
+	EnvTable             = deployenv.Table             // DynamoDB table (required)
+	EnvFleet             = deployenv.Fleet             // Fleet dimension of the metrics
+	EnvLogLevel          = deployenv.LogLevel          // debug, info, warn, error
+	EnvAllowPrivateHosts = deployenv.AllowPrivateHosts // let repos on private addresses through the URL policy
+)
+
+// Environment variables of `mirrorfleet serve`, the git front (besides EnvTable,
+// EnvFleet, EnvLogLevel, EnvMirrorRoot, EnvMetricsInterval and EnvCloneBaseURL).
+const (
+	EnvServeListen    = deployenv.ServeListen    // listen address; default :8080
+	EnvPackCacheDir   = deployenv.PackCacheDir   // pack cache directory, local disk
+	EnvPackCacheBytes = deployenv.PackCacheBytes // pack cache bound; default 10G
+	EnvServeToken     = deployenv.ServeToken     // optional token every read needs
 )
 
 // DefaultFleet is the Fleet dimension when MIRRORFLEET_FLEET is unset.
@@ -126,6 +138,20 @@ func (e *envReader) bytes(name string, def int64) int64 {
 	return n
 }
 
+// float reads a number; a negative one means "no limit" where the caller says so.
+func (e *envReader) float(name string, def float64) float64 {
+	v := e.raw(name)
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		e.fail(name, v, "not a number")
+		return def
+	}
+	return f
+}
+
 func (e *envReader) logLevel() slog.Level {
 	v := e.raw(EnvLogLevel)
 	if v == "" {
@@ -174,6 +200,35 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("size too large")
 	}
 	return int64(n), nil
+}
+
+// ParseByteOverrides reads per-repo sizes: "URL=SIZE[,URL=SIZE...]", a URL being a
+// repo URL or a prefix of repo URLs ending in "/".
+func ParseByteOverrides(s string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndexByte(item, '=')
+		if i <= 0 {
+			return nil, fmt.Errorf("%q is not URL=SIZE (e.g. https://github.com/torvalds/linux=20G)", item)
+		}
+		u, size := strings.TrimSpace(item[:i]), strings.TrimSpace(item[i+1:])
+		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+			return nil, fmt.Errorf("%q: %q is not an http(s) repo URL or URL prefix", item, u)
+		}
+		n, err := ParseBytes(size)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", item, err)
+		}
+		if n <= 0 {
+			return nil, fmt.Errorf("%q: the size must be positive", item)
+		}
+		out[u] = n
+	}
+	return out, nil
 }
 
 var bytesRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTkmgt])(?:i?B)?|B)?$`)

@@ -8,16 +8,20 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
@@ -25,15 +29,34 @@ import (
 // Environment variables of the worker (besides EnvTable, EnvFleet, EnvLogLevel and
 // EnvAllowPrivateHosts; AWS_REGION and AWS_ENDPOINT_URL are the SDK's).
 const (
-	EnvMirrorRoot      = "MIRRORFLEET_MIRROR_ROOT"      // shared mirror directory (EFS mount)
-	EnvFetchers        = "MIRRORFLEET_FETCHERS"         // concurrent fetches
-	EnvHeartbeat       = "MIRRORFLEET_HEARTBEAT"        // heartbeat interval
-	EnvMinInterval     = "MIRRORFLEET_MIN_INTERVAL"     // per-repo minimum poll interval
-	EnvDiskQuota       = "MIRRORFLEET_DISK_QUOTA"       // bytes the mirrors may use; 0 = the file system's size
-	EnvWorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
-	EnvDrain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
-	EnvMetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
-	EnvPolicy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: rate (default) or cbrt
+	EnvMirrorRoot      = deployenv.MirrorRoot      // shared mirror directory (EFS mount)
+	EnvFetchers        = deployenv.Fetchers        // concurrent fetches
+	EnvHeartbeat       = deployenv.Heartbeat       // heartbeat interval
+	EnvMinInterval     = deployenv.MinInterval     // per-repo minimum poll interval
+	EnvDiskQuota       = deployenv.DiskQuota       // bytes the mirrors may use; 0 = the file system's size
+	EnvDiskUsage       = deployenv.DiskUsage       // under a quota: walk (default) or statfs (EFS)
+	EnvWorkerID        = deployenv.WorkerID        // default: the ECS task id, else hostname-pid
+	EnvDrain           = deployenv.Drain           // on SIGTERM, how long in-flight fetches may finish
+	EnvMetricsInterval = deployenv.MetricsInterval // how often EMF metrics are written
+	EnvPolicy          = deployenv.Policy          // when a repo is polled next: bayes (default), rate or cbrt
+	EnvAliveFile       = deployenv.AliveFile       // touched after each successful heartbeat
+	EnvMaintainEvery   = deployenv.MaintainEvery   // each mirror is maintained once per this interval
+	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
+	EnvFsckEvery       = deployenv.FsckEvery       // a mirror's connectivity is checked at most this often
+
+	// What one upstream can make a fetch receive (mirror.Limits).
+	EnvMaxRefBytes     = deployenv.MaxRefBytes     // bytes of one ref advertisement
+	EnvMaxRefs         = deployenv.MaxRefs         // refs in one ref advertisement
+	EnvMaxPackBytes    = deployenv.MaxPackBytes    // bytes one fetch may receive
+	EnvMaxPackBytesFor = deployenv.MaxPackBytesFor // per repo: URL=SIZE,URL/=SIZE
+	EnvMaxPackObjects  = deployenv.MaxPackObjects  // objects a pack may declare
+	EnvMaxObjectBytes  = deployenv.MaxObjectBytes  // bytes one pack object may declare
+	EnvMinRate         = deployenv.MinRate         // bytes a second; slower transfers are cut
+	EnvRateWindow      = deployenv.RateWindow      // the window MIN_RATE is measured over
+	// Politeness per upstream host (worker.Config).
+	EnvHostConcurrency = deployenv.HostConcurrency // fetches of one host at a time; -1: no limit
+	EnvHostRate        = deployenv.HostRate        // fetch starts a second on one host; -1: no limit
+	EnvHostPause       = deployenv.HostPause       // a host answering 429/503 without Retry-After is left alone this long
 
 	// EnvECSMetadata is set by the ECS agent in every container (task metadata v4).
 	EnvECSMetadata = "ECS_CONTAINER_METADATA_URI_V4"
@@ -55,9 +78,18 @@ type WorkerConfig struct {
 	Fetchers          int
 	Heartbeat         time.Duration
 	MinInterval       time.Duration
-	PriorityPolicy    string // a priority.ByName name; "" is the default (rate)
+	PriorityPolicy    string // a priority.ByName name; "" is the default (bayes)
+	MaintainEvery     time.Duration
+	MaintainPacks     int
+	FsckEvery         time.Duration
 	Drain             time.Duration
-	DiskQuota         int64 // bytes; 0 = the file system's own size
+	DiskQuota         int64  // bytes; 0 = the file system's own size
+	DiskStatfs        bool   // under a quota, the used bytes are the file system's own figure (EFS), no walk
+	AliveFile         string // touched after each heartbeat the store accepted (container health check)
+	Fetch             mirror.Limits
+	HostConcurrency   int
+	HostRate          float64
+	HostPause         time.Duration
 	AllowPrivateHosts bool
 	WorkerID          string
 	// WorkerIDSource says where WorkerID came from ("env", "ecs-metadata", "hostname"),
@@ -93,16 +125,48 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		Heartbeat:         e.duration(EnvHeartbeat, def.Heartbeat),
 		MinInterval:       e.duration(EnvMinInterval, def.MinInterval),
 		PriorityPolicy:    e.str(EnvPolicy, def.Policy.Name()),
+		MaintainEvery:     e.duration(EnvMaintainEvery, def.MaintainEvery),
+		MaintainPacks:     e.integer(EnvMaintainPacks, def.MaintainPacks, 2, 10000),
+		FsckEvery:         e.duration(EnvFsckEvery, def.FsckEvery),
 		Drain:             e.duration(EnvDrain, DefaultDrain),
 		DiskQuota:         e.bytes(EnvDiskQuota, 0),
+		AliveFile:         e.raw(EnvAliveFile),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
 		Fleet:             e.str(EnvFleet, DefaultFleet),
 		MetricsInterval:   e.duration(EnvMetricsInterval, DefaultMetricsInterval),
 		LogLevel:          e.logLevel(),
 	}
+	ml := mirror.DefaultLimits()
+	c.Fetch = mirror.Limits{
+		MaxRefBytes: e.bytes(EnvMaxRefBytes, ml.MaxRefBytes), MaxRefs: e.integer(EnvMaxRefs, ml.MaxRefs, 1, 1<<30),
+		MaxPackBytes: e.bytes(EnvMaxPackBytes, ml.MaxPackBytes), MaxPackObjects: int64(e.integer(EnvMaxPackObjects, int(ml.MaxPackObjects), 1, 1<<31-1)),
+		MaxObjectBytes: e.bytes(EnvMaxObjectBytes, ml.MaxObjectBytes), MinRate: e.bytes(EnvMinRate, ml.MinRate),
+		RateWindow: e.duration(EnvRateWindow, ml.RateWindow),
+	}
+	if v := e.raw(EnvMaxPackBytesFor); v != "" {
+		m, err := ParseByteOverrides(v)
+		if err != nil {
+			e.fail(EnvMaxPackBytesFor, v, "%v", err)
+		}
+		c.Fetch.PackBytesFor = m
+	}
+	c.HostConcurrency = e.integer(EnvHostConcurrency, def.HostConcurrency, -1, 100000)
+	c.HostRate = e.float(EnvHostRate, def.HostRate)
+	c.HostPause = e.duration(EnvHostPause, def.HostPause)
 	checkFleet(e, c.Fleet)
+	switch u := e.str(EnvDiskUsage, deployenv.DiskUsageWalk); u {
+	case deployenv.DiskUsageWalk:
+	case deployenv.DiskUsageStatfs:
+		c.DiskStatfs = true
+	default:
+		e.fail(EnvDiskUsage, u, "want %s (sum the files under the mirror root) or %s (the file system's own figure, for EFS)",
+			deployenv.DiskUsageWalk, deployenv.DiskUsageStatfs)
+	}
+	if c.AliveFile != "" && !strings.HasPrefix(c.AliveFile, "/") {
+		e.fail(EnvAliveFile, c.AliveFile, "must be an absolute path")
+	}
 	if _, ok := priority.ByName(c.PriorityPolicy); !ok {
-		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: rate (the default) or cbrt")
+		e.fail(EnvPolicy, c.PriorityPolicy, "unknown policy: bayes (the default), rate or cbrt")
 	}
 	if !strings.HasPrefix(c.MirrorRoot, "/") {
 		e.fail(EnvMirrorRoot, c.MirrorRoot, "must be an absolute path")
@@ -185,7 +249,8 @@ func ecsTaskID(ctx context.Context, uri string) (string, error) {
 }
 
 // RunWorker runs one worker until ctx ends: it joins the fleet, heartbeats, fetches its
-// repos into cfg.MirrorRoot and writes EMF metrics every cfg.MetricsInterval. When ctx
+// repos into cfg.MirrorRoot, maintains them with git (which it needs: it refuses to
+// start without), and writes EMF metrics every cfg.MetricsInterval. When ctx
 // ends (SIGTERM) in-flight fetches get cfg.Drain to finish and are then abandoned (a cut
 // fetch leaves the previous mirror intact), and the worker leaves the fleet so the next
 // coordinator tick moves its repos instead of waiting for the grace.
@@ -203,7 +268,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	prio, ok := priority.ByName(cfg.PriorityPolicy)
 	if !ok {
-		return fmt.Errorf("%s=%q: unknown policy: rate (the default) or cbrt", EnvPolicy, cfg.PriorityPolicy)
+		return fmt.Errorf("%s=%q: unknown policy: bayes (the default), rate or cbrt", EnvPolicy, cfg.PriorityPolicy)
+	}
+	git, err := gitbin.Find(ctx)
+	if err != nil {
+		return fmt.Errorf("worker: mirror maintenance: %w", err)
 	}
 	st, err := NewDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
 	if err != nil {
@@ -211,19 +280,30 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	defer st.Close()
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
-	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log})
+	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
 		return fmt.Errorf("mirrors: %w", err)
 	}
 	defer m.Close()
 	emf := metrics.NewEMF(out, cfg.Fleet, nil)
-	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota}
+	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota, Statfs: cfg.DiskStatfs}
+	var ws worker.Store = st
+	if cfg.AliveFile != "" {
+		if err := os.MkdirAll(filepath.Dir(cfg.AliveFile), 0o755); err != nil {
+			return fmt.Errorf("%s: %w", EnvAliveFile, err)
+		}
+		ws = AliveStore{Store: st, Path: cfg.AliveFile}
+	}
 	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
-		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio},
-		st, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
+		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
+		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, FsckEvery: cfg.FsckEvery,
+		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
+		ws, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
-		"priority_policy", prio.Name())
+		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
+		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "alive_file", cfg.AliveFile,
+		"max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency, "host_rate", cfg.HostRate)
 
 	var wg sync.WaitGroup
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
@@ -254,7 +334,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 
 func flushWorkerMetrics(w *worker.Worker, emf *metrics.EMF, log *slog.Logger) {
 	if id := w.ID(); id != "" {
-		_ = emf.Record(metrics.Queue(id, w.QueueLen()))
+		_ = emf.Record(metrics.Queue(id, w.QueueLen()), metrics.Packs(id, w.MaxPacks()))
 	}
 	if err := emf.Flush(); err != nil {
 		log.Warn("metrics", "err", err)
@@ -271,6 +351,23 @@ type MeteredMirror struct {
 	}
 }
 
+// Maintain runs the maintenance of the wrapped Mirrorer (which must be a
+// worker.Maintainer) and reports it. A run that was skipped or found the mirror busy
+// did nothing and is not reported.
+func (m MeteredMirror) Maintain(ctx context.Context, t fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error) {
+	mt, ok := m.Mirrorer.(worker.Maintainer)
+	if !ok {
+		return fetch.Maintenance{}, fmt.Errorf("%T cannot maintain mirrors", m.Mirrorer)
+	}
+	start := time.Now()
+	res, err := mt.Maintain(ctx, t, req)
+	if res.Skipped || fetch.KindOf(err) == fetch.KindBusy {
+		return res, err
+	}
+	_ = m.Sink.Record(metrics.Maintenance(time.Since(start), res.Recloned)...)
+	return res, err
+}
+
 // Sync runs the fetch and reports it.
 func (m MeteredMirror) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) {
 	start := time.Now()
@@ -281,4 +378,23 @@ func (m MeteredMirror) Sync(ctx context.Context, t fetch.Target) (fetch.Result, 
 	// metrics.Fetch builds valid samples only: Record has nothing to refuse.
 	_ = m.Sink.Record(metrics.Fetch(err == nil, time.Since(start), res.BytesReceived)...)
 	return res, err
+}
+
+// AliveStore touches Path after each heartbeat the store accepted. The container's
+// health check (`mirrorfleet healthcheck --file`) reads the file's age: a worker whose
+// heartbeats stop landing — stuck, or cut off from the store — is replaced by ECS
+// rather than left running while the coordinator moves its repos away.
+type AliveStore struct {
+	worker.Store
+	Path string
+}
+
+// Heartbeat passes the heartbeat on and, when it landed, touches the file.
+func (a AliveStore) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error) {
+	w, err := a.Store.Heartbeat(ctx, id, hb)
+	if err == nil {
+		// The modification time is what counts; the content is for a reader.
+		_ = os.WriteFile(a.Path, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644)
+	}
+	return w, err
 }

@@ -12,6 +12,9 @@ import (
 type Target struct {
 	ID  string
 	URL string // normalized, already checked by the URL policy
+	// MaxBytes, when > 0, lowers the byte cap of this one sync below the mirror's own
+	// (the worker passes the disk headroom left under its guard's threshold).
+	MaxBytes int64
 }
 
 // Result is what a successful Sync found.
@@ -21,7 +24,62 @@ type Result struct {
 	LastCommitAt  time.Time // newest commit time over all refs; zero for an empty repo
 	BytesReceived int64
 	SizeBytes     int64 // mirror size on disk after the sync
+	// Commits are the commits this sync brought, newest first: on a fetch those
+	// reachable from the new ref tips and not from the old ones, on a clone the newest of
+	// the history, back to HistorySince. Both walks are bounded (MaxNewCommits,
+	// HistoryWindow, MaxHistoryCommits), so a fetch never walks a whole history.
+	Commits []Commit
+	// HistorySince, on a clone, is where the history in Commits begins: HistoryWindow
+	// before now, or the oldest commit listed when the walk reached its bound first, or
+	// the repo's first commit (then HistoryFromRoot is set).
+	HistorySince    time.Time
+	HistoryFromRoot bool
+	// Packs is the mirror's pack count after a sync that wrote something (every go-git
+	// fetch adds a pack until maintenance rolls them up); 0 when nothing changed.
+	Packs int
 }
+
+// MaintainRequest asks for the maintenance of one mirror (repack, commit-graph, and a
+// connectivity check now and then).
+type MaintainRequest struct {
+	// Since skips the mirror if it was maintained at or after Since: by this worker or
+	// by the repo's previous owner. Zero: run anyway.
+	Since time.Time
+	// Fsck checks connectivity now; otherwise only when the last check is older than
+	// FsckEvery (0: never).
+	Fsck      bool
+	FsckEvery time.Duration
+}
+
+// Maintenance is what a maintenance run did.
+type Maintenance struct {
+	Skipped     bool // maintained since MaintainRequest.Since already: nothing done
+	PacksBefore int
+	PacksAfter  int
+	Fscked      bool
+	Recloned    bool // the mirror was corrupt: moved to the trash and cloned again
+}
+
+// Commit is when a commit was made, as it says itself.
+type Commit struct {
+	Author, Committer time.Time
+}
+
+// Time is the later of the author and committer times: the closest a commit tells of
+// when it was pushed (a rebase or a merge restamps the committer).
+func (c Commit) Time() time.Time {
+	if c.Committer.After(c.Author) {
+		return c.Committer
+	}
+	return c.Author
+}
+
+// Bounds of the commit walks that tell the scheduler what a sync brought.
+const (
+	MaxNewCommits     = 1000                     // commits listed after a fetch
+	HistoryWindow     = 5 * 365 * 24 * time.Hour // how far back a first clone's history is listed
+	MaxHistoryCommits = 1000                     // commits listed from it
+)
 
 // Kind classifies a failed fetch so the worker can decide between retry, back-off and gone.
 type Kind string
@@ -35,7 +93,17 @@ const (
 	KindCorrupt     Kind = "corrupt"
 	KindPolicy      Kind = "refused_by_policy"
 	KindBusy        Kind = "busy" // another fetch holds the repo's lock
-	KindOther       Kind = "other"
+	// KindConflict: the repo's mirror directory records another origin URL; it is
+	// never fetched into (nor trashed) for this repo.
+	KindConflict Kind = "mirror_conflict"
+	// KindLimit: the upstream sent more than a limit allows (ref advertisement bytes or
+	// refs, pack bytes or objects); retrying only helps once the upstream or the limit
+	// changes.
+	KindLimit Kind = "over_limit"
+	// KindDiskFull: the mirror file system is above the disk guard's threshold, so the
+	// fetch was not made. Not the repo's fault: it does not count as a failure.
+	KindDiskFull Kind = "disk_full"
+	KindOther    Kind = "other"
 )
 
 // Error is a classified fetch failure.

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
@@ -23,10 +24,14 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/health"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
@@ -47,12 +52,31 @@ type Config struct {
 	Grace             time.Duration
 	Warmup            time.Duration // first-start warm-up; <0 none
 	MinInterval       time.Duration // per-repo minimum poll interval
-	PriorityPolicy    string        // when a repo is polled next (priority.ByName): "rate" (default) or "cbrt"
+	PriorityPolicy    string        // when a repo is polled next (priority.ByName): "bayes" (default), "rate" or "cbrt"
 	ReposFile         string        // URLs to add at start, one per line
 	// List, when List.Repo is set, keeps the repos listed in a git repository
 	// (listsync); its clone lives in <data>/list unless List.Dir says otherwise.
 	List listsync.Config
 	Log  *slog.Logger
+
+	// Fetch bounds what one upstream can make a fetch receive (zero fields: defaults).
+	Fetch mirror.Limits
+	// HostConcurrency, HostRate and HostPause are each worker's politeness per upstream
+	// host (worker.Config; zero: the defaults, negative: no limit).
+	HostConcurrency int
+	HostRate        float64
+	HostPause       time.Duration
+	// HTTP bounds the API server (zero fields: defaults). AllowHosts are Host names the
+	// API, /metrics and the status page answer besides loopback ones ("*": any).
+	HTTP       httpguard.Limits
+	AllowHosts []string
+	// Serve configures the git front at /git/ on the API's listener (Root, Git,
+	// Index, BaseURL and Metrics are the fleet's own). Its PackCache.Dir defaults to
+	// <data>/packcache; without Serve.Hook there is no pack cache.
+	Serve serve.Config
+	// CloneBaseURL is the base of every clone URL; default http://<listen address>
+	// (127.0.0.1 for an unspecified address).
+	CloneBaseURL string
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -117,6 +141,11 @@ type Fleet struct {
 	prio            priority.Policy
 	// List is the list sync; nil when no list repository is configured.
 	List *listsync.Syncer
+	// Git is the git binary the front serves with.
+	Git gitbin.Git
+	// CloneBase is the base of the clone URLs.
+	CloneBase string
+	front     *serve.Handler
 }
 
 type runningWorker struct {
@@ -128,6 +157,9 @@ type runningWorker struct {
 // MirrorsDir is where mirrors land: <data>/mirrors/<host>/<path>.git.
 func MirrorsDir(data string) string { return filepath.Join(data, "mirrors") }
 
+// PackCacheDir is where the pack cache lives by default: <data>/packcache.
+func PackCacheDir(data string) string { return filepath.Join(data, "packcache") }
+
 // ListDir is where the list repository's clone is kept by default: <data>/list.
 func ListDir(data string) string { return filepath.Join(data, "list") }
 
@@ -137,7 +169,13 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	log := cfg.Log
 	prio, ok := priority.ByName(cfg.PriorityPolicy)
 	if !ok {
-		return nil, fmt.Errorf("priority policy %q: want rate (the default) or cbrt", cfg.PriorityPolicy)
+		return nil, fmt.Errorf("priority policy %q: want bayes (the default), rate or cbrt", cfg.PriorityPolicy)
+	}
+	// git maintains the mirrors (and serves them): without it, say so now rather than
+	// at the first maintenance.
+	git, err := gitbin.Find(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(MirrorsDir(cfg.Data), 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -146,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w (is another mirrorfleet running on %s?)", err, cfg.Data)
 	}
-	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio}
+	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio, Git: git}
 	fail := func(err error) (*Fleet, error) {
 		st.Close()
 		return nil, err
@@ -155,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return fail(err)
 	}
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
-	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log})
+	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
 		return fail(fmt.Errorf("mirrors: %w", err))
 	}
@@ -187,15 +225,49 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return failList(fmt.Errorf("listen on %s: %w", cfg.Listen, err))
 	}
 	f.addr = ln.Addr()
-	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log}
+	f.CloneBase = cfg.CloneBaseURL
+	if f.CloneBase == "" {
+		f.CloneBase = baseURL(f.addr)
+	}
+	f.CloneBase = strings.TrimRight(f.CloneBase, "/")
+	f.Metrics = metrics.NewPrometheus()
+	sc := cfg.Serve
+	sc.Root, sc.Git, sc.Index, sc.BaseURL, sc.Metrics = MirrorsDir(cfg.Data), git.Path, st, f.CloneBase, f.Metrics
+	if sc.Log == nil {
+		sc.Log = log
+	}
+	if sc.PackCache.Dir == "" {
+		sc.PackCache.Dir = PackCacheDir(cfg.Data)
+	}
+	if f.front, err = serve.New(sc); err != nil {
+		ln.Close()
+		return failList(err)
+	}
+	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
-	f.Metrics = metrics.NewPrometheus()
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", f.Metrics.Handler()) // the same figures as CloudWatch gets on AWS
-	mux.Handle("/", api.New(apiCfg))
-	f.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	app := http.NewServeMux()
+	app.Handle("GET /metrics", f.Metrics.Handler()) // the same figures as CloudWatch gets on AWS
+	app.Handle("/", api.New(apiCfg))
+	// The API, /metrics and the status page answer loopback Host names only (and those
+	// allowed), each request within its deadlines. The git front for public mirrors goes
+	// beside them on root, outside these guards, with limits of its own.
+	root := http.NewServeMux()
+	root.Handle(serve.Prefix, f.front) // git clones: public, read-only
+	// The health check, like the git front, answers any Host and needs no token: a load
+	// balancer asks by address. It says only whether the store, git and the mirrors
+	// answer, which is no secret.
+	root.Handle("GET /healthz", httpguard.Deadlines(health.New(nil,
+		health.Store(func(ctx context.Context) error { _, err := st.CountRepos(ctx); return err }),
+		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data))), cfg.HTTP))
+	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
+	f.server = httpguard.Server(root, cfg.HTTP)
+	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
+		log.Warn("the API listens beyond loopback but answers loopback Host names only; name the hosts it is reached by with --allow-host",
+			"listen", cfg.Listen)
+	}
+	ln = httpguard.Listener(ln, cfg.HTTP.WithDefaults().MaxConns)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.cancel = cancel
@@ -238,7 +310,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		defer f.coordWG.Done()
 		f.coordinatorLoop(coordCtx)
 	}()
-	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers,
+	log.Info("mirrorfleet running", "api", "http://"+f.addr.String(), "workers", cfg.Workers, "git", git.Version.String(),
 		"mirrors", MirrorsDir(cfg.Data), "store", filepath.Join(cfg.Data, "mirrorfleet.db"))
 	return f, nil
 }
@@ -247,7 +319,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
-		Policy: f.prio},
+		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause},
 		f.Store, cloud.MeteredMirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workers = append(f.workers, rw)
@@ -296,7 +368,7 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			f.cfg.Log.Warn("coordinator tick", "err", err)
 		}
-		f.recordMetrics(ctx, rep, time.Since(start))
+		f.recordMetrics(ctx, rep, time.Since(start), err)
 		select {
 		case <-ctx.Done():
 			return
@@ -307,15 +379,19 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 }
 
 // recordMetrics feeds /metrics after a tick: the tick's report, repos by state (kept
-// as counters by the store, so cheap) and each worker's queue depth.
-func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took time.Duration) {
-	samples := metrics.FromReport(rep, took)
+// as counters by the store, so cheap), the fleet's staleness (from the workers'
+// heartbeats) and each worker's queue depth.
+func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took time.Duration, tickErr error) {
+	samples := metrics.FromReport(rep, took, tickErr)
 	if counts, err := f.Store.CountRepos(ctx); err == nil {
 		samples = append(samples, metrics.ReposByStateSamples(counts)...)
 	}
+	if ws, err := f.Store.ListWorkers(ctx); err == nil {
+		samples = append(samples, metrics.MergeStaleness(time.Now(), ws).Samples()...)
+	}
 	for _, rw := range f.workers {
 		if id := rw.w.ID(); id != "" {
-			samples = append(samples, metrics.Queue(id, rw.w.QueueLen()))
+			samples = append(samples, metrics.Queue(id, rw.w.QueueLen()), metrics.Packs(id, rw.w.MaxPacks()))
 		}
 	}
 	if err := f.Metrics.Record(samples...); err != nil {
@@ -369,6 +445,7 @@ func (f *Fleet) Stop(ctx context.Context) error {
 	f.cancel()
 	f.wg.Wait()
 	f.Mirror.Close()
+	f.front.Close()
 	if f.List != nil {
 		f.List.Close()
 	}
@@ -379,12 +456,16 @@ func (f *Fleet) Stop(ctx context.Context) error {
 }
 
 // loadToken returns the configured token, or the one saved in the data directory, or a
-// new one saved there (0600).
+// new one saved there (0600). A saved token others can read (or that another user
+// owns) is refused: anyone who reads it can write to the fleet.
 func loadToken(data, configured string) (string, bool, error) {
 	if configured != "" {
 		return configured, false, nil
 	}
 	path := filepath.Join(data, "token")
+	if err := checkTokenFile(path); err != nil {
+		return "", false, err
+	}
 	if b, err := os.ReadFile(path); err == nil {
 		if tok := strings.TrimSpace(string(b)); tok != "" {
 			return tok, false, nil
@@ -403,8 +484,46 @@ func loadToken(data, configured string) (string, bool, error) {
 	return tok, true, nil
 }
 
+// checkTokenFile refuses a token file that is not a regular file of ours, readable by
+// us only. A missing file is fine (a token is generated).
+func checkTokenFile(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("token file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("token file %s is not a regular file (%s); remove it to have a token generated", path, fi.Mode().Type())
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("token file %s can be read by other users (mode %04o): run `chmod 600 %s` (and change the token if they may have read it)", path, perm, path)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("token file %s belongs to user %d, not to this user (%d)", path, st.Uid, os.Getuid())
+	}
+	return nil
+}
+
 // TokenPath is where a generated token is kept.
 func TokenPath(data string) string { return filepath.Join(data, "token") }
+
+// baseURL is http://<addr>, with 127.0.0.1 (or ::1) for an unspecified address.
+func baseURL(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return "http://" + a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
 
 func hostLabel(h string) string {
 	if h == "" {
@@ -416,28 +535,47 @@ func hostLabel(h string) string {
 	return h
 }
 
-// importFile adds the URLs of a file (one per line, # comments) as pending repos.
+// importFile adds the URLs of a file (one per line, # comments) as pending repos. It
+// reads the file as a stream and logs only the first bad lines, so its size does not
+// matter.
 func importFile(ctx context.Context, st store.Store, p urlpolicy.Policy, path string, log *slog.Logger) error {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("repos file: %w", err)
 	}
+	defer f.Close()
+	const shown = 20
 	added, existed, bad := 0, 0, 0
-	for n, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	var storeErr error
+	err = listsync.EachEntry(f, func(n int, line string, tooLong bool) {
+		if storeErr != nil {
+			return
 		}
-		res := api.AddRepo(ctx, st, p, line, store.SourceAPI, clock.Real{}.Now())
+		var res api.AddResult
+		if tooLong {
+			res.Err = fmt.Errorf("line longer than %d bytes", listsync.MaxLineBytes)
+		} else {
+			res = api.AddRepo(ctx, st, p, line, store.SourceAPI, clock.Real{}.Now())
+		}
+		var ae *api.Error
 		switch {
+		case res.Err != nil && !tooLong && !errors.As(res.Err, &ae):
+			storeErr = res.Err
 		case res.Err != nil:
-			bad++
-			log.Warn("repos file: line skipped", "file", path, "line", n+1, "err", res.Err)
+			if bad++; bad <= shown {
+				log.Warn("repos file: line skipped", "file", path, "line", n, "err", res.Err)
+			}
 		case res.Created:
 			added++
 		default:
 			existed++
 		}
+	})
+	if err == nil {
+		err = storeErr
+	}
+	if err != nil {
+		return fmt.Errorf("repos file %s: %w", path, err)
 	}
 	log.Info("repos file imported", "file", path, "added", added, "existing", existed, "skipped", bad)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -53,13 +55,24 @@ func (r *running) stop() error {
 }
 
 // start runs a fleet of 3 workers on data with short heartbeat, tick and grace.
-func start(t *testing.T, data string, warmup time.Duration, logs *logtest.Buffer) *running {
+func start(t *testing.T, data string, warmup time.Duration, logs io.Writer) *running {
 	t.Helper()
-	f, err := fleet.Start(context.Background(), fleet.Config{
-		Data: data, Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
-		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, Warmup: warmup, MinInterval: time.Second,
+	return startWith(t, logs, func(c *fleet.Config) { c.Data, c.Warmup = data, warmup })
+}
+
+// startWith is start with the configuration changed by mod.
+func startWith(t *testing.T, logs io.Writer, mod func(*fleet.Config)) *running {
+	t.Helper()
+	// Every upstream of a test is on the one local git server: no per-host politeness
+	// (tested on its own), or polls would queue behind the host's budget.
+	cfg := fleet.Config{
+		Listen: "127.0.0.1:0", Workers: 3, Fetchers: 4, Token: token, AllowPrivateHosts: true,
+		Tick: heartbeat, Heartbeat: heartbeat, Grace: grace, MinInterval: time.Second,
+		HostConcurrency: -1, HostRate: -1,
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	mod(&cfg)
+	f, err := fleet.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("fleet.Start: %v", err)
 	}
@@ -584,7 +597,11 @@ func TestBusyMirrorIsRetriedWithinMinInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	lockPath, err := f.Mirror.LockPath(fetch.Target{ID: id, URL: r.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,9 +680,13 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lockPath, err := f.Mirror.LockPath(fetch.Target{ID: id, URL: r.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The lock held as by a fetch in flight while the delete goes through.
-	lock, err := os.OpenFile(dir+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,4 +723,18 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// The fleet maintains (and serves) mirrors with git: without it, Start fails and says
+// what to install, before it opens anything.
+func TestStartNeedsGit(t *testing.T) {
+	t.Setenv(gitbin.EnvGit, "/nonexistent/git")
+	data := t.TempDir()
+	_, err := fleet.Start(context.Background(), fleet.Config{Data: data, Listen: "127.0.0.1:0"})
+	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), "install") {
+		t.Fatalf("Start without git: %v", err)
+	}
+	if entries, _ := os.ReadDir(data); len(entries) != 0 {
+		t.Fatalf("Start without git left %v in the data directory", entries)
+	}
 }

@@ -13,16 +13,21 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
 // Environment variables read by ConfigFromEnv (the coordinator Lambda's configuration).
+// The names are deployenv's, the contract with the CDK stack.
 const (
-	EnvRepo           = "MIRRORFLEET_LIST_REPO"            // list repository URL; empty: no list sync
-	EnvBranch         = "MIRRORFLEET_LIST_BRANCH"          // branch; empty: the repository's HEAD
-	EnvPath           = "MIRRORFLEET_LIST_PATH"            // comma-separated files or directories
-	EnvInterval       = "MIRRORFLEET_LIST_INTERVAL"        // Go duration, e.g. 5m
-	EnvPurgeThreshold = "MIRRORFLEET_LIST_PURGE_THRESHOLD" // percent, e.g. 5 or 5%
-	EnvDir            = "MIRRORFLEET_LIST_DIR"             // where the clone is kept
+	EnvRepo           = deployenv.ListRepo           // list repository URL; empty: no list sync
+	EnvBranch         = deployenv.ListBranch         // branch; empty: the repository's HEAD
+	EnvPath           = deployenv.ListPath           // comma-separated files or directories
+	EnvInterval       = deployenv.ListInterval       // Go duration, e.g. 5m
+	EnvPurgeThreshold = deployenv.ListPurgeThreshold // percent, e.g. 5 or 5%
+	EnvDir            = deployenv.ListDir            // where the clone is kept
+	EnvMaxBytes       = deployenv.ListMaxBytes       // bytes of the list files, in all
+	EnvMaxURLs        = deployenv.ListMaxURLs        // valid URLs in the list
 )
 
 // Defaults.
@@ -32,6 +37,11 @@ const (
 	DefaultPurgeThreshold = 5.0 // percent
 	// MinInterval keeps a typo ("5" for 5m) from polling the list server in a loop.
 	MinInterval = time.Second
+	// DefaultMaxBytes and DefaultMaxURLs bound what one list may make the coordinator
+	// read and hold: about 100 bytes a URL, two lists at once (old and new) while
+	// diffing, so about 1 GB for a full list of two million.
+	DefaultMaxBytes = 256 << 20
+	DefaultMaxURLs  = 2_000_000
 )
 
 // Config says where the list lives and how it is applied.
@@ -53,12 +63,16 @@ type Config struct {
 	// Dir keeps the list repository's clone (a bare mirror); default
 	// $TMPDIR/mirrorfleet-list. The local fleet uses <data>/list.
 	Dir string
+	// MaxBytes bounds the list files' bytes in all, MaxURLs the valid URLs in them; a
+	// list over either fails its sync (nothing of it is applied). Zero: the defaults.
+	MaxBytes int64
+	MaxURLs  int
 }
 
 // Defaults returns a Config with every default set and no repository.
 func Defaults() Config {
 	return Config{Paths: []string{DefaultPath}, Interval: DefaultInterval, PurgeThreshold: DefaultPurgeThreshold,
-		Dir: filepath.Join(os.TempDir(), "mirrorfleet-list")}
+		Dir: filepath.Join(os.TempDir(), "mirrorfleet-list"), MaxBytes: DefaultMaxBytes, MaxURLs: DefaultMaxURLs}
 }
 
 // Enabled reports whether a list repository is configured.
@@ -75,6 +89,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Dir == "" {
 		c.Dir = d.Dir
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = d.MaxBytes
+	}
+	if c.MaxURLs <= 0 {
+		c.MaxURLs = d.MaxURLs
 	}
 	return c
 }
@@ -110,6 +130,20 @@ func configFrom(getenv func(string) string) (Config, error) {
 	}
 	if v := strings.TrimSpace(getenv(EnvDir)); v != "" {
 		c.Dir = v
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxBytes)); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive number of bytes", EnvMaxBytes, v))
+		}
+		c.MaxBytes = n
+	}
+	if v := strings.TrimSpace(getenv(EnvMaxURLs)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q is not a positive number of URLs", EnvMaxURLs, v))
+		}
+		c.MaxURLs = n
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("list sync configuration: %w", err)

@@ -30,8 +30,9 @@ type Details struct {
 	Added   int    `json:"added"`   // repos created by the last recorded sync
 	Removed int    `json:"removed"` // deletes requested by the last recorded sync
 
-	BadLines []BadLine `json:"bad_lines,omitempty"` // the first MaxBadLinesKept
-	BadTotal int       `json:"bad_total,omitempty"`
+	BadLines  []BadLine      `json:"bad_lines,omitempty"` // the first MaxBadLinesKept
+	BadTotal  int            `json:"bad_total,omitempty"`
+	BadByCode map[string]int `json:"bad_by_code,omitempty"` // BadTotal by code: a urlpolicy reason, too_long, duplicate
 
 	// Held is a purge waiting for an operator; nil when none is.
 	Held *HeldPurge `json:"held,omitempty"`
@@ -40,7 +41,8 @@ type Details struct {
 	Confirmed string `json:"confirmed,omitempty"`
 
 	// Pending are list URLs whose add was refused because the repo was being deleted
-	// at that moment; they are retried at every sync until they land.
+	// at that moment, or because another repo holds the URL's mirror path (a bad line
+	// says which); they are retried at every sync until they land.
 	Pending []string `json:"pending,omitempty"`
 	// Rescan makes the next sync compare the whole list (more than MaxPendingKept
 	// adds were refused).

@@ -14,18 +14,26 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
 // Limits on what a list may hold. They bound the coordinator's memory whatever is
-// pushed to the list repository.
+// pushed to the list repository: the bytes read (Config.MaxBytes), the URLs kept
+// (Config.MaxURLs), and of the bad lines only the first MaxBadLinesKept and counts.
 const (
-	MaxLineBytes  = 4096      // a longer line is a bad line
-	MaxFileBytes  = 256 << 20 // a larger list file fails the sync
+	MaxLineBytes  = 4096 // a longer line is a bad line
 	MaxListFiles  = 10000
 	maxTextInBad  = 200 // bytes of a bad line kept for the report
 	maxReasonRune = 300
+)
+
+// Codes of bad lines besides the URL policy's refusal reasons (urlpolicy.Reason).
+const (
+	BadTooLong   = "too_long"
+	BadDuplicate = "duplicate"
+	BadPathTaken = "mirror_path_taken" // another stored repo holds the line's mirror path
 )
 
 // ErrPathMissing: a configured list path is not in the commit. It fails the sync
@@ -44,8 +52,27 @@ func (b BadLine) String() string { return fmt.Sprintf("%s:%d: %s", b.File, b.Lin
 
 // list is the parsed list at one commit: the distinct valid URLs by repo id.
 type list struct {
-	urls map[string]string // repo id -> normalized URL
-	bad  []BadLine
+	urls     map[string]string // repo id -> normalized URL
+	at       map[string]where  // repo id -> where it is listed, for duplicates and problems found when adding
+	files    []string
+	bad      []BadLine // the first MaxBadLinesKept
+	badTotal int
+	badBy    map[string]int // bad lines by code
+}
+
+// addBad counts a bad line and keeps it if fewer than MaxBadLinesKept are kept.
+func (l *list) addBad(code string, b BadLine) {
+	l.badTotal++
+	l.badBy[code]++
+	if len(l.bad) < MaxBadLinesKept {
+		l.bad = append(l.bad, b)
+	}
+}
+
+// badAt is a bad line for the listed repo id, found after parsing (an add refused).
+func (l *list) badAt(id, reason string) BadLine {
+	w := l.at[id]
+	return BadLine{File: l.files[w.file], Line: w.line, Text: clip(l.urls[id], maxTextInBad), Reason: clip(reason, maxReasonRune)}
 }
 
 type where struct {
@@ -53,70 +80,78 @@ type where struct {
 	line int
 }
 
-// parseTree reads the list files of paths in tree. Bad lines are collected, never fatal;
-// a missing path or an oversized file is.
-func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy) (*list, error) {
+// parseTree reads the list files of paths in tree. Bad lines are counted, never fatal;
+// a missing path, list files over maxBytes in all, or more than maxURLs valid URLs are.
+func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy, maxBytes int64, maxURLs int) (*list, error) {
 	files, err := listFiles(tree, paths)
 	if err != nil {
 		return nil, err
 	}
-	l := &list{urls: map[string]string{}}
-	first := map[string]where{} // where each id was first seen, for duplicate reports
-	for fi, f := range files {
-		if f.Size > MaxFileBytes {
-			return nil, fmt.Errorf("list file %s is %d bytes, over the limit of %d", f.Name, f.Size, MaxFileBytes)
+	var total int64
+	for _, f := range files {
+		if total += f.Size; total > maxBytes {
+			return nil, fmt.Errorf("the list files hold more than %d bytes (at %s); raise the limit (--list-max-bytes, %s) if that is meant", maxBytes, f.Name, EnvMaxBytes)
 		}
+	}
+	l := &list{urls: map[string]string{}, at: map[string]where{}, badBy: map[string]int{}}
+	for _, f := range files {
+		l.files = append(l.files, f.Name)
+	}
+	tooMany := false
+	for fi, f := range files {
 		rc, err := f.Reader()
 		if err != nil {
 			return nil, fmt.Errorf("read list file %s: %w", f.Name, err)
 		}
-		err = eachLine(rc, func(n int, line []byte, tooLong bool) {
-			if n == 1 {
-				line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
-			}
-			text := strings.TrimSpace(stripComment(string(line)))
-			if text == "" && !tooLong {
-				return
-			}
-			bad := func(reason string) {
-				l.bad = append(l.bad, BadLine{File: f.Name, Line: n, Text: clip(text, maxTextInBad), Reason: clip(reason, maxReasonRune)})
+		err = EachEntry(rc, func(n int, text string, tooLong bool) {
+			bad := func(code, reason string) {
+				l.addBad(code, BadLine{File: f.Name, Line: n, Text: clip(text, maxTextInBad), Reason: clip(reason, maxReasonRune)})
 			}
 			if tooLong {
-				bad(fmt.Sprintf("line longer than %d bytes", MaxLineBytes))
+				bad(BadTooLong, fmt.Sprintf("line longer than %d bytes", MaxLineBytes))
 				return
 			}
-			norm, reason := normalize(p, text)
+			norm, code, reason := normalize(p, text)
 			if reason != "" {
-				bad(reason)
+				bad(code, reason)
 				return
 			}
 			id := store.RepoID(norm)
-			if w, dup := first[id]; dup {
-				bad(fmt.Sprintf("duplicate of %s:%d", files[w.file].Name, w.line))
+			if w, dup := l.at[id]; dup {
+				bad(BadDuplicate, fmt.Sprintf("duplicate of %s:%d", files[w.file].Name, w.line))
 				return
 			}
-			first[id] = where{fi, n}
+			if len(l.urls) == maxURLs {
+				tooMany = true
+				return
+			}
+			l.at[id] = where{fi, n}
 			l.urls[id] = norm
 		})
 		rc.Close()
 		if err != nil {
 			return nil, fmt.Errorf("read list file %s: %w", f.Name, err)
 		}
+		if tooMany {
+			return nil, fmt.Errorf("the list holds more than %d URLs (at %s); raise the limit (--list-max-urls, %s) if that is meant", maxURLs, f.Name, EnvMaxURLs)
+		}
 	}
 	return l, nil
 }
 
 // normalize applies the URL policy exactly as api.AddRepo does, so a line that passes
-// here is never refused when added (and the ids match what AddRepo stores).
-func normalize(p urlpolicy.Policy, raw string) (string, string) {
-	norm, err := p.Normalize(raw)
-	if err != nil {
-		return "", err.Error()
+// here is never refused when added (and the ids match what AddRepo stores). A refusal
+// comes with its code (the policy's reason) and message.
+func normalize(p urlpolicy.Policy, raw string) (norm, code, reason string) {
+	norm, e := api.CheckURL(p, raw)
+	if e != nil {
+		code = e.Reason
+		if code == "" {
+			code = string(urlpolicy.ReasonMalformed)
+		}
+		return "", code, e.Message
 	}
-	if strings.HasPrefix(norm, "git://") {
-		return "", "the git:// protocol is not supported; use the repository's https:// URL"
-	}
-	return norm, ""
+	return norm, "", ""
 }
 
 // stripComment drops a # comment: a line starting with #, or # after whitespace. A #
@@ -138,6 +173,21 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// EachEntry calls fn with every entry of a list file read from r: its line number and
+// its text, trimmed, without comments; blank lines and comments are skipped, and a
+// UTF-8 byte order mark is dropped. A line over MaxLineBytes comes cut, with tooLong
+// set. Memory stays bounded whatever r holds.
+func EachEntry(r io.Reader, fn func(n int, text string, tooLong bool)) error {
+	return eachLine(r, func(n int, line []byte, tooLong bool) {
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+		}
+		if text := strings.TrimSpace(stripComment(string(line))); text != "" || tooLong {
+			fn(n, text, tooLong)
+		}
+	})
 }
 
 // eachLine calls fn for every line of r (1-based numbers, without the line ending).

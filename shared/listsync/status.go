@@ -50,7 +50,10 @@ func (v View) ListStatus(ctx context.Context) (api.ListStatus, error) {
 		IntervalSeconds:       ptr(cfg.Interval.Seconds()),
 		PurgeThresholdPercent: ptr(cfg.PurgeThreshold),
 		Entries:               d.Entries, BadTotal: d.BadTotal,
-		BadLines: []api.ListBadLine{}, Pending: []string{},
+		BadLines: []api.ListBadLine{}, Pending: []string{}, BadByCode: map[string]int{},
+	}
+	for k, n := range d.BadByCode {
+		st.BadByCode[k] = n
 	}
 	if cfg.Branch != "" {
 		b := strings.TrimPrefix(cfg.Branch, "refs/heads/")
@@ -93,7 +96,7 @@ func message(st api.ListStatus) string {
 		msg += fmt.Sprintf(", %d bad lines skipped", st.BadTotal)
 	}
 	if len(st.Pending) > 0 {
-		msg += fmt.Sprintf(", %d waiting for a delete to finish before they are added again", len(st.Pending))
+		msg += fmt.Sprintf(", %d waiting to be added (a delete to finish, or a mirror path another repo holds: see the bad lines)", len(st.Pending))
 	}
 	return msg
 }

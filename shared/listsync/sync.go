@@ -127,7 +127,7 @@ func New(cfg Config, o Options) (*Syncer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	norm, reason := normalize(o.Policy, cfg.Repo)
+	norm, _, reason := normalize(o.Policy, cfg.Repo)
 	if reason != "" {
 		return nil, fmt.Errorf("list repository: %s", reason)
 	}
@@ -244,13 +244,13 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 	if err != nil {
 		return true, fmt.Errorf("read commit %s: %w", headHash, err)
 	}
-	cur, err := parseTree(tree, s.cfg.Paths, s.policy)
+	cur, err := parseTree(tree, s.cfg.Paths, s.policy, s.cfg.MaxBytes, s.cfg.MaxURLs)
 	if err != nil {
 		return true, fmt.Errorf("list at commit %s: %w", headHash, err)
 	}
 	newCommit := headHash != ls.Commit || !sameCfg
 	if newCommit {
-		s.logBad(cur.bad, headHash)
+		s.logBad(cur, headHash)
 	}
 
 	var ch change
@@ -302,19 +302,31 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 		ch.remove = nil
 	}
 
-	added, pending, err := s.addAll(ctx, term, now, ch.add)
+	added, pending, taken, err := s.addAll(ctx, term, now, ch.add)
 	if err != nil {
 		return true, err
 	}
 	pending = append(pending, ch.pending...)
+	if len(taken) > 0 {
+		// Retried (and reported) at every sync while listed, as pending adds are: the
+		// repo holding the path may be deleted.
+		for _, t := range taken {
+			b := cur.badAt(store.RepoID(t.url), t.reason)
+			cur.addBad(BadPathTaken, b)
+			pending = append(pending, t.url)
+			if newCommit || ch.mode == "full" {
+				s.log.Warn("list line skipped", "at", fmt.Sprintf("%s:%d", b.File, b.Line), "reason", b.Reason, "text", b.Text, "commit", headHash)
+			}
+		}
+	}
 	removed, err := s.removeAll(ctx, term, slices.Concat(ch.approved, ch.remove))
 	if err != nil {
 		return true, err
 	}
 
 	nd := Details{Repo: s.repoURL, Branch: s.cfg.Branch, Paths: s.cfg.Paths, Entries: len(cur.urls),
-		Mode: ch.mode, Added: added, Removed: removed, BadTotal: len(cur.bad), Held: held}
-	nd.BadLines = cur.bad[:min(len(cur.bad), MaxBadLinesKept)]
+		Mode: ch.mode, Added: added, Removed: removed, BadTotal: cur.badTotal, BadByCode: cur.badBy, Held: held}
+	nd.BadLines = cur.bad
 	slices.Sort(pending)
 	pending = slices.Compact(pending)
 	if len(pending) > MaxPendingKept {
@@ -340,7 +352,7 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 		return true, fmt.Errorf("record list commit %s: %w", headHash, err)
 	}
 	s.log.Info("list applied", "commit", headHash, "mode", ch.mode, "entries", len(cur.urls), "added", added,
-		"removed", removed, "bad_lines", len(cur.bad), "pending", len(nd.Pending))
+		"removed", removed, "bad_lines", cur.badTotal, "pending", len(nd.Pending))
 	if held != nil {
 		s.log.Warn("list purge held: confirm it or raise the purge threshold", "commit", headHash,
 			"remove", held.Remove, "of", held.Of, "percent", fmt.Sprintf("%.1f", held.Percent()),
@@ -447,12 +459,17 @@ func (s *Syncer) compareAll(ctx context.Context, cur *list) (change, error) {
 			if isList {
 				ch.base++
 			}
-			if _, listed := cur.urls[r.ID]; listed {
+			u, listed := cur.urls[r.ID]
+			switch {
+			case listed && r.URL == u:
 				stored[r.ID] = struct{}{}
 				if r.State == store.RepoDeleting {
 					ch.pending = append(ch.pending, r.URL) // re-added once the delete is done
 				}
-			} else if isList {
+			case listed:
+				// Another URL holds the line's mirror path: the add below is refused,
+				// and reported as a bad line.
+			case isList:
 				ch.remove = append(ch.remove, item{r.ID, r.URL})
 			}
 		}
@@ -476,13 +493,18 @@ func sortChange(ch *change) {
 	slices.SortFunc(ch.remove, func(a, b item) int { return cmp.Compare(a.url, b.url) })
 }
 
+// refusedAdd is a listed URL whose add was refused because another repo holds its
+// mirror path.
+type refusedAdd struct{ url, reason string }
+
 // addAll adds the URLs as source=list repos through api.AddRepo (the one way repos are
 // added). A repo being deleted refuses the add: it is returned as pending, retried at
-// later syncs.
-func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []string) (int, []string, error) {
+// later syncs. A mirror path held by another repo refuses it too: returned as taken.
+func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []string) (int, []string, []refusedAdd, error) {
 	var mu sync.Mutex
 	created := 0
 	var pending []string
+	var taken []refusedAdd
 	err := s.parallel(ctx, len(urls), func(ctx context.Context, i int) error {
 		u := urls[i]
 		res := api.AddRepo(ctx, fencedCreator{s.st, term}, s.policy, u, store.SourceList, now)
@@ -498,6 +520,10 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 			mu.Lock()
 			pending = append(pending, u)
 			mu.Unlock()
+		case errors.As(res.Err, &ae) && ae.Code == "mirror_path_taken":
+			mu.Lock()
+			taken = append(taken, refusedAdd{u, ae.Message})
+			mu.Unlock()
 		case errors.As(res.Err, &ae):
 			// The list was parsed with the same policy, so this is not expected; skip the
 			// URL rather than stop the others.
@@ -507,7 +533,8 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 		}
 		return nil
 	})
-	return created, pending, err
+	slices.SortFunc(taken, func(a, b refusedAdd) int { return cmp.Compare(a.url, b.url) })
+	return created, pending, taken, err
 }
 
 // removeAll asks for the deletion of the listed repos that the list added: a repo
@@ -578,13 +605,13 @@ func (s *Syncer) parallel(ctx context.Context, n int, fn func(ctx context.Contex
 	return ctx.Err()
 }
 
-func (s *Syncer) logBad(bad []BadLine, commit string) {
+func (s *Syncer) logBad(l *list, commit string) {
 	const shown = 20
-	for _, b := range bad[:min(len(bad), shown)] {
+	for _, b := range l.bad[:min(len(l.bad), shown)] {
 		s.log.Warn("list line skipped", "at", fmt.Sprintf("%s:%d", b.File, b.Line), "reason", b.Reason, "text", b.Text, "commit", commit)
 	}
-	if len(bad) > shown {
-		s.log.Warn("list lines skipped", "more", len(bad)-shown, "total", len(bad), "commit", commit)
+	if l.badTotal > shown {
+		s.log.Warn("list lines skipped", "more", l.badTotal-shown, "total", l.badTotal, "by_code", l.badBy, "commit", commit)
 	}
 }
 
@@ -639,7 +666,7 @@ func (s *Syncer) listAt(repo *git.Repository, commit string) (*list, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseTree(t, s.cfg.Paths, s.policy)
+	return parseTree(t, s.cfg.Paths, s.policy, s.cfg.MaxBytes, s.cfg.MaxURLs)
 }
 
 func isHash(s string) bool {

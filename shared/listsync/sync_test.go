@@ -1,6 +1,7 @@
 package listsync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
 func TestAddAndRemoveLinesAfterOneSync(t *testing.T) {
@@ -539,3 +542,110 @@ func TestListRepoURLIsCheckedByThePolicy(t *testing.T) {
 }
 
 var _ coordinator.ListSyncer = (*Syncer)(nil)
+
+// TestMirrorPathTakenIsABadLine: a listed URL whose mirror path another stored repo
+// holds (one stored with the "%21" spelling an older normalization kept) is not
+// added; its line is reported, naming the repo, at every sync while it is listed, and
+// the repo holding the path is neither replaced nor removed.
+func TestMirrorPathTakenIsABadLine(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	old := "https://git.example.org/org/b%21c"
+	held, _, err := f.db.CreateRepo(context.Background(), store.Repo{ID: store.RepoID(old), URL: old,
+		Source: store.SourceList, State: store.RepoOK, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := urls("base", 30)
+	f.commit(append([]string{"https://git.example.org/org/b!c"}, base...)...)
+	check := func(when string, more ...string) {
+		t.Helper()
+		_, d := f.state()
+		if d.BadTotal != 1 || len(d.BadLines) != 1 {
+			t.Fatalf("%s: bad lines %+v, want the one whose path is taken", when, d.BadLines)
+		}
+		b := d.BadLines[0]
+		if b.File != "repos.txt" || b.Line != 1 || !strings.Contains(b.Reason, held.ID) || !strings.Contains(b.Reason, old) {
+			t.Fatalf("%s: bad line %+v; want repos.txt:1 naming %s (%s)", when, b, held.ID, old)
+		}
+		if r, err := f.db.GetRepo(context.Background(), held.ID); err != nil || r.URL != old || r.State != store.RepoOK {
+			t.Fatalf("%s: the repo holding the path is now %+v, %v", when, r, err)
+		}
+		wantSame(t, when, f.live(store.SourceList), slices.Concat([]string{old}, base, more))
+	}
+	f.mustTick() // full compare
+	check("after the first sync")
+	if !strings.Contains(f.logs.String(), "list line skipped") {
+		t.Error("the refused line is not logged")
+	}
+
+	f.commit(append([]string{"https://git.example.org/org/b!c", "https://git.example.org/new/one"}, base...)...)
+	f.mustTick() // diff: the line is retried, still refused
+	_, d := f.state()
+	if d.Mode != "diff" || d.Added != 1 {
+		t.Fatalf("second commit: details %+v", d)
+	}
+	check("after a diff sync", "https://git.example.org/new/one")
+}
+
+// TestHostileListStaysBounded: a list of a million bad lines (2 MB, a few kilobytes
+// once compressed in git) is counted, its first bad lines kept, its good URLs applied,
+// all in bounded memory; keeping every bad line took hundreds of megabytes.
+func TestHostileListStaysBounded(t *testing.T) {
+	f := newFixture(t)
+	const n = 1_000_000
+	body := bytes.Repeat([]byte("x\n"), n)
+	body = append(body, "https://example.com/good/one\nhttps://example.com/good/two\n"...)
+	f.up.Commit(t, "hostile", map[string][]byte{"repos.txt": body})
+	mem := hostile.StartSampler()
+	f.mustTick()
+	peak := mem.Stop()
+	if bound := uint64(128 << 20); peak > bound {
+		t.Fatalf("heap peaked at %d MiB parsing the list, over %d MiB", peak>>20, bound>>20)
+	}
+	wantSame(t, "repos", f.live(store.SourceList), []string{"https://example.com/good/one", "https://example.com/good/two"})
+	_, d := f.state()
+	sum := 0
+	for _, c := range d.BadByCode {
+		sum += c
+	}
+	if d.BadTotal != n || len(d.BadLines) != MaxBadLinesKept || sum != n {
+		t.Fatalf("bad lines: total %d, kept %d, by code %v; want %d, %d, summing to the total", d.BadTotal, len(d.BadLines), d.BadByCode, n, MaxBadLinesKept)
+	}
+	st, err := f.s.ListStatus(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BadTotal != n || len(st.BadLines) != MaxBadLinesKept || st.BadByCode[string(urlpolicy.ReasonLocalPath)] != n {
+		t.Fatalf("status: %d bad lines, %d shown, by code %v", st.BadTotal, len(st.BadLines), st.BadByCode)
+	}
+	t.Logf("%d bad lines parsed with a heap peak of %d MiB", n, peak>>20)
+}
+
+func TestListOverItsLimitsIsNotApplied(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		mod  func(*Config)
+		say  string
+	}{
+		{"bytes", func(c *Config) { c.MaxBytes = 100 }, "more than 100 bytes"},
+		{"urls", func(c *Config) { c.MaxURLs = 2 }, "more than 2 URLs"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, c.mod)
+			f.commit("https://example.com/a/one", "https://example.com/a/two")
+			f.mustTick()
+			f.commit("https://example.com/a/one", "https://example.com/a/two", "https://example.com/a/three-with-a-long-name-past-100-bytes")
+			err := f.tick()
+			if err == nil || !strings.Contains(err.Error(), c.say) {
+				t.Fatalf("sync of a list over the limit: %v, want an error saying %q", err, c.say)
+			}
+			wantSame(t, "repos", f.live(store.SourceList), []string{"https://example.com/a/one", "https://example.com/a/two"})
+			st, _ := f.s.ListStatus(context.Background())
+			if st.LastError == nil || !strings.Contains(*st.LastError, c.say) {
+				t.Fatalf("status does not carry the error: %+v", st.LastError)
+			}
+		})
+	}
+}

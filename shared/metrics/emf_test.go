@@ -185,8 +185,8 @@ func TestEMF(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec(FromReport(coordinator.Report{Leader: true, Term: 3, Moved: 5, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 4}}, 2*time.Second)...)
-	rec(FromReport(coordinator.Report{Leader: true, Term: 4, Moved: 1, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 3, store.WorkerDead: 1}}, time.Second)...)
+	rec(FromReport(coordinator.Report{Leader: true, Term: 3, Moved: 5, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 4}}, 2*time.Second, nil)...)
+	rec(FromReport(coordinator.Report{Leader: true, Term: 4, Moved: 1, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 3, store.WorkerDead: 1}}, time.Second, nil)...)
 	rec(ReposByStateSamples(map[store.RepoState]int{store.RepoOK: 90, store.RepoPending: 10})...)
 	rec(Staleness{P50: time.Minute, P99: time.Hour, Max: 2 * time.Hour, Repos: 100}.Samples()...)
 	for i := range 250 { // more fetch durations than one EMF array holds

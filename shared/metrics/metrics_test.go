@@ -2,7 +2,9 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +32,18 @@ func TestNames(t *testing.T) {
 		FetchDuration:  "mirrorfleet_fetch_duration_seconds",
 		BytesFetched:   "mirrorfleet_bytes_fetched_total",
 		QueueDepth:     "mirrorfleet_queue_depth",
+		// the unit suffix once, also when the name ends in it
+		MaintenanceRuns:    "mirrorfleet_maintenance_runs_total",
+		MaintenanceSeconds: "mirrorfleet_maintenance_seconds",
+		MirrorsRecloned:    "mirrorfleet_mirrors_recloned_total",
+		MirrorPacks:        "mirrorfleet_mirror_packs",
+		// the git front
+		ServeRequests:         "mirrorfleet_serve_requests_total",
+		ServeBytes:            "mirrorfleet_serve_bytes_total",
+		ServeRejected:         "mirrorfleet_serve_rejected_total",
+		PackCacheHits:         "mirrorfleet_pack_cache_hits_total",
+		PackCacheMisses:       "mirrorfleet_pack_cache_misses_total",
+		PackGenerationSeconds: "mirrorfleet_pack_generation_seconds",
 	}
 	ds := Defs()
 	if len(ds) != len(want) {
@@ -64,7 +78,7 @@ func find(samples []Sample, name, state string) (Sample, bool) {
 func TestFromReport(t *testing.T) {
 	leader := coordinator.Report{Coordinator: "c1", Leader: true, Term: 7, Moved: 3,
 		WorkersByState: map[store.WorkerState]int{store.WorkerActive: 2, store.WorkerSuspect: 1, "retired": 4}}
-	got := FromReport(leader, 1500*time.Millisecond)
+	got := FromReport(leader, 1500*time.Millisecond, nil)
 	want := map[string]float64{Ticks: 1, TickDuration: 1.5, LeaderTerm: 7, ReposMoved: 3}
 	for name, v := range want {
 		if s, ok := find(got, name, ""); !ok || s.Value != v {
@@ -88,7 +102,7 @@ func TestFromReport(t *testing.T) {
 		t.Errorf("FromReport made invalid samples: %v", err)
 	}
 
-	follower := FromReport(coordinator.Report{Coordinator: "c2", Term: 7}, time.Millisecond)
+	follower := FromReport(coordinator.Report{Coordinator: "c2", Term: 7}, time.Millisecond, nil)
 	var names []string
 	for _, s := range follower {
 		names = append(names, s.Name)
@@ -96,12 +110,21 @@ func TestFromReport(t *testing.T) {
 	if !slices.Equal(names, []string{Ticks, TickDuration}) {
 		t.Errorf("follower tick reported %v, want only Ticks and TickDuration", names)
 	}
-	if s := FromReport(coordinator.Report{Ignored: "worker w1 heartbeated since"}, time.Millisecond); s != nil {
+	if s := FromReport(coordinator.Report{Ignored: "worker w1 heartbeated since"}, time.Millisecond, nil); s != nil {
 		t.Errorf("ignored firing reported %v", s)
 	}
-	stopped := FromReport(coordinator.Report{Leader: true, Term: 2}, 0)
+	stopped := FromReport(coordinator.Report{Leader: true, Term: 2}, 0, nil)
 	if _, ok := find(stopped, WorkersByState, "active"); ok {
 		t.Error("a tick that never read the workers reported WorkersByState")
+	}
+	// A failed tick is not a tick: the no-tick alarm must see a coordinator that fails
+	// every minute. Its duration is still reported.
+	failed := FromReport(leader, time.Second, errors.New("store unreachable"))
+	if _, ok := find(failed, Ticks, ""); ok {
+		t.Error("a failed tick reported Ticks")
+	}
+	if _, ok := find(failed, TickDuration, ""); !ok {
+		t.Error("a failed tick did not report its duration")
 	}
 }
 
@@ -212,5 +235,61 @@ func TestComputeStaleness(t *testing.T) {
 	s := Staleness{P50: time.Second, P99: time.Minute, Max: time.Hour, Repos: 3}.Samples()
 	if len(s) != 3 || s[0].Name != StalenessP50 || s[0].Value != 1 || s[1].Value != 60 || s[2].Name != StalenessMax || s[2].Value != 3600 {
 		t.Errorf("Samples = %+v", s)
+	}
+}
+
+func TestMergeStaleness(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	w := func(id string, state store.WorkerState, hbAgo time.Duration, s Staleness) store.Worker {
+		return store.Worker{ID: id, State: state, HeartbeatAt: now.Add(-hbAgo), Staleness: store.Staleness(s)}
+	}
+	a := Staleness{Repos: 100, P50: time.Minute, P99: 10 * time.Minute, Max: 20 * time.Minute, Never: 1}
+	b := Staleness{Repos: 100, P50: time.Hour, P99: 2 * time.Hour, Max: 3 * time.Hour, Never: 2}
+	for _, tc := range []struct {
+		name    string
+		workers []store.Worker
+		want    Staleness
+	}{
+		{"none", nil, Staleness{}},
+		{"one worker: its own figures", []store.Worker{w("a", store.WorkerActive, 0, a)}, a},
+		{"aged by the heartbeat's age", []store.Worker{w("a", store.WorkerSuspect, 5*time.Minute, a)},
+			Staleness{Repos: 100, Never: 1, P50: 6 * time.Minute, P99: 15 * time.Minute, Max: 25 * time.Minute}},
+		{"alike workers: the same figures", []store.Worker{w("a", store.WorkerActive, 0, a), w("a2", store.WorkerJoining, 0, a)},
+			Staleness{Repos: 200, Never: 2, P50: time.Minute, P99: 10 * time.Minute, Max: 20 * time.Minute}},
+		// Half the repos are a's (all at most 20 min stale): the 100th of 200 is at most
+		// a's max. At most one of b's is above its P99, which is within the top 1%.
+		{"unlike workers: upper bounds", []store.Worker{w("a", store.WorkerActive, 0, a), w("b", store.WorkerActive, 0, b)},
+			Staleness{Repos: 200, Never: 3, P50: 20 * time.Minute, P99: 2 * time.Hour, Max: 3 * time.Hour}},
+		{"dead and draining left out", []store.Worker{w("a", store.WorkerActive, 0, a), w("b", store.WorkerDead, time.Hour, b),
+			w("c", store.WorkerDraining, 0, b)}, a},
+		{"only never", []store.Worker{w("n", store.WorkerActive, 0, Staleness{Never: 4})}, Staleness{Never: 4}},
+	} {
+		if got := MergeStaleness(now, tc.workers); got != tc.want {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The merged percentiles bound the true ones from above, on random fleets.
+func TestMergeStalenessBoundsTheTruth(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		var all []time.Time
+		var workers []store.Worker
+		for i := range 1 + rng.IntN(6) {
+			var mine []time.Time
+			scale := time.Duration(1+rng.IntN(100)) * time.Minute
+			for range 1 + rng.IntN(300) {
+				mine = append(mine, now.Add(-time.Duration(rng.Float64()*float64(scale))))
+			}
+			all = append(all, mine...)
+			workers = append(workers, store.Worker{ID: fmt.Sprint(i), State: store.WorkerActive, HeartbeatAt: now,
+				Staleness: store.Staleness(ComputeStaleness(now, mine))})
+		}
+		truth, got := ComputeStaleness(now, all), MergeStaleness(now, workers)
+		if got.Repos != truth.Repos || got.Max != truth.Max || got.P50 < truth.P50 || got.P99 < truth.P99 || got.P99 > got.Max {
+			t.Fatalf("trial %d: merged %+v, true %+v", trial, got, truth)
+		}
 	}
 }

@@ -75,14 +75,22 @@ func TestPrometheusScrape(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rec(FromReport(coordinator.Report{Leader: true, Term: 3, Moved: 5, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 4}}, 2*time.Second)...)
-	rec(FromReport(coordinator.Report{Leader: true, Term: 4, Moved: 1, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 3, store.WorkerDead: 1}}, time.Second)...)
+	rec(FromReport(coordinator.Report{Leader: true, Term: 3, Moved: 5, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 4}}, 2*time.Second, nil)...)
+	rec(FromReport(coordinator.Report{Leader: true, Term: 4, Moved: 1, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 3, store.WorkerDead: 1}}, time.Second, nil)...)
 	rec(ReposByStateSamples(map[store.RepoState]int{store.RepoOK: 90, store.RepoPending: 10})...)
 	rec(Staleness{P50: time.Minute, P99: time.Hour, Max: 2 * time.Hour, Repos: 100}.Samples()...)
 	rec(Fetch(true, 3*time.Second, 1000)...)
 	rec(Fetch(true, time.Second, 24)...)
 	rec(Fetch(false, 500*time.Millisecond, 0)...)
 	rec(Queue("w1", 7), Queue("w2", 9), Queue("w1", 5))
+	rec(Maintenance(2*time.Second, false)...)
+	rec(Maintenance(time.Second, true)...)
+	rec(Packs("w1", 17))
+	rec(ServeRequest(200, 5000)...)
+	rec(ServeRequest(200, 1000)...)
+	rec(ServeRequest(429, 10)...)
+	rec(PackCache(true, 0)...)
+	rec(PackCache(false, 1.5)...)
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -96,6 +104,9 @@ func TestPrometheusScrape(t *testing.T) {
 		want   float64
 	}{
 		{"mirrorfleet_ticks_total", nil, 2},
+		{"mirrorfleet_maintenance_runs_total", nil, 2},
+		{"mirrorfleet_mirrors_recloned_total", nil, 1},
+		{"mirrorfleet_mirror_packs", map[string]string{"worker": "w1"}, 17},
 		{"mirrorfleet_leader_term", nil, 4},
 		{"mirrorfleet_repos_moved_total", nil, 6},
 		{"mirrorfleet_workers_by_state", map[string]string{"state": "active"}, 3},
@@ -111,6 +122,12 @@ func TestPrometheusScrape(t *testing.T) {
 		{"mirrorfleet_bytes_fetched_total", nil, 1024},
 		{"mirrorfleet_queue_depth", map[string]string{"worker": "w1"}, 5},
 		{"mirrorfleet_queue_depth", map[string]string{"worker": "w2"}, 9},
+		{"mirrorfleet_serve_requests_total", map[string]string{"status": "2xx"}, 2},
+		{"mirrorfleet_serve_requests_total", map[string]string{"status": "4xx"}, 1},
+		{"mirrorfleet_serve_bytes_total", nil, 6010},
+		{"mirrorfleet_serve_rejected_total", nil, 1},
+		{"mirrorfleet_pack_cache_hits_total", nil, 1},
+		{"mirrorfleet_pack_cache_misses_total", nil, 1},
 	}
 	for _, c := range checks {
 		if got, _ := value(t, fams, c.name, c.labels); got != c.want {
@@ -119,6 +136,9 @@ func TestPrometheusScrape(t *testing.T) {
 	}
 	if n, sum := value(t, fams, "mirrorfleet_fetch_duration_seconds", nil); n != 3 || sum != 4.5 {
 		t.Errorf("fetch duration histogram: %v observations summing to %v, want 3 and 4.5", n, sum)
+	}
+	if n, sum := value(t, fams, "mirrorfleet_pack_generation_seconds", nil); n != 1 || sum != 1.5 {
+		t.Errorf("pack generation histogram: %v observations summing to %v, want 1 and 1.5", n, sum)
 	}
 	if n, sum := value(t, fams, "mirrorfleet_tick_duration_seconds", nil); n != 2 || sum != 3 {
 		t.Errorf("tick duration histogram: %v observations summing to %v", n, sum)

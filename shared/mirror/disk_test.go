@@ -39,3 +39,23 @@ func TestDiskQuotaMeasuresTheTreeAndCaches(t *testing.T) {
 		t.Fatalf("after the refresh: %d, want 3000", used)
 	}
 }
+
+// With Statfs a quota's used bytes are the file system's own figure: no walk of the tree
+// (which holds only 1000 bytes here, on a file system that holds much more).
+func TestDiskQuotaFromStatfs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a"), make([]byte, 1000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fsUsed, _, err := (&Disk{Path: dir}).Usage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	used, total, err := (&Disk{Path: dir, Quota: 1 << 50, Statfs: true}).Usage(context.Background())
+	if err != nil || total != 1<<50 {
+		t.Fatalf("usage %d/%d %v", used, total, err)
+	}
+	if used == 1000 || used-fsUsed > 64<<20 || fsUsed-used > 64<<20 {
+		t.Fatalf("used %d, want the file system's %d (give or take other writers), not the tree's 1000", used, fsUsed)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -249,4 +250,33 @@ func assertMirrored(t testing.TB, m *Mirrorer, u *upstream, tg fetch.Target) {
 	if got != want {
 		t.Fatalf("mirror refs differ from upstream\nupstream:\n%s\nmirror:\n%s", want, got)
 	}
+}
+
+// assertOnlyDotDirs checks that no mirror, lock file or empty directory is left: the
+// root holds only .tmp, .trash and .locks, and .locks is empty.
+func assertOnlyDotDirs(t testing.TB, m *Mirrorer) {
+	t.Helper()
+	for _, d := range []string{m.root, m.lockDir} {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if d == m.lockDir || !strings.HasPrefix(e.Name(), ".") {
+				t.Fatalf("%s left in %s", e.Name(), d)
+			}
+		}
+	}
+}
+
+// syncedBasic serves buildBasic's upstream at x/<name>, mirrors it with a new Mirrorer
+// of cfg and returns the server, the upstream, the Mirrorer and the target.
+func syncedBasic(t testing.TB, name string, cfg Config) (*gitServer, *upstream, *Mirrorer, fetch.Target) {
+	t.Helper()
+	s := newGitServer(t)
+	u := buildBasic(t, s, "x/"+name)
+	m := newTestMirrorer(t, cfg)
+	tg := u.target(name)
+	mustSync(t, m, tg)
+	return s, u, m, tg
 }

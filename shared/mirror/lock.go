@@ -87,7 +87,12 @@ func (l *fileLock) unlock(remove bool) {
 	if remove {
 		_ = os.Remove(l.path)
 	}
-	_ = l.f.Close() // closing the last descriptor releases the flock
+	// Unlock explicitly: a child process being started at this moment (git for
+	// maintenance, say) holds a copy of the descriptor until it execs, and a flock
+	// lives until its last descriptor closes, so Close alone could leave the lock held
+	// and make the next tryLock report busy.
+	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	_ = l.f.Close()
 	heldLocks.Delete(l.path)
 }
 

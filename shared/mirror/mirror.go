@@ -1,15 +1,18 @@
 // Package mirror keeps bare mirrors of upstream git repositories on a shared
 // directory (EFS in production, a local directory in dev), using go-git v5.
 //
-// Layout under Config.Root:
+// Layout under Config.Root (<rel> is mirrorpath.Rel of the URL, e.g.
+// github.com/owner/repo.git; nothing but mirrors outside the dot directories, so the
+// root can be served as it is):
 //
-//	<host>[_<port>]/<path>.git       the bare mirror (all refs, +refs/*:refs/*)
-//	<host>[_<port>]/<path>.git.lock  its lock file (flock), held during Sync and Trash
-//	.tmp/                            clones in progress, renamed into place when done
-//	.trash/                          trashed mirrors waiting to be freed
+//	<rel>               the bare mirror (all refs, +refs/*:refs/*); config records its origin URL
+//	.locks/<rel>.lock   its lock file (flock), held during Sync, Trash and Maintain
+//	.tmp/               clones in progress, renamed into place when done
+//	.trash/             trashed mirrors waiting to be freed
 //
 // A Mirrorer is safe for concurrent use. One repo is never synced twice at once, in
 // this process or another: Sync returns a fetch.KindBusy error instead of waiting.
+// Every write into an existing mirror is atomic for its readers (see atomicFS).
 package mirror
 
 import (
@@ -18,6 +21,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -28,7 +33,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -37,6 +41,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
@@ -47,12 +52,20 @@ const (
 	DefaultObjectCacheBytes = 8 << 20
 )
 
-// mirrorRefSpec maps every upstream ref onto the same name, as `git clone --mirror`.
+// mirrorRefSpec maps every upstream ref onto the same name, as `git clone --mirror`;
+// it is what the mirror's config records, for git.
 const mirrorRefSpec = config.RefSpec("+refs/*:refs/*")
+
+// fetchRefSpec is the same mapping for go-git's fetch, without the "+": forcing comes
+// from FetchOptions.Force instead. go-git v5 (RefSpec.Reverse, v5.19.3) keeps the "+"
+// on the wrong side when it prunes, so with "+refs/*:refs/*" every fetch that prunes
+// deletes every local ref and writes them all back: readers would see refs vanish, and
+// each deletion rewrites packed-refs.
+const fetchRefSpec = config.RefSpec("refs/*:refs/*")
 
 // Config configures a Mirrorer.
 type Config struct {
-	// Root holds the mirrors, at <Root>/<host>[_<port>]/<path>.git. Required.
+	// Root holds the mirrors, at <Root>/<mirrorpath.Rel(url)>. Required.
 	Root string
 	// TrashDir receives trashed mirrors; default <Root>/.trash. It must be on the
 	// same file system as Root (Trash is a rename).
@@ -73,16 +86,27 @@ type Config struct {
 	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
 	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
 	ObjectCacheBytes int64
+	// Now is the clock a first clone's history window is measured from; default time.Now.
+	Now func() time.Time
+	// Git runs maintenance (Maintain); without it Maintain fails. Fetching never
+	// needs it.
+	Git gitbin.Git
+	// Limits bound what an upstream can make one sync receive (limits.go).
+	Limits Limits
 }
 
 // Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
 // background trash removal.
 type Mirrorer struct {
 	root, tmpDir, trashDir string
+	lockDir                string
 	timeout, listTimeout   time.Duration
 	cacheBytes             int64
+	now                    func() time.Time
+	limits                 Limits
 	log                    *slog.Logger
 	route                  *routeAuth
+	git                    gitbin.Git
 
 	bg       sync.WaitGroup
 	trashSem chan struct{} // at most one background RemoveAll at a time
@@ -97,6 +121,9 @@ func New(cfg Config) (*Mirrorer, error) {
 	if cfg.Root == "" {
 		return nil, errors.New("mirror: Config.Root is required")
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("mirror: root: %w", err)
@@ -108,12 +135,18 @@ func New(cfg Config) (*Mirrorer, error) {
 		timeout:     cfg.Timeout,
 		listTimeout: cfg.ListTimeout,
 		cacheBytes:  cfg.ObjectCacheBytes,
+		now:         cfg.Now,
+		limits:      cfg.Limits.withDefaults(),
 		log:         cfg.Logger,
+		git:         cfg.Git,
 		trashSem:    make(chan struct{}, 1),
 	}
 	if m.tmpDir == "" {
 		m.tmpDir = filepath.Join(root, ".tmp")
 	}
+	// Locks stay on the mirrors' file system (flock, or fcntl on NFS, is per file) but
+	// out of the served tree.
+	m.lockDir = filepath.Join(root, ".locks")
 	if m.trashDir == "" {
 		m.trashDir = filepath.Join(root, ".trash")
 	}
@@ -135,7 +168,10 @@ func New(cfg Config) (*Mirrorer, error) {
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
-	for _, d := range []string{root, m.tmpDir, m.trashDir} {
+	if m.now == nil {
+		m.now = time.Now
+	}
+	for _, d := range []string{root, m.tmpDir, m.trashDir, m.lockDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
@@ -176,6 +212,17 @@ func (m *Mirrorer) Path(t fetch.Target) (string, error) {
 	return p, nil
 }
 
+// LockPath is the lock file of t's mirror: <Root>/.locks/<mirror path>.lock. Whoever
+// holds an exclusive flock on it (another process included) owns the mirror: Sync,
+// Trash and Maintain report busy meanwhile.
+func (m *Mirrorer) LockPath(t fetch.Target) (string, error) {
+	dir, err := m.Path(t)
+	if err != nil {
+		return "", err
+	}
+	return m.lockPath(dir), nil
+}
+
 // Exists reports whether t has a mirror yet.
 func (m *Mirrorer) Exists(t fetch.Target) bool {
 	p, err := m.Path(t)
@@ -188,13 +235,18 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // followed. The upstream's HEAD is followed too (symbolic target or detached hash).
 //
 // Result: LastCommitAt is the newest committer time over the commits the refs point
-// to (annotated tags peeled, refs to trees and blobs skipped); SizeBytes the apparent
-// size of the mirror's files; BytesReceived the HTTP response body bytes of this
-// call (ref advertisements included). On the no-change path the mirror is only
-// read, never written.
+// to (annotated tags peeled, refs to trees and blobs skipped); Commits the commits a
+// fetch brought (reachable from the new refs, not the old), or on a clone the newest
+// of the history back to fetch.HistoryWindow with HistorySince where that listing
+// begins, both walks bounded (see commits.go); SizeBytes the apparent size of the
+// mirror's files; BytesReceived the HTTP response body bytes of this call (ref
+// advertisements included). On the no-change path the mirror is only read, never
+// written, and no commit is walked.
 //
 // Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
-// existing mirror: go-git writes a pack completely before it touches refs.
+// existing mirror: go-git writes a pack completely before it touches refs. An upstream
+// that exceeds a limit (Config.Limits, t.MaxBytes) is cut off with a fetch.KindLimit
+// error, one that trickles below the minimum rate with a fetch.KindTimeout error.
 func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) {
 	start := time.Now()
 	dir, err := m.Path(t)
@@ -208,7 +260,7 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 	if err := ctx.Err(); err != nil {
 		return fetch.Result{}, classify(err)
 	}
-	lk, err := tryLock(dir + ".lock")
+	lk, err := tryLock(m.lockPath(dir))
 	if errors.Is(err, errLocked) {
 		return fetch.Result{}, busyErr(u)
 	}
@@ -217,7 +269,7 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 	}
 	defer func() { lk.unlock(false) }()
 
-	ctx, counter := withByteCounter(ctx)
+	ctx, state := withSyncState(ctx, m.limits.forTarget(t))
 	var res fetch.Result
 	if isDir(dir) {
 		res, err = m.update(ctx, t, dir)
@@ -229,15 +281,23 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 			lk.unlock(true)
 			lk = nil
 			m.removeEmptyParents(dir)
+			m.removeEmptyParents(m.lockPath(dir))
 		}
 	}
 	if err != nil {
+		if rf := state.refused(); rf != nil {
+			// What the guard refused, rather than what go-git made of the cut stream.
+			err = rf
+		}
 		err = classify(fmt.Errorf("sync %s: %w", u, err))
 		m.log.Warn("mirror sync failed", "id", t.ID, "url", u, "kind", fetch.KindOf(err),
 			"err", err, "took", time.Since(start))
 		return fetch.Result{}, err
 	}
-	res.BytesReceived = counter.n.Load()
+	res.BytesReceived = state.n.Load()
+	if res.Changed {
+		res.Packs = countPacks(dir)
+	}
 	if res.SizeBytes, err = dirSize(dir); err != nil {
 		m.log.Warn("mirror size", "id", t.ID, "err", err)
 	}
@@ -250,10 +310,51 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 	return res, nil
 }
 
-// storage opens dir as a bare repository with a small object cache.
-func (m *Mirrorer) storage(dir string) *filesystem.Storage {
-	return filesystem.NewStorageWithOptions(osfs.New(dir),
+// storage opens dir as a bare repository with a small object cache. Writes go through
+// atomicFS: readers of the mirror never see a torn file. noSync skips the fsyncs (a
+// clone in a temp dir, synced as a whole before it is renamed into place).
+func (m *Mirrorer) storage(dir string, noSync bool) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(newAtomicFS(dir, noSync),
 		cache.NewObjectLRU(cache.FileSize(m.cacheBytes)), filesystem.Options{})
+}
+
+// lockPath is the lock file of the mirror at dir: <root>/.locks/<rel>.lock.
+func (m *Mirrorer) lockPath(dir string) string {
+	rel, err := filepath.Rel(m.root, dir)
+	if err != nil || !filepath.IsLocal(rel) {
+		rel = sanitizeName(dir) // not reached: dirs come from Path
+	}
+	return filepath.Join(m.lockDir, rel) + ".lock"
+}
+
+// checkOrigin refuses a mirror directory whose config records another origin URL
+// than want: two repos must never share a mirror (a fetch would mix their refs). A
+// directory without a readable origin is left to the caller (a corrupt mirror of
+// this repo is still this repo's).
+func checkOrigin(dir, want string) error {
+	got, err := recordedOrigin(dir)
+	if err != nil || got == "" || got == want {
+		return nil
+	}
+	return &fetch.Error{Kind: fetch.KindConflict,
+		Err: fmt.Errorf("mirror %s belongs to %s, not %s: refusing to touch it (two repos map to one directory; delete one of them)", dir, redact(got), redact(want))}
+}
+
+// recordedOrigin is the origin URL in the mirror's config ("" if none).
+func recordedOrigin(dir string) (string, error) {
+	f, err := os.Open(filepath.Join(dir, "config"))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	cfg, err := config.ReadConfig(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	if r, ok := cfg.Remotes[git.DefaultRemoteName]; ok && len(r.URLs) > 0 {
+		return r.URLs[0], nil
+	}
+	return "", nil
 }
 
 // clone mirrors t into a fresh temp dir and renames it into place.
@@ -272,7 +373,7 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 		tmpLock.unlock(true)
 	}()
 
-	sto := m.storage(tmp)
+	sto := m.storage(tmp, true)
 	defer sto.Close()
 	repo, err := git.InitWithOptions(sto, nil, git.InitOptions{DefaultBranch: plumbing.Master})
 	if err != nil {
@@ -307,6 +408,9 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 	if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
 		return res, fmt.Errorf("read commits: %w", err)
 	}
+	if res.Commits, res.HistorySince, res.HistoryFromRoot, err = history(sto, refs, m.now(), fetch.HistoryWindow); err != nil {
+		return res, fmt.Errorf("read history: %w", err)
+	}
 	// One packed-refs file instead of a file per ref: fewer files to read on every
 	// poll (and to copy, stat or delete on EFS). Nobody reads the temp dir yet.
 	if err := sto.PackRefs(); err != nil {
@@ -314,6 +418,11 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 	}
 	if err := sto.Close(); err != nil {
 		return res, err
+	}
+	// Durable before it is visible: the rename must never expose a clone whose files
+	// a crash could still empty.
+	if err := syncTree(tmp); err != nil {
+		return res, fmt.Errorf("sync clone: %w", err)
 	}
 
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
@@ -323,6 +432,9 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 		return res, fmt.Errorf("move clone into place: %w", err)
 	}
 	placed = true
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		m.log.Warn("mirror: sync directory", "dir", filepath.Dir(dir), "err", err)
+	}
 	res.Cloned, res.Changed = true, true
 	return res, nil
 }
@@ -332,7 +444,10 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res fetch.Result, err error) {
 	m.removePackTemps(dir, func(fi os.FileInfo) bool { return time.Since(fi.ModTime()) > m.timeout })
 
-	sto := m.storage(dir)
+	if err := checkOrigin(dir, t.URL); err != nil {
+		return res, err
+	}
+	sto := m.storage(dir, false)
 	defer sto.Close()
 	if _, err := git.Open(sto, nil); err != nil {
 		return res, local("open", err)
@@ -347,6 +462,7 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 	}
 
 	refs := have
+	var had *hadBefore // the packs before the fetch: what the mirror had
 	if !have.equal(want) {
 		res.Changed = true
 		if len(want) == 0 {
@@ -358,6 +474,9 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 			}
 		} else {
 			before := m.packTemps(dir)
+			if had, err = packsOf(dir); err != nil {
+				return res, local("list packs", err)
+			}
 			if err := m.fetch(ctx, sto, t.URL); err != nil {
 				// The previous mirror stays: go-git writes the pack (to a temp file,
 				// renamed when complete) before it touches any ref. Drop the temp
@@ -368,6 +487,11 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 		}
 		if refs, _, err = localRefs(sto); err != nil {
 			return res, local("read refs", err)
+		}
+		if had != nil {
+			if res.Commits, err = newCommits(sto, had.has, have, refs); err != nil {
+				return res, local("read new commits", err)
+			}
 		}
 	}
 	headChanged, err := setHead(sto, wantHead, haveHead)
@@ -401,7 +525,7 @@ func (m *Mirrorer) list(ctx context.Context, sto *filesystem.Storage, rawURL str
 func (m *Mirrorer) fetch(ctx context.Context, sto *filesystem.Storage, rawURL string) error {
 	fctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
-	specs := []config.RefSpec{mirrorRefSpec}
+	specs := []config.RefSpec{fetchRefSpec}
 	rem := git.NewRemote(sto, &config.RemoteConfig{
 		Name: git.DefaultRemoteName, URLs: []string{rawURL}, Fetch: specs, Mirror: true,
 	})
@@ -533,7 +657,7 @@ func (m *Mirrorer) Trash(ctx context.Context, t fetch.Target) error {
 	if err := ctx.Err(); err != nil {
 		return classify(err)
 	}
-	lk, err := tryLock(dir + ".lock")
+	lk, err := tryLock(m.lockPath(dir))
 	if errors.Is(err, errLocked) {
 		return busyErr(redact(t.URL))
 	}
@@ -543,22 +667,39 @@ func (m *Mirrorer) Trash(ctx context.Context, t fetch.Target) error {
 	if !isDir(dir) {
 		lk.unlock(true)
 		m.removeEmptyParents(dir)
+		m.removeEmptyParents(m.lockPath(dir))
 		return nil
 	}
-	name := fmt.Sprintf("%s-%d", sanitizeName(t.ID), time.Now().UnixNano())
-	dst := filepath.Join(m.trashDir, name)
-	if err := os.Rename(dir, dst); err != nil {
+	if err := checkOrigin(dir, t.URL); err != nil {
+		lk.unlock(false)
+		m.log.Warn("mirror not trashed: it belongs to another repo", "id", t.ID, "url", redact(t.URL), "err", err)
+		return err
+	}
+	dst, err := m.moveToTrash(dir, t.ID)
+	if err != nil {
 		lk.unlock(false)
 		return classify(fmt.Errorf("trash: %w", err))
 	}
+	m.removeState(dir)
 	lk.unlock(true)
 	m.removeEmptyParents(dir)
+	m.removeEmptyParents(m.lockPath(dir))
 	m.log.Info("mirror trashed", "id", t.ID, "url", redact(t.URL), "to", dst)
+	return nil
+}
 
+// moveToTrash renames dir into TrashDir at once and frees it in the background. The
+// caller holds the mirror's lock.
+func (m *Mirrorer) moveToTrash(dir, id string) (string, error) {
+	name := fmt.Sprintf("%s-%d", sanitizeName(id), time.Now().UnixNano())
+	dst := filepath.Join(m.trashDir, name)
+	if err := os.Rename(dir, dst); err != nil {
+		return "", err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return nil // EmptyTrash frees it later
+		return dst, nil // EmptyTrash frees it later
 	}
 	m.inflight.Store(name, struct{}{})
 	m.bg.Add(1)
@@ -571,7 +712,7 @@ func (m *Mirrorer) Trash(ctx context.Context, t fetch.Target) error {
 			m.log.Warn("mirror: freeing trash", "dir", dst, "err", err)
 		}
 	}()
-	return nil
+	return dst, nil
 }
 
 // EmptyTrash frees everything in TrashDir (for example what a crashed process left)
@@ -606,14 +747,40 @@ func (m *Mirrorer) Close() error {
 	return nil
 }
 
-// removeEmptyParents removes the now empty directories between dir and Root. A
-// concurrent locker that loses its directory this way retries (see tryLock).
-func (m *Mirrorer) removeEmptyParents(dir string) {
-	for p := filepath.Dir(dir); strings.HasPrefix(p, m.root+string(filepath.Separator)); p = filepath.Dir(p) {
-		if os.Remove(p) != nil {
+// removeEmptyParents removes the now empty directories between p and Root (or the
+// lock directory, for a lock file). A concurrent locker that loses its directory this
+// way retries (see tryLock).
+func (m *Mirrorer) removeEmptyParents(p string) {
+	stop := m.root
+	if strings.HasPrefix(p, m.lockDir+string(filepath.Separator)) {
+		stop = m.lockDir
+	}
+	for d := filepath.Dir(p); strings.HasPrefix(d, stop+string(filepath.Separator)); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
 			return
 		}
 	}
+}
+
+// syncTree fsyncs every file and directory under dir.
+func syncTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return nil
+		}
+		if d.IsDir() {
+			return syncDir(p)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return f.Sync()
+	})
 }
 
 func isDir(p string) bool {

@@ -92,7 +92,7 @@ func TestSyncCloneThenNoChangePoll(t *testing.T) {
 		t.Fatal("Exists after sync = false")
 	}
 	dir := mirrorDir(t, m, tg)
-	if want := filepath.Join(m.root, strings.Replace(strings.TrimPrefix(s.srv.URL, "http://"), ":", "_", 1), "x", "basic.git"); dir != want {
+	if want := filepath.Join(m.root, "http+"+strings.TrimPrefix(s.srv.URL, "http://"), "x", "basic.git"); dir != want {
 		t.Fatalf("mirror at %s, want %s", dir, want)
 	}
 	assertMirrored(t, m, u, tg)
@@ -336,9 +336,7 @@ func TestSyncErrorsFromUpstream(t *testing.T) {
 		t.Fatalf("failed clones left temp dirs: %v", entries)
 	}
 	// ... nor lock files or directories.
-	if entries, _ := os.ReadDir(m.root); len(entries) != 2 {
-		t.Fatalf("failed clones left files in the root: %v", entries)
-	}
+	assertOnlyDotDirs(t, m)
 }
 
 func TestInterruptedFetchKeepsMirror(t *testing.T) {
@@ -459,12 +457,36 @@ func TestConcurrentSyncIsBusy(t *testing.T) {
 	if _, err := exec.LookPath("flock"); err != nil {
 		t.Skip("flock(1) not installed")
 	}
-	lockPath := mirrorDir(t, m, tg) + ".lock"
+	lockPath := m.lockPath(mirrorDir(t, m, tg))
 	holder := holdLockInOtherProcess(t, lockPath)
 	_, err = m.Sync(context.Background(), tg)
 	kindIs(t, err, fetch.KindBusy)
 	killGroup(holder)
+	waitLockFree(t, lockPath)
 	mustSync(t, m, tg)
+}
+
+// waitLockFree waits until nobody holds path's lock: the child flock(1) forks may still
+// be exiting after flock itself was reaped, holding a copy of the locked descriptor.
+func waitLockFree(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		}
+		_ = f.Close()
+		if err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s still locked after its holder was killed", path)
 }
 
 // holdLockInOtherProcess runs flock(1) on path and waits until it holds the lock.
@@ -545,12 +567,10 @@ func TestTrash(t *testing.T) {
 	if m.Exists(tg) || isDir(dir) {
 		t.Fatal("mirror still in place right after Trash")
 	}
-	if _, err := os.Lstat(dir + ".lock"); !os.IsNotExist(err) {
+	if _, err := os.Lstat(m.lockPath(dir)); !os.IsNotExist(err) {
 		t.Fatalf("lock file left after Trash: %v", err)
 	}
-	if entries, _ := os.ReadDir(m.root); len(entries) != 2 {
-		t.Fatalf("Trash left files in the root: %v", entries)
-	}
+	assertOnlyDotDirs(t, m)
 	if err := m.Trash(context.Background(), tg); err != nil {
 		t.Fatalf("Trash of a missing mirror: %v", err)
 	}
@@ -680,3 +700,29 @@ func TestClientIsPerMirrorer(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestMirrorOfAnotherURL: a directory whose config records another origin URL is never
+// fetched into, nor trashed, for this URL. "x/two" and "x/two.git" are one directory;
+// a record of each (as from before the store kept one repo per path) must not mix.
+func TestMirrorOfAnotherURL(t *testing.T) {
+	_, u, m, owner := syncedBasic(t, "two", Config{})
+	dir := mirrorDir(t, m, owner)
+	other := fetch.Target{ID: "other", URL: u.URL() + ".git"}
+	if p, _ := m.Path(other); p != dir {
+		t.Fatalf("test setup: %s and %s map to %s and %s", owner.URL, other.URL, dir, p)
+	}
+	before := treeSnapshot(t, dir)
+	_, err := m.Sync(context.Background(), other)
+	kindIs(t, err, fetch.KindConflict)
+	if !strings.Contains(err.Error(), owner.URL) {
+		t.Errorf("error does not name the mirror's URL: %v", err)
+	}
+	kindIs(t, m.Trash(context.Background(), other), fetch.KindConflict)
+	if d := diffSnapshots(before, treeSnapshot(t, dir)); len(d) > 0 {
+		t.Fatalf("the other URL's sync or trash changed the mirror: %v", d)
+	}
+	mustSync(t, m, owner)
+	if err := m.Trash(context.Background(), owner); err != nil || isDir(dir) {
+		t.Fatalf("the owner's trash: %v (dir still there: %v)", err, isDir(dir))
+	}
+}

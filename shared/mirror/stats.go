@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
@@ -92,36 +91,14 @@ const maxPeel = 16
 // annotated tags peeled; refs to trees or blobs are skipped. A ref whose object is
 // missing is an error (the mirror is corrupt).
 func lastCommitAt(s storer.EncodedObjectStorer, refs refMap) (time.Time, error) {
+	tips, err := tipCommits(s, refs)
+	if err != nil {
+		return time.Time{}, err
+	}
 	var newest time.Time
-	seen := make(map[plumbing.Hash]struct{}, len(refs))
-	for _, h := range refs {
-		for range maxPeel {
-			if _, ok := seen[h]; ok {
-				break
-			}
-			seen[h] = struct{}{}
-			o, err := s.EncodedObject(plumbing.AnyObject, h)
-			if err != nil {
-				return time.Time{}, err
-			}
-			if o.Type() == plumbing.TagObject {
-				t, err := object.DecodeTag(s, o)
-				if err != nil {
-					return time.Time{}, err
-				}
-				h = t.Target
-				continue
-			}
-			if o.Type() == plumbing.CommitObject {
-				c, err := object.DecodeCommit(s, o)
-				if err != nil {
-					return time.Time{}, err
-				}
-				if c.Committer.When.After(newest) {
-					newest = c.Committer.When
-				}
-			}
-			break
+	for _, c := range tips {
+		if c.Committer.When.After(newest) {
+			newest = c.Committer.When
 		}
 	}
 	if newest.IsZero() {

@@ -3,14 +3,19 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 )
 
 // How the caller's *http.Client reaches go-git.
@@ -108,49 +113,108 @@ func newGoGitTransport(c *http.Client) (transport.Transport, *http.Client) {
 	}), hc
 }
 
-// byteCounter sums response body bytes of all requests made under one context.
-type byteCounter struct{ n atomic.Int64 }
+// syncState is what the transport knows of one Sync: the limits in force, the response
+// body bytes received, and the first limit the upstream ran into (go-git may wrap or
+// flatten the error a guard returns; Sync reports this one instead).
+type syncState struct {
+	lim syncLimits
+	n   atomic.Int64
 
-type counterKey struct{}
+	mu      sync.Mutex
+	refusal *fetch.Error
+}
 
-func withByteCounter(ctx context.Context) (context.Context, *byteCounter) {
-	c := &byteCounter{}
-	return context.WithValue(ctx, counterKey{}, c), c
+type stateKey struct{}
+
+func withSyncState(ctx context.Context, lim syncLimits) (context.Context, *syncState) {
+	s := &syncState{lim: lim}
+	return context.WithValue(ctx, stateKey{}, s), s
+}
+
+func (s *syncState) refuse(fe *fetch.Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refusal == nil {
+		s.refusal = fe
+	}
+}
+
+func (s *syncState) refused() *fetch.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusal
 }
 
 // maxErrorBody bounds what go-git buffers from an error response (githttp.NewErr
 // reads the whole body into memory).
 const maxErrorBody = 64 << 10
 
-// countingTransport counts body bytes into the request context's byteCounter (go-git
-// keeps the caller's context values on its requests) and truncates error bodies.
+// countingTransport enforces a sync's limits on its requests (go-git keeps the caller's
+// context values on its requests): it counts body bytes, truncates error bodies, puts
+// a guard on ref advertisements and upload-pack responses (guard.go), and cuts a
+// request whose transfer falls below the minimum rate.
 type countingTransport struct {
 	base http.RoundTripper
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	st, _ := req.Context().Value(stateKey{}).(*syncState)
+	var watch *rateWatch
+	release := func() {}
+	if st != nil && st.lim.minRate > 0 {
+		ctx, cancel := context.WithCancelCause(req.Context())
+		req = req.WithContext(ctx)
+		release = func() { cancel(nil) }
+		watch = startRateWatch(st.lim.minRate, st.lim.window, func() {
+			st.refuse(&fetch.Error{Kind: fetch.KindTimeout, Err: fmt.Errorf("%w: less than %.0f bytes in %s (limit MinRate %d B/s)",
+				errTooSlow, float64(st.lim.minRate)*st.lim.window.Seconds(), st.lim.window, st.lim.minRate)})
+			cancel(errTooSlow)
+		})
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.Body == nil {
+		watch.stop()
+		release()
 		return resp, err
 	}
-	c, _ := req.Context().Value(counterKey{}).(*byteCounter)
-	var limit int64 = -1
+	b := &guardedBody{rc: resp.Body, st: st, watch: watch, release: release, left: -1}
 	if resp.StatusCode >= 300 {
-		limit = maxErrorBody
+		b.left = maxErrorBody
+	} else if st != nil {
+		switch {
+		case req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/info/refs"):
+			g := &refAdvGuard{maxBytes: st.lim.maxRefBytes, maxRefs: st.lim.maxRefs}
+			b.check = g.check
+		case req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/git-upload-pack"):
+			g := &packGuard{lim: st.lim}
+			b.check, b.done, b.ended = g.check, g.close, g.ended
+		}
 	}
-	if c != nil || limit >= 0 {
-		resp.Body = &countingBody{rc: resp.Body, c: c, left: limit}
-	}
+	resp.Body = b
 	return resp, nil
 }
 
-type countingBody struct {
-	rc   io.ReadCloser
-	c    *byteCounter
-	left int64 // <0: unlimited
+// guardedBody counts what is read from rc and runs check (if any) on it. The first
+// refusal is recorded on the sync and returned by every later Read.
+type guardedBody struct {
+	rc    io.ReadCloser
+	st    *syncState
+	watch *rateWatch
+	left  int64 // bytes still allowed; <0: unlimited
+	check func([]byte) *fetch.Error
+	done  func() // releases what check holds, once
+	once  sync.Once
+	// ended reports that the stream go-git reads is over (the side-band's flush):
+	// go-git may keep the body open while it indexes the pack, which is not slowness.
+	ended   func() bool
+	release func() // cancels the request's own context
+	err     error
 }
 
-func (b *countingBody) Read(p []byte) (int, error) {
+func (b *guardedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
 	if b.left == 0 {
 		return 0, io.EOF
 	}
@@ -161,10 +225,82 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	if b.left > 0 {
 		b.left -= int64(n)
 	}
-	if b.c != nil {
-		b.c.n.Add(int64(n))
+	if b.st != nil {
+		b.st.n.Add(int64(n))
+	}
+	b.watch.add(n)
+	if n > 0 && b.check != nil {
+		if fe := b.check(p[:n]); fe != nil {
+			b.err = fe
+			b.st.refuse(fe)
+			b.stopGuard()
+			return 0, fe
+		}
+	}
+	if err == io.EOF || b.ended != nil && b.ended() {
+		b.watch.stop()
 	}
 	return n, err
 }
 
-func (b *countingBody) Close() error { return b.rc.Close() }
+func (b *guardedBody) Close() error {
+	b.watch.stop()
+	b.stopGuard()
+	err := b.rc.Close()
+	if b.release != nil {
+		b.release()
+	}
+	return err
+}
+
+func (b *guardedBody) stopGuard() {
+	if b.done != nil {
+		b.once.Do(b.done)
+	}
+}
+
+// rateWatch checks every window that at least minRate × window bytes arrived in it,
+// and calls slow (once) when not.
+type rateWatch struct {
+	min     int64
+	window  time.Duration
+	got     atomic.Int64
+	stopped atomic.Bool
+	timer   *time.Timer
+	slow    func()
+}
+
+func startRateWatch(minRate int64, window time.Duration, slow func()) *rateWatch {
+	w := &rateWatch{min: minRate, window: window, slow: slow}
+	w.timer = time.AfterFunc(window, w.tick)
+	return w
+}
+
+func (w *rateWatch) tick() {
+	if w.stopped.Load() {
+		return
+	}
+	if tooSlow(w.got.Swap(0), w.min, w.window) {
+		w.stopped.Store(true)
+		w.slow()
+		return
+	}
+	w.timer.Reset(w.window)
+}
+
+// tooSlow reports whether got bytes in window is under minRate bytes per second.
+func tooSlow(got, minRate int64, window time.Duration) bool {
+	return float64(got) < float64(minRate)*window.Seconds()
+}
+
+func (w *rateWatch) add(n int) {
+	if w != nil {
+		w.got.Add(int64(n))
+	}
+}
+
+func (w *rateWatch) stop() {
+	if w != nil && !w.stopped.Swap(true) {
+		w.timer.Stop()
+	}
+}

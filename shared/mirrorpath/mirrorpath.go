@@ -1,10 +1,10 @@
 // Package mirrorpath maps a repo's normalized URL to its mirror's path under the mirrors
 // root. The path is also the repo's clone path on the fleet's git listener, so it is
-// shared by the fetcher, the server and the API.
+// shared by the fetcher, the server and the API, and the store derives the repo id from
+// it (one path, one repo).
 package mirrorpath
 
 import (
-	"fmt"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -13,20 +13,49 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 )
 
+// Limits on a mirror path: NAME_MAX is 255 bytes, and lock and temp files add a suffix
+// to a mirror's name; PATH_MAX is 4096 including the mirrors root.
+const (
+	MaxComponent = 240
+	MaxLen       = 3072
+)
+
+// escapeByte starts an escape in a path component: "=" followed by two upper-case hex
+// digits. It is not "%" so that the path can be pasted into a URL as it is: no client,
+// proxy or server decodes "=" (a sub-delimiter), so the clone URL's path and the
+// directory name are the same bytes at every layer.
+const escapeByte = '='
+
 // Rel maps a normalized repo URL to the mirror's path relative to the mirrors root:
 //
-//	https://example.com/a/b      -> example.com/a/b.git
-//	https://example.com:8443/a/b -> example.com_8443/a/b.git
-//	https://example.com/a/b.git  -> example.com/a/b.git (one trailing .git is dropped first)
+//	https://github.com/owner/repo        -> github.com/owner/repo.git
+//	https://example.com:8443/a/b         -> example.com:8443/a/b.git
+//	http://example.com/a/b               -> http+example.com/a/b.git
+//	https://[2001:db8::1]:8443/a         -> [2001:db8::1]:8443/a.git
+//	https://example.com/we%20ird/.x      -> example.com/we=20ird/=2Ex.git
+//
+// The mapping is injective on the URLs urlpolicy.Policy.Normalize returns (two such
+// URLs that differ have different paths), because every part is written so it can be
+// read back:
+//   - the first component is the URL's authority: "http+" for http (a plain name is
+//     https), the host (lower case; "+" and ":" are not legal in a host name, and an
+//     IPv6 address keeps its brackets), ":port" unless it is the scheme's default;
+//   - each path segment is percent-decoded, then its bytes outside [A-Za-z0-9-_.~+]
+//     are escaped as "=XX", as are a leading "." (no hidden names, so nothing clashes
+//     with .locks, .tmp or .trash) and the "." of a ".git" ending any segment but the
+//     last (one mirror never nests inside another's directory);
+//   - the last segment loses one trailing ".git" and always gets ".git" back, so
+//     ".../x" and ".../x.git" are one mirror (they are one repository on every forge;
+//     Normalize already drops the suffix).
+//
+// Decoding first and escaping with one rule makes the path independent of how the URL
+// spells a byte; Normalize canonicalises escapes the same way (a byte git servers
+// decode anyway is written literally), so distinct normalized URLs never decode alike.
 //
 // The URL has already passed the URL policy, but this is the last line before the
-// file system, so it is strict on its own: only http and https, no userinfo-only
-// tricks, no query or fragment, no empty, "." or ".." segments, no NUL. Anything a
-// file system could read specially is percent-escaped per segment, so the mapping
-// stays injective and can never leave Root:
-//   - bytes outside [A-Za-z0-9._~+-] (so "/" inside a segment, "\", ":", "%", ...)
-//   - a leading "." (no hidden names, so nothing can clash with .tmp / .trash)
-//   - a non-final segment ending in ".git" (so one mirror never nests inside another)
+// file system, so it is strict on its own: only http and https, no userinfo, query or
+// fragment, no empty, "." or ".." segments, no NUL, components of at most MaxComponent
+// bytes and a path of at most MaxLen. Errors are fetch.KindPolicy.
 func Rel(rawURL string) (string, error) {
 	if strings.IndexByte(rawURL, 0) >= 0 {
 		return "", policyErr("URL contains NUL")
@@ -42,30 +71,19 @@ func Rel(rawURL string) (string, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return "", policyErr("URL has no host")
 	}
+	if u.User != nil {
+		return "", policyErr("URL has user information")
+	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return "", policyErr("URL has a query or fragment")
 	}
-
-	host := strings.ToLower(u.Hostname())
-	if err := checkHost(host); err != nil {
+	hostDir, err := authority(scheme, u)
+	if err != nil {
 		return "", err
 	}
-	hostDir := host
-	if strings.Contains(host, ":") { // IPv6 literal
-		hostDir = "[" + host + "]"
-	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 1 || n > 65535 {
-			return "", policyErr("bad port %q", p)
-		}
-		if !(scheme == "https" && n == 443) && !(scheme == "http" && n == 80) {
-			hostDir += "_" + strconv.Itoa(n)
-		}
-	}
 
-	// Split the escaped path, then unescape per segment: "%2F" stays inside its
-	// segment instead of becoming a directory separator.
+	// Split the escaped path, then decode per segment: "%2F" stays inside its segment
+	// instead of becoming a directory separator.
 	p := u.EscapedPath()
 	p = strings.TrimPrefix(p, "/")
 	p = strings.TrimSuffix(p, "/")
@@ -89,27 +107,59 @@ func Rel(rawURL string) (string, error) {
 			return "", policyErr("URL path contains NUL")
 		}
 		last := i == len(raw)-1
-		if last {
-			// "%2Egit" spelled escaped is still ".git"
-			s = strings.TrimSuffix(s, ".git")
-			if s == "" {
-				return "", policyErr("URL has no repository name")
-			}
+		if last && len(s) > len(".git") {
+			s = strings.TrimSuffix(s, ".git") // "%2Egit" spelled escaped is still ".git"
 		}
 		e := escapeSegment(s)
 		if !last && strings.HasSuffix(e, ".git") {
-			e = e[:len(e)-4] + "%2Egit"
+			e = e[:len(e)-len(".git")] + "=2Egit"
 		}
 		if last {
 			e += ".git"
 		}
+		if len(e) > MaxComponent {
+			return "", policyErr("URL path segment %d is too long for a file name (%d bytes escaped, limit %d)", i+1, len(e), MaxComponent)
+		}
 		out = append(out, e)
 	}
 	rel := filepath.Join(out...)
+	if len(rel) > MaxLen {
+		return "", policyErr("URL is too long for a mirror path (%d bytes escaped, limit %d)", len(rel), MaxLen)
+	}
 	if !filepath.IsLocal(rel) {
 		return "", policyErr("URL maps outside the mirror root")
 	}
 	return rel, nil
+}
+
+// authority is the first path component: [http+]host[:port].
+func authority(scheme string, u *url.URL) (string, error) {
+	host := strings.ToLower(u.Hostname())
+	if err := checkHost(host); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if scheme != "https" {
+		b.WriteString(scheme + "+")
+	}
+	if strings.Contains(host, ":") { // IPv6 literal
+		b.WriteString("[" + host + "]")
+	} else {
+		b.WriteString(host)
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return "", policyErr("bad port %q", p)
+		}
+		if !(scheme == "https" && n == 443) && !(scheme == "http" && n == 80) {
+			b.WriteString(":" + strconv.Itoa(n))
+		}
+	}
+	if b.Len() > MaxComponent {
+		return "", policyErr("host name too long")
+	}
+	return b.String(), nil
 }
 
 func checkHost(h string) error {
@@ -130,15 +180,18 @@ func checkHost(h string) error {
 }
 
 func escapeSegment(s string) string {
+	const hexDigits = "0123456789ABCDEF"
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '_' || c == '~' || c == '+' || c == '-' || (c == '.' && i > 0)
+			c == '-' || c == '_' || c == '~' || c == '+' || (c == '.' && i > 0)
 		if ok {
 			b.WriteByte(c)
 		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
+			b.WriteByte(escapeByte)
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
 		}
 	}
 	return b.String()

@@ -24,6 +24,7 @@ type Input struct {
 	LastCommitAt time.Time // newest upstream commit seen; zero if none
 	Changed      bool      // the last fetch brought something new
 	Stats        Stats     // what the polls have seen so far, this one included
+	Prior        *Prior    // what the fleet's repos say of rates; nil: DefaultPrior
 	Now          time.Time
 }
 
@@ -54,14 +55,19 @@ func (Cbrt) Next(in Input) float64 {
 	return in.Old + math.Cbrt(in.Now.Sub(in.LastCommitAt).Seconds())
 }
 
-// ByName returns the policy called name, or false. "" is the default, rate; cbrt is
-// kept selectable for fleets that prefer its shorter tail of lag.
+// ByName returns the policy called name, or false. "" is the default, bayes; rate and
+// the seed's cbrt stay selectable.
 func ByName(name string) (Policy, bool) {
 	switch name {
-	case "", "rate":
+	case "", "bayes":
+		return Bayes{}, true
+	case "rate":
 		return Rate{}, true
 	case "cbrt":
 		return Cbrt{}, true
 	}
 	return nil, false
 }
+
+// Names lists the policies ByName knows, the default first.
+func Names() []string { return []string{"bayes", "rate", "cbrt"} }

@@ -45,14 +45,19 @@ func TestRecentlyChangedReposComeBackSooner(t *testing.T) {
 }
 
 func TestByName(t *testing.T) {
-	for name, want := range map[string]string{"": "rate", "rate": "rate", "cbrt": "cbrt"} {
+	for name, want := range map[string]string{"": "bayes", "bayes": "bayes", "rate": "rate", "cbrt": "cbrt"} {
 		if p, ok := ByName(name); !ok || p.Name() != want {
 			t.Fatalf("ByName(%q) = %v, %v; want %s", name, p, ok, want)
 		}
 	}
-	for _, name := range []string{"nope", "Rate", " cbrt"} {
+	for _, name := range []string{"nope", "Rate", " cbrt", "Bayes"} {
 		if _, ok := ByName(name); ok {
 			t.Fatalf("unknown policy %q accepted", name)
+		}
+	}
+	for _, name := range Names() {
+		if _, ok := ByName(name); !ok {
+			t.Fatalf("Names lists %q, ByName refuses it", name)
 		}
 	}
 }

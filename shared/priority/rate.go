@@ -9,12 +9,19 @@ import (
 // or goes quiet is re-learned within a few half-lives.
 const HalfLife = 30 * 24 * time.Hour
 
-// Stats is what the polls of a repo have seen, with older polls weighing less (each
-// halves every HalfLife). It is all the Rate policy needs to estimate a change rate.
+// Stats is what the polls of a repo have seen. The first three are the Rate policy's:
+// polls and changes, with older polls weighing less (each halves every HalfLife). The
+// others are the Bayes policy's: pushes counted from the commits the fetches brought
+// and the first clone's history, before and in the current window (see Fold).
 type Stats struct {
 	Polls   float64 `json:"n,omitempty"` // successful polls
 	Changes float64 `json:"x,omitempty"` // polls that found something new
 	Seconds float64 `json:"t,omitempty"` // time covered by those polls
+
+	Events     float64 `json:"e,omitempty"`  // pushes seen before the current window (decayed)
+	Exposure   float64 `json:"s,omitempty"`  // seconds those cover (decayed alike)
+	WinEvents  float64 `json:"we,omitempty"` // pushes seen in the current window
+	WinSeconds float64 `json:"ws,omitempty"` // seconds the current window covers so far
 }
 
 // Observe folds in one successful poll that came interval after the previous one.

@@ -19,6 +19,14 @@ type CountingStore struct {
 	gen    uint64
 	// failApplyAt > 0 makes the n-th Apply from now fail without writing.
 	failApplyAt int
+	injected    int
+}
+
+// Injected is how many Applies FailApplyAt has failed.
+func (c *CountingStore) Injected() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.injected
 }
 
 // NewCountingStore wraps s.
@@ -68,6 +76,7 @@ func (c *CountingStore) Apply(ctx context.Context, term int64, muts []store.Muta
 	if c.failApplyAt > 0 {
 		c.failApplyAt--
 		if c.failApplyAt == 0 {
+			c.injected++
 			c.mu.Unlock()
 			return ErrInjected
 		}
@@ -129,4 +138,50 @@ func (c *CountingStore) ReportFetch(ctx context.Context, id, owner string, epoch
 func (c *CountingStore) HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error {
 	c.count("HandBack")
 	return c.Store.HandBack(ctx, id, owner, epoch, reason)
+}
+
+// nodeStore is one worker process's handle on the store: once the process is killed,
+// nothing it still does reaches the store (it is dead; its goroutine just has not
+// noticed).
+type nodeStore struct {
+	*CountingStore
+	dead bool
+}
+
+// errDead is what a killed process's store calls return.
+var errDead = errors.New("process killed")
+
+func (n *nodeStore) ClaimSlot(ctx context.Context, w store.Worker, max int) (store.Worker, error) {
+	if n.dead {
+		return store.Worker{}, errDead
+	}
+	return n.CountingStore.ClaimSlot(ctx, w, max)
+}
+
+func (n *nodeStore) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error) {
+	if n.dead {
+		return store.Worker{}, errDead
+	}
+	return n.CountingStore.Heartbeat(ctx, id, hb)
+}
+
+func (n *nodeStore) Leave(ctx context.Context, id string) error {
+	if n.dead {
+		return errDead
+	}
+	return n.CountingStore.Leave(ctx, id)
+}
+
+func (n *nodeStore) ReportFetch(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) error {
+	if n.dead {
+		return errDead
+	}
+	return n.CountingStore.ReportFetch(ctx, id, owner, epoch, rep)
+}
+
+func (n *nodeStore) HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error {
+	if n.dead {
+		return errDead
+	}
+	return n.CountingStore.HandBack(ctx, id, owner, epoch, reason)
 }

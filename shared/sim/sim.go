@@ -37,6 +37,16 @@ type Config struct {
 	Worker       worker.Config
 	Log          *slog.Logger // default: discard
 	CheckEvery   int          // check the invariants every this many steps; default 1
+	// ClockSkew gives each worker its own clock, off the simulation's by a seeded
+	// offset in [-ClockSkew, +ClockSkew] (the coordinators keep the true time).
+	ClockSkew time.Duration
+	// TolerateStoreErrors counts store errors of ticks, timers and heartbeats in
+	// StoreErrors instead of failing the step: for runs with injected store failures
+	// (throttling), which the fleet must ride out.
+	TolerateStoreErrors bool
+	// CheckStore, if set, is what the invariant checks read (Store may inject
+	// failures into what the fleet reads; the checks must see the truth).
+	CheckStore store.Store
 }
 
 // Node is one simulated worker process.
@@ -44,10 +54,15 @@ type Node struct {
 	Name   string
 	W      *worker.Worker
 	Disk   *Disk
-	slots  []time.Time // when each fetcher is free again
-	nextHB time.Time
-	killed bool
-	silent time.Time // heartbeats and fetches stop until then
+	Offset time.Duration // its clock's offset from the simulation's
+	// Restarts counts the processes started after the first.
+	Restarts int
+	slots    []time.Time // when each fetcher is free again
+	nextHB   time.Time
+	killed   bool
+	silent   time.Time // heartbeats and fetches stop until then
+	proc     *nodeStore
+	killAt   *killPoint
 }
 
 // Sim is a running simulation.
@@ -67,7 +82,12 @@ type Sim struct {
 	leaders    map[int64]string // term → the coordinator that led it
 	Violations []string
 	Reports    []coordinator.Report // every leader report, in order
-	repoURLs   []string
+	// StoreErrors counts the store errors ridden out (TolerateStoreErrors), by where.
+	StoreErrors map[string]int
+	// Kills counts the workers killed at each stage of a sync (KillAt), by
+	// "<stage>/clone" or "<stage>/fetch".
+	Kills    map[string]int
+	repoURLs []string
 
 	cacheGen uint64
 	cache    map[string]store.Repo // ownership view, valid while the store's generation holds
@@ -101,9 +121,11 @@ func New(ctx context.Context, cfg Config) (*Sim, error) {
 	}
 	cfg.Worker = withWorkerDefaults(cfg.Worker)
 	s := &Sim{cfg: cfg, Clock: clock.NewVirtual(cfg.Start), Timer: timer.NewLocal(),
-		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), ctx: ctx, leaders: map[int64]string{}}
+		rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), ctx: ctx, leaders: map[int64]string{},
+		StoreErrors: map[string]int{}, Kills: map[string]int{}}
 	s.Store = NewCountingStore(cfg.Store)
 	s.Storage = NewStorage(s.Clock, cfg.FetchTime)
+	s.Storage.kill = s.killHook
 	for i := range cfg.Coordinators {
 		s.Coords = append(s.Coords, &coordinator.Coordinator{ID: fmt.Sprintf("coord-%d", i), Store: s.Store,
 			Timer: s.Timer, Clock: s.Clock, Config: cfg.Coordinator, Log: cfg.Log})
@@ -121,6 +143,14 @@ func withWorkerDefaults(c worker.Config) worker.Config {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 10 * time.Second
+	}
+	// Every simulated upstream is on one host: per-host politeness (tested on its own)
+	// would only slow the scenarios down. A scenario may set it.
+	if c.HostConcurrency == 0 {
+		c.HostConcurrency = -1
+	}
+	if c.HostRate == 0 {
+		c.HostRate = -1
 	}
 	return c
 }
@@ -145,16 +175,112 @@ func (s *Sim) Rand() *rand.Rand { return s.rng }
 // AddWorker starts a new worker process; it joins at its first heartbeat.
 func (s *Sim) AddWorker() *Node {
 	name := fmt.Sprintf("w%02d", len(s.Nodes)+1)
-	cfg := s.cfg.Worker
-	cfg.ID = name
-	n := &Node{Name: name, Disk: NewDisk(0, 1<<40), slots: make([]time.Time, cfg.Fetchers), nextHB: s.Now()}
-	n.W = worker.New(cfg, s.Store, s.Storage.For(name), n.Disk, s.Clock, s.cfg.Log)
+	n := &Node{Name: name, Disk: NewDisk(0, 1<<40)}
+	if s.cfg.ClockSkew > 0 {
+		n.Offset = time.Duration(s.rng.Int64N(int64(2*s.cfg.ClockSkew)+1)) - s.cfg.ClockSkew
+	}
+	s.startProcess(n)
 	s.Nodes = append(s.Nodes, n)
 	return n
 }
 
-// Kill stops a worker abruptly: no goodbye, no more heartbeats.
-func (s *Sim) Kill(n *Node) { n.killed = true }
+// startProcess runs a fresh worker process on n: nothing of a previous one survives
+// but the shared storage, the store and its id.
+func (s *Sim) startProcess(n *Node) {
+	cfg := s.cfg.Worker
+	cfg.ID = n.Name
+	n.proc = &nodeStore{CountingStore: s.Store}
+	n.killed, n.killAt = false, nil
+	n.slots, n.nextHB = make([]time.Time, cfg.Fetchers), s.Now()
+	var clk clock.Clock = s.Clock
+	if n.Offset != 0 {
+		clk = skewed{s.Clock, n.Offset}
+	}
+	n.W = worker.New(cfg, n.proc, s.Storage.For(n.Name), n.Disk, clk, s.cfg.Log)
+}
+
+// Kill stops a worker abruptly: no goodbye, no more heartbeats, no more store writes.
+func (s *Sim) Kill(n *Node) {
+	n.killed = true
+	n.proc.dead = true
+}
+
+// Restart starts a new process for a killed worker: it rejoins under its id (resuming
+// its record if the coordinator has not declared it dead), as a restarted task does,
+// and the temp files its previous process left are removed, as mirror.New does.
+func (s *Sim) Restart(n *Node) {
+	if !n.killed {
+		return
+	}
+	n.Restarts++
+	s.Storage.cleanTemps(n.Name)
+	s.startProcess(n)
+}
+
+// Stage is a point in a sync at which KillAt can kill the worker.
+type Stage string
+
+// The stages of a sync, in order.
+const (
+	StagePopped      Stage = "popped"      // taken from the queue; nothing done yet
+	StageLocked      Stage = "locked"      // the repo's lock taken (a dead holder's lock lapses with its lease)
+	StageTransferred Stage = "transferred" // the pack (or the clone) written aside, refs not moved
+	StageUpdated     Stage = "updated"     // the mirror moved to the new refs; the store not told
+	StageReported    Stage = "reported"    // the sync over and the store told (if it had anything to tell)
+)
+
+// Stages lists them in order.
+var Stages = []Stage{StagePopped, StageLocked, StageTransferred, StageUpdated, StageReported}
+
+type killPoint struct {
+	stage Stage
+	clone bool
+}
+
+// KillAt kills n when its next clone (clone=true) or fetch of an existing mirror
+// reaches stage.
+func (s *Sim) KillAt(n *Node, stage Stage, clone bool) { n.killAt = &killPoint{stage, clone} }
+
+// Disarm cancels n's KillAt.
+func (s *Sim) Disarm(n *Node) { n.killAt = nil }
+
+// Armed reports whether n still waits for its KillAt.
+func (n *Node) Armed() bool { return n.killAt != nil }
+
+// Killed reports whether n's process is dead.
+func (n *Node) Killed() bool { return n.killed }
+
+// killHook is called by the storage at each stage of a node's sync.
+func (s *Sim) killHook(node string, stage Stage, clone bool) bool {
+	for _, n := range s.Nodes {
+		if n.Name != node || n.killed || n.killAt == nil || n.killAt.stage != stage || n.killAt.clone != clone {
+			continue
+		}
+		s.Kill(n)
+		what := "fetch"
+		if clone {
+			what = "clone"
+		}
+		s.Kills[string(stage)+"/"+what]++
+		return true
+	}
+	return false
+}
+
+// reported is the last stage: the sync is over, its report (if any) written.
+func (s *Sim) reported(n *Node, clone bool) {
+	if n.killAt != nil && n.killAt.stage == StageReported && n.killAt.clone == clone {
+		s.killHook(n.Name, StageReported, clone)
+	}
+}
+
+// skewed is a worker's clock: the simulation's, off by a fixed offset.
+type skewed struct {
+	base clock.Clock
+	off  time.Duration
+}
+
+func (c skewed) Now() time.Time { return c.base.Now().Add(c.off) }
 
 // Silence stops a worker's heartbeats and fetches for d (a pause or partition).
 func (s *Sim) Silence(n *Node, d time.Duration) { n.silent = s.Now().Add(d) }
@@ -211,13 +337,17 @@ func (s *Sim) runDue() error {
 	for _, f := range s.Timer.Due(now) {
 		rep, err := s.Coords[0].OnTimer(s.ctx, f.Payload)
 		if err := s.record(rep, err); err != nil {
-			return fmt.Errorf("timer %s: %w", f.Name, err)
+			if !s.tolerate("timer", err) {
+				return fmt.Errorf("timer %s: %w", f.Name, err)
+			}
+			// A lost firing is re-armed by the next tick (death timers are armed for
+			// every suspect worker without one).
 		}
 	}
 	if !now.Before(s.nextTick) {
 		for _, c := range s.Coords {
 			rep, err := c.Tick(s.ctx)
-			if err := s.record(rep, err); err != nil {
+			if err := s.record(rep, err); err != nil && !s.tolerate("tick", err) {
 				return fmt.Errorf("tick of %s: %w", c.ID, err)
 			}
 		}
@@ -228,22 +358,36 @@ func (s *Sim) runDue() error {
 			continue
 		}
 		if !now.Before(n.nextHB) {
-			if err := n.W.Heartbeat(s.ctx); err != nil {
+			if err := n.W.Heartbeat(s.ctx); err != nil && !n.killed && !s.tolerate("heartbeat", err) {
 				return fmt.Errorf("heartbeat of %s: %w", n.Name, err)
 			}
 			n.nextHB = now.Add(s.cfg.Worker.Heartbeat)
 		}
 		for i, free := range n.slots {
-			if free.After(now) {
+			if free.After(now) || n.killed {
 				continue
 			}
+			syncs := s.Storage.syncsOf(n.Name)
 			if !n.W.RunOnce(s.ctx) {
 				break
+			}
+			if s.Storage.syncsOf(n.Name) > syncs {
+				s.reported(n, s.Storage.lastWasClone(n.Name))
 			}
 			n.slots[i] = now.Add(s.Storage.Duration())
 		}
 	}
 	return nil
+}
+
+// tolerate counts err as a store error ridden out, if the run tolerates those.
+func (s *Sim) tolerate(where string, err error) bool {
+	if !s.cfg.TolerateStoreErrors {
+		return false
+	}
+	s.StoreErrors[where]++
+	s.cfg.Log.Debug("store error ridden out", "where", where, "err", err)
+	return true
 }
 
 // record checks leader uniqueness per term; tick errors that come from a stale view
@@ -352,12 +496,20 @@ func (s *Sim) ownership() (map[string]store.Repo, error) {
 	return s.cache, nil
 }
 
+// reader is the store the checks read.
+func (s *Sim) reader() store.Store {
+	if s.cfg.CheckStore != nil {
+		return s.cfg.CheckStore
+	}
+	return s.Store.Store
+}
+
 // AllRepos reads every repo record.
 func (s *Sim) AllRepos() (map[string]store.Repo, error) {
 	out := map[string]store.Repo{}
 	cursor := ""
 	for {
-		page, next, err := s.Store.Store.ListRepos(s.ctx, cursor, 1000)
+		page, next, err := s.reader().ListRepos(s.ctx, cursor, 1000)
 		if err != nil {
 			return nil, err
 		}
@@ -375,7 +527,7 @@ func (s *Sim) AllRepos() (map[string]store.Repo, error) {
 // owned by its ring owner, that owner is an active worker that holds it at the current
 // epoch, and no live worker holds a repo it does not own.
 func (s *Sim) Settled() error {
-	st, err := s.Store.Store.GetRing(s.ctx)
+	st, err := s.reader().GetRing(s.ctx)
 	if err != nil {
 		return err
 	}
@@ -383,7 +535,7 @@ func (s *Sim) Settled() error {
 	if err != nil {
 		return err
 	}
-	workers, err := s.Store.Store.ListWorkers(s.ctx)
+	workers, err := s.reader().ListWorkers(s.ctx)
 	if err != nil {
 		return err
 	}

@@ -61,12 +61,19 @@ type Storage struct {
 	Fetches    int
 	Violations []string // broken invariants seen by the storage (4 and 5)
 	OnFetch    func(FetchEvent)
+
+	// kill, if set, is asked at each stage of a sync whether the node dies there.
+	kill      func(node string, stage Stage, clone bool) bool
+	clone     map[string]bool // per node: whether its latest sync was a clone
+	syncs     map[string]int  // per node: syncs completed
+	temps     map[string]int  // per node: syncs killed with their pack (or clone) written aside
+	TempsLeft int             // temp files removed at restarts: what killed syncs left
 }
 
 // NewStorage returns empty shared storage on clk; each fetch takes d of simulated time.
 func NewStorage(clk clock.Clock, d time.Duration) *Storage {
 	return &Storage{clock: clk, upstreams: map[string]*Upstream{}, mirrors: map[string]*mirrorCopy{},
-		locks: map[string]lock{}, last: map[string]FetchEvent{}, duration: d}
+		locks: map[string]lock{}, last: map[string]FetchEvent{}, duration: d, clone: map[string]bool{}, syncs: map[string]int{}, temps: map[string]int{}}
 }
 
 // AddUpstream registers an upstream repository.
@@ -112,13 +119,26 @@ func (v *View) Exists(t fetch.Target) bool {
 	return ok
 }
 
-// Sync mirrors t as of now; it holds the repo's lock for the fetch's duration.
+// errKilled is what a sync returns to a worker killed in it (nobody reads it).
+var errKilled = &fetch.Error{Kind: fetch.KindOther, Err: fmt.Errorf("process killed")}
+
+// Sync mirrors t as of now; it holds the repo's lock for the fetch's duration. Its
+// stages are those of a real sync (Stage); a worker killed at one leaves what a real
+// one would: a lock held until its lease lapses, a temp file, a mirror updated but not
+// reported.
 func (v *View) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 	s := v.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
 	who := v.node
+	prev, had := s.mirrors[t.URL]
+	clone := !had || prev.trashed
+	s.clone[who] = clone
+	dies := func(st Stage) bool { return s.kill != nil && s.kill(who, st, clone) }
+	if dies(StagePopped) {
+		return fetch.Result{}, errKilled
+	}
 	if l, ok := s.locks[t.URL]; ok && l.until.After(now) {
 		return fetch.Result{}, &fetch.Error{Kind: fetch.KindBusy, Err: fmt.Errorf("locked by %s", l.by)}
 	}
@@ -127,6 +147,9 @@ func (v *View) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 		s.Violations = append(s.Violations, fmt.Sprintf("%s: fetched by %s and %s at once", t.URL, e.Worker, who))
 	}
 	s.locks[t.URL] = lock{until: end, by: who}
+	if dies(StageLocked) {
+		return fetch.Result{}, errKilled
+	}
 	u := s.upstreams[t.URL]
 	if u == nil || u.Missing {
 		return fetch.Result{}, &fetch.Error{Kind: fetch.KindNotFound, Err: fmt.Errorf("repository %s not found", t.URL)}
@@ -135,13 +158,17 @@ func (v *View) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 	if u.Flaky > 0 && float64(hash64(fmt.Sprint(t.URL, s.fetchSeq))%1000)/1000 < u.Flaky {
 		return fetch.Result{}, &fetch.Error{Kind: fetch.KindNetwork, Err: fmt.Errorf("connection reset")}
 	}
+	head := u.headAt(now)
+	if dies(StageTransferred) {
+		s.temps[who]++
+		return fetch.Result{}, errKilled
+	}
 	m, ok := s.mirrors[t.URL]
 	cloned := !ok || m.trashed
 	if cloned {
 		m = &mirrorCopy{}
 		s.mirrors[t.URL] = m
 	}
-	head := u.headAt(now)
 	if head < m.head {
 		s.Violations = append(s.Violations, fmt.Sprintf("%s: mirror went back from %d to %d commits", t.URL, m.head, head))
 	}
@@ -158,7 +185,33 @@ func (v *View) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 	if s.OnFetch != nil {
 		s.OnFetch(ev)
 	}
+	if dies(StageUpdated) {
+		return fetch.Result{}, errKilled
+	}
+	s.syncs[who]++
 	return fetch.Result{Cloned: cloned, Changed: ev.Changed, LastCommitAt: m.lastCommit, SizeBytes: int64(head) * 1000}, nil
+}
+
+// lastWasClone reports whether node's latest sync was a clone.
+func (s *Storage) lastWasClone(node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clone[node]
+}
+
+// syncsOf is how many syncs node has completed.
+func (s *Storage) syncsOf(node string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.syncs[node]
+}
+
+// cleanTemps removes what node's killed syncs left aside.
+func (s *Storage) cleanTemps(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.TempsLeft += s.temps[node]
+	delete(s.temps, node)
 }
 
 // Trash marks the mirror deleted (the lazy delete's rename).

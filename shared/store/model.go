@@ -7,9 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
@@ -100,9 +102,18 @@ func (r Repo) CheckFence(owner string, epoch int64) error {
 	return nil
 }
 
-// RepoID derives the stable id of a repo from its normalized URL.
+// RepoID derives the stable id of a repo from its normalized URL: a hash of the
+// mirror's path (mirrorpath.Rel), so two URLs that would share a mirror directory share
+// an id, and the store's primary key keeps one repo per directory (a second CreateRepo
+// finds the first; the API answers it with 409). A URL that has no mirror path (a
+// scheme the fetcher does not mirror) is hashed as the URL itself; a path never
+// contains "://", so the two kinds of key never meet.
 func RepoID(normalizedURL string) string {
-	sum := sha256.Sum256([]byte(normalizedURL))
+	key := normalizedURL
+	if rel, err := mirrorpath.Rel(normalizedURL); err == nil {
+		key = filepath.ToSlash(rel)
+	}
+	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
 }
 
@@ -176,6 +187,18 @@ type Worker struct {
 	AckSeq      uint64    `json:"ack_seq"`     // last outbox entry the worker applied
 	OutboxHead  uint64    `json:"outbox_head"` // last outbox seq the coordinator wrote
 	TrimmedTo   uint64    `json:"trimmed_to"`  // entries <= this are gone from the outbox
+	Staleness   Staleness `json:"staleness"`   // of its repos, at the last heartbeat
+}
+
+// Staleness summarises how long ago a worker's repos were last fetched successfully, as
+// the worker saw them at a heartbeat. The coordinator aggregates the fleet's staleness
+// from these without reading a single repo record. Percentiles are nearest-rank.
+type Staleness struct {
+	P50   time.Duration `json:"p50,omitempty"`
+	P99   time.Duration `json:"p99,omitempty"`
+	Max   time.Duration `json:"max,omitempty"`
+	Repos int           `json:"repos,omitempty"` // repos with a last success: the percentiles' population
+	Never int           `json:"never,omitempty"` // owned repos never fetched successfully
 }
 
 // Heartbeat is what a worker reports each heartbeat.
@@ -186,6 +209,7 @@ type Heartbeat struct {
 	Fetching  int
 	QueueLen  int
 	AckSeq    uint64
+	Staleness Staleness
 }
 
 // Token is one virtual node: the member owns the arc (previous token, Pos].

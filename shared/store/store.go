@@ -57,7 +57,9 @@ type Store interface {
 	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]OutboxEntry, error)
 
 	// Repos. CreateRepo inserts r unless a repo with r.ID exists; it returns the stored repo
-	// and whether it was created.
+	// and whether it was created. r.ID is RepoID(r.URL), a function of the mirror path, so
+	// the id's uniqueness is the mirror path's: a URL whose path is taken gets the stored
+	// repo back, with its own (different) URL.
 	CreateRepo(ctx context.Context, r Repo) (Repo, bool, error)
 	// CreateRepoFenced is CreateRepo for the coordinator (the list sync): it writes only
 	// while term is the stored election term, else ErrFenced and nothing is written.

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
 var fuzzSeeds = []string{
@@ -165,7 +167,13 @@ func checkNormalized(t *testing.T, p Policy, raw, out string) {
 			t.Fatalf("%+v: %q -> %q: bad segment %q", p, raw, out, seg)
 		}
 	}
-	if last := path[strings.LastIndexByte(path, '/')+1:]; last != ".git" && strings.HasSuffix(last, ".git") {
+	if last := path[strings.LastIndexByte(path, '/')+1:]; strings.HasSuffix(last, ".git") {
 		t.Fatalf("%+v: %q -> %q keeps .git", p, raw, out)
+	}
+	// Whatever is accepted can be mirrored: it has a mirror path.
+	if u.Scheme == "https" || u.Scheme == "http" {
+		if _, err := mirrorpath.Rel(out); err != nil {
+			t.Fatalf("%+v: %q -> %q is accepted but has no mirror path: %v", p, raw, out, err)
+		}
 	}
 }

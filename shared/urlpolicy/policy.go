@@ -361,9 +361,12 @@ func validScheme(s string) bool {
 }
 
 // normalizePath takes a percent-encoded path and returns its canonical form:
-// empty and "." segments dropped, ".." refused, escapes of unreserved
-// characters decoded and other escapes upper-cased (RFC 3986 6.2.2), trailing
-// ".git" removed. Case is preserved: paths are case-sensitive upstream.
+// empty and "." segments dropped, ".." refused, escapes of every character
+// allowed literally in a path segment decoded (unreserved ones as RFC 3986
+// 6.2.2 says; sub-delimiters, ":" and "@" too, which RFC 3986 would keep
+// distinct, because git servers decode them) and other escapes upper-cased,
+// trailing ".git" removed. Case is preserved: paths are case-sensitive upstream.
+// Every byte thus has one spelling, which mirrorpath.Rel relies on.
 func normalizePath(p string) (string, *Error) {
 	var segs []string
 	for _, seg := range strings.Split(p, "/") {
@@ -389,8 +392,13 @@ func normalizePath(p string) (string, *Error) {
 	for len(last) > len(".git") && strings.HasSuffix(last, ".git") {
 		last = strings.TrimSuffix(last, ".git")
 	}
-	if last == "." || last == ".." {
+	switch last {
+	case ".", "..":
 		return "", refuse(ReasonMalformed, "path ends in a \".\" or \"..\" segment once \".git\" is removed")
+	case ".git":
+		// "/.git", "/a/.git.git": the repository would have no name (its mirror
+		// path drops one ".git" suffix), so it could never be mirrored.
+		return "", refuse(ReasonMalformed, "path ends in a segment that is only \".git\" (once \".git\" suffixes are removed), which names no repository")
 	}
 	segs[len(segs)-1] = last
 	return "/" + strings.Join(segs, "/"), nil
@@ -408,7 +416,10 @@ func normalizeSegment(seg string) (string, *Error) {
 			v := unhex(seg[i+1])<<4 | unhex(seg[i+2])
 			i += 2
 			switch {
-			case isUnreserved(v):
+			case isPathChar(v):
+				// Git servers decode the path before they look the repository up, so
+				// "%21" and "!" name one repository: write it one way, or two
+				// records would mirror it into two directories.
 				b.WriteByte(v)
 			case v == '/' || v == '\\':
 				return "", refuse(ReasonMalformed, "path contains an encoded slash or backslash (%%2F, %%5C)")

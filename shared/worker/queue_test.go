@@ -80,3 +80,21 @@ func TestQueueFrontIsAheadOfHeldRepos(t *testing.T) {
 		t.Fatalf("pop order %v, want the front pushes ahead of the held repo", got)
 	}
 }
+
+// A repo held by its minimum interval comes back at its priority, which may be far
+// behind the last one popped (a busy repo steps little, a quiet one a lot): the front
+// is ahead of it too.
+func TestQueueMinCountsHeldRepos(t *testing.T) {
+	q := NewQueue()
+	q.Push("busy", 10, q0.Add(time.Minute)) // held for a minute
+	q.Push("quiet", 500, time.Time{})
+	q.Pop(q0) // quiet: the last popped is 500
+	if got := q.Min(); got != 10 {
+		t.Fatalf("Min = %v with a repo held at 10", got)
+	}
+	q.Push("orphan", q.Min()-1e-9, time.Time{})
+	q.Push("later", 20, q0.Add(time.Minute))
+	if id, _, _ := q.Pop(q0.Add(2 * time.Minute)); id != "orphan" {
+		t.Fatalf("%s popped before the orphan", id)
+	}
+}

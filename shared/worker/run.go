@@ -35,19 +35,22 @@ func (w *Worker) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(w.cfg.Heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := w.Heartbeat(ctx); err != nil && ctx.Err() == nil {
-					w.log.Warn("heartbeat failed", "worker", w.ID(), "err", err)
-				}
+		every(ctx, w.cfg.Heartbeat, nil, func() {
+			if err := w.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("heartbeat failed", "worker", w.ID(), "err", err)
 			}
-		}
+		})
 	}()
+
+	if w.maint != nil && w.cfg.MaintainEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// One maintenance at a time, every MaintainCheck and soon after a fetch made
+			// a mirror due; stopped at once on shutdown (git leaves only temp files).
+			every(ctx, w.cfg.MaintainCheck, w.maintWake, func() { w.MaintainOnce(ctx) })
+		}()
+	}
 
 	var fetchers sync.WaitGroup
 	for range w.cfg.Fetchers {
@@ -90,14 +93,32 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.Leave(leaveCtx)
 }
 
-// idleWait is how long an idle fetcher sleeps: until the next held repo is eligible,
-// at most one second so rate-limit tokens and pokes are picked up.
+// idleWait is how long an idle fetcher sleeps: until the next held repo is eligible or
+// paused host opens, at most one second so rate-limit tokens and pokes are picked up.
 func (w *Worker) idleWait() time.Duration {
 	w.mu.Lock()
 	at, ok := w.queue.NextEligible()
+	if open, parked := w.hosts.nextOpen(); parked && (!ok || !at.IsZero() && open.Before(at)) {
+		at, ok = open, true // a paused host opens sooner than any held repo is due
+	}
 	w.mu.Unlock()
 	if !ok || at.IsZero() {
 		return time.Second
 	}
 	return min(max(at.Sub(w.clock.Now()), 10*time.Millisecond), time.Second)
+}
+
+// every calls f every d, and at once when wake receives (nil: never), until ctx ends.
+func every(ctx context.Context, d time.Duration, wake <-chan struct{}, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		f()
+	}
 }

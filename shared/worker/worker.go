@@ -15,6 +15,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
@@ -66,6 +67,21 @@ type Config struct {
 	// grace.
 	Lease  time.Duration
 	Policy priority.Policy
+
+	// Maintenance (when the Mirrorer is a Maintainer): each repo once per
+	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
+	// MaintainPacks packs (at most once per MaintainGap), a connectivity check at most
+	// every FsckEvery; due repos are looked for every MaintainCheck.
+	MaintainEvery time.Duration
+	MaintainPacks int
+	MaintainGap   time.Duration
+	FsckEvery     time.Duration
+	MaintainCheck time.Duration
+	// Per upstream host (hosts.go); negative: no limit.
+	HostConcurrency int           // fetches of one host at a time
+	HostRate        float64       // fetch starts per second on one host
+	HostBurst       int           // starts on one host at once, within HostRate
+	HostPause       time.Duration // a host answering 429/503 without Retry-After is left alone this long
 }
 
 // DefaultConfig returns the documented defaults.
@@ -84,7 +100,17 @@ func DefaultConfig() Config {
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
 		Lease:         5 * time.Minute,
-		Policy:        priority.Rate{},
+		Policy:        priority.Bayes{},
+		MaintainEvery: 24 * time.Hour,
+		MaintainPacks: 16,
+		MaintainGap:   time.Hour,
+		FsckEvery:     7 * 24 * time.Hour,
+		MaintainCheck: time.Minute,
+
+		HostConcurrency: 4,
+		HostRate:        2,
+		HostBurst:       4,
+		HostPause:       time.Minute,
 	}
 }
 
@@ -100,6 +126,7 @@ func (c Config) withDefaults() Config {
 		{&c.Heartbeat, d.Heartbeat}, {&c.Checkpoint, d.Checkpoint}, {&c.BackoffBase, d.BackoffBase},
 		{&c.BackoffMax, d.BackoffMax}, {&c.FailCooldown, d.FailCooldown}, {&c.BusyRetry, d.BusyRetry}, {&c.Drain, d.Drain},
 		{&c.Lease, d.Lease},
+		{&c.MaintainGap, d.MaintainGap}, {&c.FsckEvery, d.FsckEvery}, {&c.MaintainCheck, d.MaintainCheck},
 	}
 	for _, x := range durs {
 		if *x.v <= 0 {
@@ -121,23 +148,51 @@ func (c Config) withDefaults() Config {
 	if c.Policy == nil {
 		c.Policy = d.Policy
 	}
+	if c.MaintainEvery == 0 {
+		c.MaintainEvery = d.MaintainEvery
+	}
+	if c.MaintainPacks == 0 {
+		c.MaintainPacks = d.MaintainPacks
+	}
+	if c.HostConcurrency == 0 {
+		c.HostConcurrency = d.HostConcurrency
+	}
+	if c.HostRate == 0 {
+		c.HostRate = d.HostRate
+	}
+	if c.HostBurst == 0 {
+		c.HostBurst = d.HostBurst
+	}
+	if c.HostPause == 0 {
+		c.HostPause = d.HostPause
+	}
 	return c
 }
 
 // repoState is what a worker keeps per owned repo.
 type repoState struct {
 	rec         store.Repo // last known record (history the policy needs)
+	host        string     // upstream host, for politeness
 	lastWritten time.Time  // when the repo record was last written by us
 	inFlight    bool
 	dropped     bool // removed while a fetch was in flight
 	syncAgain   bool // a sync was asked for while a fetch was in flight
 	unwritten   bool // a report that should have landed did not: the next fetch writes
+
+	// Maintenance: the slot start last handled, when, the pack count last seen, and
+	// whether a fetch found the mirror corrupt.
+	phase     time.Duration
+	maintSlot time.Time
+	maintAt   time.Time
+	packs     int
+	corrupt   bool
 }
 
 // Stats are counters for metrics and tests.
 type Stats struct {
 	Fetches, Changed, Failures, Reports, HandedBack, FullResyncs, Purged int64
 	LostReports                                                          int64 // reports the store refused that we no longer owned
+	Maintained, MaintenanceFailures, Recloned                            int64
 }
 
 // Worker is one fetch worker.
@@ -145,6 +200,7 @@ type Worker struct {
 	cfg    Config
 	store  Store
 	mirror Mirrorer
+	maint  Maintainer // nil: no maintenance
 	disk   Disk
 	clock  clock.Clock
 	log    *slog.Logger
@@ -158,15 +214,24 @@ type Worker struct {
 	ack          uint64
 	repos        map[string]*repoState
 	queue        *Queue
-	inFlight     int
-	tokens       float64
-	tokensAt     time.Time
-	leaseAt      time.Time // when the last heartbeat the store accepted was sent
+	hosts        *hosts
+	parkSeq      uint64
+	// prior is what the repos this worker owns (a random sample of the fleet's) say of
+	// change rates; scores weigh how often repos change behaviour. Learned in Heartbeat.
+	prior    *priority.Prior
+	scores   priority.Scores
+	fitting  bool
+	inFlight int
+	tokens   float64
+	tokensAt time.Time
+	leaseAt  time.Time // when the last heartbeat the store accepted was sent
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged, lost atomic.Int64
+		maintained, maintFailures, recloned                                        atomic.Int64
 	}
-	wake chan struct{}
+	wake      chan struct{}
+	maintWake chan struct{}
 }
 
 // New returns a worker that has not joined yet.
@@ -175,8 +240,12 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 		log = slog.Default()
 	}
 	cfg = cfg.withDefaults()
-	return &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
-		repos: map[string]*repoState{}, queue: NewQueue(), wake: make(chan struct{}, 1)}
+	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
+		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
+		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1),
+		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
+	w.maint, _ = m.(Maintainer)
+	return w
 }
 
 // ID is the worker's current identity ("" before it joined).
@@ -203,14 +272,37 @@ func (w *Worker) Owned() map[string]int64 {
 func (w *Worker) Stats() Stats {
 	return Stats{Fetches: w.stats.fetches.Load(), Changed: w.stats.changed.Load(), Failures: w.stats.failures.Load(),
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
-		Purged: w.stats.purged.Load(), LostReports: w.stats.lost.Load()}
+		Purged: w.stats.purged.Load(), Maintained: w.stats.maintained.Load(), MaintenanceFailures: w.stats.maintFailures.Load(),
+		Recloned: w.stats.recloned.Load(), LostReports: w.stats.lost.Load()}
 }
 
-// QueueLen is the number of repos waiting in the queue.
+// Prior is what the worker has learned of its repos' change rates so far.
+func (w *Worker) Prior() *priority.Prior {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.prior
+}
+
+// QueueLen is the number of repos waiting in the queue (or for their host).
 func (w *Worker) QueueLen() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.queue.Len()
+	return w.queueLenLocked()
+}
+
+func (w *Worker) queueLenLocked() int { return w.queue.Len() + w.hosts.parkedLen() }
+
+// requeueLocked puts a parked repo back in the queue, ready now.
+func (w *Worker) requeueLocked(id string, prio float64) {
+	if r, ok := w.repos[id]; ok && !r.dropped && !r.inFlight {
+		w.queue.Push(id, prio, time.Time{})
+	}
+}
+
+// dequeueLocked takes id out of the queue and off its host.
+func (w *Worker) dequeueLocked(id string) {
+	w.queue.Remove(id)
+	w.hosts.unpark(id)
 }
 
 // Join claims a slot and registers the worker. A live record under our id is a previous
@@ -260,7 +352,7 @@ func (w *Worker) dropAllLocked() {
 		} else {
 			delete(w.repos, id)
 		}
-		w.queue.Remove(id)
+		w.dequeueLocked(id)
 	}
 }
 
@@ -284,8 +376,17 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	id := w.id
-	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queue.Len()
+	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queueLenLocked()
+	last := make([]time.Time, 0, len(w.repos))
+	for _, r := range w.repos {
+		if !r.dropped {
+			last = append(last, r.rec.LastSuccessAt)
+		}
+	}
 	w.mu.Unlock()
+	// The staleness of the repos it owns: the coordinator merges the workers' summaries
+	// into the fleet's without reading the repos.
+	hb.Staleness = store.Staleness(metrics.ComputeStaleness(hb.At, last))
 
 	rec, err := w.store.Heartbeat(ctx, id, hb)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.State == store.WorkerDead) {
@@ -308,8 +409,38 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 		return err
 	}
 	w.retryTrash(ctx)
+	w.learn()
 	w.poke()
 	return nil
+}
+
+// learn fits the prior again from the owned repos' stats when it is due (weekly, or
+// while the repos with evidence grow by a quarter, as a new fleet's first clones do).
+// The fit runs outside the lock; a worker with 10,000 repos fits in well under a second.
+func (w *Worker) learn() {
+	now := w.clock.Now()
+	w.mu.Lock()
+	var stats []priority.Stats
+	for _, r := range w.repos {
+		if !r.dropped && r.rec.Stats != (priority.Stats{}) {
+			stats = append(stats, r.rec.Stats)
+		}
+	}
+	base, scores := w.prior, w.scores
+	if w.fitting || !base.Due(now, len(stats)) {
+		w.mu.Unlock()
+		return
+	}
+	w.fitting = true
+	w.mu.Unlock()
+
+	p := priority.Fit(stats, base, now, &scores)
+	w.mu.Lock()
+	w.prior, w.fitting = p, false
+	w.scores.Fade()
+	w.mu.Unlock()
+	w.log.Info("learned the prior of change rates", "worker", w.ID(), "repos", p.Repos,
+		"dormant_share", p.Weights[0], "changes_per_month", p.Hazard*30, "mean_pushes_per_day", p.Mean())
 }
 
 func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
@@ -379,8 +510,9 @@ func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 			w.removeLocked(rid, r)
 		}
 	}
+	front := w.queue.Min()
 	for _, r := range listed {
-		w.addLocked(r, r.Priority)
+		w.addLocked(r, r.Priority, front)
 	}
 	w.ack = from
 	w.log.Info("full resync", "worker", id, "repos", len(listed), "replay_from", from)
@@ -388,7 +520,7 @@ func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 }
 
 func (w *Worker) removeLocked(id string, r *repoState) {
-	w.queue.Remove(id)
+	w.dequeueLocked(id)
 	if r.inFlight {
 		r.dropped = true
 		return
@@ -397,15 +529,20 @@ func (w *Worker) removeLocked(id string, r *repoState) {
 }
 
 // addLocked starts tracking rec, or refreshes its epoch when already tracked.
-// Priority 0 means "front of the queue" (orphans and new repos).
-func (w *Worker) addLocked(rec store.Repo, prio float64) {
+// Priority 0 means "front of the queue" (orphans and new repos): no earlier than front,
+// the queue's Min.
+func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
 	if r, ok := w.repos[rec.ID]; ok && !r.dropped {
 		r.rec.OwnerEpoch = rec.OwnerEpoch
 		return
 	}
-	w.repos[rec.ID] = &repoState{rec: rec, lastWritten: rec.LastFetchAt}
-	if prio <= w.queue.Min() {
-		w.queue.PushFront(rec.ID)
+	// The slot the repo is in now counts as done: a worker that starts, or takes over
+	// repos, maintains each at its next slot, not all of them at once.
+	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
+	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt, phase: ph,
+		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
+	if prio <= front {
+		w.queue.PushFront(rec.ID) // next in line, behind earlier front pushes only
 	} else {
 		w.queue.Push(rec.ID, prio, time.Time{})
 	}
@@ -423,7 +560,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		}
 		rec.OwnerEpoch = e.Epoch
 		w.mu.Lock()
-		w.addLocked(rec, e.Priority)
+		w.addLocked(rec, e.Priority, w.queue.Min())
 		w.mu.Unlock()
 	case store.OpDel:
 		w.mu.Lock()
@@ -446,6 +583,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 			if r.inFlight {
 				r.syncAgain = true // the fetch in flight may have started before the push
 			} else {
+				w.hosts.unpark(e.RepoID)
 				w.queue.PushFront(e.RepoID)
 			}
 		}
@@ -490,14 +628,16 @@ type Job struct {
 }
 
 // Next pops the next repo to fetch at now, if one is eligible and the rate allows. A
-// worker whose lease ran out (no heartbeat accepted for Lease) starts nothing: the
-// coordinator may be about to give its repos to others.
+// repo whose upstream host is closed (hosts.go) waits on the host instead. A worker whose
+// lease ran out (no heartbeat accepted for Lease) starts nothing: the coordinator may be
+// about to give its repos to others.
 func (w *Worker) Next(now time.Time) (Job, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.joined || !w.leasedLocked(now) || !w.allowLocked(now) {
 		return Job{}, false
 	}
+	w.hosts.release(now, w.requeueLocked)
 	for {
 		id, prio, ok := w.queue.Pop(now)
 		if !ok {
@@ -505,6 +645,11 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		}
 		r, ok := w.repos[id]
 		if !ok || r.dropped {
+			continue
+		}
+		if !w.hosts.admit(r.host, now) {
+			w.parkSeq++
+			w.hosts.park(r.host, id, prio, w.parkSeq, now)
 			continue
 		}
 		r.inFlight = true
@@ -542,12 +687,28 @@ func (w *Worker) allowLocked(now time.Time) bool {
 }
 
 // Do runs one job: the disk guard, the fetch, the bookkeeping.
+//
+// The disk guard runs before every fetch, not only before a clone: above the threshold
+// an uncloned repo is handed back (another worker may have room) and a mirrored one is
+// not fetched (a disk_full error on the repo, no failure counted); below it, the fetch
+// may add at most its share of the room left under the threshold (the room divided by
+// the fetchers, which may all be filling it at once).
 func (w *Worker) Do(ctx context.Context, j Job) {
 	cloned := w.mirror.Exists(j.Target)
-	if !cloned && w.disk != nil {
-		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 && float64(used)/float64(total) > w.cfg.DiskThreshold {
-			w.handBack(ctx, j, fmt.Sprintf("disk %.0f%% full on %s", 100*float64(used)/float64(total), j.Owner))
-			return
+	if w.disk != nil {
+		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 {
+			room := int64(w.cfg.DiskThreshold*float64(total)) - used
+			share := room / int64(w.cfg.Fetchers)
+			if share <= 0 {
+				full := fmt.Sprintf("disk %.0f%% full on %s (threshold %.0f%%)", 100*float64(used)/float64(total), j.Owner, 100*w.cfg.DiskThreshold)
+				if !cloned {
+					w.handBack(ctx, j, full)
+					return
+				}
+				w.finish(ctx, j, cloned, fetch.Result{}, fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full))
+				return
+			}
+			j.Target.MaxBytes = share
 		}
 	}
 	w.stats.fetches.Add(1)
@@ -572,6 +733,7 @@ func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
 		w.inFlight--
 		delete(w.repos, j.Target.ID)
 	}
+	w.hosts.done(hostOf(j.Target.URL), w.clock.Now(), w.requeueLocked)
 	w.mu.Unlock()
 	w.stats.handedBack.Add(1)
 	if err := w.store.HandBack(ctx, j.Target.ID, j.Owner, j.Epoch, reason); err != nil && !errors.Is(err, store.ErrConflict) {
@@ -584,7 +746,14 @@ func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
 // only when something worth storing happened (invariant 6).
 func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Result, ferr error) {
 	now := w.clock.Now()
+	kind := fetch.KindOf(ferr)
+	host := hostOf(j.Target.URL)
 	w.mu.Lock()
+	if ferr != nil && kind == fetch.KindRateLimited {
+		// The whole host asked us to slow down, not just this repo.
+		w.hosts.pauseHost(host, now, fetch.RetryAfterOf(ferr))
+	}
+	w.hosts.done(host, now, w.requeueLocked)
 	r, ok := w.repos[j.Target.ID]
 	if !ok {
 		w.mu.Unlock()
@@ -600,15 +769,20 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	rec := &r.rec
 	prev := *rec
 	write := r.unwritten
+	maintNow := false
 	notBefore := now.Add(max(w.cfg.MinInterval, 0))
-	kind := fetch.KindOf(ferr)
 	switch {
 	case ferr == nil:
+		// The poll covers the time since the last success (failed polls in between are
+		// part of it); a first clone brings the history instead.
+		poll := priority.Poll{Now: now, Changed: res.Changed, Commits: commitTimes(res.Commits)}
 		if wasCloned && !res.Cloned && !prev.LastSuccessAt.IsZero() {
-			// The poll covers the time since the last success; the clone only starts
-			// the clock (it always "changes"). Failed polls in between are part of it.
-			rec.Stats = rec.Stats.Observe(now.Sub(prev.LastSuccessAt), res.Changed)
+			poll.Prev = prev.LastSuccessAt
+		} else {
+			poll.Since, poll.FromRoot, poll.LastCommitAt = res.HistorySince, res.HistoryFromRoot, res.LastCommitAt
 		}
+		w.scores.Add(w.prior, rec.Stats, poll)
+		rec.Stats = priority.Fold(rec.Stats, poll, w.prior)
 		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
 		rec.LastFetchAt, rec.LastSuccessAt = now, now
 		if res.Changed {
@@ -620,8 +794,18 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		}
 		rec.SizeBytes = res.SizeBytes
 		rec.State = store.RepoOK
+		if res.Packs > 0 {
+			r.packs = res.Packs
+			maintNow = w.cfg.MaintainPacks > 0 && res.Packs >= w.cfg.MaintainPacks
+		}
 		write = write || res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
 			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
+	case kind == fetch.KindDiskFull:
+		// Not the repo's fault: no failure is counted. The record says why the mirror is
+		// not being refreshed (written once, not at every skipped poll).
+		rec.LastError = ferr.Error()
+		write = prev.LastError != rec.LastError
+		notBefore = now.Add(max(w.cfg.MinInterval, w.cfg.BusyRetry))
 	case kind == fetch.KindBusy:
 		// Someone else is fetching it (its previous owner, just after a move): nothing to
 		// record; look again soon, but no later than a normal poll would.
@@ -639,6 +823,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			fails = rec.CloneFailCnt
 		}
 		backoff := min(time.Duration(float64(w.cfg.BackoffBase)*math.Pow(2, float64(fails-1))), w.cfg.BackoffMax)
+		if kind == fetch.KindCorrupt && wasCloned {
+			r.corrupt, maintNow = true, true // checked, and re-cloned if need be, by maintenance
+		}
 		switch {
 		case kind == fetch.KindNotFound:
 			rec.State = store.RepoGone // the mirror is kept; checked again on the cooldown
@@ -656,7 +843,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	cloned := wasCloned || (ferr == nil)
 	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
 		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
-		Stats: rec.Stats, Now: now})
+		Stats: rec.Stats, Prior: w.prior, Now: now})
 	if r.syncAgain && kind != fetch.KindBusy {
 		// A sync was asked for while this fetch ran: fetch again, now.
 		r.syncAgain = false
@@ -671,6 +858,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError,
 		Stats: rec.Stats}
 	w.mu.Unlock()
+	if maintNow {
+		w.pokeMaintenance()
+	}
 
 	if ferr != nil && kind != fetch.KindBusy {
 		w.log.Info("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
@@ -726,6 +916,15 @@ func (w *Worker) markWritten(id string, now time.Time, landed bool) {
 	if landed {
 		r.lastWritten = now
 	}
+}
+
+// commitTimes are the times the policy reads from the commits a sync brought.
+func commitTimes(cs []fetch.Commit) []time.Time {
+	out := make([]time.Time, len(cs))
+	for i, c := range cs {
+		out[i] = c.Time()
+	}
+	return out
 }
 
 // Leave tells the coordinator this worker is going away so its repos move now rather

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,15 +24,20 @@ import (
 
 // scripted is a Mirrorer whose answers the test sets per call.
 type scripted struct {
-	exists  bool
-	results []error // popped per Sync; nil = success with changes
-	changed bool
-	calls   int
-	during  func() // runs inside Sync, while the fetch is in flight
+	exists   bool
+	results  []error // popped per Sync; nil = success with changes
+	changed  bool
+	commits  []fetch.Commit // brought by the next successful Sync (then cleared)
+	since    time.Time      // a clone's HistorySince
+	packs    int            // reported by a sync that changed something
+	calls    int
+	maxBytes int64  // Target.MaxBytes of the last call
+	during   func() // runs inside Sync, while the fetch is in flight
 }
 
-func (s *scripted) Sync(context.Context, fetch.Target) (fetch.Result, error) {
+func (s *scripted) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 	s.calls++
+	s.maxBytes = t.MaxBytes
 	if s.during != nil {
 		s.during()
 	}
@@ -44,7 +50,16 @@ func (s *scripted) Sync(context.Context, fetch.Target) (fetch.Result, error) {
 	}
 	cloned := !s.exists
 	s.exists = true
-	return fetch.Result{Cloned: cloned, Changed: cloned || s.changed, LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, nil
+	res := fetch.Result{Cloned: cloned, Changed: cloned || s.changed, LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
+		Commits: s.commits}
+	if cloned {
+		res.HistorySince = s.since
+	}
+	s.commits = nil
+	if res.Changed {
+		res.Packs = s.packs
+	}
+	return res, nil
 }
 func (s *scripted) Exists(fetch.Target) bool                  { return s.exists }
 func (s *scripted) Trash(context.Context, fetch.Target) error { s.exists = false; return nil }
@@ -60,39 +75,71 @@ type fixture struct {
 // newFixture makes a worker that owns one repo, assigned through a real outbox entry.
 func newFixture(t *testing.T, cfg worker.Config) *fixture {
 	t.Helper()
-	return newFixtureOn(t, cfg, func(s worker.Store) worker.Store { return s })
+	return newFixtureOn(t, cfg, &scripted{}, nil)
 }
 
-// newFixtureOn is newFixture with the worker's store seen through wrap.
-func newFixtureOn(t *testing.T, cfg worker.Config, wrap func(worker.Store) worker.Store) *fixture {
+// newFixtureWith is newFixture with the given Mirrorer (a *scripted or a *maintScripted).
+func newFixtureWith(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer) *fixture {
 	t.Helper()
-	ctx := context.Background()
+	return newFixtureOn(t, cfg, mirrorer, nil)
+}
+
+// newJoined starts worker w1 on a fresh store, joined, with a coordinator's term.
+func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
+	t.Helper()
+	return newJoinedVia(t, cfg, m, disk, func(s worker.Store) worker.Store { return s })
+}
+
+// newJoinedVia is newJoined with the worker's store seen through wrap.
+func newJoinedVia(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk,
+	wrap func(worker.Store) worker.Store) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
+	t.Helper()
 	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
-	m := &scripted{}
 	cfg.ID = "w1"
 	if cfg.Lease == 0 {
 		// These tests move the clock by hours between heartbeats; the lease has its own.
 		cfg.Lease = 365 * 24 * time.Hour
 	}
-	w := worker.New(cfg, wrap(st), m, nil, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := w.Heartbeat(ctx); err != nil {
+	w := worker.New(cfg, wrap(st), m, disk, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := w.Heartbeat(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	el, err := st.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
+	el, err := st.CASElection(context.Background(), 0, store.Election{Term: 1, VotedFor: "c"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, clk, w, el
+}
+
+// newFixtureOn is newFixture with the given Mirrorer (a *scripted or a *maintScripted) and disk gauge.
+func newFixtureOn(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, disk worker.Disk) *fixture {
+	t.Helper()
+	return newFixtureVia(t, cfg, mirrorer, disk, func(s worker.Store) worker.Store { return s })
+}
+
+// newFixtureVia is newFixtureOn with the worker's store seen through wrap.
+func newFixtureVia(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, disk worker.Disk, wrap func(worker.Store) worker.Store) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	m, ok := mirrorer.(*scripted)
+	if ms, isMaint := mirrorer.(*maintScripted); isMaint {
+		m, ok = ms.scripted, true
+	}
+	if !ok {
+		t.Fatalf("fixture mirrorer %T", mirrorer)
+	}
+	st, clk, w, el := newJoinedVia(t, cfg, mirrorer, disk, wrap)
 	url := "https://example.org/a/b"
 	id := store.RepoID(url)
 	if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
 		t.Fatal(err)
 	}
-	err = st.Apply(ctx, el.Term, []store.Mutation{
+	err := st.Apply(ctx, el.Term, []store.Mutation{
 		store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning},
 		store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1}}},
 	})
@@ -242,53 +289,68 @@ func TestSyncEntryJumpsTheQueueAndPurgeTrashes(t *testing.T) {
 
 // recording is a policy that remembers what it was told.
 type recording struct {
-	priority.Rate
+	priority.Bayes
 	inputs []priority.Input
 }
 
 func (p *recording) Next(in priority.Input) float64 {
 	p.inputs = append(p.inputs, in)
-	return p.Rate.Next(in)
+	return p.Bayes.Next(in)
 }
 
 func TestPollStatsAccumulateAndReachTheStoreOnAChange(t *testing.T) {
 	pol := &recording{}
 	f := newFixture(t, worker.Config{MinInterval: time.Minute, Checkpoint: 24 * time.Hour, Policy: pol})
 	ctx := context.Background()
-	f.w.RunOnce(ctx) // the clone starts the clock: nothing observed yet
-	if r := f.repo(t); r.Stats != (priority.Stats{}) {
-		t.Fatalf("stats after the clone: %+v", r.Stats)
+	start := f.clk.Now()
+	// The first clone brings the history: two bursts of commits in the last 30 days.
+	at := func(d time.Duration) fetch.Commit {
+		return fetch.Commit{Author: start.Add(-d), Committer: start.Add(-d)}
 	}
-	var want priority.Stats
+	f.m.commits = []fetch.Commit{at(time.Hour), at(2 * time.Hour), at(20 * 24 * time.Hour)}
+	f.m.since = start.Add(-30 * 24 * time.Hour)
+	f.w.RunOnce(ctx)
+	prior := priority.DefaultPrior()
+	want := priority.Fold(priority.Stats{}, priority.Poll{Now: start, Changed: true, Since: f.m.since,
+		Commits:      []time.Time{start.Add(-time.Hour), start.Add(-2 * time.Hour), start.Add(-20 * 24 * time.Hour)},
+		LastCommitAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, prior)
+	// (older evidence fades by 2^(−age/OldHalfLife): a few percent over a month)
+	if n, s := want.Events+want.WinEvents, want.Exposure+want.WinSeconds; math.Abs(n-2) > 0.05 || math.Abs(s/86400-30) > 1 {
+		t.Fatalf("the history folds into %+v, want about 2 pushes over 30 days", want)
+	}
+	if r := f.repo(t); r.Stats != want {
+		t.Fatalf("stats after the clone: %+v, want %+v", r.Stats, want)
+	}
 	reports := f.w.Stats().Reports
+	now := start
 	for i, gap := range []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour} {
 		f.clk.Advance(gap)
 		if !f.w.RunOnce(ctx) {
 			t.Fatalf("poll %d: nothing to fetch", i)
 		}
-		want = want.Observe(gap, false)
-		if got := pol.inputs[len(pol.inputs)-1].Stats; got != want {
-			t.Fatalf("poll %d: policy saw %+v, want %+v", i, got, want)
+		want = priority.Fold(want, priority.Poll{Prev: now, Now: now.Add(gap)}, prior)
+		now = now.Add(gap)
+		if got := pol.inputs[len(pol.inputs)-1]; got.Stats != want || got.Prior == nil {
+			t.Fatalf("poll %d: policy saw %+v (prior %v), want %+v", i, got.Stats, got.Prior, want)
 		}
 	}
 	if got := f.w.Stats().Reports - reports; got != 0 {
 		t.Fatalf("%d writes for no-change polls", got)
 	}
-	if r := f.repo(t); r.Stats != (priority.Stats{}) {
-		t.Fatalf("no-change polls wrote stats: %+v", r.Stats)
-	}
 
+	// A fetch that brings three commits, two of them minutes apart: two pushes.
 	f.m.changed = true
+	f.m.commits = []fetch.Commit{at(-4 * time.Hour), at(-4*time.Hour + 10*time.Minute), {Author: start.Add(-48 * time.Hour), Committer: start.Add(time.Hour)}}
 	f.clk.Advance(4 * time.Hour)
 	f.w.RunOnce(ctx)
-	want = want.Observe(4*time.Hour, true)
+	want = priority.Fold(want, priority.Poll{Prev: now, Now: now.Add(4 * time.Hour), Changed: true,
+		Commits: []time.Time{start.Add(4 * time.Hour), start.Add(4*time.Hour - 10*time.Minute), start.Add(time.Hour)}}, prior)
 	r := f.repo(t)
 	if r.Stats != want {
 		t.Fatalf("stored stats after a change: %+v, want %+v", r.Stats, want)
 	}
-	// Four polls over 10 h, one of them with a change; 10 h of decay is about 0.3%.
-	if math.Abs(r.Stats.Polls-4) > 0.05 || math.Abs(r.Stats.Changes-1) > 1e-9 || math.Abs(r.Stats.Seconds-36000) > 180 {
-		t.Fatalf("stored stats %+v, want about 4 polls, 1 change, 36000 s", r.Stats)
+	if r.Stats.WinEvents != 2 || math.Abs(r.Stats.Polls-4) > 0.05 || math.Abs(r.Stats.Changes-1) > 1e-9 {
+		t.Fatalf("stored stats %+v, want 2 pushes in the window, about 4 polls, 1 change", r.Stats)
 	}
 	if got := pol.inputs[len(pol.inputs)-1]; got.Stats != want || !got.Changed {
 		t.Fatalf("policy input of the changed poll: %+v", got)
@@ -299,24 +361,57 @@ func TestFailedPollsAreCoveredByTheNextSuccess(t *testing.T) {
 	f := newFixture(t, worker.Config{MinInterval: time.Minute, BackoffBase: time.Minute, Checkpoint: 24 * time.Hour})
 	ctx := context.Background()
 	f.w.RunOnce(ctx)
+	cloned := f.repo(t).Stats
 	netErr := &fetch.Error{Kind: fetch.KindNetwork, Err: errors.New("connection reset")}
 	f.m.results = []error{netErr}
 	f.clk.Advance(time.Hour)
 	f.w.RunOnce(ctx) // fails: observes nothing
-	if r := f.repo(t); r.Stats != (priority.Stats{}) || r.FetchFailCnt != 1 {
+	if r := f.repo(t); r.Stats != cloned || r.FetchFailCnt != 1 {
 		t.Fatalf("after a failed poll: %+v", r)
 	}
 	f.m.changed = true
 	f.clk.Advance(time.Hour)
 	f.w.RunOnce(ctx)
-	want := priority.Stats{}.Observe(2*time.Hour, true)
-	if r := f.repo(t); r.Stats != want {
-		t.Fatalf("stats after recovering: %+v, want one poll over 2 h: %+v", r.Stats, want)
+	if r := f.repo(t); r.Stats.Polls != 1 || r.Stats.Seconds != 7200 {
+		t.Fatalf("stats after recovering: %+v, want one poll over 2 h", r.Stats)
 	}
 }
 
-func TestDefaultPolicyIsRate(t *testing.T) {
-	if got := worker.DefaultConfig().Policy.Name(); got != "rate" {
+func TestWorkerLearnsItsPriorFromItsRepos(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Minute})
+	ctx := context.Background()
+	if p := f.w.Prior(); p.Repos != 0 || !p.At.IsZero() {
+		t.Fatalf("before any clone the worker has learned %+v", p)
+	}
+	start := f.clk.Now()
+	f.m.since = start.Add(-365 * 24 * time.Hour)
+	for d := range 100 { // a push every 3.65 days for a year
+		at := start.Add(-time.Duration(d) * 365 * 24 * time.Hour / 100)
+		f.m.commits = append(f.m.commits, fetch.Commit{Author: at, Committer: at})
+	}
+	f.w.RunOnce(ctx)
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := f.w.Prior()
+	if p.Repos != 1 || !p.At.Equal(f.clk.Now()) {
+		t.Fatalf("after a clone and a heartbeat the prior is from %d repos at %v", p.Repos, p.At)
+	}
+	if def := priority.DefaultPrior(); !(p.Mean() > def.Mean()) {
+		t.Fatalf("a repo pushing every 3.65 days did not raise the fleet's mean rate: %v, default %v", p.Mean(), def.Mean())
+	}
+	// Not again before it is due.
+	f.clk.Advance(time.Hour)
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.w.Prior(); got != p {
+		t.Fatal("the prior was learned again an hour later")
+	}
+}
+
+func TestDefaultPolicyIsBayes(t *testing.T) {
+	if got := worker.DefaultConfig().Policy.Name(); got != "bayes" {
 		t.Fatalf("default policy %q", got)
 	}
 }
@@ -409,7 +504,7 @@ func (s *flakyStore) Heartbeat(ctx context.Context, id string, hb store.Heartbea
 // last heartbeat the store accepted ran out, and resumes when a heartbeat lands again.
 func TestWorkerStopsFetchingWhenItsLeaseRunsOut(t *testing.T) {
 	var fs *flakyStore
-	f := newFixtureOn(t, worker.Config{MinInterval: time.Second, Lease: 5 * time.Minute, Checkpoint: time.Hour},
+	f := newFixtureVia(t, worker.Config{MinInterval: time.Second, Lease: 5 * time.Minute, Checkpoint: time.Hour}, &scripted{}, nil,
 		func(s worker.Store) worker.Store { fs = &flakyStore{Store: s}; return fs })
 	ctx := context.Background()
 	fs.down = true
@@ -432,5 +527,287 @@ func TestWorkerStopsFetchingWhenItsLeaseRunsOut(t *testing.T) {
 	}
 	if !f.w.Leased() || !f.w.RunOnce(ctx) {
 		t.Fatal("no fetch after a heartbeat landed again")
+	}
+}
+
+// A mirror directory that belongs to another URL is a failure recorded on the repo
+// (its last_error says so), retried on the back-off like any other.
+func TestMirrorConflictIsRecorded(t *testing.T) {
+	f := newFixture(t, worker.Config{FailAfter: 3, BackoffBase: time.Minute, MinInterval: time.Second})
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindConflict, Err: errors.New("mirror x belongs to https://example.org/a/b.git")}}
+	if !f.w.RunOnce(context.Background()) {
+		t.Fatal("nothing to fetch")
+	}
+	r := f.repo(t)
+	if r.CloneFailCnt != 1 || r.LastError != "mirror_conflict: mirror x belongs to https://example.org/a/b.git" {
+		t.Fatalf("after a conflict: %+v", r)
+	}
+}
+
+// maintScripted is a scripted Mirrorer that is also a Maintainer.
+type maintScripted struct {
+	*scripted
+	reqs []fetch.MaintainRequest
+	errs []error // popped per Maintain; nil = ran
+}
+
+func (m *maintScripted) Maintain(_ context.Context, _ fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error) {
+	m.reqs = append(m.reqs, req)
+	var err error
+	if len(m.errs) > 0 {
+		err, m.errs = m.errs[0], m.errs[1:]
+	}
+	if err != nil {
+		return fetch.Maintenance{}, err
+	}
+	return fetch.Maintenance{PacksBefore: 20, PacksAfter: 2, Fscked: req.Fsck}, nil
+}
+
+// A repo is maintained once per interval at its slot, not when the worker takes it
+// over; sooner when a fetch leaves many packs (at most once per gap) or finds the
+// mirror corrupt (with a check); a busy mirror stays due.
+func TestMaintenanceSchedule(t *testing.T) {
+	ms := &maintScripted{scripted: &scripted{}}
+	cfg := worker.Config{MinInterval: time.Second, MaintainEvery: 24 * time.Hour, MaintainPacks: 10, MaintainGap: time.Hour}
+	f := newFixtureWith(t, cfg, ms)
+	ctx := context.Background()
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("maintained %d repos right after taking them over", n)
+	}
+	// Within a day the repo's slot comes, once.
+	ran := 0
+	var at time.Time
+	for range 24 * 60 / 10 {
+		f.clk.Advance(10 * time.Minute)
+		if n := f.w.MaintainOnce(ctx); n > 0 {
+			ran += n
+			at = f.clk.Now()
+		}
+	}
+	if ran != 1 || len(ms.reqs) != 1 || ms.reqs[0].Since.After(at) || at.Sub(ms.reqs[0].Since) > 10*time.Minute || ms.reqs[0].Fsck {
+		t.Fatalf("one day: %d runs, requests %+v (last at %v); want one, at its slot", ran, ms.reqs, at)
+	}
+	if got := f.w.MaxPacks(); got != 2 {
+		t.Fatalf("MaxPacks = %d after maintenance, want 2", got)
+	}
+
+	// A fetch that leaves 12 packs makes it due at once; again only after the gap.
+	f.m.results = nil
+	ms.scripted.exists = true
+	f.clk.Advance(2 * time.Hour)
+	f.m.changed = true
+	f.w.RunOnce(ctx) // the scripted Sync reports no pack count: set it as a real fetch would
+	setPacks(t, f, ms, 12)
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("12 packs: %d runs, want 1", n)
+	}
+	setPacks(t, f, ms, 12)
+	f.clk.Advance(30 * time.Minute)
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("12 packs again within the gap: %d runs, want 0", n)
+	}
+	f.clk.Advance(31 * time.Minute)
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("12 packs after the gap: %d runs, want 1", n)
+	}
+
+	// Busy: still due next time.
+	setPacks(t, f, ms, 12)
+	f.clk.Advance(2 * time.Hour)
+	ms.errs = []error{&fetch.Error{Kind: fetch.KindBusy, Err: errors.New("locked")}}
+	if n := f.w.MaintainOnce(ctx); n != 0 {
+		t.Fatalf("busy: %d runs", n)
+	}
+	if n := f.w.MaintainOnce(ctx); n != 1 {
+		t.Fatalf("after busy: %d runs, want 1", n)
+	}
+
+	// A fetch that finds the mirror corrupt: maintained at once, with a check.
+	f.clk.Advance(time.Minute)
+	f.m.results = []error{&fetch.Error{Kind: fetch.KindCorrupt, Err: errors.New("bad object")}}
+	f.clk.Advance(time.Hour)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("no fetch due")
+	}
+	before := len(ms.reqs)
+	if n := f.w.MaintainOnce(ctx); n != 1 || len(ms.reqs) != before+1 || !ms.reqs[before].Fsck {
+		t.Fatalf("corrupt: %d runs, requests %+v; want one with a check", n, ms.reqs[before:])
+	}
+	if st := f.w.Stats(); st.Maintained != 5 || st.MaintenanceFailures != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// setPacks makes the next fetch report n packs, runs it, and checks it was seen.
+func setPacks(t *testing.T, f *fixture, ms *maintScripted, n int) {
+	t.Helper()
+	ms.scripted.packs = n
+	f.clk.Advance(time.Minute)
+	if !f.w.RunOnce(context.Background()) {
+		t.Fatal("no fetch due")
+	}
+	if got := f.w.MaxPacks(); got != n {
+		t.Fatalf("MaxPacks = %d after a fetch that left %d", got, n)
+	}
+}
+
+// The heartbeat carries the staleness of the worker's repos: never fetched before the
+// first success, then the age of the last success, growing until the next one.
+func TestHeartbeatReportsStaleness(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Second})
+	ctx := context.Background()
+	stored := func() store.Staleness {
+		t.Helper()
+		w, err := f.st.GetWorker(ctx, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Staleness
+	}
+	// A heartbeat reports what the worker owned when it was sent: the fixture's repo
+	// arrived with the last one.
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := stored(); s != (store.Staleness{Never: 1}) {
+		t.Fatalf("before the first fetch: %+v, want one repo never fetched", s)
+	}
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("nothing to fetch")
+	}
+	f.clk.Advance(90 * time.Minute)
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := store.Staleness{Repos: 1, P50: 90 * time.Minute, P99: 90 * time.Minute, Max: 90 * time.Minute}
+	if s := stored(); s != want {
+		t.Fatalf("90 minutes after the fetch: %+v, want %+v", s, want)
+	}
+}
+
+// gauge is a disk whose usage the test sets.
+type gauge struct{ used, total int64 }
+
+func (g *gauge) Usage(context.Context) (int64, int64, error) { return g.used, g.total, nil }
+
+// TestDiskGuardOnEveryFetch: the guard caps what a fetch may add to its share of the
+// room under the threshold, skips fetches of mirrored repos above it (a disk_full
+// error on the repo, written once, no failure counted), and lets them resume after.
+func TestDiskGuardOnEveryFetch(t *testing.T) {
+	disk := &gauge{used: 500, total: 1000}
+	f := newFixtureOn(t, worker.Config{MinInterval: time.Minute, Fetchers: 5, DiskThreshold: 0.85}, &scripted{}, disk)
+	ctx := context.Background()
+	if !f.w.RunOnce(ctx) || f.m.calls != 1 {
+		t.Fatal("no clone")
+	}
+	if want := int64((850 - 500) / 5); f.m.maxBytes != want {
+		t.Fatalf("clone capped at %d bytes, want the share of the room %d", f.m.maxBytes, want)
+	}
+	disk.used = 900
+	reports := f.w.Stats().Reports
+	for range 3 {
+		f.clk.Advance(time.Minute)
+		if !f.w.RunOnce(ctx) {
+			t.Fatal("no poll")
+		}
+	}
+	if f.m.calls != 1 {
+		t.Fatalf("%d fetches above the threshold", f.m.calls-1)
+	}
+	r := f.repo(t)
+	if !strings.Contains(r.LastError, "disk_full") || r.FetchFailCnt != 0 || r.State != store.RepoOK {
+		t.Fatalf("repo above the threshold: state %s, failures %d, error %q", r.State, r.FetchFailCnt, r.LastError)
+	}
+	if got := f.w.Stats().Reports - reports; got != 1 {
+		t.Fatalf("%d writes for three skipped polls, want 1", got)
+	}
+	disk.used = 100
+	f.clk.Advance(time.Minute)
+	f.w.RunOnce(ctx)
+	if r := f.repo(t); f.m.calls != 2 || r.LastError != "" {
+		t.Fatalf("after the disk emptied: %d fetches, error %q", f.m.calls, r.LastError)
+	}
+}
+
+// hostMirror answers per repo URL and records which fetches are in flight.
+type hostMirror struct {
+	fail map[string]error
+}
+
+func (h *hostMirror) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
+	if err := h.fail[t.URL]; err != nil {
+		return fetch.Result{}, err
+	}
+	return fetch.Result{Cloned: true, Changed: true}, nil
+}
+func (h *hostMirror) Exists(fetch.Target) bool                  { return false }
+func (h *hostMirror) Trash(context.Context, fetch.Target) error { return nil }
+
+// TestPolitenessPerHost: a worker owning many repos on one forge starts at most
+// HostConcurrency fetches of it at a time while other hosts go on, and a 429 from one
+// repo of the forge stops them all until its Retry-After.
+func TestPolitenessPerHost(t *testing.T) {
+	ctx := context.Background()
+	m := &hostMirror{fail: map[string]error{}}
+	st, clk, w, el := newJoined(t, worker.Config{HostConcurrency: 2, HostRate: -1, MinInterval: time.Minute}, m, nil)
+	var muts []store.Mutation
+	var entries []store.OutboxEntry
+	for i := range 12 {
+		host := "forge.example"
+		if i%3 == 2 {
+			host = "other.example"
+		}
+		url := fmt.Sprintf("https://%s/org/r%d", host, i)
+		id := store.RepoID(url)
+		if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
+			t.Fatal(err)
+		}
+		muts = append(muts, store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning})
+		entries = append(entries, store.OutboxEntry{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1})
+	}
+	if err := st.Apply(ctx, el.Term, append(muts, store.AppendOutbox{Worker: "w1", Entries: entries})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hostOf := func(j worker.Job) string { return strings.Split(j.Target.URL, "/")[2] }
+	take := func() map[string][]worker.Job {
+		out := map[string][]worker.Job{}
+		for {
+			j, ok := w.Next(clk.Now())
+			if !ok {
+				return out
+			}
+			out[hostOf(j)] = append(out[hostOf(j)], j)
+		}
+	}
+	jobs := take()
+	if len(jobs["forge.example"]) != 2 || len(jobs["other.example"]) != 2 {
+		t.Fatalf("in flight: %d on the forge, %d on the other host; want 2 and 2", len(jobs["forge.example"]), len(jobs["other.example"]))
+	}
+	// One forge fetch answers 429, Retry-After 10 minutes; the other ends well.
+	m.fail[jobs["forge.example"][0].Target.URL] = &fetch.Error{Kind: fetch.KindRateLimited, RetryAfter: 10 * time.Minute, Err: errors.New("429")}
+	w.Do(ctx, jobs["forge.example"][0])
+	w.Do(ctx, jobs["forge.example"][1])
+	for _, j := range jobs["other.example"] {
+		w.Do(ctx, j)
+	}
+	for _, d := range []time.Duration{0, time.Minute, 9*time.Minute + 59*time.Second} {
+		clk.Set(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC).Add(d))
+		got := take()
+		if n := len(got["forge.example"]); n != 0 {
+			t.Fatalf("%d forge fetches started %v into its 10-minute pause", n, d)
+		}
+		for _, j := range got["other.example"] {
+			w.Do(ctx, j)
+		}
+	}
+	if w.QueueLen() != 12 {
+		t.Fatalf("queue length %d, want all 12 repos waiting (the forge's on their host)", w.QueueLen())
+	}
+	clk.Set(time.Date(2026, 6, 1, 0, 10, 0, 0, time.UTC))
+	if got := take(); len(got["forge.example"]) != 2 {
+		t.Fatalf("after the pause: %d forge fetches, want 2", len(got["forge.example"]))
 	}
 }

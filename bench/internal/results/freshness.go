@@ -7,24 +7,75 @@ type Freshness struct {
 	Setup      FreshnessSetup      `json:"setup"`
 	Population FreshnessPopulation `json:"population"`
 	Runs       []FreshnessRun      `json:"runs"`
-	// Drift is the same policies (but the optimum, which would need to foresee the
-	// changes) on a population whose repos change behaviour over time.
-	Drift    []FreshnessRun       `json:"drift"`
-	Optimum  []FreshnessAnalytic  `json:"optimum_analytic"`
+	// Drift is the same policies on a population whose repos change behaviour over
+	// time; its optimum knows each repo's current rate.
+	Drift []FreshnessRun `json:"drift"`
+	// ColdStart is the first days of the fleet of Runs: every repo added on day 0, none
+	// cloned, nothing learned.
+	ColdStart []FreshnessRun      `json:"coldstart"`
+	Optimum   []FreshnessAnalytic `json:"optimum_analytic"`
+	// Bound is the best any policy could do with what a worker can know, computed.
+	Bound    []FreshnessBound     `json:"bound"`
 	Policies []FreshnessPolicyDoc `json:"policies"`
+	// Costs are what the default policy costs a worker.
+	Costs FreshnessCosts `json:"costs"`
 }
 
 // FreshnessSetup is how the simulation was run.
 type FreshnessSetup struct {
-	Repos          int       `json:"repos"`
-	Seed           uint64    `json:"seed"`
-	WarmupDays     float64   `json:"warmup_days"`
-	WindowDays     float64   `json:"window_days"` // lag, freshness and age are measured on this stretch
-	DrainDays      float64   `json:"drain_days"`  // polls continue so late commits are still seen
-	MinIntervalMin float64   `json:"min_interval_min"`
-	Budgets        []float64 `json:"budgets"`         // polls per repo per day
-	DriftPerMonth  float64   `json:"drift_per_month"` // chance a repo draws a new rate, per month
-	DriftBudgets   []float64 `json:"drift_budgets"`
+	Repos          int            `json:"repos"`
+	Seed           uint64         `json:"seed"`
+	WarmupDays     float64        `json:"warmup_days"`
+	WindowDays     float64        `json:"window_days"` // lag, freshness and age are measured on this stretch
+	DrainDays      float64        `json:"drain_days"`  // polls continue so late commits are still seen
+	MinIntervalMin float64        `json:"min_interval_min"`
+	Budgets        []float64      `json:"budgets"`         // polls per repo per day
+	DriftPerMonth  float64        `json:"drift_per_month"` // chance a repo draws a new rate, per month
+	DriftBudgets   []float64      `json:"drift_budgets"`
+	ColdStartDays  float64        `json:"coldstart_days"` // the coldstart section measures days [0, this)
+	Batch          FreshnessBatch `json:"batch"`
+	// What a worker's mirror lists of commits (fetch's bounds).
+	HistoryWindowDays float64 `json:"history_window_days"`
+	MaxHistoryCommits int     `json:"max_history_commits"`
+	MaxNewCommits     int     `json:"max_new_commits"`
+}
+
+// FreshnessBatch is how the simulated pushes carry commits and when those were
+// authored (an assumption; the policies see only the commits' times).
+type FreshnessBatch struct {
+	MeanCommits     float64 `json:"mean_commits"`      // per push: 1 + geometric
+	NewestDelayMin  float64 `json:"newest_delay_min"`  // median, log-normal: newest commit before the push
+	GapMin          float64 `json:"gap_min"`           // median, log-normal: between commits of a push
+	Sigma           float64 `json:"sigma"`             // of both
+	BranchShare     float64 `json:"branch_share"`      // pushes that bring an older branch
+	BranchDelayDays float64 `json:"branch_delay_days"` // median extra age of its commits (σ = 1)
+}
+
+// FreshnessCosts are the worker-side costs of the default policy, measured with
+// testing.Benchmark in the same run.
+type FreshnessCosts struct {
+	Policy string `json:"policy"`
+	// Memory the worker holds per owned repo for scheduling: its queue entry and record
+	// (with the policy's stats), heap bytes over ReposMeasured repos.
+	BytesPerRepo  float64         `json:"bytes_per_repo"`
+	ReposMeasured int             `json:"repos_measured"`
+	NextNs        float64         `json:"next_ns"` // one priority decision
+	FoldNs        float64         `json:"fold_ns"` // folding a poll that brought commits into the stats
+	FitMs         float64         `json:"fit_ms"`  // learning the prior from ReposMeasured repos
+	Walks         []FreshnessWalk `json:"walks"`   // reading commit times from a real mirror
+}
+
+// FreshnessWalk is the cost of the mirror's commit walks on one generated repository.
+type FreshnessWalk struct {
+	Repo          string  `json:"repo"`
+	Commits       int     `json:"commits"` // in its history
+	Refs          int     `json:"refs"`
+	NewCommits    int     `json:"new_commits"` // brought by the measured fetch
+	NewWalkMs     float64 `json:"new_walk_ms"` // listing the new commits after the fetch
+	NewVisited    int     `json:"new_listed"`
+	HistoryMs     float64 `json:"history_ms"` // listing the history after the first clone
+	HistoryListed int     `json:"history_listed"`
+	FullWalkMs    float64 `json:"full_walk_ms"` // reading every commit of the history, for comparison
 }
 
 // FreshnessPopulation describes the simulated repos and how close they come to the
@@ -58,8 +109,16 @@ type FreshnessRun struct {
 	Censored      int     `json:"censored"` // commits still unmirrored at the end (lag counted to the end)
 	Polls         int     `json:"polls"`
 	IdlePolls     int     `json:"idle_polls"`         // budget left unused (every repo held by the min interval)
-	DormantPolls  float64 `json:"dormant_poll_share"` // share of polls spent on repos that never change
+	DormantPolls  float64 `json:"dormant_poll_share"` // share of polls spent on repos that were not changing then
 	ChangingPolls float64 `json:"changed_poll_share"` // share of polls that found something new
+	Default       bool    `json:"default,omitempty"`  // the policy a worker runs unless told otherwise
+	// Pushes that were a repo's first after it changed rate (drift only): their share of
+	// the commits and their mean lag. No policy can know of a change before such a push.
+	FirstPushShare float64 `json:"first_push_share,omitempty"`
+	FirstPushLagH  float64 `json:"first_push_lag_h,omitempty"`
+	// What the worker had learned by the end (learning policies only).
+	LearnedHazardPerMonth float64 `json:"learned_hazard_per_month,omitempty"`
+	LearnedDormantShare   float64 `json:"learned_dormant_share,omitempty"`
 }
 
 // FreshnessAnalytic is the closed-form optimum: periodic polls at f ∝ √λ give a mean
@@ -69,8 +128,22 @@ type FreshnessAnalytic struct {
 	LagMeanH float64 `json:"lag_mean_h"`
 }
 
+// FreshnessBound is the mean lag, over the optimum's, of the best static allocation a
+// policy could make knowing the population's true prior and every push a repo made
+// over the span it could have seen (a first clone's history plus the polls): polls at
+// f ∝ √E[λ | pushes seen], a Monte Carlo over the population's distribution. Dormant
+// repos are known only by their silence.
+type FreshnessBound struct {
+	Section      string  `json:"section"` // runs or coldstart
+	SeenDays     float64 `json:"seen_days"`
+	Ratio        float64 `json:"ratio"`
+	DormantPolls float64 `json:"dormant_poll_share"`
+}
+
 // FreshnessPolicyDoc names and describes a policy for the report.
 type FreshnessPolicyDoc struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	Uses        string `json:"uses"` // the information it decides from
+	Default     bool   `json:"default,omitempty"`
 }

@@ -95,10 +95,16 @@ type StoreCostPrice struct {
 	Note      string  `json:"note,omitempty"`
 }
 
-// StoreCostBill is the monthly bill of one fleet size.
+// StoreCostBill is the monthly bill of one fleet size, with the git server or without.
 type StoreCostBill struct {
 	Repos   int `json:"repos"`
 	Workers int `json:"workers"`
+	// Serving says whether the stack serves the mirrors (git server and load balancer).
+	Serving bool `json:"serving"`
+	// Stack is what the bill took from the synthesized template.
+	Stack StoreCostStack `json:"stack"`
+	// GoalUSD is the monthly total this bill is meant to stay within (0: none).
+	GoalUSD float64 `json:"goal_usd,omitempty"`
 	// PollsPerDay is the poll rate per repo the bill assumes; WritesPerRepoDay the store
 	// writes per repo per day it implies (changes plus checkpoints).
 	PollsPerDay      float64              `json:"polls_per_day"`
@@ -137,4 +143,35 @@ type StoreCostSensitivity struct {
 	PollsPerDay []float64 `json:"polls_per_day"`
 	OursUSD     []float64 `json:"ours_usd"`
 	NaiveUSD    []float64 `json:"naive_usd"`
+}
+
+// StoreCostStack is what a bill took from the CloudFormation template the CDK app
+// synthesized (infra/stackfacts), so the bill follows the stack.
+type StoreCostStack struct {
+	Context        string  `json:"context"` // the CDK context it was synthesized with
+	WorkerVCPU     float64 `json:"worker_vcpu"`
+	WorkerGB       float64 `json:"worker_gb"`
+	WorkerMin      int     `json:"worker_min"`
+	WorkerMax      int     `json:"worker_max"`
+	WorkerSpot     bool    `json:"worker_spot"`     // the workers run on Fargate Spot
+	OnDemandTwin   bool    `json:"on_demand_twin"`  // with an on-demand twin (desired 0) as fallback
+	Fetchers       int     `json:"fetchers"`        // per worker
+	ServeTasks     int     `json:"serve_tasks"`     // the git server's minimum
+	ServeVCPU      float64 `json:"serve_vcpu"`      //
+	ServeGB        float64 `json:"serve_gb"`        //
+	ServeSpot      bool    `json:"serve_spot"`      //
+	PublicTaskIPs  bool    `json:"public_task_ips"` // a public IPv4 per task
+	NATGateways    int     `json:"nat_gateways"`
+	LoadBalancers  int     `json:"load_balancers"`
+	LBPublicIPs    int     `json:"lb_public_ips"` // one per subnet of an internet-facing load balancer
+	DynamoEndpoint bool    `json:"dynamodb_gateway_endpoint"`
+	Alarms         int     `json:"alarms"`
+	AlarmMetrics   int     `json:"alarm_metrics"`
+	Dashboards     int     `json:"dashboards"`
+	CustomMetrics  int     `json:"custom_metrics"` // the dashboard's metric names, one per dimension value
+	Insights       bool    `json:"container_insights"`
+	EFSIADays      int     `json:"efs_ia_after_days"`
+	EFSArchiveDays int     `json:"efs_archive_after_days"`
+	TickSeconds    float64 `json:"tick_seconds"`
+	LambdaMB       int     `json:"lambda_mb"`
 }

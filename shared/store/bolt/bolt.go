@@ -518,6 +518,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (s
 		w2.Beats++
 		w2.DiskUsed, w2.DiskTotal = hb.DiskUsed, hb.DiskTotal
 		w2.Fetching, w2.QueueLen = hb.Fetching, hb.QueueLen
+		w2.Staleness = hb.Staleness
 		w2.AckSeq = max(w2.AckSeq, hb.AckSeq) // a late, reordered heartbeat must not rewind it
 		w = *w2
 	})

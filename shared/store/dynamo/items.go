@@ -3,6 +3,7 @@ package dynamo
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"strconv"
 	"time"
@@ -60,6 +61,7 @@ const (
 	rCreated, rFetch, rSuccess, rChange, rCommit                    = "created", "last_fetch", "last_success", "last_change", "last_commit"
 	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
+	rEvents, rExposure, rWinEvents, rWinSeconds                     = "st_e", "st_s", "st_we", "st_ws"
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -71,7 +73,8 @@ type statAttr struct {
 // statAttrs are the attributes of a repo's poll statistics. A zero value is not stored
 // (it reads back as zero), so a repo without history pays nothing for them.
 func statAttrs(st priority.Stats) []statAttr {
-	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds}}
+	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds},
+		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}}
 }
 
 // statValue is the stored form of one statistic, and whether it is stored at all.
@@ -165,7 +168,8 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		FetchFailCnt:  int(d.i64(rFetchFail)),
 		SizeBytes:     d.i64(rSize),
 		LastError:     d.s(rErr),
-		Stats:         priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled)},
+		Stats: priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled),
+			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds)},
 	}
 	rev := d.i64(rRev)
 	return r, rev, d.err
@@ -181,7 +185,17 @@ const (
 	wID, wSlot, wStarted, wHB, wState, wDiskUsed, wDiskTotal = "wid", "slot", "started", "hb", "state", "disk_used", "disk_total"
 	wFetching, wQueue, wAck, wHead, wTrimmed, wInc           = "fetching", "queue_len", "ack", "head", "trimmed", "inc"
 	wBeats, wSilentBeats, wSilentSince                       = "beats", "silent_beats", "silent_since"
+	// The worker's staleness summary: repos, never, and the percentiles in milliseconds.
+	wStRepos, wStNever, wStP50, wStP99, wStMax = "stale_n", "stale_never", "stale_p50", "stale_p99", "stale_max"
 )
+
+// stalenessAttrs are the attributes of a staleness summary.
+func stalenessAttrs(s store.Staleness) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		wStRepos: avN(int64(s.Repos)), wStNever: avN(int64(s.Never)),
+		wStP50: avN(s.P50.Milliseconds()), wStP99: avN(s.P99.Milliseconds()), wStMax: avN(s.Max.Milliseconds()),
+	}
+}
 
 func workerItem(w store.Worker, inc string) item {
 	m := workerKey(w.ID)
@@ -200,6 +214,7 @@ func workerItem(w store.Worker, inc string) item {
 	m[wInc] = avS(inc)
 	m[wBeats] = avU(w.Beats)
 	m[wSilentBeats], m[wSilentSince] = avU(w.SilentBeats), avT(w.SilentSince)
+	maps.Copy(m, stalenessAttrs(w.Staleness))
 	return m
 }
 
@@ -227,6 +242,9 @@ func decodeWorker(m item) (storedWorker, error) {
 		Beats:       d.u64(wBeats),
 		SilentBeats: d.u64(wSilentBeats),
 		SilentSince: d.t(wSilentSince),
+		Staleness: store.Staleness{Repos: int(d.i64(wStRepos)), Never: int(d.i64(wStNever)),
+			P50: time.Duration(d.i64(wStP50)) * time.Millisecond, P99: time.Duration(d.i64(wStP99)) * time.Millisecond,
+			Max: time.Duration(d.i64(wStMax)) * time.Millisecond},
 	}, Inc: d.s(wInc)}
 	return w, d.err
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -126,6 +128,10 @@ func (s *Store) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (s
 		set := "SET " + x.eq(wHB, avT(hb.At)) + ", " + x.eq(wDiskUsed, avN(hb.DiskUsed)) + ", " + x.eq(wDiskTotal, avN(hb.DiskTotal)) +
 			", " + x.eq(wFetching, avN(int64(hb.Fetching))) + ", " + x.eq(wQueue, avN(int64(hb.QueueLen)))
 		add := " ADD " + x.n(wBeats) + " " + x.v(avN(1))
+		st := stalenessAttrs(hb.Staleness)
+		for _, a := range slices.Sorted(maps.Keys(st)) {
+			set += ", " + x.eq(a, st[a])
+		}
 		cond := x.exists()
 		if withAck {
 			ack := x.v(avU(hb.AckSeq))

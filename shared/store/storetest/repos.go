@@ -2,8 +2,10 @@ package storetest
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,6 +49,60 @@ func testCreateRepo(t *testing.T, s store.Store) {
 
 	_, err = s.GetRepo(ctx, "r-none")
 	wantErr(t, err, store.ErrNotFound, "GetRepo of an unknown id")
+	checkIndexes(t, s)
+}
+
+// testOneRepoPerMirrorPath: repo ids come from the mirror path, so URLs that would
+// share a mirror directory cannot both be stored, also when added at the same time.
+func testOneRepoPerMirrorPath(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mk := func(url string) store.Repo {
+		return store.Repo{ID: store.RepoID(url), URL: url, Source: store.SourceAPI, State: store.RepoPending, CreatedAt: t0}
+	}
+	// Spellings of one directory: a stored URL from before the policy decoded "%21",
+	// and the ".git" a hand-written record may keep.
+	for _, pair := range [][2]string{
+		{"https://git.example.com/org/b%21c", "https://git.example.com/org/b!c"},
+		{"https://git.example.com/org/dup", "https://git.example.com/org/dup.git"},
+	} {
+		first, created, err := s.CreateRepo(ctx, mk(pair[0]))
+		if err != nil || !created {
+			t.Fatalf("CreateRepo(%s) = created %v, %v", pair[0], created, err)
+		}
+		got, created, err := s.CreateRepo(ctx, mk(pair[1]))
+		noErr(t, err, "CreateRepo of a URL whose mirror path is taken")
+		if created || got.ID != first.ID || got.URL != pair[0] {
+			t.Fatalf("CreateRepo(%s) = %s %s created %v; want the stored %s %s", pair[1], got.ID, got.URL, created, first.ID, pair[0])
+		}
+	}
+	// Twins that are two repositories get two records.
+	for _, url := range []string{"http://git.example.com/org/twin", "https://git.example.com/org/twin", "https://git.example.com:8443/org/twin"} {
+		if _, created, err := s.CreateRepo(ctx, mk(url)); err != nil || !created {
+			t.Fatalf("CreateRepo(%s) = created %v, %v", url, created, err)
+		}
+	}
+	// Racing adds of two spellings: exactly one is stored.
+	a, b := "https://git.example.com/org/race", "https://git.example.com/org/race.git"
+	var wg sync.WaitGroup
+	res := make([]bool, 2)
+	errs := make([]error, 2)
+	for i, url := range []string{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, res[i], errs[i] = s.CreateRepo(ctx, mk(url))
+		}()
+	}
+	wg.Wait()
+	noErr(t, errors.Join(errs...), "racing CreateRepo")
+	if res[0] == res[1] {
+		t.Fatalf("racing CreateRepo of one mirror path: created %v and %v, want exactly one", res[0], res[1])
+	}
+	counts, err := s.CountRepos(ctx)
+	noErr(t, err, "CountRepos")
+	if counts[store.RepoPending] != 6 {
+		t.Fatalf("pending repos = %d, want 6 (2 + 3 twins + 1 raced): %v", counts[store.RepoPending], counts)
+	}
 	checkIndexes(t, s)
 }
 
@@ -380,7 +436,8 @@ func testReportFetch(t *testing.T, s store.Store) {
 		State: store.RepoOK, Priority: 3.5,
 		LastFetchAt: t0.Add(time.Hour), LastSuccessAt: t0.Add(time.Hour + 1), LastChangeAt: t0.Add(time.Hour + 2), LastCommitAt: t0.Add(-time.Hour),
 		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
-		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25},
+		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
+			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25},
 	}
 	before := snap(t, s)
 	for _, c := range []struct {
@@ -420,14 +477,15 @@ func testReportFetchKeepingState(t *testing.T, s store.Store) {
 	mustApply(t, s, term, store.AssignRepo{ID: r.ID, Owner: "w1", State: store.RepoOK, Priority: 1})
 	want := getRepo(t, s, r.ID)
 	rep := store.FetchReport{State: store.RepoOK, Priority: 2, LastFetchAt: t0, LastSuccessAt: t0, LastCommitAt: t0.Add(-time.Hour),
-		SizeBytes: 1 << 20, LastError: "flaky", Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25}}
+		SizeBytes: 1 << 20, LastError: "flaky", Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
+			Events: 7.75, Exposure: 1.58e8, WinEvents: 1, WinSeconds: 3600}}
 	for i, st := range []priority.Stats{
 		rep.Stats,
-		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6},
-		{Polls: 1, Seconds: 3600.5},
-		{Polls: 2.5e-90, Changes: 1e-3, Seconds: 7e9},
+		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6, Events: 8.5, Exposure: 1.59e8, WinSeconds: 7200.25},
+		{Polls: 1, Seconds: 3600.5, Exposure: 3.2e8},
+		{Polls: 2.5e-90, Changes: 1e-3, Seconds: 7e9, Events: 1e-95, WinEvents: 3},
 		{},
-		{Polls: 3, Changes: 1, Seconds: 86400},
+		{Polls: 3, Changes: 1, Seconds: 86400, WinEvents: 1, WinSeconds: 86400},
 	} {
 		rep.LastFetchAt, rep.LastSuccessAt, rep.Priority = t0.Add(time.Duration(i)*time.Minute), t0.Add(time.Duration(i)*time.Minute), float64(2+i)
 		rep.Stats = st

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeleteWorker", testDeleteWorker},
 		{"Outbox", testOutbox},
 		{"CreateRepo", testCreateRepo},
+		{"OneRepoPerMirrorPath", testOneRepoPerMirrorPath},
 		{"ListReposPaging", testListReposPaging},
 		{"ListReposByOwner", testListReposByOwner},
 		{"ListReposByOwnerRange", testListReposByOwnerRange},

@@ -137,11 +137,14 @@ func testHeartbeat(t *testing.T, s store.Store) {
 	mustApply(t, s, term, store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{{Op: store.OpAdd}, {Op: store.OpAdd}}})
 
 	// time.Now carries a monotonic reading, which no store keeps.
-	hb := store.Heartbeat{At: time.Now(), DiskUsed: 10, DiskTotal: 100, Fetching: 2, QueueLen: 5, AckSeq: 3}
+	// Staleness figures are kept to the millisecond.
+	st := store.Staleness{Repos: 40, Never: 2, P50: 90 * time.Second, P99: 2*time.Hour + 5*time.Millisecond, Max: 26 * time.Hour}
+	hb := store.Heartbeat{At: time.Now(), DiskUsed: 10, DiskTotal: 100, Fetching: 2, QueueLen: 5, AckSeq: 3, Staleness: st}
 	got, err := s.Heartbeat(ctx, "w1", hb)
 	noErr(t, err, "Heartbeat")
 	want := claimed
 	want.HeartbeatAt, want.DiskUsed, want.DiskTotal, want.Fetching, want.QueueLen, want.AckSeq = hb.At, 10, 100, 2, 5, 3
+	want.Staleness = st
 	want.OutboxHead, want.Beats = 2, 2
 	equal(t, "Heartbeat result", got, want, normWorker)
 	equal(t, "stored after Heartbeat", getWorker(t, s, "w1"), want, normWorker)
@@ -152,10 +155,11 @@ func testHeartbeat(t *testing.T, s store.Store) {
 
 	// A late heartbeat with an older ack (or an older time: the worker's clock is its
 	// own) updates the rest but not AckSeq, and counts.
-	hb2 := store.Heartbeat{At: hb.At.Add(-time.Hour), DiskUsed: 20, DiskTotal: 100, Fetching: 0, QueueLen: 1, AckSeq: 1}
+	hb2 := store.Heartbeat{At: hb.At.Add(-time.Hour), DiskUsed: 20, DiskTotal: 100, Fetching: 0, QueueLen: 1, AckSeq: 1,
+		Staleness: store.Staleness{Repos: 41, P50: time.Second, P99: time.Minute, Max: time.Hour}}
 	got, err = s.Heartbeat(ctx, "w1", hb2)
 	noErr(t, err, "Heartbeat with an older ack")
-	want.HeartbeatAt, want.DiskUsed, want.Fetching, want.QueueLen, want.Beats = hb2.At, 20, 0, 1, 3
+	want.HeartbeatAt, want.DiskUsed, want.Fetching, want.QueueLen, want.Beats, want.Staleness = hb2.At, 20, 0, 1, 3, hb2.Staleness
 	equal(t, "Heartbeat with an older ack", got, want, normWorker)
 	equal(t, "stored after older ack", getWorker(t, s, "w1"), want, normWorker)
 

@@ -46,7 +46,8 @@ func Endpoint(t testing.TB) string {
 
 // Client is an SDK client for endpoint. Response checksums are not checked: DynamoDB
 // Local's error responses carry CRC32s that do not match, and the SDK would warn on each.
-func Client(endpoint string) *dynamodb.Client {
+// opts adjust the client's options (a retryer, an HTTP client).
+func Client(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region:       Region,
 		BaseEndpoint: aws.String(endpoint),
@@ -55,14 +56,18 @@ func Client(endpoint string) *dynamodb.Client {
 		}),
 		DisableValidateResponseChecksum: true,
 		HTTPClient:                      &http.Client{Timeout: 30 * time.Second},
-	})
+	}, opts...)
 }
 
 // Table returns a store on a new table named after prefix, deleted when the test ends.
-// cfg's Client and Table are filled in; its other fields (OnConsumed, ...) are kept.
+// cfg's Table is filled in, and its Client if nil; its other fields (OnConsumed, ...)
+// are kept.
 func Table(t testing.TB, prefix string, cfg dynamo.Config) *dynamo.Store {
 	t.Helper()
-	cfg.Client = Client(Endpoint(t))
+	ep := Endpoint(t)
+	if cfg.Client == nil {
+		cfg.Client = Client(ep)
+	}
 	cfg.Table = fmt.Sprintf("%s_%d_%d", prefix, time.Now().UnixNano()%1e9, seq.Add(1))
 	st, err := dynamo.New(t.Context(), cfg)
 	if err != nil {

@@ -1,4 +1,7 @@
-package main
+// Package repogen generates git repositories of a chosen pack size for the benchmarks
+// (source-like text history plus incompressible binary assets) and small upstream
+// changes to them, with git fast-import.
+package repogen
 
 import (
 	"bufio"
@@ -17,11 +20,11 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
-// plan shapes a generated history so that its pack comes out near a target size:
+// Plan shapes a generated history so that its pack comes out near a target size:
 // source-like text files that many commits edit a few lines of (small deltas, many
 // objects), and binary assets of random bytes (incompressible, no deltas) that carry
 // most of the bytes of the larger sizes, as vendored archives and images do.
-type plan struct {
+type Plan struct {
 	Commits     int   // on main, linear
 	TextFiles   int   // text files of the first commit
 	BinaryBytes int64 // total size of all binary asset versions
@@ -37,9 +40,9 @@ const (
 	packBytesPerTextFile = 3150 // a text file of the first commit (~5.6 KB raw) and its history of deltas
 )
 
-// planFor sizes a history for a pack of about target bytes.
-func planFor(target int64) plan {
-	p := plan{
+// PlanFor sizes a history for a pack of about target bytes.
+func PlanFor(target int64) Plan {
+	p := Plan{
 		Commits:  int(clamp(target/25_000, 150, 20_000)),
 		TagEvery: 50,
 	}
@@ -53,7 +56,7 @@ func planFor(target int64) plan {
 
 func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 
-// generator writes a fast-import stream of a plan's history and remembers the final
+// Generator writes a fast-import stream of a plan's history and remembers the final
 // state of the tree, so that later small changes (a developer's push) can follow.
 //
 // fast-import deltas a blob only against the blob written just before it, so the
@@ -62,8 +65,8 @@ func clamp(v, lo, hi int64) int64 { return min(max(v, lo), hi) }
 // name those blobs by mark. Binary assets go first, in a stream of their own, stored
 // without compression or delta attempts: zlib stores random bytes uncompressed at
 // any level, so the pack is the same and generating it several times faster.
-type generator struct {
-	plan  plan
+type Generator struct {
+	plan  Plan
 	rng   *rand.Rand
 	bytes *rand.ChaCha8 // random bytes for binary assets
 	words []string
@@ -91,12 +94,12 @@ const (
 	opBinary
 )
 
-func newGenerator(p plan, seed uint64) *generator {
+func newGenerator(p Plan, seed uint64) *Generator {
 	var key [32]byte
 	for i := range 8 {
 		key[i] = byte(seed >> (8 * i))
 	}
-	g := &generator{
+	g := &Generator{
 		plan:  p,
 		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		bytes: rand.NewChaCha8(key),
@@ -129,7 +132,7 @@ func vocabulary(rng *rand.Rand) []string {
 }
 
 // line is one line of pseudo source code.
-func (g *generator) line() string {
+func (g *Generator) line() string {
 	var b strings.Builder
 	b.WriteString(strings.Repeat("\t", g.rng.IntN(4)))
 	for i := range 2 + g.rng.IntN(9) {
@@ -144,7 +147,7 @@ func (g *generator) line() string {
 	return b.String()
 }
 
-func (g *generator) newText() []string {
+func (g *Generator) newText() []string {
 	lines := make([]string, 40+g.rng.IntN(200))
 	for i := range lines {
 		lines[i] = g.line()
@@ -153,7 +156,7 @@ func (g *generator) newText() []string {
 }
 
 // edit changes a few lines of a file: replacements, insertions, deletions.
-func (g *generator) edit(lines []string) []string {
+func (g *Generator) edit(lines []string) []string {
 	for range 1 + g.rng.IntN(8) {
 		i := g.rng.IntN(len(lines) + 1)
 		switch op := g.rng.IntN(3); {
@@ -169,7 +172,7 @@ func (g *generator) edit(lines []string) []string {
 }
 
 // newTextPath names a new text file in one of the package directories.
-func (g *generator) newTextPath() string {
+func (g *Generator) newTextPath() string {
 	dirs := max(g.plan.TextFiles/25, 1)
 	for {
 		p := fmt.Sprintf("src/pkg%03d/file%06d.go", g.rng.IntN(dirs), g.rng.IntN(1_000_000))
@@ -180,7 +183,7 @@ func (g *generator) newTextPath() string {
 }
 
 // binarySize draws an asset size, log-uniform between BinaryMax/32 and BinaryMax.
-func (g *generator) binarySize() int64 {
+func (g *Generator) binarySize() int64 {
 	lo := float64(g.plan.BinaryMax) / 32
 	return int64(lo * math.Exp2(5*g.rng.Float64()))
 }
@@ -206,7 +209,7 @@ func (f *fastImport) data(b []byte) {
 }
 
 // signature is the fixed identity with the date of commit n.
-func (g *generator) signature(n int) string {
+func (g *Generator) signature(n int) string {
 	ts := gittest.CommitBase.Add(time.Duration(n) * time.Hour).Unix()
 	return fmt.Sprintf("%s <%s> %d +0000", gittest.AuthorName, gittest.AuthorEmail, ts)
 }
@@ -215,7 +218,7 @@ func join(lines []string) []byte { return []byte(strings.Join(lines, "\n") + "\n
 
 // schedule decides what every commit of the history does, keeping the set of live
 // text files in g.files (with nil content: it is generated later, file by file).
-func (g *generator) schedule() [][]op {
+func (g *Generator) schedule() [][]op {
 	p := g.plan
 	add := func(ops []op) []op {
 		path := g.newTextPath()
@@ -261,7 +264,7 @@ func (g *generator) schedule() [][]op {
 }
 
 // assetPath is a new asset, or (one time in three) a new version of an existing one.
-func (g *generator) assetPath() string {
+func (g *Generator) assetPath() string {
 	if len(g.assets) > 0 && g.rng.IntN(3) == 0 {
 		return g.assets[g.rng.IntN(len(g.assets))]
 	}
@@ -272,7 +275,7 @@ func (g *generator) assetPath() string {
 
 // writeBlobs writes every version of every text file, file after file, marks them
 // in the schedule, and leaves each live file's final lines in g.files.
-func (g *generator) writeBlobs(f *fastImport, commits [][]op) {
+func (g *Generator) writeBlobs(f *fastImport, commits [][]op) {
 	versions := map[string][]*op{}
 	var order []string
 	for n := range commits {
@@ -307,7 +310,7 @@ func (g *generator) writeBlobs(f *fastImport, commits [][]op) {
 }
 
 // commit writes one commit on ref; from is its parent ("" for none).
-func (g *generator) commit(f *fastImport, ref, from, msg string, ops []op) {
+func (g *Generator) commit(f *fastImport, ref, from, msg string, ops []op) {
 	g.commits++
 	g.marks++
 	sig := g.signature(g.commits)
@@ -329,7 +332,7 @@ func (g *generator) commit(f *fastImport, ref, from, msg string, ops []op) {
 
 // writeBinaries writes every binary asset version, in commit order, and marks them
 // in the schedule.
-func (g *generator) writeBinaries(f *fastImport, commits [][]op) {
+func (g *Generator) writeBinaries(f *fastImport, commits [][]op) {
 	for n := range commits {
 		for i := range commits[n] {
 			o := &commits[n][i]
@@ -348,7 +351,7 @@ func (g *generator) writeBinaries(f *fastImport, commits [][]op) {
 
 // history writes the text blobs and the commits of main, with tags and release
 // branches; the binary blobs must have been written (writeBinaries) already.
-func (g *generator) history(f *fastImport, commits [][]op) {
+func (g *Generator) history(f *fastImport, commits [][]op) {
 	p := g.plan
 	g.writeBlobs(f, commits)
 	for n, ops := range commits {
@@ -385,7 +388,7 @@ func removeString(s []string, v string) []string {
 
 // smallChange writes one more commit on main that edits two text files and adds one:
 // the typical push a poll then finds.
-func (g *generator) smallChange(f *fastImport) {
+func (g *Generator) smallChange(f *fastImport) {
 	var ops []op
 	for range 2 {
 		path := g.paths[g.rng.IntN(len(g.paths))]
@@ -400,7 +403,7 @@ func (g *generator) smallChange(f *fastImport) {
 }
 
 // inlineText writes path's current content as a blob and returns the op that uses it.
-func (g *generator) inlineText(f *fastImport, path string) op {
+func (g *Generator) inlineText(f *fastImport, path string) op {
 	g.marks++
 	f.printf("blob\nmark :%d\n", g.marks)
 	f.data(join(g.files[path]))
@@ -444,11 +447,11 @@ func importInto(ctx context.Context, gitDir string, gitOpts, opts []string, writ
 	return nil
 }
 
-// createRepo makes a bare repository at gitDir (HEAD refs/heads/main) holding the
+// Create makes a bare repository at gitDir (HEAD refs/heads/main) holding the
 // planned history in two packs (binary assets, the rest), and returns the generator
 // for later changes.
-func createRepo(ctx context.Context, gitDir string, p plan, seed uint64) (*generator, error) {
-	if err := gitRun(ctx, "", "init", "-q", "--bare", "-b", "main", gitDir); err != nil {
+func Create(ctx context.Context, gitDir string, p Plan, seed uint64) (*Generator, error) {
+	if err := GitRun(ctx, "", "init", "-q", "--bare", "-b", "main", gitDir); err != nil {
 		return nil, err
 	}
 	g := newGenerator(p, seed)
@@ -470,19 +473,20 @@ func createRepo(ctx context.Context, gitDir string, p plan, seed uint64) (*gener
 	return g, nil
 }
 
-// pushSmallChange adds one small commit to main of the repository g generated, as a
+// PushSmallChange adds one small commit to main of the repository g generated, as a
 // push would (a handful of objects: loose, as receive-pack leaves them).
-func pushSmallChange(ctx context.Context, gitDir string, g *generator) error {
+func PushSmallChange(ctx context.Context, gitDir string, g *Generator) error {
 	return importInto(ctx, gitDir, nil, nil, g.smallChange)
 }
 
-// gitRun runs git in the isolated environment and returns an error with its output.
-func gitRun(ctx context.Context, dir string, args ...string) error {
-	_, err := gitOutput(ctx, dir, args...)
+// GitRun runs git in the isolated environment and returns an error with its output.
+func GitRun(ctx context.Context, dir string, args ...string) error {
+	_, err := GitOutput(ctx, dir, args...)
 	return err
 }
 
-func gitOutput(ctx context.Context, dir string, args ...string) (string, error) {
+// GitOutput runs git in the isolated environment and returns its trimmed output.
+func GitOutput(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = gittest.Env("")
@@ -495,8 +499,8 @@ func gitOutput(ctx context.Context, dir string, args ...string) (string, error) 
 	return strings.TrimSpace(string(out)), nil
 }
 
-// packBytes is the total size of the pack files of the repository at gitDir.
-func packBytes(gitDir string) (n int64, count int, err error) {
+// PackBytes is the total size of the pack files of the repository at gitDir.
+func PackBytes(gitDir string) (n int64, count int, err error) {
 	packs, err := filepath.Glob(filepath.Join(gitDir, "objects", "pack", "*.pack"))
 	if err != nil {
 		return 0, 0, err
@@ -511,7 +515,7 @@ func packBytes(gitDir string) (n int64, count int, err error) {
 	return n, len(packs), nil
 }
 
-// refsOf lists the refs of a repository, one "hash name" a line, sorted by name.
-func refsOf(ctx context.Context, gitDir string) (string, error) {
-	return gitOutput(ctx, "", "--git-dir="+gitDir, "for-each-ref", "--format=%(objectname) %(refname)")
+// RefsOf lists the refs of a repository, one "hash name" a line, sorted by name.
+func RefsOf(ctx context.Context, gitDir string) (string, error) {
+	return GitOutput(ctx, "", "--git-dir="+gitDir, "for-each-ref", "--format=%(objectname) %(refname)")
 }

@@ -1,0 +1,119 @@
+// Command hostile attacks a fleet the way issue 15 lists — hostile upstreams, a list of
+// bad lines, hostile API clients — and runs the simulation's chaos, and writes what
+// came of it to bench/results/hostile.json: each attack's outcome and the process's
+// memory peak under it, and the repos the chaos lost (none).
+//
+// Everything runs in this process on 127.0.0.1: the attacker and the fleet share the
+// heap that is measured, so the figures are upper bounds for the fleet.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
+)
+
+func main() {
+	out := flag.String("out", "bench/results", "directory to write hostile.json into")
+	quick := flag.Bool("quick", false, "small figures (a try-out, not the report's)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(context.Background(), *out, *quick, log); err != nil {
+		log.Error("hostile", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, out string, quick bool, log *slog.Logger) error {
+	v := results.Hostile{Meta: results.Collect()}
+	var err error
+	log.Info("upstream attacks")
+	if v.Upstreams, v.Limits, err = upstreams(ctx); err != nil {
+		return fmt.Errorf("upstreams: %w", err)
+	}
+	log.Info("list attack")
+	lines := 10_000_000 // 20 MB of bad lines, as in the issue
+	if quick {
+		lines = 200_000
+	}
+	if v.List, err = list(ctx, lines); err != nil {
+		return fmt.Errorf("list: %w", err)
+	}
+	log.Info("client attacks")
+	conns := 5000
+	if quick {
+		conns = 300
+	}
+	var limits []results.HostileLimit
+	if v.Clients, limits, err = clients(ctx, conns, quick); err != nil {
+		return fmt.Errorf("clients: %w", err)
+	}
+	v.Limits = append(v.Limits, limits...)
+	log.Info("chaos")
+	if v.Chaos, err = chaos(ctx, log); err != nil {
+		return fmt.Errorf("chaos: %w", err)
+	}
+	v.Notes = append(v.Notes,
+		"The attacker runs in the measured process: heap and RSS peaks are of the fleet and its attacker together.",
+		"Heap peak: the Go heap's objects (runtime/metrics), sampled every 2 ms after a collection; RSS peak: VmHWM, reset per attack through /proc/self/clear_refs.",
+		fmt.Sprintf("Run with quick=%v.", quick))
+	v.Meta.Finish()
+	if err := results.Write(out, "hostile", v); err != nil {
+		return err
+	}
+	log.Info("written", "path", out+"/hostile.json")
+	return nil
+}
+
+// measure runs f and returns its duration and the heap and RSS peaks during it.
+func measure(f func()) (seconds, heapMiB, rssMiB float64) {
+	rssReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+	mem := hostile.StartSampler()
+	start := time.Now()
+	f()
+	seconds = time.Since(start).Seconds()
+	heapMiB = mib(mem.Stop())
+	if rssReset {
+		rssMiB = float64(vmHWM()) / 1024
+	}
+	runtime.GC()
+	return
+}
+
+func limit(name, value string) results.HostileLimit {
+	return results.HostileLimit{Name: name, Value: value}
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// vmHWM is the peak resident set in KiB.
+func vmHWM() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// cut shortens a message for the report.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

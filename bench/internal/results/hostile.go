@@ -1,0 +1,75 @@
+package results
+
+// Hostile is bench/results/hostile.json: what hostile upstreams, a hostile list and
+// hostile clients did to a fleet, and what the chaos runs of the simulation found.
+type Hostile struct {
+	Meta Meta `json:"meta"`
+	// Limits are the limits in force, name and value as the flags spell them.
+	Limits    []HostileLimit  `json:"limits"`
+	Upstreams []HostileAttack `json:"upstreams"`
+	List      HostileList     `json:"list"`
+	Clients   []HostileAttack `json:"clients"`
+	Chaos     []HostileChaos  `json:"chaos"`
+	Notes     []string        `json:"notes,omitempty"`
+}
+
+// HostileLimit is one limit in force during the attacks.
+type HostileLimit struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// HostileAttack is one attack and what came of it.
+type HostileAttack struct {
+	Name string `json:"name"`
+	What string `json:"what"`
+	// Refused: the attack was refused or cut as it should be (the outcome is a
+	// classified error, a 4xx, or connections the server closed).
+	Refused bool    `json:"refused"`
+	Outcome string  `json:"outcome"`          // the error kind or the HTTP status
+	Detail  string  `json:"detail,omitempty"` // the message, cut
+	Seconds float64 `json:"seconds"`          // until refused (or done)
+	// HeapPeakMiB is the Go heap's peak during the attack (whole process: the fleet,
+	// and the attacker, which runs in it); RSSPeakMiB the resident set's, when the
+	// kernel lets the peak be reset per attack (0 otherwise).
+	HeapPeakMiB float64 `json:"heap_peak_mib"`
+	RSSPeakMiB  float64 `json:"rss_peak_mib,omitempty"`
+	// For client attacks: requests or connections sent, and how many the server
+	// refused or closed.
+	Sent    int `json:"sent,omitempty"`
+	Handled int `json:"handled,omitempty"`
+}
+
+// HostileList is a list repository of bad lines, synced once.
+type HostileList struct {
+	Bytes       int64   `json:"bytes"`      // of the list file
+	PackBytes   int64   `json:"pack_bytes"` // of the list repository as fetched
+	Lines       int     `json:"lines"`      // in the list
+	BadLines    int     `json:"bad_lines"`  // counted
+	Kept        int     `json:"kept"`       // kept for the status
+	Applied     int     `json:"applied"`    // good URLs added
+	Seconds     float64 `json:"seconds"`    // of the sync
+	HeapPeakMiB float64 `json:"heap_peak_mib"`
+	RSSPeakMiB  float64 `json:"rss_peak_mib,omitempty"`
+}
+
+// HostileChaos is one chaos run of the simulation (sim.Chaos).
+type HostileChaos struct {
+	Store              string         `json:"store"`
+	ClockSkewSeconds   float64        `json:"clock_skew_seconds"`
+	Rounds             int            `json:"rounds"`
+	Kills              map[string]int `json:"kills"` // by stage: "<stage>/clone|fetch"
+	Restarts           int            `json:"restarts"`
+	CoordinatorCrashes int            `json:"coordinator_crashes"`
+	StoreCalls         int            `json:"store_calls,omitempty"`
+	Throttled          int            `json:"throttled,omitempty"`
+	StoreErrors        map[string]int `json:"store_errors"` // reached the fleet's code, by where
+	Repos              int            `json:"repos"`
+	Added              int            `json:"added"`
+	Deleted            int            `json:"deleted"`
+	Lost               int            `json:"lost"`
+	LeftOver           int            `json:"left_over"`
+	NotMirrored        int            `json:"not_mirrored"`
+	Violations         string         `json:"violations,omitempty"` // an invariant broken, "" when none
+	Seconds            float64        `json:"seconds"`
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/health"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
+)
+
+// serveFlags are the git front's flags shared by `run` and `serve`; finish turns
+// them into the front's configuration after parsing.
+type serveFlags struct {
+	allow      string
+	cacheBytes string
+}
+
+func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
+	sf := &serveFlags{}
+	fs.StringVar(&c.Token, "serve-token", os.Getenv(cloud.EnvServeToken), "token every git read needs, as the password (default $"+cloud.EnvServeToken+"; empty: public reads)")
+	fs.StringVar(&sf.allow, "serve-allow", "", "comma-separated client networks (CIDR) that may read without the token; with no token, only they may read")
+	fs.StringVar(&sf.cacheBytes, "pack-cache-bytes", envOr(cloud.EnvPackCacheBytes, "10G"), "pack cache size bound (512M, 10G, ...)")
+	fs.DurationVar(&c.PackCache.TTL, "pack-cache-ttl", packcache.DefaultTTL, "a cached pack unused for this long is removed")
+	fs.IntVar(&c.MaxPerRepo, "serve-max-per-repo", serve.DefaultMaxPerRepo, "git processes at once for one repo; past it, 429")
+	fs.IntVar(&c.MaxTotal, "serve-max-total", serve.DefaultMaxTotal, "git processes at once in all; past it, 503")
+	return sf
+}
+
+func (sf *serveFlags) finish(c *serve.Config) error {
+	n, err := cloud.ParseBytes(sf.cacheBytes)
+	if err != nil || n <= 0 {
+		return usageError{fmt.Sprintf("--pack-cache-bytes %q: want a size such as 512M or 10G", sf.cacheBytes)}
+	}
+	c.PackCache.MaxBytes = n
+	for _, p := range strings.Split(sf.allow, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			return usageError{fmt.Sprintf("--serve-allow %q: %v", p, err)}
+		}
+		c.Allow = append(c.Allow, pfx)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("the pack cache runs this binary as git's pack-objects hook, but its path is unknown: %w", err)
+	}
+	c.Hook = []string{self, packcache.Arg}
+	return nil
+}
+
+// runServe is the git front alone: the serving service on AWS, over the mirrors'
+// file system mounted read-only.
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg serve.Config
+	fs.StringVar(&cfg.Root, "root", envOr(cloud.EnvMirrorRoot, cloud.DefaultMirrorRoot), "mirrors root (read-only is fine)")
+	listen := fs.String("listen", envOr(cloud.EnvServeListen, ":8080"), "listen address")
+	fs.StringVar(&cfg.PackCache.Dir, "pack-cache-dir", envOr(cloud.EnvPackCacheDir, filepath.Join(os.TempDir(), "mirrorfleet-packcache")), "pack cache directory, on local disk")
+	table := fs.String("table", os.Getenv(cloud.EnvTable), "DynamoDB table of the fleet, for the /git/ index (empty: no index)")
+	fs.StringVar(&cfg.BaseURL, "clone-base-url", os.Getenv(cloud.EnvCloneBaseURL), "base of the clone URLs the index shows (default: the request's host)")
+	emfEvery := fs.Duration("emf-interval", time.Minute, "how often CloudWatch EMF metrics go to stdout (0: never)")
+	sf := addServeFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if err := sf.finish(&cfg); err != nil {
+		return err
+	}
+	log := cloud.NewLogger(slog.LevelInfo)
+	cfg.Log = log
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	git, err := gitbin.Find(ctx)
+	if err != nil {
+		return err
+	}
+	cfg.Git = git.Path
+	if *table != "" {
+		st, err := cloud.NewDynamoStore(ctx, "", *table)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		cfg.Index = st
+	}
+	prom := metrics.NewPrometheus()
+	emf := metrics.NewEMF(stdout, envOr(cloud.EnvFleet, cloud.DefaultFleet), nil)
+	cfg.Metrics = teeSink{prom, emf}
+	front, err := serve.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer front.Close()
+
+	mux := http.NewServeMux()
+	mux.Handle(serve.Prefix, front)
+	mux.Handle("GET /metrics", prom.Handler())
+	mux.Handle("GET /healthz", health.New(nil, health.Git(git.Path), health.MirrorsRoot(cfg.Root)))
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	// No WriteTimeout: a clone may stream for as long as it reads; the front sets
+	// per-request deadlines instead.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	var wg sync.WaitGroup
+	if *emfEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(*emfEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if err := emf.Flush(); err != nil {
+						log.Warn("metrics", "err", err)
+					}
+				}
+			}
+		}()
+	}
+	log.Info("serving git", "listen", ln.Addr().String(), "root", cfg.Root, "git", git.Version.String(),
+		"pack_cache", cfg.PackCache.Dir, "pack_cache_bytes", cfg.PackCache.MaxBytes, "index", *table != "", "token", cfg.Token != "")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	wg.Wait()
+	if *emfEvery > 0 {
+		_ = emf.Flush()
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// teeSink records to every sink.
+type teeSink []serve.Sink
+
+func (t teeSink) Record(s ...metrics.Sample) error {
+	var errs []error
+	for _, k := range t {
+		errs = append(errs, k.Record(s...))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,402 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecr"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticloadbalancingv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+)
+
+// Capacity providers of the services.
+const (
+	fargateSpot     = "FARGATE_SPOT"
+	fargateOnDemand = "FARGATE"
+)
+
+// ecrRefRE matches an ECR image reference: account, region, repository, then a digest
+// or a tag.
+var ecrRefRE = regexp.MustCompile(`^([0-9]{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([a-z0-9][a-z0-9._/-]*)(?:@(sha256:[0-9a-f]{64})|:([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))$`)
+
+// placeholderDigest names no image: a placeholder stack pulls from the account's
+// "mirrorfleet" repository, as a deployed one does, but nothing by that digest.
+const placeholderDigest = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+// containerImage is the image both services run (Props.WorkerImage). An ECR image is
+// imported with its repository, so the execution role may pull from that repository
+// only; any other reference is pulled as a public image.
+func (s *Stack) containerImage() error {
+	ref := s.props.WorkerImage
+	if ref == "" {
+		repo := awsecr.Repository_FromRepositoryName(s.Stack, jsii.String("ImageRepository"), jsii.String("mirrorfleet"))
+		s.Image = awsecs.ContainerImage_FromEcrRepository(repo, jsii.String(placeholderDigest))
+		s.Placeholders = append(s.Placeholders, "workerImage")
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("mirrorfleet:placeholder-image"),
+			jsii.String("no workerImage: using a placeholder image reference (allowPlaceholders); this stack must not be deployed"))
+		return nil
+	}
+	if m := ecrRefRE.FindStringSubmatch(ref); m != nil {
+		account, region, name, tag := m[1], m[2], m[3], m[4]+m[5]
+		arn := fmt.Sprintf("arn:%s:ecr:%s:%s:repository/%s", *s.Stack.Partition(), region, account, name)
+		repo := awsecr.Repository_FromRepositoryAttributes(s.Stack, jsii.String("ImageRepository"), &awsecr.RepositoryAttributes{
+			RepositoryArn: jsii.String(arn), RepositoryName: jsii.String(name)})
+		s.Image = awsecs.ContainerImage_FromEcrRepository(repo, jsii.String(tag))
+		return nil
+	}
+	if strings.Contains(ref, ".dkr.ecr.") {
+		return fmt.Errorf("infra: workerImage %q: an ECR reference needs a tag or an @sha256: digest", ref)
+	}
+	s.Image = awsecs.ContainerImage_FromRegistry(jsii.String(ref), nil)
+	return nil
+}
+
+// cluster: the ECS cluster with the Fargate and Fargate Spot capacity providers.
+// Container Insights stays off: its per-task metrics cost more than the fleet's own
+// (the dashboard graphs the fleet's metrics and the services' CPU and memory).
+func (s *Stack) cluster() {
+	s.Cluster = awsecs.NewCluster(s.Stack, jsii.String("Cluster"), &awsecs.ClusterProps{
+		Vpc:                            s.Vpc,
+		EnableFargateCapacityProviders: jsii.Bool(true),
+		ContainerInsightsV2:            awsecs.ContainerInsights_DISABLED,
+	})
+}
+
+// taskDefinition is a Fargate ARM64 task with the mirrors' EFS volume (through the
+// access point, TLS and IAM) and a scratch volume at /tmp (the root file system is
+// read-only), plus the extra scratch volumes named.
+func (s *Stack) taskDefinition(id string, cpu, memory int, scratch ...string) awsecs.FargateTaskDefinition {
+	volumes := []*awsecs.Volume{{
+		Name: jsii.String("mirrors"),
+		EfsVolumeConfiguration: &awsecs.EfsVolumeConfiguration{
+			FileSystemId:      s.FileSystem.FileSystemId(),
+			TransitEncryption: jsii.String("ENABLED"),
+			AuthorizationConfig: &awsecs.AuthorizationConfig{
+				AccessPointId: s.AccessPoint.AccessPointId(),
+				Iam:           jsii.String("ENABLED"),
+			},
+		},
+	}}
+	for _, name := range append([]string{"tmp"}, scratch...) {
+		volumes = append(volumes, &awsecs.Volume{Name: jsii.String(name)}) // no host: task storage
+	}
+	return awsecs.NewFargateTaskDefinition(s.Stack, &id, &awsecs.FargateTaskDefinitionProps{
+		Cpu:            jsii.Number(float64(cpu)),
+		MemoryLimitMiB: jsii.Number(float64(memory)),
+		RuntimePlatform: &awsecs.RuntimePlatform{
+			CpuArchitecture:       awsecs.CpuArchitecture_ARM64(),
+			OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
+		},
+		Volumes: &volumes,
+	})
+}
+
+// container adds the image's container to task running `mirrorfleet <command>` as the
+// image's non-root user on a read-only root file system, logging to its own group.
+func (s *Stack) container(task awsecs.TaskDefinition, command, logs string, stop time.Duration,
+	env map[string]string, health *awsecs.HealthCheck) awsecs.ContainerDefinition {
+	return task.AddContainer(jsii.String(command), &awsecs.ContainerDefinitionOptions{
+		Image:                  s.Image,
+		Command:                jsii.Strings(command),
+		User:                   jsii.String(deployenv.ImageUID + ":" + deployenv.ImageUID),
+		ReadonlyRootFilesystem: jsii.Bool(true),
+		StopTimeout:            awscdk.Duration_Seconds(jsii.Number(stop.Seconds())),
+		Logging:                awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{StreamPrefix: jsii.String(command), LogGroup: s.logGroup(logs)}),
+		Environment:            envOf(env),
+		HealthCheck:            health,
+	})
+}
+
+// healthCheck runs `mirrorfleet healthcheck` in the container: the image has no shell.
+func healthCheck(start time.Duration, args ...string) *awsecs.HealthCheck {
+	return &awsecs.HealthCheck{
+		Command:     jsii.Strings(append([]string{"CMD", deployenv.ImageBinary, "healthcheck"}, args...)...),
+		Interval:    awscdk.Duration_Seconds(jsii.Number(30)),
+		Timeout:     awscdk.Duration_Seconds(jsii.Number(10)),
+		Retries:     jsii.Number(3),
+		StartPeriod: awscdk.Duration_Seconds(jsii.Number(start.Seconds())),
+	}
+}
+
+func strategy(provider string, weight, base int) *awsecs.CapacityProviderStrategy {
+	st := &awsecs.CapacityProviderStrategy{CapacityProvider: jsii.String(provider), Weight: jsii.Number(float64(weight))}
+	if base > 0 {
+		st.Base = jsii.Number(float64(base))
+	}
+	return st
+}
+
+// serviceProps are what every service shares: the cluster, the subnets, a public IP
+// unless the network is private, rolling deploys that roll back.
+func (s *Stack) serviceProps(task awsecs.TaskDefinition, sg awsec2.ISecurityGroup, desired int,
+	providers ...*awsecs.CapacityProviderStrategy) *awsecs.FargateServiceProps {
+	return &awsecs.FargateServiceProps{
+		Cluster:                    s.Cluster,
+		TaskDefinition:             task,
+		DesiredCount:               jsii.Number(float64(desired)),
+		SecurityGroups:             &[]awsec2.ISecurityGroup{sg},
+		VpcSubnets:                 s.taskSubnets(),
+		AssignPublicIp:             jsii.Bool(!s.props.PrivateNetwork),
+		MinHealthyPercent:          jsii.Number(100),
+		MaxHealthyPercent:          jsii.Number(200),
+		CircuitBreaker:             &awsecs.DeploymentCircuitBreaker{Rollback: jsii.Bool(true)},
+		PlatformVersion:            awsecs.FargatePlatformVersion_LATEST,
+		CapacityProviderStrategies: &providers,
+	}
+}
+
+// service creates a Fargate service that starts only once the file system's mount
+// targets exist (else the first deploy's tasks fail to mount and it rolls back).
+func (s *Stack) service(id string, props *awsecs.FargateServiceProps) awsecs.FargateService {
+	svc := awsecs.NewFargateService(s.Stack, &id, props)
+	svc.Node().AddDependency(s.FileSystem.MountTargetsAvailable())
+	return svc
+}
+
+// workers: the Fargate ARM64 service of fetch workers on Spot, its on-demand twin,
+// and scaling on staleness.
+func (s *Stack) workers() {
+	task := s.taskDefinition("WorkerTask", s.props.WorkerCPU, s.props.WorkerMemory)
+	env := deployenv.Worker{
+		Common:     deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		MirrorRoot: mirrorRoot,
+		Fetchers:   s.props.Fetchers,
+		Drain:      20 * time.Second, // + the goodbye stays inside the 30 s stop timeout
+		DiskQuota:  s.props.DiskQuota,
+		DiskUsage:  deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
+		AliveFile:  aliveFile,
+	}.Env()
+	// Healthy while heartbeats land: a worker cut off from the store is replaced.
+	container := s.container(task, "worker", "WorkerLogs", 30*time.Second, env,
+		healthCheck(2*time.Minute, "--file", aliveFile, "--max-age", "2m"))
+	container.AddMountPoints(
+		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(false)},
+		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
+	)
+	s.grantTable(task.TaskRole(), tableActions)
+	s.grantMount(task.TaskRole(), true)
+
+	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
+		Vpc:              s.Vpc,
+		Description:      jsii.String("mirrorfleet workers: no ingress; egress for upstream git and AWS APIs"),
+		AllowAllOutbound: jsii.Bool(true),
+	})
+	s.FileSystem.Connections().AllowDefaultPortFrom(sg, jsii.String("NFS from mirrorfleet workers"))
+	props := s.serviceProps(task, sg, s.props.WorkerCount, strategy(fargateSpot, 1, 0))
+	s.Service = s.service("Workers", props)
+	s.liveWorkers = awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String("FILL(active, 0) + FILL(joining, 0)"),
+		Label:      jsii.String("live workers (active + joining)"),
+		Period:     awscdk.Duration_Minutes(jsii.Number(1)),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{
+			"active":  s.metric("WorkersByState", "Maximum", time.Minute, map[string]*string{dimState: jsii.String("active")}),
+			"joining": s.metric("WorkersByState", "Maximum", time.Minute, map[string]*string{dimState: jsii.String("joining")}),
+		},
+	})
+	s.workerScaling()
+	if !s.props.WithoutFallback {
+		twin := *props
+		twin.DesiredCount = jsii.Number(0)
+		twin.CapacityProviderStrategies = &[]*awsecs.CapacityProviderStrategy{strategy(fargateOnDemand, 1, 0)}
+		s.Fallback = s.service("WorkersOnDemand", &twin)
+		s.onDemandFallback(s.Fallback, s.props.MinLive)
+	}
+}
+
+// onDemandFallback scales the on-demand twin of the Spot workers: ECS does not move a
+// service to on-demand Fargate when Spot has no capacity, so while fewer than floor
+// workers are live (joining or active: a worker waiting out the warm-up counts) for
+// three minutes, the twin starts one on-demand worker, and while more than floor are
+// live it stops one — once Spot capacity is back, the twin is empty again.
+func (s *Stack) onDemandFallback(twin awsecs.FargateService, floor int) {
+	scaling := twin.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
+		MinCapacity: jsii.Number(0),
+		MaxCapacity: jsii.Number(float64(floor)),
+	})
+	f := float64(floor)
+	scaling.ScaleOnMetric(jsii.String("FallbackOnLiveWorkers"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
+		Metric: s.liveWorkers,
+		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
+			{Upper: jsii.Number(f - 0.5), Change: jsii.Number(1)},
+			{Lower: jsii.Number(f + 0.5), Change: jsii.Number(-1)},
+		},
+		AdjustmentType:    awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
+		EvaluationPeriods: jsii.Number(3),
+		Cooldown:          awscdk.Duration_Minutes(jsii.Number(5)),
+	})
+}
+
+// workerScaling grows the Spot fleet when it falls behind — the 99th percentile of how
+// long repos have gone without a successful fetch, which the coordinator merges from the
+// workers' heartbeats at any fleet size — and shrinks it when it is well ahead. New
+// workers take their arcs at the next tick; leavers hand theirs over as they drain.
+func (s *Stack) workerScaling() {
+	scaling := s.Service.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
+		MinCapacity: jsii.Number(float64(s.props.WorkerCount)),
+		MaxCapacity: jsii.Number(float64(s.props.MaxWorkers)),
+	})
+	behind := s.props.StaleAfter.Seconds()
+	scaling.ScaleOnMetric(jsii.String("ScaleOnStaleness"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
+		Metric: s.metric("StalenessP99", "Maximum", 10*time.Minute, nil),
+		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
+			{Upper: jsii.Number(behind / 4), Change: jsii.Number(-1)},
+			{Lower: jsii.Number(behind / 2), Change: jsii.Number(1)},
+			{Lower: jsii.Number(behind), Change: jsii.Number(2)},
+		},
+		AdjustmentType: awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
+		Cooldown:       awscdk.Duration_Minutes(jsii.Number(15)),
+	})
+}
+
+// serving: `mirrorfleet serve` on Fargate ARM64 (Spot, but ServeOnDemand tasks) behind
+// an internet-facing Application Load Balancer, the mirrors mounted read-only (the task
+// role cannot write through EFS either), health-checked at /healthz, scaled on CPU and
+// on requests per task. HTTPS on 443 with certificateArn (HTTP then redirects), plain
+// HTTP on 80 otherwise. The clone base URL goes to the API and to the stack's outputs.
+func (s *Stack) serving() {
+	public := &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PUBLIC}
+	lbSG := awsec2.NewSecurityGroup(s.Stack, jsii.String("ServeLoadBalancerSG"), &awsec2.SecurityGroupProps{
+		Vpc:              s.Vpc,
+		Description:      jsii.String("mirrorfleet git server load balancer: HTTP(S) from anywhere (public mirrors)"),
+		AllowAllOutbound: jsii.Bool(false),
+	})
+	lb := awselasticloadbalancingv2.NewApplicationLoadBalancer(s.Stack, jsii.String("ServeLoadBalancer"), &awselasticloadbalancingv2.ApplicationLoadBalancerProps{
+		Vpc:                     s.Vpc,
+		InternetFacing:          jsii.Bool(true),
+		VpcSubnets:              public,
+		SecurityGroup:           lbSG,
+		DropInvalidHeaderFields: jsii.Bool(true),
+		// A large clone's pack can take a while to start (object counting); git sends
+		// keep-alives, but a slow client may not read for a while either.
+		IdleTimeout: awscdk.Duration_Seconds(jsii.Number(300)),
+	})
+	var logs awss3.Bucket
+	if s.props.ServeAccessLogs {
+		logs = awss3.NewBucket(s.Stack, jsii.String("ServeAccessLogs"), &awss3.BucketProps{
+			Encryption:        awss3.BucketEncryption_S3_MANAGED, // what ELB access logs support
+			EnforceSSL:        jsii.Bool(true),
+			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+			LifecycleRules:    &[]*awss3.LifecycleRule{{Expiration: awscdk.Duration_Days(jsii.Number(30))}},
+			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		})
+		lb.LogAccessLogs(logs, jsii.String("serve"))
+	}
+	tg := awselasticloadbalancingv2.NewApplicationTargetGroup(s.Stack, jsii.String("ServeTargets"), &awselasticloadbalancingv2.ApplicationTargetGroupProps{
+		Vpc:        s.Vpc,
+		Port:       jsii.Number(servePort),
+		Protocol:   awselasticloadbalancingv2.ApplicationProtocol_HTTP,
+		TargetType: awselasticloadbalancingv2.TargetType_IP,
+		HealthCheck: &awselasticloadbalancingv2.HealthCheck{
+			Path:                    jsii.String("/healthz"),
+			Interval:                awscdk.Duration_Seconds(jsii.Number(15)),
+			Timeout:                 awscdk.Duration_Seconds(jsii.Number(5)),
+			HealthyThresholdCount:   jsii.Number(2),
+			UnhealthyThresholdCount: jsii.Number(3),
+		},
+		// Within Fargate's 120 s stop timeout: clones in flight finish on a task that
+		// is stopping (a Spot interruption gives two minutes).
+		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(110)),
+	})
+	host := lb.LoadBalancerDnsName()
+	if s.props.ServeDomain != "" {
+		host = jsii.String(s.props.ServeDomain)
+	}
+	if s.props.CertificateARN != "" {
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(443)), jsii.String("git clients over HTTPS"), nil)
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(80)), jsii.String("HTTP, redirected to HTTPS"), nil)
+		lb.AddListener(jsii.String("Https"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
+			Port:                jsii.Number(443),
+			Protocol:            awselasticloadbalancingv2.ApplicationProtocol_HTTPS,
+			Certificates:        &[]awselasticloadbalancingv2.IListenerCertificate{awselasticloadbalancingv2.ListenerCertificate_FromArn(jsii.String(s.props.CertificateARN))},
+			SslPolicy:           awselasticloadbalancingv2.SslPolicy_RECOMMENDED_TLS,
+			DefaultTargetGroups: &[]awselasticloadbalancingv2.IApplicationTargetGroup{tg},
+			Open:                jsii.Bool(false),
+		})
+		lb.AddListener(jsii.String("Http"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
+			Port:     jsii.Number(80),
+			Protocol: awselasticloadbalancingv2.ApplicationProtocol_HTTP,
+			DefaultAction: awselasticloadbalancingv2.ListenerAction_Redirect(&awselasticloadbalancingv2.RedirectOptions{
+				Protocol: jsii.String("HTTPS"), Port: jsii.String("443"), Permanent: jsii.Bool(true)}),
+			Open: jsii.Bool(false),
+		})
+		s.CloneBaseURL = "https://" + *host
+	} else {
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(80)), jsii.String("git clients over HTTP"), nil)
+		lb.AddListener(jsii.String("Http"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
+			Port:                jsii.Number(80),
+			Protocol:            awselasticloadbalancingv2.ApplicationProtocol_HTTP,
+			DefaultTargetGroups: &[]awselasticloadbalancingv2.IApplicationTargetGroup{tg},
+			Open:                jsii.Bool(false),
+		})
+		s.CloneBaseURL = "http://" + *host
+	}
+
+	task := s.taskDefinition("ServeTask", s.props.ServeCPU, s.props.ServeMemory, "packcache")
+	env := deployenv.Serve{
+		Common:         deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		MirrorRoot:     mirrorRoot,
+		Listen:         fmt.Sprintf(":%d", servePort),
+		PackCacheDir:   packCacheDir,
+		PackCacheBytes: s.props.PackCacheBytes,
+	}.Env()
+	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
+		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)))
+	container.AddPortMappings(&awsecs.PortMapping{ContainerPort: jsii.Number(servePort)})
+	container.AddMountPoints(
+		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(true)},
+		&awsecs.MountPoint{SourceVolume: jsii.String("packcache"), ContainerPath: jsii.String(packCacheDir), ReadOnly: jsii.Bool(false)},
+		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
+	)
+	s.grantTable(task.TaskRole(), tableReadActions) // the /git/ index lists the repos
+	s.grantMount(task.TaskRole(), false)
+
+	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("ServeSG"), &awsec2.SecurityGroupProps{
+		Vpc:              s.Vpc,
+		Description:      jsii.String("mirrorfleet git server: the load balancer only"),
+		AllowAllOutbound: jsii.Bool(true),
+	})
+	lbSG.AddEgressRule(sg, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("to the git server"), nil)
+	sg.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("from the load balancer"), nil)
+	s.FileSystem.Connections().AllowDefaultPortFrom(sg, jsii.String("NFS from the mirrorfleet git server"))
+
+	providers := []*awsecs.CapacityProviderStrategy{strategy(fargateSpot, 1, 0)}
+	if s.props.ServeOnDemand > 0 {
+		providers = append(providers, strategy(fargateOnDemand, 0, s.props.ServeOnDemand))
+	}
+	svc := s.service("Serve", s.serviceProps(task, sg, s.props.ServeMin, providers...))
+	svc.AttachToApplicationTargetGroup(tg)
+	scaling := svc.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
+		MinCapacity: jsii.Number(float64(s.props.ServeMin)),
+		MaxCapacity: jsii.Number(float64(s.props.ServeMax)),
+	})
+	scaling.ScaleOnCpuUtilization(jsii.String("ServeCpu"), &awsecs.CpuUtilizationScalingProps{
+		TargetUtilizationPercent: jsii.Number(60),
+		ScaleInCooldown:          awscdk.Duration_Minutes(jsii.Number(10)),
+		ScaleOutCooldown:         awscdk.Duration_Minutes(jsii.Number(2)),
+	})
+	scaling.ScaleOnRequestCount(jsii.String("ServeRequests"), &awsecs.RequestCountScalingProps{
+		RequestsPerTarget: jsii.Number(1000), // a minute; a clone is two or three requests
+		TargetGroup:       tg,
+		ScaleInCooldown:   awscdk.Duration_Minutes(jsii.Number(10)),
+		ScaleOutCooldown:  awscdk.Duration_Minutes(jsii.Number(2)),
+	})
+	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, AccessLogs: logs}
+	awscdk.NewCfnOutput(s.Stack, jsii.String("CloneBaseUrl"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(s.CloneBaseURL),
+		Description: jsii.String("Clone a mirror from <CloneBaseUrl>/git/<mirror path>; each repo's clone_url in the API says it in full"),
+	})
+	awscdk.NewCfnOutput(s.Stack, jsii.String("ServeLoadBalancerDns"), &awscdk.CfnOutputProps{
+		Value:       lb.LoadBalancerDnsName(),
+		Description: jsii.String("Point serveDomain (a CNAME) here"),
+	})
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+)
+
+// What the cost model reads from the template (stackfacts) is what the stack
+// provisions: the bill and the stack cannot drift apart unnoticed.
+func TestStackFactsOfTheTemplate(t *testing.T) {
+	b, err := json.Marshal(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := stackfacts.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]stackfacts.Service{}
+	for _, s := range f.Services {
+		byID[s.ID] = s
+	}
+	spot, twin, serve := byID[logicalID(stack.Service)], byID[logicalID(stack.Fallback)], byID[logicalID(stack.Serve.Service)]
+	if spot.Role() != "worker" || spot.CPU != 256 || spot.MemoryMiB != 2048 || spot.MinTasks != 1 || spot.MaxTasks != 10 ||
+		!spot.PublicIP || spot.Env[deployenv.Fetchers] != "10" {
+		t.Errorf("workers %+v", spot)
+	}
+	if od, sp := spot.Split(3); od != 0 || sp != 3 {
+		t.Errorf("workers on %v on-demand + %v Spot, want all Spot", od, sp)
+	}
+	if od, sp := twin.Split(1); twin.Role() != "worker" || twin.Desired != 0 || twin.MinTasks != 0 || twin.MaxTasks != 1 || od != 1 || sp != 0 {
+		t.Errorf("on-demand twin %+v", twin)
+	}
+	if serve.Role() != "serve" || !serve.LoadBalanced || serve.CPU != 256 || serve.MemoryMiB != 1024 || serve.MinTasks != 1 || serve.MaxTasks != 4 {
+		t.Errorf("git server %+v", serve)
+	}
+	if len(f.ServicesRunning("worker")) != 2 || len(f.ServicesRunning("serve")) != 1 {
+		t.Errorf("services %+v", f.Services)
+	}
+	if f.NATGateways != 0 || len(f.LoadBalancers) != 1 || !f.LoadBalancers[0].InternetFacing || f.LoadBalancers[0].Subnets != 2 ||
+		f.LoadBalancers[0].AccessLogs || f.ContainerInsights || !f.HasGatewayEndpoint("dynamodb") || f.Buckets != 0 ||
+		!slices.Equal(f.FlowLogs, []string{"REJECT"}) || f.Dashboards != 1 {
+		t.Errorf("facts %+v", f)
+	}
+	// 12 alarms in the template evaluating 16 metrics, and the 4 one-metric alarms of the
+	// git server's two target tracking policies.
+	if f.Alarms != 16 || f.AlarmMetrics != 20 {
+		t.Errorf("%d alarms on %d metrics, want 16 on 20", f.Alarms, f.AlarmMetrics)
+	}
+	if fs := f.FileSystems; len(fs) != 1 || fs[0].IAAfterDays != 7 || fs[0].ArchiveAfterDays != 90 || fs[0].BackToStandardOnRead || !fs[0].Elastic {
+		t.Errorf("file systems %+v", fs)
+	}
+	if l, ok := f.TickLambda(); !ok || l.ID != logicalID(stack.Coordinator) || l.MemoryMB != 512 || f.TickSeconds != 60 {
+		t.Errorf("tick Lambda %+v every %v s", l, f.TickSeconds)
+	}
+	for _, name := range append(append([]string{"Ticks", "WorkersByState", "ReposByState", "StalenessP99", "QueueDepth"},
+		servingMetrics...), maintenanceMetrics...) {
+		if !slices.Contains(f.DashboardMetrics, name) {
+			t.Errorf("dashboard metrics %v lack %s", f.DashboardMetrics, name)
+		}
+	}
+}

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+)
+
+// Props configures the stack. Zero values take the defaults of Defaults.
+type Props struct {
+	awscdk.StackProps
+
+	Fleet        string // Fleet dimension of the metrics; default: the stack name
+	WorkerCount  int    // Spot worker tasks (the autoscaling minimum)
+	MaxWorkers   int    // autoscaling maximum
+	WorkerCPU    int    // Fargate CPU units
+	WorkerMemory int    // MiB
+	Fetchers     int    // MIRRORFLEET_FETCHERS
+	// WithoutFallback drops the on-demand twin of the Spot workers (see workers).
+	WithoutFallback bool
+	Grace           time.Duration // MIRRORFLEET_GRACE
+	Warmup          time.Duration // MIRRORFLEET_WARMUP; default 10m
+	NoWarmup        bool          // no first-start warm-up (a fleet being rebuilt): MIRRORFLEET_WARMUP=0
+	MinLive         int           // alarm when fewer live workers; default WorkerCount
+	StaleAfter      time.Duration // alarm when StalenessMax exceeds it
+	// CoordinatorConcurrency is the coordinator's reserved concurrency; default 1, one
+	// tick at a time; negative: none reserved (an account whose concurrency quota cannot
+	// spare a reservation, see infra/README.md).
+	CoordinatorConcurrency int
+	List                   deployenv.List // list sync of the coordinator; Repo "" = off
+
+	VpcID string // existing VPC (needs env account/region); empty: new VPC
+	// PrivateNetwork puts the tasks in private subnets behind a NAT gateway; the default
+	// is public subnets, a public IP per task and security groups without ingress.
+	PrivateNetwork bool
+	PublicReads    bool   // GET routes without IAM auth (the API Lambda then serves reads to anyone)
+	DiskQuota      string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
+	AlarmEmail     string // optional SNS email subscription
+	DeletionGuard  bool   // table deletion protection and RETAIN of stateful resources
+
+	// WithoutServing leaves out the git server behind its load balancer.
+	WithoutServing  bool
+	ServeCPU        int    // Fargate CPU units of a serving task
+	ServeMemory     int    // MiB
+	ServeMin        int    // serving tasks, the autoscaling minimum
+	ServeMax        int    // autoscaling maximum
+	ServeOnDemand   int    // of the ServeMin, how many run on on-demand Fargate (the rest on Spot)
+	PackCacheBytes  string // MIRRORFLEET_PACK_CACHE_BYTES on the task's local disk; default 10G
+	CertificateARN  string // ACM certificate: HTTPS on 443 (HTTP redirects); empty: HTTP on 80
+	ServeDomain     string // the DNS name clients use (a CNAME to the load balancer); needed with a certificate
+	ServeAccessLogs bool   // load balancer access logs to an S3 bucket
+
+	// RepoRoot is the repository root (go.mod), where build/*.zip are read. Default:
+	// found upward from the working directory.
+	RepoRoot string
+	// LambdaAssetDir overrides the directory holding coordinator.zip and api.zip
+	// (default RepoRoot/build).
+	LambdaAssetDir string
+	// WorkerImage is the image both services run: the `mirrorfleet` binary on a base
+	// with git (cmd/pushimage builds and pushes it). An ECR reference
+	// (<account>.dkr.ecr.<region>.amazonaws.com/<repo>@sha256:… or :tag) is pulled
+	// with the execution role's ECR permissions on that repository; another registry's
+	// reference must be public.
+	WorkerImage string
+	// AllowPlaceholders lets a missing Lambda zip or worker image be replaced by a
+	// placeholder, for synth and tests only: a deploy of placeholders would run nothing.
+	AllowPlaceholders bool
+}
+
+// Defaults fills the zero fields of p.
+func (p Props) Defaults() Props {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&p.WorkerCount, 1)
+	def(&p.MaxWorkers, 10)
+	def(&p.WorkerCPU, 256)
+	def(&p.WorkerMemory, 2048)
+	def(&p.Fetchers, 10)
+	def(&p.MinLive, p.WorkerCount)
+	def(&p.ServeCPU, 256)
+	def(&p.ServeMemory, 1024)
+	def(&p.ServeMin, 1)
+	def(&p.ServeMax, 4)
+	if p.CoordinatorConcurrency == 0 {
+		p.CoordinatorConcurrency = 1
+	}
+	if p.Grace <= 0 {
+		p.Grace = 10 * time.Minute
+	}
+	if p.Warmup <= 0 {
+		p.Warmup = 10 * time.Minute
+	}
+	if p.StaleAfter <= 0 {
+		p.StaleAfter = 2 * time.Hour
+	}
+	if p.DiskQuota == "" {
+		p.DiskQuota = "500G"
+	}
+	if p.PackCacheBytes == "" {
+		p.PackCacheBytes = "10G"
+	}
+	if p.RepoRoot == "" {
+		p.RepoRoot = findRepoRoot()
+	}
+	if p.LambdaAssetDir == "" {
+		p.LambdaAssetDir = filepath.Join(p.RepoRoot, "build")
+	}
+	return p
+}
+
+// Check reports settings that cannot be deployed, all of them at once.
+func (p Props) Check() error {
+	var errs []string
+	if p.MaxWorkers < p.WorkerCount {
+		errs = append(errs, fmt.Sprintf("maxWorkers (%d) is below workerCount (%d)", p.MaxWorkers, p.WorkerCount))
+	}
+	if !p.WithoutServing {
+		if p.ServeMax < p.ServeMin {
+			errs = append(errs, fmt.Sprintf("serveMax (%d) is below serveMin (%d)", p.ServeMax, p.ServeMin))
+		}
+		if p.ServeOnDemand > p.ServeMin {
+			errs = append(errs, fmt.Sprintf("serveOnDemand (%d) is above serveMin (%d)", p.ServeOnDemand, p.ServeMin))
+		}
+		if p.CertificateARN != "" && p.ServeDomain == "" {
+			errs = append(errs, "certificateArn needs serveDomain: the name the certificate is for, which clients clone from")
+		}
+		if p.ServeAccessLogs && (p.Env == nil || p.Env.Region == nil) {
+			errs = append(errs, "serveAccessLogs needs the stack's region (the log bucket's policy names the region's "+
+				"load balancer account): the CDK CLI sets CDK_DEFAULT_REGION from your credentials")
+		}
+		if strings.ContainsAny(p.ServeDomain, "/: ") {
+			errs = append(errs, fmt.Sprintf("serveDomain %q: a host name only, e.g. git.example.org", p.ServeDomain))
+		}
+	}
+	if p.WorkerImage == "" && !p.AllowPlaceholders {
+		errs = append(errs, "no worker image: `make deploy` builds and pushes one (cmd/pushimage) and passes it as "+
+			"-c workerImage=<reference>; or pass a prebuilt image's reference yourself")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("infra: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// PropsFromContext reads the props from CDK context (cdk.json or -c key=value).
+func PropsFromContext(node constructs.Node) (Props, error) {
+	c := ctx{node: node}
+	var p Props
+	p.Fleet = c.str("fleet")
+	p.WorkerCount = c.int("workerCount")
+	p.MaxWorkers = c.int("maxWorkers")
+	p.WorkerCPU = c.int("workerCpu")
+	p.WorkerMemory = c.int("workerMemory")
+	p.Fetchers = c.int("fetchers")
+	p.WithoutFallback = !c.bool("onDemandFallback", true)
+	p.MinLive = c.int("minLiveWorkers")
+	p.Grace = c.duration("grace")
+	if w := c.str("warmup"); w == "none" {
+		p.NoWarmup = true
+	} else if p.Warmup = c.duration("warmup"); w != "" && p.Warmup == 0 {
+		p.NoWarmup = true // "0", "0s"
+	}
+	p.StaleAfter = c.duration("staleAfter")
+	p.CoordinatorConcurrency = c.int("coordinatorConcurrency")
+	if c.str("coordinatorConcurrency") == "none" {
+		p.CoordinatorConcurrency = -1
+	}
+	p.List = deployenv.List{Repo: c.str("listRepo"), Branch: c.str("listBranch"), Interval: c.duration("listInterval")}
+	if v := c.str("listPath"); v != "" {
+		p.List.Paths = strings.Split(v, ",")
+	}
+	if v := c.str("listPurgeThreshold"); v != "" {
+		f, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+		if err != nil {
+			c.fail("listPurgeThreshold", v, "not a percentage")
+		}
+		p.List.PurgeThreshold = &f
+	}
+	p.VpcID = c.str("vpcId")
+	p.PrivateNetwork = c.bool("privateNetwork", false)
+	p.PublicReads = c.bool("publicReads", false)
+	p.AlarmEmail = c.str("alarmEmail")
+	p.DiskQuota = c.str("diskQuota")
+	p.DeletionGuard = c.bool("deletionProtection", true)
+	p.WithoutServing = !c.bool("serving", true)
+	p.ServeCPU = c.int("serveCpu")
+	p.ServeMemory = c.int("serveMemory")
+	p.ServeMin = c.int("serveMin")
+	p.ServeMax = c.int("serveMax")
+	p.ServeOnDemand = c.int("serveOnDemand")
+	p.PackCacheBytes = c.str("packCacheBytes")
+	p.CertificateARN = c.str("certificateArn")
+	p.ServeDomain = c.str("serveDomain")
+	p.ServeAccessLogs = c.bool("serveAccessLogs", false)
+	p.WorkerImage = c.str("workerImage")
+	p.AllowPlaceholders = c.bool("allowPlaceholders", false)
+	if len(c.errs) > 0 {
+		return p, fmt.Errorf("infra: context: %s", strings.Join(c.errs, "; "))
+	}
+	return p, nil
+}
+
+// ctx reads typed CDK context values and collects every malformed one.
+type ctx struct {
+	node constructs.Node
+	errs []string
+}
+
+func (c *ctx) fail(key, v, why string) {
+	c.errs = append(c.errs, fmt.Sprintf("%s=%q: %s", key, v, why))
+}
+
+func (c *ctx) str(key string) string {
+	v := c.node.TryGetContext(jsii.String(key))
+	if v == nil {
+		return ""
+	}
+	return strings.TrimSpace(fmt.Sprint(v))
+}
+
+func (c *ctx) int(key string) int {
+	s := c.str(key)
+	if s == "" || s == "none" {
+		return 0
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != float64(int(f)) {
+		c.fail(key, s, "not a whole number")
+		return 0
+	}
+	return int(f)
+}
+
+func (c *ctx) bool(key string, def bool) bool {
+	s := c.str(key)
+	if s == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		c.fail(key, s, "not true or false")
+		return def
+	}
+	return b
+}
+
+func (c *ctx) duration(key string) time.Duration {
+	s := c.str(key)
+	if s == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		c.fail(key, s, "not a duration (e.g. 90s, 10m, 2h)")
+	}
+	return d
+}
+
+func findRepoRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			panic("infra: no go.mod above " + dir)
+		}
+	}
+}

@@ -1,0 +1,273 @@
+// Package deployenv is the environment contract between the CDK stack (infra/) and the
+// binaries it deploys: the name of every variable, and, per component, the environment
+// a deployment's settings turn into. The stack builds each function's and container's
+// environment with Coordinator.Env, API.Env, Worker.Env and Serve.Env; the binaries
+// read the same names (shared/cloud, shared/listsync); the end-to-end tests run the
+// built Lambda binaries with what Env returns. A name is written once, here.
+//
+// The package imports nothing of the domain, so the CDK app links only this.
+package deployenv
+
+import (
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Variables every binary reads.
+const (
+	Table             = "MIRRORFLEET_TABLE"               // DynamoDB table of the fleet's state
+	Fleet             = "MIRRORFLEET_FLEET"               // Fleet dimension of the metrics
+	LogLevel          = "MIRRORFLEET_LOG_LEVEL"           // debug, info, warn, error
+	AllowPrivateHosts = "MIRRORFLEET_ALLOW_PRIVATE_HOSTS" // let repos on private addresses through the URL policy
+)
+
+// Variables of the coordinator Lambda.
+const (
+	ScheduleGroup    = "MIRRORFLEET_SCHEDULE_GROUP"     // Scheduler group of the timers
+	SchedulerRoleARN = "MIRRORFLEET_SCHEDULER_ROLE_ARN" // role Scheduler assumes to invoke the coordinator
+	TimerDLQARN      = "MIRRORFLEET_TIMER_DLQ_ARN"      // SQS queue for undeliverable firings
+	Grace            = "MIRRORFLEET_GRACE"              // silence before a worker's repos move
+	Warmup           = "MIRRORFLEET_WARMUP"             // first-start wait; 0 = none
+	SuspectAfter     = "MIRRORFLEET_SUSPECT_AFTER"      // silence before a worker is suspect
+	Lease            = "MIRRORFLEET_LEASE"              // leadership lease; > the tick period
+)
+
+// Variables of the list sync (coordinator; the API reports its configuration).
+const (
+	ListRepo           = "MIRRORFLEET_LIST_REPO"            // list repository URL; empty: no list sync
+	ListBranch         = "MIRRORFLEET_LIST_BRANCH"          // branch; empty: the repository's HEAD
+	ListPath           = "MIRRORFLEET_LIST_PATH"            // comma-separated files or directories
+	ListInterval       = "MIRRORFLEET_LIST_INTERVAL"        // Go duration, e.g. 5m
+	ListPurgeThreshold = "MIRRORFLEET_LIST_PURGE_THRESHOLD" // percent, e.g. 5 or 5%
+	ListDir            = "MIRRORFLEET_LIST_DIR"             // where the clone is kept
+	ListMaxBytes       = "MIRRORFLEET_LIST_MAX_BYTES"       // bytes of the list files, in all
+	ListMaxURLs        = "MIRRORFLEET_LIST_MAX_URLS"        // valid URLs in the list
+)
+
+// Variables of the API Lambda.
+const (
+	APIBasePath  = "MIRRORFLEET_API_BASE_PATH"  // path prefix API Gateway puts before the API's paths
+	PublicReads  = "MIRRORFLEET_PUBLIC_READS"   // /v1 reads without an IAM identity
+	CloneBaseURL = "MIRRORFLEET_CLONE_BASE_URL" // clone URL of a repo: <base>/git/<mirror path>
+)
+
+// Variables of the worker.
+const (
+	MirrorRoot      = "MIRRORFLEET_MIRROR_ROOT"      // shared mirror directory (EFS mount); also the server's
+	Fetchers        = "MIRRORFLEET_FETCHERS"         // concurrent fetches
+	Heartbeat       = "MIRRORFLEET_HEARTBEAT"        // heartbeat interval
+	MinInterval     = "MIRRORFLEET_MIN_INTERVAL"     // per-repo minimum poll interval
+	DiskQuota       = "MIRRORFLEET_DISK_QUOTA"       // bytes the mirrors may use; 0 = the file system's size
+	DiskUsage       = "MIRRORFLEET_DISK_USAGE"       // how the used bytes are measured under a quota: walk or statfs
+	WorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
+	Drain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
+	MetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
+	Policy          = "MIRRORFLEET_POLICY"           // when a repo is polled next: bayes (default), rate or cbrt
+	AliveFile       = "MIRRORFLEET_ALIVE_FILE"       // touched after each successful heartbeat (container health check)
+	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
+	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
+	FsckEvery       = "MIRRORFLEET_FSCK_EVERY"       // a mirror's connectivity is checked at most this often
+
+	// What one upstream can make a fetch receive (mirror.Limits) and politeness per
+	// upstream host (worker.Config).
+	MaxRefBytes     = "MIRRORFLEET_MAX_REF_BYTES"      // bytes of one ref advertisement
+	MaxRefs         = "MIRRORFLEET_MAX_REFS"           // refs in one ref advertisement
+	MaxPackBytes    = "MIRRORFLEET_MAX_PACK_BYTES"     // bytes one fetch may receive
+	MaxPackBytesFor = "MIRRORFLEET_MAX_PACK_BYTES_FOR" // per repo: URL=SIZE,URL/=SIZE
+	MaxPackObjects  = "MIRRORFLEET_MAX_PACK_OBJECTS"   // objects a pack may declare
+	MaxObjectBytes  = "MIRRORFLEET_MAX_OBJECT_BYTES"   // bytes one pack object may declare
+	MinRate         = "MIRRORFLEET_MIN_RATE"           // bytes a second; slower transfers are cut
+	RateWindow      = "MIRRORFLEET_RATE_WINDOW"        // the window MIN_RATE is measured over
+	HostConcurrency = "MIRRORFLEET_HOST_CONCURRENCY"   // fetches of one host at a time; -1: no limit
+	HostRate        = "MIRRORFLEET_HOST_RATE"          // fetch starts a second on one host; -1: no limit
+	HostPause       = "MIRRORFLEET_HOST_PAUSE"         // a host answering 429/503 without Retry-After is left alone this long
+)
+
+// Variables of the git server (`mirrorfleet serve`).
+const (
+	ServeListen    = "MIRRORFLEET_SERVE_LISTEN"     // listen address, default :8080
+	PackCacheDir   = "MIRRORFLEET_PACK_CACHE_DIR"   // pack cache on local disk
+	PackCacheBytes = "MIRRORFLEET_PACK_CACHE_BYTES" // its size bound
+	ServeToken     = "MIRRORFLEET_SERVE_TOKEN"      // optional read token
+)
+
+// The image both ECS services run (cmd/pushimage builds it; the stack runs
+// `mirrorfleet worker` and `mirrorfleet serve` from it).
+const (
+	ImageBinary = "/usr/local/bin/mirrorfleet" // the static binary, the entrypoint
+	ImageUID    = "65532"                      // the nonroot user it runs as; the EFS access point's owner
+)
+
+// Disk usage modes (DiskUsage).
+const (
+	DiskUsageWalk   = "walk"   // sum the file sizes under the mirror root (a local disk shared with other data)
+	DiskUsageStatfs = "statfs" // the file system's own used bytes (a file system holding only the mirrors: EFS)
+)
+
+// NoWarmup is how a zero warm-up is written: the coordinator reads "0" as none.
+const NoWarmup = "0"
+
+// Duration writes d as the readers parse it: Go duration syntax.
+func Duration(d time.Duration) string { return d.String() }
+
+// WarmupValue writes a warm-up: zero or less is none (NoWarmup), not "0s".
+func WarmupValue(d time.Duration) string {
+	if d <= 0 {
+		return NoWarmup
+	}
+	return d.String()
+}
+
+// set adds name=value when value is not empty: an unset variable takes the binary's
+// default, which is documented once, where it is read.
+func set(m map[string]string, name, value string) {
+	if value != "" {
+		m[name] = value
+	}
+}
+
+func dur(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return Duration(d)
+}
+
+func num(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// Common is what every component is told.
+type Common struct {
+	Table    string
+	Fleet    string
+	LogLevel string // "" = the binary's default (info)
+}
+
+func (c Common) env() map[string]string {
+	m := map[string]string{}
+	set(m, Table, c.Table)
+	set(m, Fleet, c.Fleet)
+	set(m, LogLevel, c.LogLevel)
+	return m
+}
+
+// List is the list sync's configuration; Repo "" leaves it off.
+type List struct {
+	Repo, Branch string
+	Paths        []string
+	Interval     time.Duration
+	// PurgeThreshold in percent; nil takes the default (5).
+	PurgeThreshold *float64
+	Dir            string
+}
+
+func (l List) env(m map[string]string) {
+	if l.Repo == "" {
+		return
+	}
+	set(m, ListRepo, l.Repo)
+	set(m, ListBranch, l.Branch)
+	set(m, ListPath, strings.Join(l.Paths, ","))
+	set(m, ListInterval, dur(l.Interval))
+	if l.PurgeThreshold != nil {
+		m[ListPurgeThreshold] = strconv.FormatFloat(*l.PurgeThreshold, 'f', -1, 64)
+	}
+	set(m, ListDir, l.Dir)
+}
+
+// Coordinator is the coordinator Lambda's deployment.
+type Coordinator struct {
+	Common
+	ScheduleGroup    string
+	SchedulerRoleARN string
+	TimerDLQARN      string
+	Grace            time.Duration // 0: the default
+	// Warmup is the first-start wait; zero (or less) means none, written as NoWarmup.
+	Warmup time.Duration
+	List   List
+}
+
+// Env is the coordinator's environment.
+func (c Coordinator) Env() map[string]string {
+	m := c.Common.env()
+	set(m, ScheduleGroup, c.ScheduleGroup)
+	set(m, SchedulerRoleARN, c.SchedulerRoleARN)
+	set(m, TimerDLQARN, c.TimerDLQARN)
+	set(m, Grace, dur(c.Grace))
+	m[Warmup] = WarmupValue(c.Warmup)
+	c.List.env(m)
+	return m
+}
+
+// API is the API Lambda's deployment.
+type API struct {
+	Common
+	PublicReads  bool
+	CloneBaseURL string
+	// List: GET /v1/list reports the list sync's configuration.
+	List List
+}
+
+// Env is the API's environment.
+func (a API) Env() map[string]string {
+	m := a.Common.env()
+	m[PublicReads] = strconv.FormatBool(a.PublicReads)
+	set(m, CloneBaseURL, a.CloneBaseURL)
+	a.List.env(m)
+	return m
+}
+
+// Worker is a fetch worker container's deployment.
+type Worker struct {
+	Common
+	MirrorRoot string
+	Fetchers   int
+	Drain      time.Duration
+	DiskQuota  string // e.g. 500G; "" = the file system's size
+	DiskUsage  string // DiskUsageWalk or DiskUsageStatfs; "" = walk
+	AliveFile  string
+}
+
+// Env is the worker's environment.
+func (w Worker) Env() map[string]string {
+	m := w.Common.env()
+	set(m, MirrorRoot, w.MirrorRoot)
+	set(m, Fetchers, num(w.Fetchers))
+	set(m, Drain, dur(w.Drain))
+	set(m, DiskQuota, w.DiskQuota)
+	set(m, DiskUsage, w.DiskUsage)
+	set(m, AliveFile, w.AliveFile)
+	return m
+}
+
+// Serve is a git server container's deployment (`mirrorfleet serve`).
+type Serve struct {
+	Common
+	MirrorRoot     string
+	Listen         string // e.g. :8080
+	PackCacheDir   string
+	PackCacheBytes string // e.g. 10G
+}
+
+// Env is the git server's environment.
+func (s Serve) Env() map[string]string {
+	m := s.Common.env()
+	set(m, MirrorRoot, s.MirrorRoot)
+	set(m, ServeListen, s.Listen)
+	set(m, PackCacheDir, s.PackCacheDir)
+	set(m, PackCacheBytes, s.PackCacheBytes)
+	return m
+}
+
+// Merge returns a copy of base with extra's entries added (extra wins).
+func Merge(base, extra map[string]string) map[string]string {
+	out := maps.Clone(base)
+	maps.Copy(out, extra)
+	return out
+}

@@ -1,0 +1,60 @@
+package fleet_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
+)
+
+// TestHealthz asks the fleet's /healthz as a load balancer does: by address, under a
+// Host the API would refuse, without a token. It is 200 with the checks while the store,
+// git and the mirrors answer, and 503 naming the mirrors once their directory is gone.
+func TestHealthz(t *testing.T) {
+	logs := dumpOnFailure(t)
+	data := t.TempDir()
+	f := startWith(t, logs, func(c *fleet.Config) { c.Data, c.Workers, c.Warmup = data, 1, -1 })
+	get := func() (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+f.Addr()+"/healthz", nil)
+		req.Host = "10.0.3.7:8080" // a load balancer's target address, not a loopback name
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var body map[string]any
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatalf("/healthz: %s, body %q is not JSON: %v", resp.Status, b, err)
+		}
+		return resp.StatusCode, body
+	}
+	code, body := get()
+	checks, _ := body["checks"].(map[string]any)
+	if code != 200 || body["status"] != "ok" || checks["store"] != "ok" || checks["git"] != "ok" || checks["mirrors"] != "ok" {
+		t.Fatalf("/healthz of a healthy fleet: %d %v", code, body)
+	}
+
+	if err := os.RemoveAll(fleet.MirrorsDir(data)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second) // the answer is kept a few seconds
+	for {
+		code, body = get()
+		checks, _ = body["checks"].(map[string]any)
+		msg, _ := checks["mirrors"].(string)
+		if code == 503 && body["status"] == "unhealthy" && strings.Contains(msg, "mirrors root") && checks["store"] == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz without the mirrors directory: %d %v", code, body)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

@@ -1,0 +1,161 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
+)
+
+// testGit is the git maintenance runs, or a skip saying what is missing.
+func testGit(t testing.TB) gitbin.Git {
+	t.Helper()
+	g, err := gitbin.Find(context.Background())
+	if err != nil {
+		t.Skipf("maintenance needs git: %v", err)
+	}
+	return g
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// TestMaintainRollsUpGoGitPacks: a mirror with one pack per go-git fetch is repacked
+// geometrically with a multi-pack index and bitmap and a split commit-graph, its loose
+// refs are packed; it still equals the upstream, passes fsck, clones, and go-git keeps
+// fetching into it.
+func TestMaintainRollsUpGoGitPacks(t *testing.T) {
+	s, u, m, tg := syncedBasic(t, "packs", Config{Git: testGit(t)})
+	for i := range 6 {
+		u.commit(t, fmt.Sprint("more ", i), map[string][]byte{"n.txt": []byte(fmt.Sprint(i)), "r.dat": randomBytes(t, 4<<10)})
+		u.git(t, "branch", "-f", fmt.Sprint("b", i))
+		if res := mustSync(t, m, tg); res.Packs != i+2 {
+			t.Fatalf("after fetch %d: Packs = %d, want %d (one per go-git fetch)", i, res.Packs, i+2)
+		}
+	}
+	dir := mirrorDir(t, m, tg)
+	res, err := m.Maintain(context.Background(), tg, fetch.MaintainRequest{Fsck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped || res.Recloned || !res.Fscked || res.PacksBefore != 7 || res.PacksAfter >= res.PacksBefore {
+		t.Fatalf("maintenance: %+v; want 7 packs rolled up, checked", res)
+	}
+	pack := filepath.Join(dir, "objects", "pack")
+	bitmaps, _ := filepath.Glob(filepath.Join(pack, "multi-pack-index-*.bitmap"))
+	if !exists(filepath.Join(pack, "multi-pack-index")) || len(bitmaps) != 1 ||
+		!exists(filepath.Join(dir, "objects", "info", "commit-graphs", "commit-graph-chain")) {
+		t.Fatal("no multi-pack index, bitmap or commit-graph chain after maintenance")
+	}
+	if loose, _ := os.ReadDir(filepath.Join(dir, "refs", "heads")); len(loose) != 0 {
+		t.Fatalf("loose refs left: %v", loose)
+	}
+	assertMirrored(t, m, u, tg)
+	fsck(t, s.home, dir)
+	clone := filepath.Join(t.TempDir(), "c")
+	runGit(t, s.home, "", nil, "clone", "-q", "--mirror", "file://"+dir, clone)
+	if got, want := forEachRef(t, "", "", clone), u.refs(t); got != want {
+		t.Fatalf("clone of the maintained mirror has refs\n%s\nwant\n%s", got, want)
+	}
+
+	// go-git reads and fetches into the maintained mirror; the next maintenance within
+	// the same slot is skipped, a later one runs.
+	u.commit(t, "after", map[string][]byte{"after": []byte("x")})
+	mustSync(t, m, tg)
+	assertMirrored(t, m, u, tg)
+	since := time.Now().Add(-time.Hour)
+	if res, err := m.Maintain(context.Background(), tg, fetch.MaintainRequest{Since: since}); err != nil || !res.Skipped {
+		t.Fatalf("maintenance already done since %v: %+v, %v; want skipped", since, res, err)
+	}
+	if res, err := m.Maintain(context.Background(), tg, fetch.MaintainRequest{Since: time.Now().Add(time.Second)}); err != nil || res.Skipped || res.Fscked {
+		t.Fatalf("a later slot: %+v, %v; want run, no fsck", res, err)
+	}
+	fsck(t, s.home, dir)
+}
+
+// A mirror that is one big pack (a fresh go-git clone) keeps it and gains the index,
+// bitmap and commit-graph.
+func TestMaintainSinglePack(t *testing.T) {
+	s := newGitServer(t)
+	u := s.newRepo(t, "x/big")
+	for i := range 4 {
+		u.commit(t, fmt.Sprint("big ", i), map[string][]byte{fmt.Sprint("blob", i): randomBytes(t, 4<<20)})
+	}
+	m := newTestMirrorer(t, Config{Git: testGit(t)})
+	tg := u.target("big")
+	mustSync(t, m, tg)
+	res, err := m.Maintain(context.Background(), tg, fetch.MaintainRequest{})
+	if err != nil || res.PacksBefore != 1 || res.PacksAfter != 1 {
+		t.Fatalf("maintenance of a one-pack mirror: %+v, %v", res, err)
+	}
+	dir := mirrorDir(t, m, tg)
+	bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "multi-pack-index-*.bitmap"))
+	if len(bitmaps) != 1 {
+		t.Fatal("no multi-pack bitmap for the single pack")
+	}
+	// git uses the bitmap: a clone counts objects from it.
+	out, err := exec.Command("git", "-C", dir, "rev-list", "--test-bitmap", "HEAD").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK!") {
+		t.Fatalf("bitmap check: %v: %s", err, out)
+	}
+	assertMirrored(t, m, u, tg)
+}
+
+// A corrupt mirror (its pack gone) fails its check, is moved to the trash with a log
+// line, and cloned again under the lock.
+func TestMaintainReclonesCorruptMirror(t *testing.T) {
+	logs := &logtest.Buffer{}
+	s, u, m, tg := syncedBasic(t, "rot", Config{Git: testGit(t), Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	dir := mirrorDir(t, m, tg)
+	packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.pack"))
+	if len(packs) != 1 {
+		t.Fatalf("packs %v", packs)
+	}
+	if err := os.Remove(packs[0]); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Maintain(context.Background(), tg, fetch.MaintainRequest{Fsck: true})
+	if err != nil || !res.Recloned || !res.Fscked {
+		t.Fatalf("maintenance of a corrupt mirror: %+v, %v; want checked and re-cloned", res, err)
+	}
+	if !strings.Contains(logs.String(), "mirror corrupt: moved to the trash") || !strings.Contains(logs.String(), "to="+m.trashDir) {
+		t.Errorf("no log line for the corrupt mirror moved to %s:\n%s", m.trashDir, logs)
+	}
+	assertMirrored(t, m, u, tg)
+	fsck(t, s.home, dir)
+}
+
+func TestMaintainBusyAndConflict(t *testing.T) {
+	s, _, m, tg := syncedBasic(t, "held", Config{Git: testGit(t)})
+	lp, _ := m.LockPath(tg)
+	lk, err := tryLock(lp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Maintain(context.Background(), tg, fetch.MaintainRequest{})
+	kindIs(t, err, fetch.KindBusy)
+	lk.unlock(false)
+	_, err = m.Maintain(context.Background(), fetch.Target{ID: "other", URL: tg.URL + ".git"}, fetch.MaintainRequest{})
+	kindIs(t, err, fetch.KindConflict)
+	if res, err := m.Maintain(context.Background(), tg, fetch.MaintainRequest{}); err != nil || res.PacksBefore != 1 {
+		t.Fatalf("maintenance: %+v, %v", res, err)
+	}
+	none := fetch.Target{ID: "none", URL: s.srv.URL + "/x/never"}
+	if res, err := m.Maintain(context.Background(), none, fetch.MaintainRequest{}); err != nil || !res.Skipped {
+		t.Fatalf("maintenance without a mirror: %+v, %v; want skipped", res, err)
+	}
+	if _, err := newTestMirrorer(t, Config{}).Maintain(context.Background(), tg, fetch.MaintainRequest{}); err == nil {
+		t.Fatal("maintenance without git succeeded")
+	}
+}

@@ -1,0 +1,58 @@
+package priority
+
+import "math"
+
+// Bayes is the empirical-Bayes change-rate policy. A repo's current rate of pushes is
+// estimated from what its fetches brought (bursts of new commits, by their times), the
+// history its first clone showed, and the fleet's prior (Input.Prior): a repo known
+// little of starts at the fleet's best guess, and one whose recent pushes contradict its
+// past (a dormant repo waking up) is believed to have changed as soon as a poll sees it.
+// The step is 1/√rate, as for Rate (f ∝ √λ minimises the mean lag for a fixed budget),
+// raised by the tail guard (MinRate, GuardRate) so that no repo's wait grows without
+// bound and slow repos that are probably active are not starved.
+type Bayes struct{}
+
+// Name identifies the policy in configuration.
+func (Bayes) Name() string { return "bayes" }
+
+// The tail guard. MinRate is the least rate any repo is polled for, in pushes per day,
+// so no wait grows without bound. GuardRate keeps the probably-active slow repos, which
+// set the tail, from being starved by the doubt a silence casts on them: a repo polled
+// for rate λ is polled at least for GuardRate·P(λ ≥ GuardRate/4), a push in 500 days
+// times the chance that it pushes at least once in 2,000. It costs about 1% of the mean
+// and shortens the p99 by about a sixth on the benchmark.
+const (
+	MinRate   = 1e-4
+	GuardRate = 2e-3
+)
+
+// Next steps the repo by 1/√(expected pushes per day), scaled up by failures.
+func (Bayes) Next(in Input) float64 {
+	prior := in.Prior
+	if prior == nil {
+		prior = DefaultPrior()
+	}
+	if !in.Cloned {
+		// A first clone comes before any poll: it is what tells a repo's rate (its
+		// history), and a repo not cloned has no mirror at all. A failed one waits a step
+		// of a typical repo per failure.
+		return in.Old + float64(in.CloneFailCnt)*stepDays(prior.Mean())
+	}
+	return in.Old + float64(in.FetchFailCnt+1)*stepDays(prior.guarded(in.Stats))
+}
+
+// guarded is the rate a cloned repo is polled for: its expected rate, raised by the
+// tail guard.
+func (p *Prior) guarded(s Stats) float64 {
+	b, _ := p.posterior(evidenceOf(s))
+	active := 0.0
+	for k, w := range b {
+		if gridRates[k] >= GuardRate/4 {
+			active += w
+		}
+	}
+	return max(b.mean(), GuardRate*active)
+}
+
+// stepDays is 1/√(changes per day), with the rate floored at MinRate.
+func stepDays(perDay float64) float64 { return 1 / math.Sqrt(max(perDay, MinRate)) }

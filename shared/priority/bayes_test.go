@@ -1,0 +1,313 @@
+package priority
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+
+func TestSessionsCountBurstsOfCommits(t *testing.T) {
+	at := func(h float64) time.Time { return t0.Add(time.Duration(h * float64(time.Hour))) }
+	for _, c := range []struct {
+		hours []float64
+		want  int
+	}{
+		{nil, 0},
+		{[]float64{0}, 1},
+		{[]float64{0, 0.5, 1, 3.9}, 1},              // gaps under SessionGap (4 h)
+		{[]float64{5, 0, 0.2}, 2},                   // any order
+		{[]float64{0, 24, 48, 48.1, 100}, 4},        // days apart
+		{[]float64{0, 4.01, 8.02, 12.03, 16.04}, 5}, // just over the gap each
+	} {
+		var ts []time.Time
+		for _, h := range c.hours {
+			ts = append(ts, at(h))
+		}
+		if got := Sessions(ts); got != c.want {
+			t.Errorf("Sessions(%v h) = %d, want %d", c.hours, got, c.want)
+		}
+	}
+}
+
+// pushes are commit times: one burst every gap back from the end, n of them.
+func pushes(end time.Time, gap time.Duration, n int) []time.Time {
+	var ts []time.Time
+	for k := range n {
+		at := end.Add(-time.Duration(k) * gap)
+		ts = append(ts, at, at.Add(-10*time.Minute))
+	}
+	return ts
+}
+
+func TestAFirstCloneFoldsItsHistory(t *testing.T) {
+	// A year of history, a push every 5 days: about 73 pushes over 365 days.
+	s := Fold(Stats{}, Poll{Now: t0, Changed: true, Since: t0.AddDate(-1, 0, 0), Commits: pushes(t0.Add(-time.Hour), 5*24*time.Hour, 73)}, nil)
+	// Older windows fade (OldHalfLife), pushes and time alike: the rate stays.
+	n, days := s.Events+s.WinEvents, (s.Exposure+s.WinSeconds)/86400
+	if math.Abs(n/days-0.2) > 0.02 || days < 200 || days > 366 {
+		t.Fatalf("history folded into %+v: %.1f pushes over %.0f days", s, n, days)
+	}
+	if r := DefaultPrior().Rate(s); r < 0.15 || r > 0.25 {
+		t.Fatalf("a repo pushing every 5 days is estimated at %.3f pushes/day", r)
+	}
+	// A repo whose history starts at its first commit: the making of it is not counted.
+	young := Fold(Stats{}, Poll{Now: t0, Changed: true, Since: t0.AddDate(0, 0, -10), FromRoot: true,
+		Commits: pushes(t0.AddDate(0, 0, -9), 12*time.Hour, 10)}, nil)
+	if young.Events+young.WinEvents != 0 || young.Exposure+young.WinSeconds != 0 {
+		t.Fatalf("a repo made 10 days ago counts its making as evidence: %+v", young)
+	}
+	// A repo quiet for three years, with nothing in the window: a silence of three years.
+	quiet := Fold(Stats{}, Poll{Now: t0, Changed: true, Since: t0.AddDate(-1, 0, 0), LastCommitAt: t0.AddDate(-3, 0, 0)}, nil)
+	if quiet.WinEvents != 0 || math.Abs(quiet.WinSeconds/86400-3*365) > 2 {
+		t.Fatalf("a repo quiet for 3 years folded into %+v", quiet)
+	}
+	// A clone again (the mirror was lost) keeps what the polls saw.
+	if got := Fold(s, Poll{Now: t0, Changed: true}, nil); got != s {
+		t.Fatalf("a second clone replaced the stats: %+v", got)
+	}
+}
+
+func TestPollsAddPushesAndTimeToTheWindow(t *testing.T) {
+	s := Stats{Events: 10, Exposure: 100 * 86400}
+	s = Fold(s, Poll{Prev: t0, Now: t0.Add(6 * time.Hour)}, nil)
+	if s.WinEvents != 0 || s.WinSeconds != 6*3600 || s.Polls != 1 || s.Changes != 0 {
+		t.Fatalf("a poll that saw nothing: %+v", s)
+	}
+	s = Fold(s, Poll{Prev: t0.Add(6 * time.Hour), Now: t0.Add(12 * time.Hour), Changed: true,
+		Commits: []time.Time{t0.Add(6 * time.Hour), t0.Add(11 * time.Hour), t0.Add(11*time.Hour + time.Minute)}}, nil)
+	if s.WinEvents != 2 || s.WinSeconds != 12*3600 || s.Changes != 1 {
+		t.Fatalf("a poll that brought two bursts: %+v", s)
+	}
+	s = Fold(s, Poll{Prev: t0.Add(12 * time.Hour), Now: t0.Add(13 * time.Hour), Changed: true}, nil)
+	if s.WinEvents != 3 {
+		t.Fatalf("refs moved without new commits still count a push: %+v", s)
+	}
+	// Stats written before pushes were counted read as evidence.
+	old := Stats{Polls: 20, Changes: 4, Seconds: 40 * 86400}
+	if e := evidenceOf(old); e.oldN != 4 || e.oldT != 40 {
+		t.Fatalf("old stats read as %+v", e)
+	}
+}
+
+// steady folds a poll every interval for days, with a push every every-th poll.
+func steady(s Stats, from time.Time, days, interval time.Duration, every int, prior *Prior) (Stats, time.Time) {
+	now := from
+	for k := 1; now.Before(from.Add(days)); k++ {
+		next := now.Add(interval)
+		p := Poll{Prev: now, Now: next}
+		if every > 0 && k%every == 0 {
+			p.Changed, p.Commits = true, []time.Time{next.Add(-time.Minute)}
+		}
+		s, now = Fold(s, p, prior), next
+	}
+	return s, now
+}
+
+func TestARepoThatWakesUpIsNoticedAtTheFirstPush(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.05 / 30}
+	// Cloned after two years of silence, then polled daily for two months.
+	s := Fold(Stats{}, Poll{Now: t0, Changed: true, Since: t0.AddDate(-1, 0, 0), LastCommitAt: t0.AddDate(-2, 0, 0)}, prior)
+	s, now := steady(s, t0, 60*24*time.Hour, 24*time.Hour, 0, prior)
+	quiet := prior.Rate(s)
+	if quiet > 2e-3 {
+		t.Fatalf("a repo silent for two years is estimated at %.2g pushes/day", quiet)
+	}
+	// One poll brings a push: the estimate jumps at once (a slow repo could have made
+	// it too, so not all the way), and a second push a few days later settles it.
+	woke := Fold(s, Poll{Prev: now, Now: now.Add(24 * time.Hour), Changed: true, Commits: pushes(now.Add(20*time.Hour), time.Hour, 3)}, prior)
+	if r := prior.Rate(woke); r < 10*quiet {
+		t.Fatalf("after waking up: %.3g pushes/day, before %.3g", r, quiet)
+	}
+	if step, before := (Bayes{}).Next(Input{Cloned: true, Stats: woke, Prior: prior}), (Bayes{}).Next(Input{Cloned: true, Stats: s, Prior: prior}); step > before/3 {
+		t.Fatalf("the woken repo's step %.1f, quiet %.1f", step, before)
+	}
+	now = now.Add(24 * time.Hour)
+	again := Fold(woke, Poll{Prev: now, Now: now.Add(3 * 24 * time.Hour), Changed: true, Commits: []time.Time{now.Add(48 * time.Hour)}}, prior)
+	if r := prior.Rate(again); r < 0.1 {
+		t.Fatalf("two pushes in four days after two years of silence: %.3g pushes/day", r)
+	}
+}
+
+func TestARepoThatGoesQuietIsPolledLess(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.05 / 30}
+	// A push a day for a year (as polls every 6 hours saw it), then nothing for 60 days.
+	s, now := steady(Stats{}, t0, 365*24*time.Hour, 6*time.Hour, 4, prior)
+	busy := prior.Rate(s)
+	if busy < 0.8 || busy > 1.25 {
+		t.Fatalf("a repo pushing daily is estimated at %.3f pushes/day", busy)
+	}
+	s, _ = steady(s, now, 60*24*time.Hour, 6*time.Hour, 0, prior)
+	if r := prior.Rate(s); r > busy/10 {
+		t.Fatalf("60 days of silence after a year of daily pushes: %.3f pushes/day (was %.3f)", r, busy)
+	}
+	// Without changes of behaviour a silence of 60 days only lowers a daily repo's rate a little.
+	still := *prior
+	still.Hazard = 0
+	s2, now2 := steady(Stats{}, t0, 365*24*time.Hour, 6*time.Hour, 4, &still)
+	s2, _ = steady(s2, now2, 10*24*time.Hour, 6*time.Hour, 0, &still)
+	if r := still.Rate(s2); r < busy/2 {
+		t.Fatalf("without a hazard 10 silent days took a daily repo to %.3f", r)
+	}
+}
+
+func TestTheHazardKeepsAQuietRepoWorthAPoll(t *testing.T) {
+	s := Stats{WinSeconds: 3 * 365 * 86400} // silent for three years, nothing before
+	prev := 0.0
+	for _, h := range []float64{0, 0.003, 0.03, 0.3} {
+		p := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: h / 30}
+		r := p.Rate(s)
+		if !(r > prev) {
+			t.Fatalf("hazard %g a month: a quiet repo at %.3g pushes/day, not above %.3g", h, r, prev)
+		}
+		prev = r
+	}
+	// With a hazard of 30% a month a quiet repo may well have woken: about half the
+	// fleet's mean rate (half the draws are dormant), less what its recent silence rules out.
+	p := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.3 / 30}
+	if r := p.Rate(s); r < 0.05*p.Mean() || r > p.Mean() {
+		t.Fatalf("hazard 30%%/month: quiet repo %.3g, fleet mean %.3g", r, p.Mean())
+	}
+}
+
+func TestFitLearnsThePopulation(t *testing.T) {
+	// Half the repos silent for 2–6 years, half pushing at 0.01, 0.1 or 1 a day for a year.
+	var stats []Stats
+	for i := range 600 {
+		switch i % 6 {
+		case 0, 1, 2:
+			stats = append(stats, Stats{WinSeconds: float64(2+i%5) * 365 * 86400})
+		default:
+			rate := math.Pow(10, float64(i%6-5)) // 0.01, 0.1, 1
+			stats = append(stats, Stats{Events: math.Round(rate * 365), Exposure: 365 * 86400})
+		}
+	}
+	p := Fit(stats, nil, t0, nil)
+	if p.Repos != 600 || !p.At.Equal(t0) {
+		t.Fatalf("fit from %d repos at %v", p.Repos, p.At)
+	}
+	low := 0.0 // weight at rates a silence of years cannot tell from dormant
+	for k, r := range gridRates {
+		if r <= 4e-4 {
+			low += p.Weights[k]
+		}
+	}
+	if low < 0.4 || low > 0.6 {
+		t.Fatalf("silent repos carry %.2f of the fitted weight, want about half: %v", low, p.Weights)
+	}
+	want := (0.01 + 0.1 + 1) / 6
+	if m := p.Mean(); math.Abs(m-want)/want > 0.25 {
+		t.Fatalf("fitted mean %.3f pushes/day, the repos' is %.3f", m, want)
+	}
+	if p.Hazard != DefaultPrior().Hazard {
+		t.Fatalf("without scores the hazard moved: %v", p.Hazard)
+	}
+	// The same data, the same prior.
+	if q := Fit(stats, nil, t0, nil); *q != *p {
+		t.Fatal("Fit is not deterministic")
+	}
+	// Due: at once for a new fleet, again when the repos grow by a quarter or a week passes.
+	if DefaultPrior().Due(t0, 0) || !DefaultPrior().Due(t0, 1) {
+		t.Fatal("the default prior is due only once there are repos")
+	}
+	if p.Due(t0.Add(time.Hour), 700) || !p.Due(t0.Add(time.Hour), 760) || !p.Due(t0.Add(RefitEvery), 600) {
+		t.Fatal("Due rules")
+	}
+}
+
+func TestScoresPickTheHazardThatPredictsThePolls(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: DefaultPrior().Hazard}
+	quiet := Stats{WinSeconds: 2 * 365 * 86400}
+	score := func(wakeEvery int) float64 {
+		var sc Scores
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 20000 {
+			p := Poll{Prev: t0, Now: t0.Add(7 * 24 * time.Hour), Changed: wakeEvery > 0 && rng.IntN(wakeEvery) == 0}
+			sc.Add(prior, quiet, p)
+		}
+		return sc.hazard() * 30
+	}
+	never, rare, often := score(0), score(400), score(20)
+	if !(never < rare && rare < often) || never > 0.003 || often < 0.1 {
+		t.Fatalf("hazard learned from quiet repos that never / 1 in 400 / 1 in 20 weeks wake: %.4f %.4f %.4f a month", never, rare, often)
+	}
+	var few Scores
+	few.Add(prior, quiet, Poll{Prev: t0, Now: t0.Add(time.Hour), Changed: true})
+	if few.hazard() != DefaultPrior().Hazard {
+		t.Fatal("a handful of polls moved the hazard")
+	}
+}
+
+func TestBayesSteps(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
+	// Not cloned: the first clone goes first; a failed one waits a typical repo's step per failure.
+	if got := (Bayes{}).Next(Input{Old: 3, Prior: prior}); got != 3 {
+		t.Fatalf("first clone: %v", got)
+	}
+	if got := (Bayes{}).Next(Input{Old: 3, CloneFailCnt: 2, Prior: prior}); math.Abs(got-3-2/math.Sqrt(prior.Mean())) > 1e-9 {
+		t.Fatalf("after 2 failed clones: %v", got)
+	}
+	busy := Stats{Events: 365, Exposure: 365 * 86400}
+	base := (Bayes{}).Next(Input{Cloned: true, Stats: busy, Prior: prior})
+	if math.Abs(base-1) > 0.1 {
+		t.Fatalf("a repo pushing daily steps %.3f, want about 1", base)
+	}
+	if got := (Bayes{}).Next(Input{Cloned: true, FetchFailCnt: 2, Stats: busy, Prior: prior}); math.Abs(got-3*base) > 1e-9 {
+		t.Fatalf("after 2 failed fetches: %v, want 3 × %v", got, base)
+	}
+	// A dead repo is still polled: the step stops at 1/√MinRate.
+	dead := Stats{WinSeconds: 10 * 365 * 86400}
+	still := &Prior{Weights: prior.Weights}
+	if got := (Bayes{}).Next(Input{Cloned: true, Stats: dead, Prior: still}); got > 1/math.Sqrt(MinRate)+1e-9 {
+		t.Fatalf("a dead repo steps %v, more than the guard %v", got, 1/math.Sqrt(MinRate))
+	}
+	// Degenerate stats never give NaN, infinity or a step that goes backwards.
+	for _, s := range []Stats{{}, {Events: 1e9, Exposure: 1}, {WinEvents: 5}, {Exposure: 1e12}, {Events: 1e-300, WinSeconds: 1e-300}} {
+		for _, p := range []*Prior{nil, prior, still} {
+			got := (Bayes{}).Next(Input{Old: 7, Cloned: true, Stats: s, Prior: p})
+			if math.IsNaN(got) || math.IsInf(got, 0) || got <= 7 {
+				t.Fatalf("stats %+v: next %v", s, got)
+			}
+		}
+	}
+}
+
+func TestTheTailGuardLiftsProbablyActiveSlowRepos(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.003 / 30}
+	// One push in four years, 1,000 days ago: slow, and probably not dead.
+	slow := Stats{Events: 1, Exposure: 460 * 86400, WinSeconds: 1000 * 86400}
+	if r, g := prior.Rate(slow), prior.guarded(slow); !(r < GuardRate/2) || g < GuardRate/2 || g <= r {
+		t.Fatalf("slow repo: expected %.2g pushes/day, polled for %.2g; want the guard near %.2g", r, g, GuardRate)
+	}
+	// A repo silent for eight years is left to its own estimate.
+	dead := Stats{WinSeconds: 8 * 365 * 86400}
+	if r, g := prior.Rate(dead), prior.guarded(dead); g > 2*r && g > 2*MinRate {
+		t.Fatalf("dead repo: expected %.2g, polled for %.2g", r, g)
+	}
+	// A busy repo is polled for its own rate.
+	busy := Stats{Events: 100, Exposure: 100 * 86400}
+	if r, g := prior.Rate(busy), prior.guarded(busy); r != g {
+		t.Fatalf("busy repo: expected %.3g, polled for %.3g", r, g)
+	}
+}
+
+// Run with: go test -run '^$' -bench . ./shared/priority/
+func BenchmarkBayesNext(b *testing.B) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
+	in := Input{Old: 1, Cloned: true, Stats: Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}, Prior: prior}
+	for b.Loop() {
+		(Bayes{}).Next(in)
+	}
+}
+
+func BenchmarkFit10000Repos(b *testing.B) {
+	var stats []Stats
+	for i := range 10000 {
+		stats = append(stats, Stats{Events: float64(i % 37), Exposure: float64(100+i%1800) * 86400, WinEvents: float64(i % 3), WinSeconds: float64(i%14) * 86400})
+	}
+	for b.Loop() {
+		Fit(stats, nil, t0, nil)
+	}
+}

@@ -1,0 +1,156 @@
+package priority
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Poll is what one successful sync of a repo saw, as the worker hands it to Fold.
+type Poll struct {
+	Prev    time.Time // the previous successful sync; zero for the first clone
+	Now     time.Time
+	Changed bool // the refs moved
+	// Commits are the times (the later of author and committer time) of the commits
+	// the sync brought: on a fetch those new to the mirror, on the first clone the
+	// newest of the history, back to Since. The mirror bounds both walks.
+	Commits []time.Time
+	// Since, on the first clone, is where the history in Commits begins.
+	Since time.Time
+	// FromRoot, on the first clone, says the history reaches the repo's first commit
+	// (at Since): its first Window is the making of the repo, not a sign of its rate.
+	FromRoot bool
+	// LastCommitAt is the repo's newest commit; on a first clone whose history window
+	// holds no commit it tells how long the repo has been quiet.
+	LastCommitAt time.Time
+}
+
+const (
+	// Window is how long the evidence of a possible change of behaviour collects before
+	// it is judged: kept as a change (the older evidence is dropped) or merged.
+	Window = 14 * 24 * time.Hour
+	// OldHalfLife is how fast evidence older than the window fades.
+	OldHalfLife = 365 * 24 * time.Hour
+	// SessionGap separates pushes: commits closer in time than this are counted as one.
+	SessionGap = 4 * time.Hour
+	// maxQuiet bounds the quiet stretch a first clone counts as evidence.
+	maxQuiet = 10 * 365 * 24 * time.Hour
+)
+
+// Fold adds what a poll saw to a repo's stats. Each poll adds its pushes (bursts of new
+// commits) and the time it covers to the current window, and the poll and its outcome
+// to the Rate policy's counts. When the window is full, prior judges whether the repo
+// changed behaviour in it: if so the older evidence is dropped, else the window joins
+// it. The first clone's history is folded in the same way, as if the repo had been
+// polled every Window since the history's beginning (or since its last commit, for a
+// repo quieter than that).
+func Fold(s Stats, p Poll, prior *Prior) Stats {
+	if prior == nil {
+		prior = DefaultPrior()
+	}
+	if p.Prev.IsZero() {
+		if s.Exposure > 0 || s.WinSeconds > 0 {
+			return s // a clone again (the mirror was lost): what the polls saw is worth more
+		}
+		return s.history(p, prior)
+	}
+	interval := max(p.Now.Sub(p.Prev), 0)
+	s = s.upgraded().Observe(interval, p.Changed)
+	n := Sessions(p.Commits)
+	if p.Changed && n == 0 {
+		n = 1 // refs moved without new commits (a tag, a reset): still a change to catch
+	}
+	return s.window(float64(n), interval.Seconds(), prior)
+}
+
+// history replays a first clone's listing of the history through the windows.
+func (s Stats) history(p Poll, prior *Prior) Stats {
+	since := p.Now
+	if !p.Since.IsZero() && p.Since.Before(p.Now) {
+		since = p.Since
+	}
+	if p.FromRoot {
+		since = since.Add(Window)
+		if since.After(p.Now) {
+			since = p.Now
+		}
+	}
+	if len(p.Commits) == 0 && !p.LastCommitAt.IsZero() && p.LastCommitAt.Before(since) {
+		since = p.LastCommitAt // quiet since then
+		if oldest := p.Now.Add(-maxQuiet); since.Before(oldest) {
+			since = oldest
+		}
+	}
+	times := slices.Clone(p.Commits)
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	k, _ := slices.BinarySearchFunc(times, since, func(t, since time.Time) int {
+		if t.After(since) {
+			return 1
+		}
+		return -1
+	})
+	times = times[k:]
+	for from := since; from.Before(p.Now); {
+		to := from.Add(Window)
+		if to.After(p.Now) {
+			to = p.Now
+		}
+		n := 0
+		for n < len(times) && (!times[n].After(to) || to.Equal(p.Now)) {
+			n++
+		}
+		s = s.window(float64(Sessions(times[:n])), to.Sub(from).Seconds(), prior)
+		times = times[n:]
+		from = to
+	}
+	return s
+}
+
+// window adds n pushes over seconds to the current window and settles it once it is
+// full and holds a push: judged a change of behaviour, it replaces the older evidence;
+// else it joins it (which fades with OldHalfLife). A silence is never cut into windows:
+// it grows until the next push, so a repo that went quiet is judged on the whole of it,
+// and that push opens a window of its own, so a repo that wakes up is judged on what
+// came after the silence.
+func (s Stats) window(n, seconds float64, prior *Prior) Stats {
+	if n > 0 && s.WinEvents == 0 && s.WinSeconds >= Window.Seconds() {
+		s = s.settle(prior)
+	}
+	s.WinEvents += n
+	s.WinSeconds += seconds
+	if s.WinEvents > 0 && s.WinSeconds >= Window.Seconds() {
+		s = s.settle(prior)
+	}
+	return s
+}
+
+func (s Stats) settle(prior *Prior) Stats {
+	if _, changed := prior.posterior(evidenceOf(s)); changed > 0.5 {
+		s.Events, s.Exposure = s.WinEvents, s.WinSeconds
+	} else {
+		keep := math.Exp2(-s.WinSeconds / OldHalfLife.Seconds())
+		s.Events = s.Events*keep + s.WinEvents
+		s.Exposure = s.Exposure*keep + s.WinSeconds
+	}
+	s.WinEvents, s.WinSeconds = 0, 0
+	return s
+}
+
+// Sessions counts the bursts in a set of commit times: commits less than SessionGap
+// apart are one push. A push may carry commits authored over days, and two pushes an
+// hour apart look like one, so it is an estimate; the allocation only needs rates up to
+// a common factor, which this is on average.
+func Sessions(times []time.Time) int {
+	if len(times) == 0 {
+		return 0
+	}
+	ts := slices.Clone(times)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	n := 1
+	for i := 1; i < len(ts); i++ {
+		if ts[i].Sub(ts[i-1]) > SessionGap {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,368 @@
+package priority
+
+import (
+	"math"
+	"time"
+)
+
+// gridSize is the number of change rates a Prior weighs: dormant and a ladder of rates.
+const gridSize = 38
+
+// dormantRate stands for "never changes" (a push every few thousand years). A small
+// positive rate rather than zero keeps the likelihood continuous in decayed counts: a
+// repo that pushed long ago can still come to look dormant.
+const dormantRate = 1e-6
+
+// gridRates are the rates, in pushes per day, a Prior puts weight on: dormant, then
+// 1e-4/day (a push every 27 years) up to 26/day in steps of √2 (a repo's rate is read
+// to within ±19%, its poll frequency to within ±9%).
+var gridRates = func() [gridSize]float64 {
+	var g [gridSize]float64
+	g[0] = dormantRate
+	for k := 1; k < gridSize; k++ {
+		g[k] = 1e-4 * math.Exp2(float64(k-1)/2)
+	}
+	return g
+}()
+
+// logGridRates are the logarithms of gridRates.
+var logGridRates = func() [gridSize]float64 {
+	var l [gridSize]float64
+	for k, r := range gridRates {
+		l[k] = math.Log(r)
+	}
+	return l
+}()
+
+// belief is a distribution over gridRates.
+type belief [gridSize]float64
+
+// Prior is the fleet's belief about change rates before it knows anything of a repo:
+// how many repos change at each rate (dormant included), and how often a repo changes
+// behaviour. A worker learns it from the repos it owns (Fit), which consistent hashing
+// makes a random sample of the fleet. It is read-only once built.
+type Prior struct {
+	// Weights of the rates in gridRates; they sum to 1.
+	Weights belief
+	// Hazard is how often a repo draws a new rate from Weights (wakes up, goes quiet,
+	// speeds up), per day.
+	Hazard float64
+	// Repos is how many repos it was learned from; 0 for the built-in prior.
+	Repos int
+	// At is when it was learned; zero for the built-in prior.
+	At time.Time
+}
+
+// DefaultPrior is what a worker believes before it has learned its own: a third of the
+// repos dormant, the others log-normal around a push every hundred days with a wide
+// spread, and one repo in fifty changing behaviour a month. Deliberately vague: the
+// first clones' histories outweigh it.
+func DefaultPrior() *Prior { return &defaultPrior }
+
+var defaultPrior = Prior{Weights: logNormal(1.0/3, math.Log(0.01), 2), Hazard: 0.02 / 30}
+
+// logNormal is a belief with share dormant on the dormant rate and the rest log-normal.
+func logNormal(dormant, mu, sigma float64) belief {
+	var b belief
+	b[0] = dormant
+	sum := 0.0
+	for k := 1; k < gridSize; k++ {
+		z := (logGridRates[k] - mu) / sigma
+		b[k] = math.Exp(-z * z / 2)
+		sum += b[k]
+	}
+	for k := 1; k < gridSize; k++ {
+		b[k] *= (1 - dormant) / sum
+	}
+	return b
+}
+
+// Mean is the expected rate of a repo nothing is known of, in pushes per day.
+func (p *Prior) Mean() float64 { return p.Weights.mean() }
+
+func (b *belief) mean() float64 {
+	m := 0.0
+	for k, w := range b {
+		m += w * gridRates[k]
+	}
+	return m
+}
+
+// Due reports whether a prior should be learned again at now from repos repos: every
+// RefitEvery, and sooner while the repos it knows grow by a quarter (a new fleet's
+// first clones).
+func (p *Prior) Due(now time.Time, repos int) bool {
+	if repos == 0 {
+		return false
+	}
+	return p.At.IsZero() || now.Sub(p.At) >= RefitEvery || float64(repos) >= 1.25*float64(p.Repos)+8
+}
+
+// RefitEvery is how often a worker learns its prior again once its repos are known.
+const RefitEvery = 7 * 24 * time.Hour
+
+// evidence is what a repo's stats say, split as the change-point model needs it.
+type evidence struct {
+	oldN, oldT float64 // pushes and days before the current window
+	winN, winT float64 // pushes and days in the current window
+}
+
+func evidenceOf(s Stats) evidence {
+	s = s.upgraded()
+	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400}
+}
+
+// upgraded reads stats written before pushes were counted: the polls' changes are the
+// evidence before the window.
+func (s Stats) upgraded() Stats {
+	if s.Exposure == 0 && s.WinSeconds == 0 && s.Events == 0 && s.Seconds > 0 {
+		s.Events, s.Exposure = s.Changes, s.Seconds
+	}
+	return s
+}
+
+// likelihood is log(λ^n·e^(−λt)) at every grid rate.
+func likelihood(n, t float64) (l [gridSize]float64) {
+	for k := range gridSize {
+		l[k] = n*logGridRates[k] - gridRates[k]*t
+	}
+	return l
+}
+
+// posterior is a repo's belief about its current rate, and the probability that the
+// rate changed during the current window. It weighs two explanations of the evidence:
+// the repo kept one rate throughout, or it drew a new one from the prior during the
+// window. Under each the belief is the prior times the Poisson likelihood λ^n·e^(−λt).
+// A window of pushes is judged as a whole (a change at its start); a silence is walked
+// so that a change may have happened at any moment of it (see silence).
+func (p *Prior) posterior(e evidence) (b belief, changed float64) {
+	lo := likelihood(e.oldN, e.oldT)
+	if e.winN == 0 {
+		return p.silence(&lo, e.winT)
+	}
+	lw := likelihood(e.winN, e.winT)
+	var ls [gridSize]float64
+	for k := range gridSize {
+		ls[k] = lo[k] + lw[k]
+	}
+	stay, mStay := p.weigh(&ls)
+	win, mWin := p.weigh(&lw)
+	_, mOld := p.weigh(&lo)
+	pc := -math.Expm1(-p.Hazard * e.winT)
+	if pc > 0 {
+		odds := math.Log(pc) + mOld + mWin - math.Log1p(-pc) - mStay
+		changed = 1 / (1 + math.Exp(-odds))
+	}
+	for k := range gridSize {
+		b[k] = changed*win[k] + (1-changed)*stay[k]
+	}
+	return b, changed
+}
+
+// weigh returns the belief ∝ Weights·e^l and log Σ Weights·e^l.
+func (p *Prior) weigh(l *[gridSize]float64) (b belief, logSum float64) {
+	top := math.Inf(-1)
+	for k, v := range l {
+		if p.Weights[k] > 0 {
+			top = max(top, v)
+		}
+	}
+	sum := 0.0
+	for k, v := range l {
+		b[k] = p.Weights[k] * math.Exp(v-top)
+		sum += b[k]
+	}
+	if sum == 0 || math.IsInf(top, -1) {
+		return p.Weights, math.Inf(-1)
+	}
+	for k := range b {
+		b[k] /= sum
+	}
+	return b, top + math.Log(sum)
+}
+
+// silenceSteps is how finely a silence is cut to place a possible change in it: halves,
+// so the last step is 1/2^(silenceSteps−1) of it.
+const silenceSteps = 8
+
+// silence is the belief after the old evidence (log-likelihoods lo) and a silence of
+// days since: the repo may have changed at any moment of it (at Hazard per day), and
+// after a change only the silence since constrains its new rate. The silence is walked
+// in steps that halve towards the present (a change is placed at a step's start), so a
+// repo silent for years keeps the chance of having woken up recently.
+func (p *Prior) silence(lo *[gridSize]float64, days float64) (belief, float64) {
+	stay, _ := p.weigh(lo)
+	if days <= 0 {
+		return stay, 0
+	}
+	var moved, factor belief
+	total := 1.0 // of stay and moved: the belief is normalised at the end
+	// factor is e^(−λ·step) for the current step; halving the step takes its square root.
+	step := days / 2
+	for k, r := range gridRates {
+		factor[k] = math.Exp(-r * step)
+	}
+	for j := range silenceSteps {
+		if j > 0 && j < silenceSteps-1 { // the last two steps are equal
+			step /= 2
+			for k := range gridSize {
+				factor[k] = math.Sqrt(factor[k])
+			}
+		}
+		rho := -math.Expm1(-p.Hazard * step)
+		inject := rho * total // a change draws from Weights whatever the belief was
+		total = 0
+		for k := range gridSize {
+			moved[k] = factor[k] * ((1-rho)*moved[k] + inject*p.Weights[k])
+			stay[k] *= factor[k] * (1 - rho)
+			total += stay[k] + moved[k]
+		}
+	}
+	if total == 0 {
+		var b belief
+		b[0] = 1
+		return b, 1
+	}
+	changed := 0.0
+	for k := range gridSize {
+		stay[k] = (stay[k] + moved[k]) / total
+		changed += moved[k] / total
+	}
+	return stay, changed
+}
+
+// Rate is the expected current change rate of a repo, in pushes per day.
+func (p *Prior) Rate(s Stats) float64 {
+	b, _ := p.posterior(evidenceOf(s))
+	return b.mean()
+}
+
+// hazards are the rates of change of behaviour, per month, a worker chooses from by
+// how well each predicts its polls (Scores).
+var hazards = [...]float64{0.001, 0.003, 0.01, 0.03, 0.1, 0.3}
+
+// Scores weighs the candidate hazards by how well each would have predicted the polls
+// of a worker's repos: the log-probability it gave, before each poll, to the poll
+// finding a push or not. Of all a prior's parts the hazard is the one the repos' own
+// evidence cannot tell (a silence fits a repo that stayed dormant and one that changed
+// to dormant alike); the surprise of a silent repo's push can.
+type Scores struct {
+	LogLik [len(hazards)]float64
+	Polls  float64
+	seen   int
+}
+
+// scoreEvery is how sparsely polls are scored: one in this many (each costs a posterior
+// per candidate hazard; a sample predicts as well).
+const scoreEvery = 8
+
+// Add scores one successful poll of a repo whose stats were s before it.
+func (sc *Scores) Add(prior *Prior, s Stats, p Poll) {
+	if prior == nil || p.Prev.IsZero() {
+		return
+	}
+	if sc.seen++; sc.seen%scoreEvery != 0 {
+		return
+	}
+	days := p.Now.Sub(p.Prev).Hours() / 24
+	if days <= 0 {
+		return
+	}
+	e := evidenceOf(s)
+	for h, perMonth := range hazards {
+		q := *prior
+		q.Hazard = perMonth / 30
+		b, _ := q.posterior(e)
+		quiet := 0.0
+		for k, w := range b {
+			quiet += w * math.Exp(-gridRates[k]*days)
+		}
+		quiet = min(max(quiet, 1e-9), 1-1e-9)
+		if p.Changed {
+			sc.LogLik[h] += math.Log1p(-quiet)
+		} else {
+			sc.LogLik[h] += math.Log(quiet)
+		}
+	}
+	sc.Polls++
+}
+
+// hazard is the best-scoring hazard per day, the default prior's while too few polls
+// have been scored; it moves between neighbouring candidates smoothly (weighted by
+// likelihood, in log space).
+func (sc *Scores) hazard() float64 {
+	if sc == nil || sc.Polls < minScoredPolls {
+		return defaultPrior.Hazard
+	}
+	top := math.Inf(-1)
+	for _, l := range sc.LogLik {
+		top = max(top, l)
+	}
+	var sum, logH float64
+	for h, l := range sc.LogLik {
+		w := math.Exp(l - top)
+		sum += w
+		logH += w * math.Log(hazards[h])
+	}
+	return math.Exp(logH/sum) / 30
+}
+
+// minScoredPolls is how many polls a worker scores before it trusts its own hazard.
+const minScoredPolls = 500
+
+// Fade halves the scores' weight, so the hazard follows a fleet whose repos change; a
+// worker fades them each time it learns its prior.
+func (sc *Scores) Fade() {
+	for h := range sc.LogLik {
+		sc.LogLik[h] /= 2
+	}
+	sc.Polls /= 2
+}
+
+// Fit learns a prior from the stats of many repos (empirical Bayes): the hazard from the
+// scores (nil: the default's), then the rate weights by EM as the fleet's average belief
+// about its repos' current rates (the nonparametric maximum-likelihood mixture on the
+// grid), shrunk towards the default by priorRepos pseudo-repos. Repos with no evidence
+// are skipped; base (nil: the default) is where EM starts.
+func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
+	if base == nil {
+		base = DefaultPrior()
+	}
+	out := *base
+	out.Hazard = sc.hazard()
+	var ev []evidence
+	for _, s := range stats {
+		if e := evidenceOf(s); e.oldT+e.winT > 0 {
+			ev = append(ev, e)
+		}
+	}
+	out.Repos, out.At = len(ev), now
+	for range fitRounds {
+		var next belief
+		for k := range gridSize {
+			next[k] = priorRepos * defaultPrior.Weights[k]
+		}
+		for _, e := range ev {
+			b, _ := out.posterior(e)
+			for k := range gridSize {
+				next[k] += b[k]
+			}
+		}
+		total := 0.0
+		for _, v := range next {
+			total += v
+		}
+		for k := range gridSize {
+			out.Weights[k] = next[k] / total
+		}
+	}
+	return &out
+}
+
+// fitRounds is the EM iterations per Fit; a worker refits regularly and starts from its
+// last fit, so a few per round converge over time.
+const fitRounds = 3
+
+// priorRepos is how many repos the default prior counts as in a fit: a worker that owns
+// a handful of repos keeps close to it.
+const priorRepos = 50

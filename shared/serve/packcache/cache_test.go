@@ -1,0 +1,146 @@
+package packcache
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+)
+
+// repo makes a bare repository with a few commits and returns it and its head.
+func repo(t *testing.T) (string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	srv := gittest.NewServer(t)
+	r := srv.NewRepo(t, "a/b.git")
+	for i := range 3 {
+		r.Commit(t, "c", map[string][]byte{"f": gittest.RandomBytes(t, 8<<10+i)})
+	}
+	return r.Bare, r.Head(t)
+}
+
+// hookEnv is the environment the server gives the hook.
+func hookEnv(cache, repo string) func(string) string {
+	env := map[string]string{EnvDir: cache, EnvRepo: repo}
+	return func(k string) string { return env[k] }
+}
+
+// runHook runs the hook as upload-pack would for a pack of head, in repo.
+func runHook(t *testing.T, cache, repo, head string, extra ...string) ([]byte, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	args := append([]string{"git", "pack-objects", "--revs", "--thin", "--stdout", "--delta-base-offset"}, extra...)
+	wd, _ := os.Getwd()
+	if err := os.Chdir(repo); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	if code := Main(args, strings.NewReader(head+"\n--not\n\n"), &out, &errb, hookEnv(cache, repo)); code != 0 {
+		t.Fatalf("hook exit %d: %s", code, errb.String())
+	}
+	return out.Bytes(), errb.String()
+}
+
+func TestHookCachesAndServes(t *testing.T) {
+	bare, head := repo(t)
+	cache := t.TempDir()
+	first, _ := runHook(t, cache, bare, head)
+	if !bytes.HasPrefix(first, []byte("PACK")) {
+		t.Fatalf("not a pack: %q", first[:min(len(first), 16)])
+	}
+	n, packs, err := Size(cache)
+	if err != nil || packs != 1 || n != int64(len(first)) {
+		t.Fatalf("cache: %d packs, %d bytes (%v); want 1 of %d", packs, n, err, len(first))
+	}
+	second, _ := runHook(t, cache, bare, head, "--progress") // progress does not change the key
+	if !bytes.Equal(first, second) {
+		t.Fatal("the cached pack differs from the generated one")
+	}
+	if _, packs, _ := Size(cache); packs != 1 {
+		t.Fatalf("a hit wrote a new entry: %d packs", packs)
+	}
+	// Other arguments are another pack.
+	runHook(t, cache, bare, head, "--include-tag")
+	if _, packs, _ := Size(cache); packs != 2 {
+		t.Fatalf("other arguments shared an entry: %d packs", packs)
+	}
+}
+
+func TestHookRefusesOtherCommands(t *testing.T) {
+	for _, args := range [][]string{nil, {"git"}, {"git", "upload-pack", "."}, {"sh", "-c", "id"}, {"git", "--shallow-file", "x", "config", "--list"}} {
+		var errb bytes.Buffer
+		if code := Main(args, strings.NewReader(""), &bytes.Buffer{}, &errb, hookEnv("", "")); code == 0 || !strings.Contains(errb.String(), "pack-objects") {
+			t.Errorf("%q: exit %d, %q", args, code, errb.String())
+		}
+	}
+}
+
+func TestKey(t *testing.T) {
+	bare, head := repo(t)
+	args := []string{"pack-objects", "--revs", "--stdout"}
+	k1, err := Key(bare, args, []byte(head+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, _ := Key(bare, append(args, "--progress"), []byte(head+"\n"))
+	otherIn, _ := Key(bare, args, []byte(head+"\n--not\n"))
+	otherArgs, _ := Key(bare, append(args, "--filter=blob:none"), []byte(head+"\n"))
+	if k1 != same || k1 == otherIn || k1 == otherArgs {
+		t.Fatalf("keys: %s %s %s %s", k1, same, otherIn, otherArgs)
+	}
+	// Shallow files count by content, not by their temporary names.
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "shallow_1"), filepath.Join(dir, "shallow_2")
+	os.WriteFile(a, []byte(head+"\n"), 0o644)
+	os.WriteFile(b, []byte(head+"\n"), 0o644)
+	ka, _ := Key(bare, append([]string{"--shallow-file", a}, args...), nil)
+	kb, _ := Key(bare, append([]string{"--shallow-file", b}, args...), nil)
+	if ka != kb {
+		t.Fatal("the shallow file's name changed the key")
+	}
+	// An empty --shallow-file is upload-pack's "none" for a shallow request (the
+	// shallow commits come on stdin): a key, distinct from a request without it.
+	ke, err := Key(bare, append([]string{"--shallow-file", ""}, args...), []byte("--shallow "+head+"\n"))
+	if err != nil {
+		t.Fatalf("key of a shallow request: %v", err)
+	}
+	if kn, _ := Key(bare, args, []byte("--shallow "+head+"\n")); ke == kn || ke == ka {
+		t.Fatal("an empty --shallow-file did not count in the key")
+	}
+	// A ref update (a fetch into the mirror) changes every key of the repo.
+	gittest.Run(t, "", "", nil, "--git-dir="+bare, "update-ref", "refs/heads/new", head)
+	after, _ := Key(bare, args, []byte(head+"\n"))
+	if after == k1 {
+		t.Fatal("a new ref did not change the key")
+	}
+}
+
+func TestEvict(t *testing.T) {
+	dir := t.TempDir()
+	c := Config{Dir: dir, MaxBytes: 250, TTL: time.Hour}.withDefaults()
+	now := time.Now()
+	put := func(key string, size int, age time.Duration) string {
+		p := c.entry(key, ".pack")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, make([]byte, size), 0o644)
+		os.Chtimes(p, now.Add(-age), now.Add(-age))
+		return p
+	}
+	expired := put("aa01", 10, 2*time.Hour)
+	oldest := put("bb02", 100, 30*time.Minute)
+	older := put("cc03", 100, 20*time.Minute)
+	newest := put("dd04", 100, time.Minute)
+	evict(c, now)
+	for p, want := range map[string]bool{expired: false, oldest: false, older: true, newest: true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s kept=%v, want %v", filepath.Base(p), err == nil, want)
+		}
+	}
+}

@@ -1,0 +1,297 @@
+package packcache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+)
+
+// Arg is the subcommand of the mirrorfleet binary that runs the hook. upload-pack
+// runs `<hook> git [--shallow-file F] pack-objects ARGS...`, so a binary that sees
+// os.Args[1] == Arg calls Main(os.Args[2:], ...).
+const Arg = "pack-objects-hook"
+
+// The hook's environment, set by the server on upload-pack and inherited by the hook.
+const (
+	EnvDir    = "MIRRORFLEET_PACK_CACHE_DIR"    // the cache directory; empty: no cache
+	EnvBytes  = "MIRRORFLEET_PACK_CACHE_BYTES"  // Config.MaxBytes, in bytes
+	EnvTTL    = "MIRRORFLEET_PACK_CACHE_TTL"    // Config.TTL, a Go duration
+	EnvRepo   = "MIRRORFLEET_SERVE_REPO"        // the repository's real path (its identity)
+	EnvReport = "MIRRORFLEET_PACK_CACHE_REPORT" // a unixgram socket the outcome is sent to
+	EnvGit    = gitbin.EnvGit                   // the git binary
+)
+
+// maxStdin bounds the standard input a key is made of; a bigger one (an enormous list
+// of haves) is passed through uncached.
+const maxStdin = 64 << 20
+
+// Outcomes of one hook run.
+const (
+	Hit    = "hit"    // served from the cache
+	Waited = "wait"   // another hook was generating the same pack: served from the cache after it
+	Miss   = "miss"   // generated and cached
+	Bypass = "bypass" // generated, not cached (too big, no cache, an error of the cache)
+)
+
+// Report is what a hook run sends to the server's report socket.
+type Report struct {
+	Result            string  `json:"result"`
+	GenerationSeconds float64 `json:"generation_seconds,omitempty"` // Miss and Bypass: pack-objects' wall time
+	Bytes             int64   `json:"bytes"`                        // pack bytes sent to upload-pack
+	CachedBytes       int64   `json:"cached_bytes,omitempty"`       // bytes written into the cache
+	// Note says why a request that could have been cached was not; the server logs
+	// it (the client's stderr is no place for it).
+	Note string `json:"note,omitempty"`
+}
+
+// Main runs the hook: args is what follows the hook command (git ...), getenv its
+// environment. It returns the exit status: pack-objects' own when it ran.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	h, err := newHook(args, getenv, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "mirrorfleet pack-objects-hook: %v\n", err)
+		return 128
+	}
+	in, err := io.ReadAll(io.LimitReader(stdin, maxStdin+1))
+	if err != nil {
+		fmt.Fprintf(stderr, "mirrorfleet pack-objects-hook: reading the request: %v\n", err)
+		return 128
+	}
+	var rep Report
+	var code int
+	if len(in) > maxStdin || h.cfg.Dir == "" || h.repo == "" {
+		code, rep = h.direct(io.MultiReader(bytes.NewReader(in), stdin), stdout)
+	} else if key, kerr := Key(h.repo, h.args, in); kerr != nil {
+		code, rep = h.direct(bytes.NewReader(in), stdout)
+		rep.Note = fmt.Sprintf("no cache for this request: %v", kerr)
+	} else {
+		code, rep = h.cached(key, in, stdout)
+	}
+	sendReport(getenv(EnvReport), rep)
+	return code
+}
+
+type hook struct {
+	cfg    Config
+	git    string
+	args   []string // after "git"
+	repo   string
+	stderr io.Writer
+}
+
+func newHook(args []string, getenv func(string) string, stderr io.Writer) (*hook, error) {
+	// upload-pack's command line, and nothing else: this hook runs pack-objects only.
+	if len(args) < 2 || args[0] != "git" {
+		return nil, fmt.Errorf("want `git [--shallow-file F] pack-objects ...`, got %q", args)
+	}
+	rest := args[1:]
+	if rest[0] == "--shallow-file" && len(rest) > 2 {
+		rest = rest[2:]
+	}
+	if rest[0] != "pack-objects" {
+		return nil, fmt.Errorf("only runs pack-objects, not %q", rest[0])
+	}
+	h := &hook{git: getenv(EnvGit), args: args[1:], repo: getenv(EnvRepo), stderr: stderr,
+		cfg: Config{Dir: getenv(EnvDir)}}
+	if h.git == "" {
+		h.git = "git"
+	}
+	if v := getenv(EnvBytes); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: not a number of bytes", EnvBytes, v)
+		}
+		h.cfg.MaxBytes = n
+	}
+	if v := getenv(EnvTTL); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: not a duration", EnvTTL, v)
+		}
+		h.cfg.TTL = d
+	}
+	h.cfg = h.cfg.withDefaults()
+	return h, nil
+}
+
+func (h *hook) command(stdin io.Reader) *exec.Cmd {
+	cmd := exec.Command(h.git, h.args...)
+	cmd.Stdin, cmd.Stderr = stdin, h.stderr
+	return cmd
+}
+
+// direct runs pack-objects straight through, uncached.
+func (h *hook) direct(stdin io.Reader, stdout io.Writer) (int, Report) {
+	cmd := h.command(stdin)
+	cw := &countWriter{w: stdout}
+	cmd.Stdout = cw
+	start := time.Now()
+	err := cmd.Run()
+	return exitCode(err, h.stderr), Report{Result: Bypass, GenerationSeconds: time.Since(start).Seconds(), Bytes: cw.n}
+}
+
+// cached answers from the cache, waits for a generation in progress, or generates.
+func (h *hook) cached(key string, in []byte, stdout io.Writer) (int, Report) {
+	c := h.cfg
+	if err := os.MkdirAll(filepath.Dir(c.entry(key, ".pack")), 0o755); err != nil {
+		return h.direct(bytes.NewReader(in), stdout)
+	}
+	waited := false
+	for range 3 {
+		if n, ok, err := sendCached(c.entry(key, ".pack"), stdout); ok {
+			res := Hit
+			if waited {
+				res = Waited
+			}
+			if err != nil {
+				return 1, Report{Result: res, Bytes: n} // upload-pack went away
+			}
+			return 0, Report{Result: res, Bytes: n}
+		}
+		if _, err := os.Stat(c.entry(key, ".nocache")); err == nil {
+			break
+		}
+		l, err := lockFile(c.entry(key, ".lock"), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			if _, err := os.Stat(c.entry(key, ".pack")); err == nil {
+				l.unlock() // finished between our look and our lock
+				continue
+			}
+			return h.generate(key, in, l, stdout)
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			break
+		}
+		// Another hook generates this pack: wait until it lets go of the lock.
+		waited = true
+		if l, err = lockFile(c.entry(key, ".lock"), syscall.LOCK_SH); err != nil {
+			break
+		}
+		l.unlock()
+	}
+	return h.direct(bytes.NewReader(in), stdout)
+}
+
+// sendCached streams the cached pack at path, if there is one, and marks it used.
+func sendCached(path string, stdout io.Writer) (int64, bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, nil
+	}
+	defer f.Close()
+	now := time.Now()
+	_ = os.Chtimes(path, now, now) // least recently used goes first
+	n, err := io.Copy(stdout, f)
+	return n, true, err
+}
+
+// generate runs pack-objects into a spool file while streaming it out, then makes the
+// file the cache entry of key. It holds l, the key's lock, until the entry is in place.
+func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int, Report) {
+	defer l.unlock()
+	c := h.cfg
+	_ = os.MkdirAll(c.tmpDir(), 0o755)
+	tmp, err := os.CreateTemp(c.tmpDir(), key[:16]+"-*.pack")
+	if err != nil {
+		return h.direct(bytes.NewReader(in), stdout)
+	}
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name()) // a no-op once renamed into place
+	}()
+	cmd := h.command(bytes.NewReader(in))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return h.direct(bytes.NewReader(in), stdout)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return exitCode(err, h.stderr), Report{Result: Bypass}
+	}
+	sp := newSpool(tmp, c.maxEntry())
+	go sp.fill(out)
+	sent, werr := sp.drain(stdout)
+	if werr != nil && sp.spilled() {
+		// upload-pack went away and the rest of the pack cannot be cached anyway.
+		cmd.Process.Kill()
+		sp.discard()
+	} else if werr != nil {
+		// The client went away, but the pack is going into the cache, where the
+		// clients waiting for it (or the next one) will find it.
+		sp.wait()
+	}
+	err = cmd.Wait()
+	gen := time.Since(start).Seconds()
+	rep := Report{Result: Bypass, GenerationSeconds: gen, Bytes: sent}
+	if err == nil && sp.err != nil {
+		err = sp.err
+	}
+	if err != nil {
+		return exitCode(err, h.stderr), rep
+	}
+	if sp.spilled() {
+		// Too big to cache: tell the hooks that wait for it not to wait next time.
+		os.WriteFile(c.entry(key, ".nocache"), nil, 0o644)
+		return exitStatus(werr), rep
+	}
+	if err := tmp.Sync(); err != nil {
+		return exitStatus(werr), rep
+	}
+	if err := os.Rename(tmp.Name(), c.entry(key, ".pack")); err != nil {
+		return exitStatus(werr), rep
+	}
+	rep.Result, rep.CachedBytes = Miss, sp.size()
+	evict(c, time.Now())
+	return exitStatus(werr), rep
+}
+
+func exitStatus(writeErr error) int {
+	if writeErr != nil {
+		return 1
+	}
+	return 0
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return ee.ExitCode()
+	}
+	fmt.Fprintf(stderr, "mirrorfleet pack-objects-hook: %v\n", err)
+	return 128
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// IsHook reports whether args (os.Args) run the hook.
+func IsHook(args []string) bool { return len(args) > 1 && args[1] == Arg }
+
+// RunHook runs the hook of os.Args and exits; for main and TestMain.
+func RunHook() {
+	// A write to a closed standard output must fail with EPIPE, not end the process:
+	// the pack still goes into the cache for the clients waiting for it.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	os.Exit(Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+}

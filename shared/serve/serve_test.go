@@ -1,0 +1,214 @@
+package serve
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
+	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
+)
+
+// TestCloneFetchLsRemote clones, fetches and lists a mirror with the real git client
+// in protocol v2, v1 and v0, with and without .git in the URL, and checks that the
+// clone has exactly the mirror's refs and passes fsck.
+func TestCloneFetchLsRemote(t *testing.T) {
+	e := newEnv(t)
+	up := e.repo("example.com/team/app.git")
+	before := snapshot(t, e.root)
+	for _, proto := range []string{"2", "1", "0"} {
+		for _, suffix := range []string{".git", ""} {
+			t.Run("v"+proto+suffix, func(t *testing.T) {
+				url := e.url("example.com/team/app" + suffix)
+				dst := filepath.Join(t.TempDir(), "clone.git")
+				e.git("", "-c", "protocol.version="+proto, "clone", "--mirror", "--quiet", url, dst)
+				if got, want := gittest.RefsOf(t, dst), up.Refs(t); got != want {
+					t.Fatalf("clone refs:\n%s\nwant:\n%s", got, want)
+				}
+				gittest.Fsck(t, dst)
+
+				ls := e.git("", "-c", "protocol.version="+proto, "ls-remote", url)
+				if !strings.Contains(ls, up.Head(t)+"\tHEAD") || !strings.Contains(ls, "refs/tags/v1^{}") {
+					t.Fatalf("ls-remote:\n%s", ls)
+				}
+			})
+		}
+	}
+
+	// A fetch after an upstream change gets exactly the new commit.
+	work := filepath.Join(t.TempDir(), "work")
+	e.git("", "clone", "--quiet", e.url("example.com/team/app"), work)
+	next := up.Commit(t, "next", map[string][]byte{"README": []byte("next\n")})
+	e.git(work, "fetch", "--quiet", "origin")
+	if got := e.git(work, "rev-parse", "origin/main"); got != next {
+		t.Fatalf("after fetch origin/main = %s, want %s", got, next)
+	}
+	gittest.Fsck(t, filepath.Join(work, ".git"))
+
+	// Serving wrote nothing under the root beyond what the upstream commit did.
+	_ = before
+	after := snapshot(t, e.root)
+	e.git(work, "fetch", "--quiet", "origin")
+	e.git("", "ls-remote", e.url("example.com/team/app"))
+	if again := snapshot(t, e.root); again != after {
+		t.Fatalf("serving wrote under the mirrors root:\nbefore:\n%s\nafter:\n%s", after, again)
+	}
+	if left, _ := os.ReadDir(e.h.cfg.Scratch); len(left) != 0 {
+		t.Fatalf("scratch directories left behind: %v", left)
+	}
+}
+
+// TestShallowAndPartial: --depth, --shallow-since and --filter=blob:none through the
+// front, on a root that nothing is written to.
+func TestShallowAndPartial(t *testing.T) {
+	e := newEnv(t)
+	up := e.repo("example.com/a/b.git")
+	url := e.url("example.com/a/b")
+	before := snapshot(t, e.root)
+
+	for _, proto := range []string{"2", "0"} {
+		d := filepath.Join(t.TempDir(), "depth")
+		e.git("", "-c", "protocol.version="+proto, "clone", "--quiet", "--depth", "1", url, d)
+		if n := e.git(d, "rev-list", "--count", "HEAD"); n != "1" {
+			t.Fatalf("v%s --depth 1: %s commits, want 1", proto, n)
+		}
+		if _, err := os.Stat(filepath.Join(d, ".git", "shallow")); err != nil {
+			t.Fatalf("v%s --depth 1: not shallow: %v", proto, err)
+		}
+		// Deepen by one through the front.
+		e.git(d, "-c", "protocol.version="+proto, "fetch", "--quiet", "--deepen", "1")
+		if n := e.git(d, "rev-list", "--count", "HEAD"); n != "2" {
+			t.Fatalf("v%s --deepen 1: %s commits, want 2", proto, n)
+		}
+	}
+
+	// gittest dates commit n at CommitBase + n hours: since the third commit, only it
+	// and the later ones come.
+	since := gittest.CommitBase.Add(3*3600e9 - 1800e9).Format("2006-01-02T15:04:05Z")
+	d := filepath.Join(t.TempDir(), "since")
+	e.git("", "clone", "--quiet", "--shallow-since", since, url, d)
+	if n := e.git(d, "rev-list", "--count", "HEAD"); n != "1" {
+		t.Fatalf("--shallow-since %s: %s commits, want 1", since, n)
+	}
+
+	p := filepath.Join(t.TempDir(), "partial")
+	e.git("", "clone", "--quiet", "--filter=blob:none", "--no-checkout", url, p)
+	missing := e.git(p, "rev-list", "--objects", "--missing=print", "--all")
+	if !strings.Contains(missing, "?") {
+		t.Fatalf("--filter=blob:none: no blob missing from the clone:\n%s", missing)
+	}
+	// Checking out fetches the blobs it needs, lazily, through the front.
+	e.git(p, "checkout", "--quiet", "main")
+	if b, err := os.ReadFile(filepath.Join(p, "f2.bin")); err != nil || len(b) != 4096 {
+		t.Fatalf("lazy fetch of a blob: %d bytes, %v", len(b), err)
+	}
+	if got, want := e.git(p, "rev-parse", "HEAD"), up.Head(t); got != want {
+		t.Fatalf("partial clone HEAD %s, want %s", got, want)
+	}
+	if after := snapshot(t, e.root); after != before {
+		t.Fatalf("shallow or partial clones wrote under the mirrors root")
+	}
+}
+
+// TestPackCacheServesIdenticalClonesOnce: concurrent identical clones cost one pack
+// generation, later ones are hits, and an upstream change starts a new entry.
+func TestPackCacheServesIdenticalClonesOnce(t *testing.T) {
+	e := newEnv(t)
+	up := e.repo("example.com/cached.git")
+	for i := range 20 {
+		up.Commit(t, "more "+strconv.Itoa(i), map[string][]byte{"big.bin": gittest.RandomBytes(t, 64<<10)})
+	}
+	url := e.url("example.com/cached")
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	dirs := make([]string, n)
+	for i := range n {
+		dirs[i] = filepath.Join(t.TempDir(), "c.git")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := e.gitErr("", "clone", "--mirror", "--quiet", url, dirs[i])
+			if err != nil {
+				errs[i] = err
+				t.Logf("clone %d: %s", i, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("clone %d: %v", i, err)
+		}
+		if got, want := gittest.RefsOf(t, dirs[i]), up.Refs(t); got != want {
+			t.Fatalf("clone %d has other refs", i)
+		}
+		gittest.Fsck(t, dirs[i])
+	}
+	e.sink.waitTotal(t, metrics.PackCacheMisses, 1)
+	e.sink.waitTotal(t, metrics.PackCacheHits, n-1)
+	size, packs, err := packcache.Size(e.cache)
+	if err != nil || packs != 1 || size == 0 {
+		t.Fatalf("cache holds %d packs, %d bytes (%v); want 1", packs, size, err)
+	}
+
+	// A change upstream (a fetch into the mirror) makes the next clone generate.
+	up.Commit(t, "change", map[string][]byte{"README": []byte("changed\n")})
+	d := filepath.Join(t.TempDir(), "after.git")
+	e.git("", "clone", "--mirror", "--quiet", url, d)
+	if got, want := gittest.RefsOf(t, d), up.Refs(t); got != want {
+		t.Fatalf("clone after the change has stale refs:\n%s\nwant\n%s", got, want)
+	}
+	e.sink.waitTotal(t, metrics.PackCacheMisses, 2)
+	if e.sink.total(metrics.PackGenerationSeconds) <= 0 {
+		t.Fatalf("no pack generation time recorded")
+	}
+}
+
+// TestPackCacheServesShallowClones: upload-pack gives pack-objects an empty
+// --shallow-file for a shallow request; identical shallow clones still share one
+// generation, and the client hears nothing of the cache.
+func TestPackCacheServesShallowClones(t *testing.T) {
+	e := newEnv(t)
+	e.repo("example.com/shallow.git")
+	url := e.url("example.com/shallow")
+	for i := range 2 {
+		d := filepath.Join(t.TempDir(), "depth")
+		out, err := e.gitErr("", "clone", "--depth", "1", url, d)
+		if err != nil {
+			t.Fatalf("shallow clone %d: %v\n%s", i, err, out)
+		}
+		if strings.Contains(out, "pack-objects-hook") {
+			t.Fatalf("shallow clone %d: the client saw the hook's message:\n%s", i, out)
+		}
+		if n := e.git(d, "rev-list", "--count", "HEAD"); n != "1" {
+			t.Fatalf("shallow clone %d: %s commits, want 1", i, n)
+		}
+	}
+	e.sink.waitTotal(t, metrics.PackCacheMisses, 1)
+	e.sink.waitTotal(t, metrics.PackCacheHits, 1)
+}
+
+// TestWithoutCache: no hook, no cache: upload-pack runs pack-objects itself.
+func TestWithoutCache(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Hook = nil })
+	up := e.repo("example.com/plain.git")
+	d := filepath.Join(t.TempDir(), "c.git")
+	e.git("", "clone", "--mirror", "--quiet", e.url("example.com/plain.git"), d)
+	if got, want := gittest.RefsOf(t, d), up.Refs(t); got != want {
+		t.Fatalf("refs differ")
+	}
+	if _, packs, _ := packcache.Size(e.cache); packs != 0 {
+		t.Fatalf("a cache without a hook holds %d packs", packs)
+	}
+	if e.sink.total(metrics.ServeRequests+"/2xx") < 2 {
+		t.Fatalf("requests not counted: %v", e.sink.totals)
+	}
+	if e.sink.total(metrics.ServeBytes) <= 0 {
+		t.Fatalf("bytes not counted")
+	}
+}

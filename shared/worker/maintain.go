@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+)
+
+// Maintainer maintains mirrors (repack, commit-graph, connectivity check; a corrupt
+// mirror is re-cloned) under the mirror's lock. A worker whose Mirrorer is also a
+// Maintainer maintains the repos it owns (docs/adr/0011-maintenance-in-the-worker.md).
+type Maintainer interface {
+	Maintain(ctx context.Context, t fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error)
+}
+
+// maintPhase is where in every interval a repo's maintenance slot starts: a hash of
+// its id, so the fleet's repos come due spread evenly over the interval and never
+// together, whichever worker owns them.
+func maintPhase(id string, every time.Duration) time.Duration {
+	sum := sha256.Sum256([]byte("maintenance/" + id))
+	return time.Duration(binary.BigEndian.Uint64(sum[:8]) % uint64(every))
+}
+
+// slotStart is the start of the repo's maintenance slot that contains now: slots are
+// every long and begin at phase past a multiple of every.
+func slotStart(now time.Time, phase, every time.Duration) time.Time {
+	return now.Add(-phase).Truncate(every).Add(phase)
+}
+
+// maintDue says whether r's mirror is due for maintenance at now, and with what
+// request. A repo is due once per slot; sooner when its pack count reached the
+// threshold (at most once per gap) or a fetch found the mirror corrupt (at once, with
+// a connectivity check). Since makes the mirror skip the run if another worker (its
+// previous owner) did it already.
+func (c Config) maintDue(now time.Time, r *repoState) (bool, fetch.MaintainRequest) {
+	if r.corrupt {
+		return true, fetch.MaintainRequest{Fsck: true, FsckEvery: c.FsckEvery}
+	}
+	if c.MaintainPacks > 0 && r.packs >= c.MaintainPacks && now.Sub(r.maintAt) >= c.MaintainGap {
+		return true, fetch.MaintainRequest{Since: now.Add(-c.MaintainGap), FsckEvery: c.FsckEvery}
+	}
+	if s := slotStart(now, r.phase, c.MaintainEvery); s.After(r.maintSlot) {
+		return true, fetch.MaintainRequest{Since: s, FsckEvery: c.FsckEvery}
+	}
+	return false, fetch.MaintainRequest{}
+}
+
+// maintJob is one due maintenance.
+type maintJob struct {
+	target fetch.Target
+	req    fetch.MaintainRequest
+	slot   time.Time
+}
+
+// MaintainOnce maintains, one after the other, the owned mirrors that are due, and
+// returns how many ran (skipped ones not counted). A mirror busy with a fetch stays
+// due for the next call. Nothing runs without a Maintainer or with MaintainEvery < 0.
+func (w *Worker) MaintainOnce(ctx context.Context) int {
+	if w.maint == nil || w.cfg.MaintainEvery < 0 {
+		return 0
+	}
+	now := w.clock.Now()
+	var jobs []maintJob
+	w.mu.Lock()
+	for id, r := range w.repos {
+		if r.dropped || r.inFlight {
+			continue
+		}
+		if due, req := w.cfg.maintDue(now, r); due {
+			jobs = append(jobs, maintJob{target: fetch.Target{ID: id, URL: r.rec.URL}, req: req,
+				slot: slotStart(now, r.phase, w.cfg.MaintainEvery)})
+		}
+	}
+	w.mu.Unlock()
+
+	ran := 0
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		res, err := w.maint.Maintain(ctx, j.target, j.req)
+		if fetch.KindOf(err) == fetch.KindBusy {
+			continue // a fetch holds it: next time
+		}
+		done := w.clock.Now()
+		w.mu.Lock()
+		if r, ok := w.repos[j.target.ID]; ok {
+			// Handled for this slot either way: a failure is logged and counted, and
+			// retried at the next slot, not every minute.
+			r.maintSlot, r.maintAt, r.corrupt = j.slot, done, false
+			if err == nil && !res.Skipped {
+				r.packs = res.PacksAfter
+			}
+		}
+		w.mu.Unlock()
+		switch {
+		case err != nil:
+			w.stats.maintFailures.Add(1)
+			w.log.Warn("maintenance failed", "repo", j.target.ID, "url", j.target.URL, "err", err)
+		case !res.Skipped:
+			ran++
+			w.stats.maintained.Add(1)
+			if res.Recloned {
+				w.stats.recloned.Add(1)
+			}
+		}
+	}
+	return ran
+}
+
+// MaxPacks is the largest pack count among the owned mirrors as last seen (after a
+// fetch that wrote, or a maintenance): what MirrorPacks reports.
+func (w *Worker) MaxPacks() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, r := range w.repos {
+		if !r.dropped {
+			n = max(n, r.packs)
+		}
+	}
+	return n
+}
+
+func (w *Worker) pokeMaintenance() {
+	select {
+	case w.maintWake <- struct{}{}:
+	default:
+	}
+}
