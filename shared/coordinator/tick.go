@@ -141,6 +141,15 @@ func (b *budget) spent() bool {
 	return b.cut != ""
 }
 
+// late reports whether the tick's deadline has come (and so it must stop writing moves).
+func (b *budget) late() bool {
+	if b.cut == "deadline" || !time.Now().Before(b.until) {
+		b.cut = "deadline"
+		return true
+	}
+	return false
+}
+
 // page is the size of the next read: at most a page, and what the read cap leaves.
 func (b *budget) page() int { return max(min(b.cfg.ReadPage, b.cfg.MaxReads-b.reads), 1) }
 
@@ -386,8 +395,12 @@ func (t *tickRun) scans(p *Planner, scans []store.Scan) ([]store.Scan, error) {
 			}
 			t.b.reads += len(page)
 			t.rep.Read += len(page)
-			if err := t.decide(p, page); err != nil {
+			stopped, err := t.decide(p, page)
+			if err != nil {
 				return nil, err
+			}
+			if stopped { // the scan stays: what moved has left the range, the rest is read again
+				break
 			}
 			if next == "" {
 				done = true
@@ -436,8 +449,15 @@ func (t *tickRun) needs(p *Planner, need store.Need) error {
 		}
 		t.b.reads += len(page)
 		t.rep.Read += len(page)
-		if err := t.decide(p, page); err != nil {
+		stopped, err := t.decide(p, page)
+		if err != nil {
 			return err
+		}
+		if stopped {
+			// The cursor stays before this page: the repos decided have left the index,
+			// the rest are read again next tick.
+			t.rep.Incomplete = true
+			return nil
 		}
 		*cursor = next
 		if next == "" {
@@ -449,15 +469,21 @@ func (t *tickRun) needs(p *Planner, need store.Need) error {
 	}
 }
 
-func (t *tickRun) decide(p *Planner, page []store.Repo) error {
+// decide plans and writes the actions for a page of repos. It stops early, reporting
+// so, once the tick's deadline has come: a page's writes (a thousand repos, dozens of
+// Apply calls) may take seconds on a slow store.
+func (t *tickRun) decide(p *Planner, page []store.Repo) (stopped bool, err error) {
 	for _, r := range page {
+		if t.b.late() {
+			return true, nil
+		}
 		if a, ok := p.Decide(r); ok {
 			if err := t.ap.add(t.ctx, a); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
-	return nil
+	return false, nil
 }
 
 func hasScan(scans []store.Scan, owner string) bool {

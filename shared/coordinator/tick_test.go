@@ -247,3 +247,40 @@ func TestStuckOverflowDoesNotStarveTheRest(t *testing.T) {
 		}
 	}
 }
+
+// slowApply is a store whose repo writes take longer than a tick's whole budget, as a
+// slow or throttled store's would.
+type slowApply struct {
+	Store
+	delay time.Duration
+	calls int
+}
+
+func (s *slowApply) Apply(ctx context.Context, term int64, muts []store.Mutation) error {
+	for _, m := range muts {
+		if _, ok := m.(store.AssignRepo); ok {
+			s.calls++
+			time.Sleep(s.delay)
+			break
+		}
+	}
+	return s.Store.Apply(ctx, term, muts)
+}
+
+// A tick stops writing moves at its deadline within a page of reads, not after the
+// page's dozens of writes; the repos it did not reach are decided by later ticks.
+func TestDeadlineStopsWithinAPage(t *testing.T) {
+	f := newTickFleet(t, 3, 0, Config{Budget: 20 * time.Millisecond, ReadPage: 1000})
+	f.addRepos(600) // one page of pending repos: 600 moves, about 18 Apply calls
+	slow := &slowApply{Store: f.st, delay: 50 * time.Millisecond}
+	f.c.Store = slow
+	r := f.tick()
+	// The write under way when the deadline came lands, and so does what it had batched.
+	if r.Cut != "deadline" || !r.Incomplete || slow.calls > 2 || r.Moved == 0 || r.Moved >= 100 {
+		t.Fatalf("first tick: cut %q, incomplete %v, %d repo writes, moved %d; want it stopped after the first write",
+			r.Cut, r.Incomplete, slow.calls, r.Moved)
+	}
+	f.c.Store = f.st
+	f.settle(100)
+	f.placed()
+}
