@@ -270,9 +270,10 @@ func (s *slowApply) Apply(ctx context.Context, term int64, muts []store.Mutation
 // A tick stops writing moves at its deadline within a page of reads, not after the
 // page's dozens of writes; the repos it did not reach are decided by later ticks.
 func TestDeadlineStopsWithinAPage(t *testing.T) {
-	f := newTickFleet(t, 3, 0, Config{Budget: 20 * time.Millisecond, ReadPage: 1000})
+	f := newTickFleet(t, 3, 0, Config{Budget: 3 * time.Second, ReadPage: 1000})
 	f.addRepos(600) // one page of pending repos: 600 moves, about 18 Apply calls
-	slow := &slowApply{Store: f.st, delay: 50 * time.Millisecond}
+	// The first repo write alone outlasts the budget, however long the tick took before it.
+	slow := &slowApply{Store: f.st, delay: 3 * time.Second}
 	f.c.Store = slow
 	r := f.tick()
 	// The write under way when the deadline came lands, and so does what it had batched.
