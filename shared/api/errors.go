@@ -44,7 +44,8 @@ func badRequest(code, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-type errorBody struct {
+// ErrorBody is the body of every error answer.
+type ErrorBody struct {
 	Error *Error `json:"error"`
 }
 
@@ -62,7 +63,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &Error{Status: http.StatusInternalServerError, Code: "internal",
 			Message: "internal error (id " + id + "); the server log has the detail"}
 	}
-	writeJSON(w, ae.Status, errorBody{ae})
+	writeJSON(w, ae.Status, ErrorBody{ae})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
