@@ -542,15 +542,15 @@ func testCLI(t *testing.T, p *fleetProc, srv *gittest.Server, ups map[string]*up
 	waitMirrored(t, p, ups, 30*time.Second, "cli-one")
 
 	step("repos rm")
-	// repos rm: the repo goes, and its mirror leaves <data>/mirrors (to the trash).
+	// repos rm: the repo goes, and its mirror leaves <data>/mirrors.
 	t.Run("repos rm", func(t *testing.T) {
 		rm := ups["rmme"]
 		dir := mirrorPath(t, p.data, p.repos(t)[rm.id].URL)
 		if _, err := os.Stat(dir); err != nil {
 			t.Fatalf("no mirror to remove: %v", err)
 		}
-		out, _ := p.mustCLI(t, "repos", "rm", rm.id)
-		if !strings.Contains(out, "delete requested for "+rm.id) {
+		out, _ := p.mustCLI(t, "repos", "rm", rm.URL()) // by URL
+		if !strings.Contains(out, "deleting "+rm.id) {
 			t.Fatalf("repos rm:\n%s", out)
 		}
 		eventually(t, 15*time.Second, "the repo is deleted", func() string {
