@@ -37,7 +37,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer wg.Done()
 		every(ctx, w.cfg.Heartbeat, nil, func() {
 			if err := w.Heartbeat(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("heartbeat failed", "worker", w.ID(), "err", err)
+				w.log.Warn("heartbeat failed", "err", err)
 			}
 		})
 	}()
@@ -83,7 +83,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(w.cfg.Drain):
-		w.log.Warn("abandoning in-flight fetches", "worker", w.ID())
+		w.log.Warn("abandoning in-flight fetches")
 		cancelFetches()
 		<-done
 	}
