@@ -389,10 +389,10 @@ func TestKilledWorkerReposMoveAfterGrace(t *testing.T) {
 	t.Logf("%v: followed", time.Since(begin))
 }
 
-// TestStopThenRestart stops a fleet cleanly (its workers leave) and restarts it on the
+// TestStopThenRestart stops a fleet cleanly (its workers pause) and restarts it on the
 // same data directory: no second warm-up (a one-hour warm-up is configured and would
-// block every assignment), the ring carries on, repos stay ok and move to the new
-// workers, and new repos are assigned at once.
+// block every assignment), the ring carries on, the same workers resume their repos
+// (nothing moves), and new repos are assigned at once.
 func TestStopThenRestart(t *testing.T) {
 	t.Parallel()
 	srv := gittest.NewServer(t)
@@ -416,8 +416,8 @@ func TestStopThenRestart(t *testing.T) {
 		t.Errorf("Stop took %v", took)
 	}
 
-	// The store as Stop left it: every worker left (draining; dead if the coordinator
-	// ticked once more), every repo ok.
+	// The store as Stop left it: every worker paused (its record as it was, so the next
+	// start resumes it), every repo ok.
 	st, err := bolt.Open(filepath.Join(data, "mirrorfleet.db"))
 	if err != nil {
 		t.Fatalf("reopen store after Stop: %v", err)
@@ -427,11 +427,12 @@ func TestStopThenRestart(t *testing.T) {
 		t.Errorf("%d worker records after Stop, want 3: %v", len(ws), ws)
 	}
 	for id, w := range ws {
-		if w.State != store.WorkerDraining && w.State != store.WorkerDead {
-			t.Errorf("worker %s is %s after a clean Stop, want draining or dead", id, w.State)
+		if w.State != store.WorkerActive {
+			t.Errorf("worker %s is %s after a clean Stop, want active (paused, to be resumed)", id, w.State)
 		}
 	}
-	for id, r := range allRepos(t, st) {
+	before := allRepos(t, st)
+	for id, r := range before {
 		if r.State != store.RepoOK {
 			t.Errorf("repo %s is %s after Stop", ups[id].Name, r.State)
 		}
@@ -442,7 +443,7 @@ func TestStopThenRestart(t *testing.T) {
 
 	// Restart with a one-hour warm-up: none happens, as the ring exists.
 	f2 := start(t, data, time.Hour, logs)
-	eventually(t, f2, 20*time.Second, "repos resume on the new workers", func() string {
+	eventually(t, f2, 20*time.Second, "repos resume on the same workers", func() string {
 		ids := f2.WorkerIDs()
 		var bad []string
 		for id, r := range allRepos(t, f2.Store) {
@@ -456,9 +457,13 @@ func TestStopThenRestart(t *testing.T) {
 		sort.Strings(bad)
 		return strings.Join(bad, "; ")
 	})
-	for _, id := range f2.WorkerIDs() {
-		if slices.Contains(oldWorkers, id) {
-			t.Errorf("worker id %s reused after its record left: want a new incarnation", id)
+	// The same names, and nothing moved: every repo keeps its owner and owner epoch.
+	if got := f2.WorkerIDs(); !slices.Equal(got, oldWorkers) {
+		t.Errorf("after a clean restart the workers are %v, want %v resumed", got, oldWorkers)
+	}
+	for id, r := range allRepos(t, f2.Store) {
+		if b, ok := before[id]; ok && (r.Owner != b.Owner || r.OwnerEpoch != b.OwnerEpoch) {
+			t.Errorf("repo %s: owner %s epoch %d before the restart, %s epoch %d after", ups[id].Name, b.Owner, b.OwnerEpoch, r.Owner, r.OwnerEpoch)
 		}
 	}
 	ring2, err := f2.Store.GetRing(context.Background())
@@ -545,8 +550,8 @@ func TestCrashRestartResumes(t *testing.T) {
 }
 
 // TestCrashRestartAfterCleanRestartResumes is TestCrashRestartResumes once the fleet
-// has been restarted cleanly before: its workers then run as second incarnations
-// (<host>-w1.2, ...), and those records must be resumed after a crash too.
+// has been restarted cleanly before: the resumed records must be resumed after a crash
+// too.
 func TestCrashRestartAfterCleanRestartResumes(t *testing.T) {
 	t.Parallel()
 	srv := gittest.NewServer(t)
@@ -560,7 +565,7 @@ func TestCrashRestartAfterCleanRestartResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f2 := start(t, data, coordinator.NoWarmup, logs)
-	eventually(t, f2, 45*time.Second, "repos on the second incarnations", func() string {
+	eventually(t, f2, 45*time.Second, "repos on the resumed workers", func() string {
 		for id, r := range allRepos(t, f2.Store) {
 			if r.State != store.RepoOK || !slices.Contains(f2.WorkerIDs(), r.Owner) {
 				return fmt.Sprintf("%s is %s with %q", ups[id].Name, r.State, r.Owner)
