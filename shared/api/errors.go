@@ -44,10 +44,12 @@ func badRequest(code, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorBody is the body of every error answer.
-type ErrorBody struct {
+type errorBody struct {
 	Error *Error `json:"error"`
 }
+
+// ErrorBody is the body of every error answer, for clients to decode.
+type ErrorBody = errorBody
 
 // writeError answers with err as an *Error, or as a 500 that logs the detail under a
 // random id the client can quote, so the detail never leaks.
@@ -63,7 +65,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &Error{Status: http.StatusInternalServerError, Code: "internal",
 			Message: "internal error (id " + id + "); the server log has the detail"}
 	}
-	writeJSON(w, ae.Status, ErrorBody{ae})
+	writeJSON(w, ae.Status, errorBody{ae})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

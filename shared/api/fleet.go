@@ -146,21 +146,6 @@ func arcs(rg *ring.Ring) (out []arc, exact bool) {
 	return out, false
 }
 
-// stalestShown is how many repos /v1/status lists as stalest.
-const stalestShown = 20
-
-// StaleRepo is one of the stalest repos of GET /v1/status.
-type StaleRepo struct {
-	ID            string          `json:"id"`
-	URL           string          `json:"url"`
-	State         store.RepoState `json:"state"`
-	Owner         *string         `json:"owner"`
-	LastSuccessAt *time.Time      `json:"last_success_at"`
-	AgeSeconds    float64         `json:"age_seconds"`
-	LastError     string          `json:"last_error"`
-	CloneURL      *string         `json:"clone_url"`
-}
-
 // Status is the answer of GET /v1/status.
 type Status struct {
 	Now time.Time `json:"now"`
@@ -178,6 +163,21 @@ type Leader struct {
 	ID         string     `json:"id"`
 	Term       int64      `json:"term"`
 	LeaseUntil *time.Time `json:"lease_until"`
+}
+
+// stalestShown is how many repos /v1/status lists as stalest.
+const stalestShown = 20
+
+// StaleRepo is one of the stalest repos of GET /v1/status.
+type StaleRepo struct {
+	ID            string          `json:"id"`
+	URL           string          `json:"url"`
+	State         store.RepoState `json:"state"`
+	Owner         *string         `json:"owner"`
+	LastSuccessAt *time.Time      `json:"last_success_at"`
+	AgeSeconds    float64         `json:"age_seconds"`
+	LastError     string          `json:"last_error"`
+	CloneURL      *string         `json:"clone_url"`
 }
 
 func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
