@@ -426,13 +426,15 @@ func (f *Fleet) KillWorker(i int) {
 	<-rw.done
 }
 
-// Stop shuts down cleanly: workers finish or abandon their fetches and leave (so their
-// repos move at once on the next start), the coordinator steps down, the API drains.
+// Stop shuts down cleanly: workers finish or abandon their fetches and pause (their
+// records stay, so the next start resumes the same workers with their repos and nothing
+// moves), the coordinator steps down, the API drains.
 func (f *Fleet) Stop(ctx context.Context) error {
 	f.stopCoordinator()
 	f.coordWG.Wait()
 	for _, rw := range f.workers {
-		rw.cancel(context.Canceled)
+		// Paused, not gone: the next start resumes the same workers with their repos.
+		rw.cancel(worker.ErrPaused)
 	}
 	for _, rw := range f.workers {
 		<-rw.done

@@ -22,7 +22,7 @@ const (
 	RepoPending  RepoState = "pending"  // known, not yet assigned to a worker
 	RepoCloning  RepoState = "cloning"  // assigned, no mirror yet
 	RepoOK       RepoState = "ok"       // mirror exists and the last fetch succeeded
-	RepoFailing  RepoState = "failing"  // consecutive failures; retried on a long cooldown
+	RepoFailing  RepoState = "failing"  // its clone failed, or FailAfter fetches in a row; retried with back-off, then a long cooldown
 	RepoGone     RepoState = "gone"     // upstream says not found; mirror kept
 	RepoOverflow RepoState = "overflow" // handed back by a full worker; awaits a re-hash
 	RepoDeleting RepoState = "deleting" // removed through the API; awaits the coordinator
