@@ -13,9 +13,14 @@ import (
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 // testPrices are round numbers so the bill can be checked by hand.
-func testPrices() []results.StoreCostPrice {
+func testPrices(t *testing.T) []results.StoreCostPrice {
+	t.Helper()
+	sheet, err := loadPrices()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ps []results.StoreCostPrice
-	for _, p := range prices {
+	for _, p := range sheet {
 		p.USD = 0
 		switch p.Key {
 		case "ddb_wru":
@@ -89,7 +94,7 @@ func TestWorkers(t *testing.T) {
 
 // A bill small enough to check by hand: 1000 repos, 2 workers, no changes, no deaths.
 func TestBillByHand(t *testing.T) {
-	md, p := testModel(), testPrices()
+	md, p := testModel(), testPrices(t)
 	mu := measured{Tick: units{RRU: 5, WRU: 1}, Heartbeat: units{RRU: 1, WRU: 1}, Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
 	b := md.bill(1000, mu, p, testStack())
 	ticks := 730.0 * 60           // 43,800
@@ -144,7 +149,7 @@ func TestBillByHand(t *testing.T) {
 }
 
 func TestSensitivityNaiveGrowsOursCaps(t *testing.T) {
-	md, p := testModel(), testPrices()
+	md, p := testModel(), testPrices(t)
 	mu := measured{Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
 	s := md.sensitivity(1000, []float64{2, 24, 288}, mu, p)
 	if !near(s.NaiveUSD[2], s.NaiveUSD[0]*144) || !near(s.OursUSD[1], s.OursUSD[2]) || !near(s.OursUSD[2], s.OursUSD[0]*2) {
@@ -190,7 +195,7 @@ func TestQty(t *testing.T) {
 // The default stack's shape: Spot workers and git server with public IPs, a load
 // balancer over two subnets, no NAT gateway. Round prices, checked by hand.
 func TestBillOfASpotStackWithServing(t *testing.T) {
-	md, p := testModel(), testPrices()
+	md, p := testModel(), testPrices(t)
 	md.ServeLCU = 0.05
 	set := func(key string, usd float64) {
 		for i := range p {
@@ -245,7 +250,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 func TestEFSClasses(t *testing.T) {
 	md := testModel()
 	md.MirrorMB, md.StandardMBPerRepo, md.ArchiveShare, md.ChangeKB, md.ChangingShare = 50, 0.5, 0.6, 500, 0.13
-	p := testPrices()
+	p := testPrices(t)
 	for i := range p {
 		switch p[i].Key {
 		case "efs_standard":
