@@ -153,7 +153,7 @@ func fcCharts(r *Report, sizes []results.FetchCostSize) (string, error) {
 		}
 		bars.Series = append(bars.Series, bs)
 	}
-	ratios, err := r.Plot("fetchcost-ratios.svg", "go-git / git CLI ratios per repository size", bars.SVG())
+	ratios, err := r.Plot("fetchcost-ratios.svg", "go-git / git CLI ratios per repository size", bars)
 	if err != nil {
 		return "", err
 	}
@@ -177,7 +177,7 @@ func fcCharts(r *Report, sizes []results.FetchCostSize) (string, error) {
 		}
 		mem.Series = append(mem.Series, ser)
 	}
-	memory, err := r.Plot("fetchcost-memory.svg", "peak memory of go-git and the git CLI against pack size", mem.SVG())
+	memory, err := r.Plot("fetchcost-memory.svg", "peak memory of go-git and the git CLI against pack size", mem)
 	if err != nil {
 		return "", err
 	}

@@ -267,11 +267,11 @@ func freshChart(r *Report, v results.Freshness, runs freshRuns) (string, error) 
 		mean.Series = append(mean.Series, sm)
 		p99.Series = append(p99.Series, s99)
 	}
-	a, err := r.Plot("freshness-lag-mean.svg", "mean lag against budget", mean.SVG())
+	a, err := r.Plot("freshness-lag-mean.svg", "mean lag against budget", mean)
 	if err != nil {
 		return "", err
 	}
-	b, err := r.Plot("freshness-lag-p99.svg", "p99 lag against budget", p99.SVG())
+	b, err := r.Plot("freshness-lag-p99.svg", "p99 lag against budget", p99)
 	if err != nil {
 		return "", err
 	}

@@ -22,8 +22,15 @@ type Report struct {
 // Load reads results/name.json into v.
 func (r *Report) Load(name string, v any) error { return results.Read(r.Results, name, v) }
 
+// chart is what Plot draws: plot.Line or plot.Bars.
+type chart interface{ SVG() ([]byte, error) }
+
 // Plot writes an SVG chart under plots/ and returns the Markdown that shows it.
-func (r *Report) Plot(file, alt string, svg []byte) (string, error) {
+func (r *Report) Plot(file, alt string, c chart) (string, error) {
+	svg, err := c.SVG()
+	if err != nil {
+		return "", fmt.Errorf("plot %s: %w", file, err)
+	}
 	dir := filepath.Join(r.Out, "plots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("plots dir: %w", err)

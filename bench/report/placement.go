@@ -168,13 +168,13 @@ func placementCharts(r *Report, v results.Placement, runs placementRuns) (string
 	var b strings.Builder
 	for _, c := range []struct {
 		file, alt string
-		svg       []byte
+		chart     chart
 	}{
-		{"placement-balance.svg", "peak/mean load minus one, by worker count and scheme", excess.SVG()},
-		{"placement-join.svg", "keys moved on a join relative to the ideal, by worker count and scheme", moved.SVG()},
-		{"placement-lookup.svg", "lookup ns/op against worker count, by scheme", lookup.SVG()},
+		{"placement-balance.svg", "peak/mean load minus one, by worker count and scheme", excess},
+		{"placement-join.svg", "keys moved on a join relative to the ideal, by worker count and scheme", moved},
+		{"placement-lookup.svg", "lookup ns/op against worker count, by scheme", lookup},
 	} {
-		line, err := r.Plot(c.file, c.alt, c.svg)
+		line, err := r.Plot(c.file, c.alt, c.chart)
 		if err != nil {
 			return "", err
 		}

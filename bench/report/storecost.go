@@ -449,7 +449,7 @@ func scBillChart(r *Report, bills []results.StoreCostBill) (string, error) {
 		}
 		ch.Series = append(ch.Series, s)
 	}
-	md, err := r.Plot("storecost-bill.svg", "Monthly AWS bill by component for each fleet size", ch.SVG())
+	md, err := r.Plot("storecost-bill.svg", "Monthly AWS bill by component for each fleet size", ch)
 	if err != nil {
 		return "", err
 	}
@@ -488,7 +488,7 @@ func scBaseline(r *Report, v results.StoreCost) (string, error) {
 			{Name: "this design (changes + checkpoints)", X: s.PollsPerDay, Y: s.OursUSD},
 			{Name: "naive (every poll writes)", X: s.PollsPerDay, Y: s.NaiveUSD, Dash: true},
 		}}
-	md, err := r.Plot("storecost-baseline.svg", "DynamoDB cost of poll writes against the poll rate, this design and the naive one", ch.SVG())
+	md, err := r.Plot("storecost-baseline.svg", "DynamoDB cost of poll writes against the poll rate, this design and the naive one", ch)
 	if err != nil {
 		return "", err
 	}

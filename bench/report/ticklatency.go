@@ -298,7 +298,7 @@ func tickCharts(r *Report, v results.TickLatency) (string, error) {
 		}
 		ln.Series = append(ln.Series, naive)
 		line, err := r.Plot(fmt.Sprintf("ticklatency-%d-workers.svg", w),
-			fmt.Sprintf("tick p50 against repos at %d workers, one line per number of changes, naive full-scan tick dashed", w), ln.SVG())
+			fmt.Sprintf("tick p50 against repos at %d workers, one line per number of changes, naive full-scan tick dashed", w), ln)
 		if err != nil {
 			return "", err
 		}
