@@ -14,19 +14,22 @@ import (
 var templateFiles embed.FS
 
 var templates = template.Must(template.New("report").Option("missingkey=error").Funcs(template.FuncMap{
-	"int":     fmtInt,
-	"cell":    scCell,
-	"yesNo":   yesNo,
-	"hMiB":    hMiB,
-	"hSecs":   hSeconds,
-	"hBytes":  hBytes,
-	"mib":     fcMiB,
-	"secs":    fcSecs,
-	"ratio":   fcRatio,
-	"pct":     fcPct,
-	"dur":     fcDuration,
-	"join":    strings.Join,
-	"bullets": bullets,
+	"int":      fmtInt,
+	"cell":     scCell,
+	"yesNo":    yesNo,
+	"hMiB":     hMiB,
+	"hSecs":    hSeconds,
+	"hBytes":   hBytes,
+	"mib":      fcMiB,
+	"secs":     fcSecs,
+	"ratio":    fcRatio,
+	"pct":      fcPct,
+	"dur":      fcDuration,
+	"join":     strings.Join,
+	"bullets":  bullets,
+	"verdict":  placementVerdict,
+	"optional": func(v float64) string { return placementOptional(v, "%.3f") },
+	"kib":      placementKiB,
 }).ParseFS(templateFiles, "templates/*.md.tmpl"))
 
 // render fills the template file name (without .md.tmpl) with data.
