@@ -35,6 +35,10 @@ var templates = template.Must(template.New("report").Option("missingkey=error").
 	"count":      tickCount,
 	"tickRatio":  tickRatio,
 	"membership": tickMembership,
+	"policy":     freshPolicy,
+	"pct100":     func(x float64) string { return fmt.Sprintf("%.0f", 100*x) },
+	"x100":       func(x float64) float64 { return 100 * x },
+	"div1000":    func(x float64) float64 { return x / 1000 },
 	"list":       func(s ...string) []string { return s },
 }).ParseFS(templateFiles, "templates/*.md.tmpl"))
 
