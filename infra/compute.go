@@ -54,9 +54,7 @@ const (
 
 // coordinator: the Lambda on the minute rule and the Scheduler timers.
 func (s *Stack) coordinator() error {
-	role := s.lambdaRole("CoordinatorRole")
-	logs := s.logGroup("CoordinatorLogs")
-	code, err := s.lambdaCode("coordinator")
+	role, logs, code, err := s.goFunction("Coordinator", "coordinator")
 	if err != nil {
 		return err
 	}
@@ -123,6 +121,15 @@ func functionProps(code awslambda.Code, role awsiam.IRole, logs awslogs.ILogGrou
 		Description:  jsii.String(description),
 		Environment:  envOf(env),
 	}
+}
+
+// goFunction is what a Go Lambda needs before its props: a role (id+"Role"), a log
+// group (id+"Logs") and the code of build/<name>.zip.
+func (s *Stack) goFunction(id, name string) (awsiam.Role, awslogs.LogGroup, awslambda.Code, error) {
+	role := s.lambdaRole(id + "Role")
+	logs := s.logGroup(id + "Logs")
+	code, err := s.lambdaCode(name)
+	return role, logs, code, err
 }
 
 func (s *Stack) lambdaRole(id string) awsiam.Role {

@@ -22,9 +22,7 @@ import (
 
 // api: the HTTP API Lambda behind API Gateway, IAM authorization on every route.
 func (s *Stack) api() error {
-	role := s.lambdaRole("ApiRole")
-	logs := s.logGroup("ApiLogs")
-	code, err := s.lambdaCode("api")
+	role, logs, code, err := s.goFunction("Api", "api")
 	if err != nil {
 		return err
 	}

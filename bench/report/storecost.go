@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -127,7 +128,7 @@ func scHeadline(v results.StoreCost) scHeadlineFigures {
 		}
 	}
 	for _, bill := range v.Bills {
-		top := slices.MaxFunc(bill.Components, func(a, b results.StoreCostComponent) int { return scCmp(a.USD, b.USD) })
+		top := slices.MaxFunc(bill.Components, func(a, b results.StoreCostComponent) int { return cmp.Compare(a.USD, b.USD) })
 		share := 0.0
 		if bill.TotalUSD > 0 {
 			share = 100 * top.USD / bill.TotalUSD
@@ -202,16 +203,6 @@ func scStackTable(bills []results.StoreCostBill) mdTable {
 		return fmt.Sprintf("%d / %d days", s.EFSIADays, s.EFSArchiveDays)
 	})
 	return t
-}
-
-func scCmp(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func scUnitsTable(ms []results.StoreCostMeasurement) mdTable {

@@ -146,13 +146,7 @@ func (l Line) Plot() (*plot.Plot, plot.Legend, error) {
 }
 
 // SVG draws the chart as a standalone SVG document.
-func (l Line) SVG() ([]byte, error) {
-	p, leg, err := l.Plot()
-	if err != nil {
-		return nil, err
-	}
-	return render(p, leg, len(l.Series))
-}
+func (l Line) SVG() ([]byte, error) { return render(l.Plot, len(l.Series)) }
 
 // drawnBar is one bar: its group, its series and its value.
 type drawnBar struct {
@@ -258,13 +252,7 @@ func (b Bars) Plot() (*plot.Plot, plot.Legend, error) {
 }
 
 // SVG draws the chart as a standalone SVG document.
-func (b Bars) SVG() ([]byte, error) {
-	p, leg, err := b.Plot()
-	if err != nil {
-		return nil, err
-	}
-	return render(p, leg, len(b.Series))
-}
+func (b Bars) SVG() ([]byte, error) { return render(b.Plot, len(b.Series)) }
 
 // barRects draws one series' bars from base to their value: gonum's own bar chart
 // grows from zero, which a log axis cannot place.
@@ -480,8 +468,12 @@ func legendText(s string) string {
 	return string(r[:legendName-1]) + "…"
 }
 
-// render draws the plot with its legend to the right of it.
-func render(p *plot.Plot, leg plot.Legend, entries int) ([]byte, error) {
+// render builds a chart and draws it with its legend (of entries names) to the right.
+func render(build func() (*plot.Plot, plot.Legend, error), entries int) ([]byte, error) {
+	p, leg, err := build()
+	if err != nil {
+		return nil, err
+	}
 	c := vgsvg.New(width, height)
 	dc := draw.New(c)
 	legW := vg.Length(0)
