@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -304,5 +305,16 @@ func TestStackInputsCountTheDashboard(t *testing.T) {
 	f.DashboardMetrics = f.DashboardMetrics[1:]
 	if _, err := stackInputsFrom(f, "test", 3); err == nil || !strings.Contains(err.Error(), names[0]) {
 		t.Errorf("a dashboard without %s: %v", names[0], err)
+	}
+
+	// Without a git server the dashboard need not graph what only the server emits; with
+	// one it must.
+	f.DashboardMetrics = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(servedMetrics, n) })
+	if _, err := stackInputsFrom(f, "test", 3); err != nil {
+		t.Errorf("no git server, no serving metrics: %v", err)
+	}
+	f.Services = append(f.Services, stackfacts.Service{ID: "S", Desired: 1, MinTasks: 1, MaxTasks: 1, Command: []string{"serve"}})
+	if _, err := stackInputsFrom(f, "test", 3); err == nil || !strings.Contains(err.Error(), metrics.ServeBytes) {
+		t.Errorf("a git server whose metrics the dashboard leaves out: %v", err)
 	}
 }
