@@ -18,6 +18,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
@@ -204,24 +205,11 @@ func (h *Handler) timer(arn string) (*scheduler.Timer, error) {
 	return t, nil
 }
 
-// emit writes the tick's metrics. Only a leader's tick reports fleet-wide figures, so
-// two coordinators never report conflicting ones: repo counts are two reads (counters);
-// staleness is merged from the summaries the workers send with their heartbeats, one
-// query of the workers, the same at any fleet size. A failed tick is not counted in
-// Ticks (metrics.FromReport).
+// emit writes the tick's metrics (meter.Tick).
 func (h *Handler) emit(ctx context.Context, rep coordinator.Report, took time.Duration, tickErr error) {
-	samples := metrics.FromReport(rep, took, tickErr)
-	if rep.Leader && rep.Ignored == "" {
-		if counts, err := h.deps.Store.CountRepos(ctx); err != nil {
-			h.deps.Log.Warn("metrics: count repos", "err", err)
-		} else {
-			samples = append(samples, metrics.ReposByStateSamples(counts)...)
-		}
-		if ws, err := h.deps.Store.ListWorkers(ctx); err != nil {
-			h.deps.Log.Warn("metrics: staleness", "err", err)
-		} else {
-			samples = append(samples, metrics.MergeStaleness(h.deps.Clock.Now(), ws).Samples()...)
-		}
+	samples, err := meter.Tick(ctx, h.deps.Store, rep, took, tickErr, h.deps.Clock.Now())
+	if err != nil {
+		h.deps.Log.Warn("metrics", "err", err)
 	}
 	if err := h.emf.Record(samples...); err != nil {
 		h.deps.Log.Warn("metrics", "err", err)

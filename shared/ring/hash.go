@@ -19,10 +19,16 @@ func KeyHash(key string) uint64 {
 	// FNV-1a leaves the last bytes of a key mostly in the low bits, and keys differ mostly
 	// at the end ("repo-1", "repo-2"). The splitmix64 finalizer is a bijection with full
 	// avalanche, so positions are uniform over the whole circle without adding collisions.
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
+	return Mix(h)
+}
+
+// Mix is the splitmix64 finalizer: a cheap bijection of 64-bit values with full
+// avalanche.
+func Mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
