@@ -41,7 +41,7 @@ func (s *Stack) timers() {
 	s.TimerDLQ.GrantSendMessages(s.SchedulerRole)
 }
 
-// Coordinator invocation settings (DESIGN.md §4): one tick at a time, and no retries of
+// Coordinator invocation settings (ADR 13): one tick at a time, and no retries of
 // a failed tick or timer firing — the next minute's tick repairs what a failed one left
 // (ticks are idempotent) and declares any death a lost firing would have; a tick that
 // waited longer than the rule's period is superseded by the next.

@@ -93,7 +93,7 @@ type Result struct {
 
 // Classify tells which kind of event raw is. EventBridge rule events carry
 // "source":"aws.events" and "detail-type":"Scheduled Event"; a Scheduler firing is
-// exactly the Input we armed it with, our own {"kind":...} payload (DESIGN §9).
+// exactly the Input we armed it with, our own {"kind":...} payload.
 func Classify(raw json.RawMessage) (string, error) {
 	var ev struct {
 		Source     string  `json:"source"`
