@@ -42,7 +42,7 @@ func (s *Stack) table() awsdynamodb.Table {
 
 // indexes are the table's GSIs: name, partition key, sort key (all KEYS_ONLY).
 var indexes = [][3]string{
-	{"by_owner", "g_owner", "id"},
+	{"by_owner_pos", "g_owner", "g_pos"},
 	{"needs_decision", "g_need", "id"},
 	{"by_id", "g_all", "id"},
 	{"stalest", "g_stale", "g_stale_sk"},

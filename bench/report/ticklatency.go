@@ -34,13 +34,15 @@ func tickLatencySection(r *Report) (string, results.Meta, error) {
 	}
 	md, err := render("ticklatency", struct {
 		V      results.TickLatency
-		C      tickConclusionFigures
+		C      string
 		Charts string
+		Bulk   string
+		Heap   string
 		Ks     []int
 		Kinds  []kind
 		Dynamo tickDynamoFigures
 		Setup  string
-	}{v, tickConclusion(v), charts, tickKs(v.Cells), kinds, tickDynamo(v.Dynamo), tickSetup(v)})
+	}{v, tickConclusion(v), charts, tickBulk(v.BulkAdd), tickHeap(v.Cells), tickKs(v.Cells), kinds, tickDynamo(v.Dynamo), tickSetup(v)})
 	return md, v.Meta, err
 }
 
@@ -125,94 +127,193 @@ func tickKs(cells []results.TickCell) []int {
 	return ks
 }
 
-// tickConclusionFigures is what the conclusion says: the growth from the smallest to
-// the largest fleet of the quiet tick and of the naive tick, and what the ticks grow
-// with instead.
-type tickConclusionFigures struct {
-	Sizes         bool // more than one fleet size
-	Lo, Hi, W     int
-	Grow          string
-	Growth        []string
-	Flat          bool
-	QuietRead     string
-	QuietHi       float64
-	Steps         []string
-	PerDecision   string
-	Workers       *tickWorkerGrowth
-	Joins, Shares []string
-}
-
-type tickWorkerGrowth struct {
-	Verb   string
-	A, Z   float64
-	W0, W1 int
-}
-
-func tickConclusion(v results.TickLatency) tickConclusionFigures {
-	var c tickConclusionFigures
-	if len(v.Repos) < 2 {
-		return c
-	}
-	c.Sizes = true
-	lo, hi := v.Repos[0], v.Repos[len(v.Repos)-1]
-	c.Lo, c.Hi, c.Grow = lo, hi, tickRatio(float64(hi)/float64(lo), 1)
-	c.Flat = true
+// tickConclusion compares, per worker count, the quiet and naive ticks of the smallest
+// and largest fleet measured, the quiet tick across worker counts, and what joins and
+// deaths read against what they move.
+func tickConclusion(v results.TickLatency) string {
+	var b strings.Builder
+	b.WriteString("**Conclusion.** ")
+	var parts []string
+	flat, compared := true, false
 	for _, w := range v.Workers {
-		a, ok1 := tickCell(v.Cells, lo, w)
-		z, ok2 := tickCell(v.Cells, hi, w)
-		if !ok1 || !ok2 {
+		a, z, ok := tickSpan(v.Cells, w)
+		if !ok {
 			continue
 		}
+		compared = true
 		if z.Quiet.P50Ms/a.Quiet.P50Ms >= 2 {
-			c.Flat = false
+			flat = false
 		}
-		c.Growth = append(c.Growth, fmt.Sprintf("at %s workers the quiet tick's p50 goes from %s ms to %s ms (%s) while the "+
-			"naive tick's goes from %s ms to %s ms (%s) and the full scan's from %s ms to %s ms (%s)",
-			fmtInt(w), tickMs(a.Quiet.P50Ms), tickMs(z.Quiet.P50Ms), tickRatio(z.Quiet.P50Ms, a.Quiet.P50Ms),
+		parts = append(parts, fmt.Sprintf("at %s workers, from %s to %s repos (%s more), the quiet tick's p50 goes from %s ms "+
+			"to %s ms (%s) while the naive tick's goes from %s ms to %s ms (%s) and the full scan's from %s ms to %s ms (%s)",
+			fmtInt(w), fmtInt(a.Repos), fmtInt(z.Repos), tickRatio(float64(z.Repos), float64(a.Repos)),
+			tickMs(a.Quiet.P50Ms), tickMs(z.Quiet.P50Ms), tickRatio(z.Quiet.P50Ms, a.Quiet.P50Ms),
 			tickMs(a.NaiveQuiet.P50Ms), tickMs(z.NaiveQuiet.P50Ms), tickRatio(z.NaiveQuiet.P50Ms, a.NaiveQuiet.P50Ms),
 			tickMs(a.FullScan.P50Ms), tickMs(z.FullScan.P50Ms), tickRatio(z.FullScan.P50Ms, a.FullScan.P50Ms)))
 	}
-	c.QuietRead = tickCount(tickMaxQuietRead(v.Cells))
-	// What it grows with: changes, at the largest fleet and the first worker count.
-	c.W = v.Workers[0]
-	if z, ok := tickCell(v.Cells, hi, c.W); ok {
-		c.QuietHi = z.Quiet.P50Ms
+	if !compared {
+		b.WriteString("No worker count was measured at two fleet sizes, so growth with the number of repos cannot be read off this run.\n\n")
+		return b.String()
+	}
+	b.WriteString(upperFirst(strings.Join(parts, "; ")) + ". ")
+	if flat {
+		fmt.Fprintf(&b, "The indexed tick is flat in the number of repos: a quiet tick reads %s repo records at every size. ",
+			tickCount(tickMaxQuietRead(v.Cells)))
+	} else {
+		b.WriteString("**The quiet tick grows with the number of repos** (p50 at least doubles), which the indexes should prevent. ")
+	}
+	hi := v.Repos[len(v.Repos)-1]
+	// What it grows with: changes, at the largest fleet and its first worker count.
+	if z, ok := tickFirstAt(v.Cells, hi, v.Workers); ok {
 		ks := tickKs(v.Cells)
+		var steps []string
 		for _, k := range ks {
 			if ch, ok := tickChange(z, "add", k); ok {
-				c.Steps = append(c.Steps, fmt.Sprintf("%s ms at k = %s", tickMs(ch.P50Ms), fmtInt(k)))
+				steps = append(steps, fmt.Sprintf("%s ms at k = %s", tickMs(ch.P50Ms), fmtInt(k)))
 			}
 		}
-		if len(c.Steps) > 0 {
+		if len(steps) > 0 {
+			fmt.Fprintf(&b, "It rises with the changes instead: at %s repos and %s workers a tick assigning k new repos takes "+
+				"%s ms at k = 0, %s", fmtInt(hi), fmtInt(z.Workers), tickMs(z.Quiet.P50Ms), strings.Join(steps, ", "))
 			if last, ok := tickChange(z, "add", ks[len(ks)-1]); ok && last.K > 0 {
-				c.PerDecision = tickMs((last.P50Ms - z.Quiet.P50Ms) * 1000 / float64(last.K))
+				fmt.Fprintf(&b, " (about %s µs per decision)", tickMs((last.P50Ms-z.Quiet.P50Ms)*1000/float64(last.K)))
 			}
+			b.WriteString(". ")
 		}
 	}
+	// With the workers: the largest fleet measured at both the fewest and the most workers.
 	if len(v.Workers) >= 2 {
 		w0, w1 := v.Workers[0], v.Workers[len(v.Workers)-1]
-		a, ok1 := tickCell(v.Cells, hi, w0)
-		z, ok2 := tickCell(v.Cells, hi, w1)
-		if ok1 && ok2 {
-			g := &tickWorkerGrowth{Verb: "grow", A: a.Quiet.P50Ms, Z: z.Quiet.P50Ms, W0: w0, W1: w1}
-			if z.Quiet.P50Ms < 2*a.Quiet.P50Ms {
-				g.Verb = "barely change"
+		for i := len(v.Repos) - 1; i >= 0; i-- {
+			a, ok1 := tickCell(v.Cells, v.Repos[i], w0)
+			z, ok2 := tickCell(v.Cells, v.Repos[i], w1)
+			if !ok1 || !ok2 {
+				continue
 			}
-			c.Workers = g
+			verb := "grow"
+			if z.Quiet.P50Ms <= 3*a.Quiet.P50Ms {
+				verb = "grow little"
+			}
+			fmt.Fprintf(&b, "With the number of workers quiet ticks %s: at %s repos, %s ms at %s workers and %s ms at %s (%s; "+
+				"the goal is at most 3×). Every tick reads all worker records; the ring is decoded only when its version changes. ",
+				verb, fmtInt(v.Repos[i]), tickMs(a.Quiet.P50Ms), fmtInt(w0), tickMs(z.Quiet.P50Ms), fmtInt(w1),
+				tickRatio(z.Quiet.P50Ms, a.Quiet.P50Ms))
+			break
 		}
 	}
-	// Joins and deaths: does the tick read only what moves?
+	// Joins and deaths: do they read only what moves?
+	var joins []string
+	worst := 0.0
 	for _, w := range v.Workers {
 		z, ok := tickCell(v.Cells, hi, w)
 		if !ok || z.Join.Moved == 0 || z.Death.Moved == 0 {
 			continue
 		}
-		c.Joins = append(c.Joins, fmt.Sprintf("at %s workers a join reads %s repos to move %s (%s as many) while a death reads %s to move %s",
+		worst = math.Max(worst, math.Max(z.Join.ReposRead/z.Join.Moved, z.Death.ReposRead/z.Death.Moved))
+		joins = append(joins, fmt.Sprintf("at %s workers a join reads %s repos to move %s (%s as many) and a death reads %s to move %s (%s)",
 			fmtInt(w), tickCount(z.Join.ReposRead), tickCount(z.Join.Moved), tickRatio(z.Join.ReposRead, z.Join.Moved),
-			tickCount(z.Death.ReposRead), tickCount(z.Death.Moved)))
-		c.Shares = append(c.Shares, fmt.Sprintf("%.0f%% of all repos at %s workers", 100*z.Join.ReposRead/float64(hi), fmtInt(w)))
+			tickCount(z.Death.ReposRead), tickCount(z.Death.Moved), tickRatio(z.Death.ReposRead, z.Death.Moved)))
 	}
-	return c
+	if len(joins) > 0 {
+		fmt.Fprintf(&b, "Membership changes at %s repos: %s. ", fmtInt(hi), strings.Join(joins, "; "))
+		if worst <= 1.5 {
+			b.WriteString("Joins and deaths read what they move (the goal is at most 1.5×): the repos of an arc a donor " +
+				"gives away are one range read of the owner and ring-position index.")
+		} else {
+			fmt.Fprintf(&b, "**A membership change reads up to %s what it moves**, over the goal of 1.5×.", tickRatio(worst, 1))
+		}
+	}
+	b.WriteString("\n\n")
+	return b.String()
+}
+
+// tickSpan is the smallest and the largest fleet measured at w workers, if two differ.
+func tickSpan(cells []results.TickCell, w int) (lo, hi results.TickCell, ok bool) {
+	found := false
+	for _, c := range cells {
+		if c.Workers != w {
+			continue
+		}
+		if !found || c.Repos < lo.Repos {
+			lo = c
+		}
+		if !found || c.Repos > hi.Repos {
+			hi = c
+		}
+		found = true
+	}
+	return lo, hi, found && hi.Repos > lo.Repos && lo.Quiet.P50Ms > 0
+}
+
+// tickFirstAt is the cell at repos with the first of workers that has one.
+func tickFirstAt(cells []results.TickCell, repos int, workers []int) (results.TickCell, bool) {
+	for _, w := range workers {
+		if c, ok := tickCell(cells, repos, w); ok {
+			return c, true
+		}
+	}
+	return results.TickCell{}, false
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// tickBulk renders the bulk adds: each fleet's setup, every repo pending at once.
+func tickBulk(bs []results.TickBulkAdd) string {
+	if len(bs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("### Bulk add\n\n")
+	b.WriteString("Each fleet's setup is a bulk add: every repo pending and every worker new at once, assigned by the " +
+		"coordinator's own ticks in batches doubling from 1,000 up to its cap of moves per tick, each tick within its " +
+		"deadline (20 s without a Lambda context). **Cut** counts the ticks that stopped at a cap or the deadline and " +
+		"left the rest to the next one; **peak heap** is the Go heap seen during any of the ticks.\n\n")
+	b.WriteString("| store | repos | workers | ticks until assigned | ticks until settled | ticks cut | slowest tick ms | peak heap MiB | seconds |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	slowest, heap := results.TickBulkAdd{}, results.TickBulkAdd{}
+	for _, x := range bs {
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | %d | %s | %s | %.0f |\n", x.Store, fmtInt(x.Repos), fmtInt(x.Workers),
+			x.TicksUntilAssigned, x.Ticks, x.TicksCut, tickMs(x.SlowestTickMs), tickMs(x.PeakHeapMiB), x.Seconds)
+		if x.SlowestTickMs > slowest.SlowestTickMs {
+			slowest = x
+		}
+		if x.PeakHeapMiB > heap.PeakHeapMiB {
+			heap = x
+		}
+	}
+	fmt.Fprintf(&b, "\nThe slowest tick of any bulk add took %s s (%s, %s repos, %s workers); the largest heap was %s MiB "+
+		"(%s, %s repos, %s workers).\n\n", tickMs(slowest.SlowestTickMs/1000), slowest.Store, fmtInt(slowest.Repos),
+		fmtInt(slowest.Workers), tickMs(heap.PeakHeapMiB), heap.Store, fmtInt(heap.Repos), fmtInt(heap.Workers))
+	return b.String()
+}
+
+// tickHeap renders the peak heap of each cell's ticks, if the run recorded it.
+func tickHeap(cells []results.TickCell) string {
+	var b strings.Builder
+	any := false
+	b.WriteString("### Peak heap of a tick\n\n")
+	b.WriteString("The largest Go heap (live and not yet collected objects, default GOGC) sampled every millisecond while " +
+		"ticks of each kind ran, in MiB; the benchmark's own state is included. The coordinator Lambda has 512 MB.\n\n")
+	b.WriteString("| repos | workers | quiet | changes | join | death | naive tick |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range cells {
+		ch := 0.0
+		for _, x := range c.Changes {
+			ch = math.Max(ch, x.PeakHeapMiB)
+		}
+		any = any || c.Quiet.PeakHeapMiB > 0
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", fmtInt(c.Repos), fmtInt(c.Workers), tickMs(c.Quiet.PeakHeapMiB),
+			tickMs(ch), tickMs(c.Join.PeakHeapMiB), tickMs(c.Death.PeakHeapMiB), tickMs(c.NaiveQuiet.PeakHeapMiB))
+	}
+	b.WriteString("\n")
+	if !any {
+		return ""
+	}
+	return b.String()
 }
 
 // tickSetup says what preparing the largest fleets cost, from the setup timings.

@@ -116,20 +116,32 @@ func TestTickLatencyConclusionFollowsTheData(t *testing.T) {
 	v := tickFixture()
 	md, _ := renderTick(t, v)
 	for _, want := range []string{
-		"From 1,000 to 100,000 repos (100× more)",
+		"At 10 workers, from 1,000 to 100,000 repos (100× more)",
 		"the quiet tick's p50 goes from 0.137 ms to 0.158 ms (1.2×)",
 		"the naive tick's goes from 12.6 ms to 1260 ms (100×)",
 		"flat in the number of repos",
 		"0.158 ms at k = 0, 0.810 ms at k = 10, 3.18 ms at k = 100, 7.12 ms at k = 1,000 (about 6.96 µs per decision)",
 		"a join reads 64,000 repos to move 9,090 (7.0× as many)",
-		"it read 64% of all repos at 10 workers",
+		"**A membership change reads up to 65× what it moves**", // 64,000 read for 990 moved at 100 workers
+		// quiet ticks across workers at the largest size measured at both: 0.158 → 5.139 ms
+		"at 100,000 repos, 0.158 ms at 10 workers and 5.14 ms at 100 (33×; the goal is at most 3×)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("conclusion lacks %q", want)
 		}
 	}
-	if strings.Contains(md, "grows with the number of repos") {
-		t.Error("flat data reported as growing")
+	if strings.Contains(md, "grows with the number of repos") || strings.Contains(md, "read what they move") {
+		t.Error("flat data reported as growing, or a 7× read as reading what moves")
+	}
+
+	// Joins that read what they move are said to.
+	w := tickFixture()
+	for i := range w.Cells {
+		w.Cells[i].Join.ReposRead = w.Cells[i].Join.Moved
+	}
+	md, _ = renderTick(t, w)
+	if !strings.Contains(md, "Joins and deaths read what they move") {
+		t.Error("joins reading what they move not said")
 	}
 
 	// A quiet tick that grows tenfold with the repos must be called out.
@@ -150,5 +162,58 @@ func TestTickLatencyDynamoSkipped(t *testing.T) {
 	md, _ := renderTick(t, v)
 	if !strings.Contains(md, "### On DynamoDB Local\n\nNot run: MIRRORFLEET_DYNAMODB_ENDPOINT not set.") {
 		t.Error("skipped DynamoDB grid not explained")
+	}
+}
+
+// A sparse grid (1M repos only at 100 and 1,000 workers) compares each worker count over
+// the sizes it has, and the workers at the largest size that has the fewest and the most.
+func TestTickLatencySparseGrid(t *testing.T) {
+	v := tickFixture()
+	v.Repos, v.Workers, v.NotRun = []int{1000, 100000, 1000000}, []int{10, 100, 1000}, nil
+	big := func(w int, p50 float64) results.TickCell {
+		c := v.Cells[3]
+		c.Repos, c.Workers, c.Quiet.P50Ms = 1000000, w, p50
+		return c
+	}
+	v.Cells = append(v.Cells, big(100, 6.5), big(1000, 9.25))
+	x := v.Cells[2]
+	x.Workers, x.Quiet.P50Ms = 1000, 0.4
+	v.Cells = append(v.Cells, x)
+	md, _ := renderTick(t, v)
+	for _, want := range []string{
+		"at 100 workers, from 1,000 to 1,000,000 repos (1000× more)",
+		"at 1,000 workers, from 100,000 to 1,000,000 repos (10× more)",
+		"at 100,000 repos, 0.158 ms at 10 workers and 0.400 ms at 1,000 (2.5×; the goal is at most 3×)",
+		"quiet ticks grow little",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("sparse grid conclusion lacks %q", want)
+		}
+	}
+}
+
+func TestTickLatencyBulkAddAndHeap(t *testing.T) {
+	v := tickFixture()
+	v.BulkAdd = []results.TickBulkAdd{
+		{Store: "bbolt", Repos: 1000000, Workers: 100, TicksUntilAssigned: 26, Ticks: 28, SlowestTickMs: 4321, TicksCut: 19, PeakHeapMiB: 187.5, Seconds: 95},
+		{Store: "DynamoDB Local", Repos: 100000, Workers: 100, TicksUntilAssigned: 9, Ticks: 11, SlowestTickMs: 8765, TicksCut: 3, PeakHeapMiB: 41.25, Seconds: 240},
+	}
+	for i := range v.Cells {
+		v.Cells[i].Quiet.PeakHeapMiB = 10 + float64(i)
+		v.Cells[i].Join.PeakHeapMiB = 20 + float64(i)
+	}
+	md, _ := renderTick(t, v)
+	for _, want := range []string{
+		"| bbolt | 1,000,000 | 100 | 26 | 28 | 19 | 4321 | 188 | 95 |",
+		"| DynamoDB Local | 100,000 | 100 | 9 | 11 | 3 | 8765 | 41.2 | 240 |",
+		"The slowest tick of any bulk add took 8.77 s (DynamoDB Local, 100,000 repos, 100 workers); the largest heap was 188 MiB (bbolt, 1,000,000 repos, 100 workers).",
+		"| 100,000 | 100 | 13.0 | 0.000 | 23.0 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q", want)
+		}
+	}
+	if md, _ := renderTick(t, tickFixture()); strings.Contains(md, "### Bulk add") || strings.Contains(md, "### Peak heap") {
+		t.Error("bulk add or heap sections without data")
 	}
 }

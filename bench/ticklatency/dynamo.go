@@ -17,55 +17,67 @@ import (
 // k = 1,000 does not.
 var dynamoReps = reps{quiet: 50, changes: map[int]int{10: 10, 100: 5}, naive: 5, cycles: 1}
 
-// dynamoBudget bounds the DynamoDB part on a loaded machine; what is done by then is kept.
-const dynamoBudget = 90 * time.Second
+// dynamoRepsFor: at 100k repos a naive tick or full scan pages through every repo over
+// HTTP (tens of seconds each), so fewer of them.
+func dynamoRepsFor(repos int) reps {
+	if repos >= 100000 {
+		return reps{quiet: 30, changes: map[int]int{10: 5, 100: 3}, naive: 2, cycles: 1}
+	}
+	return dynamoReps
+}
 
-// runDynamo measures the small grid on DynamoDB Local when make bench started one. It
-// never fails the run: what went wrong is recorded as the reason it was skipped.
-func runDynamo(ctx context.Context, log *slog.Logger, maxRepos int, seed uint64) *results.TickDynamo {
+// dynamoBudget bounds the DynamoDB part on a loaded machine; what is done by then is kept.
+// The 100k-repo cell's setup (100k creates, then their assignment) takes most of it.
+const dynamoBudget = 40 * time.Minute
+
+// runDynamo measures the small grid on DynamoDB Local when make bench started one, and
+// returns each cell's setup as a bulk add. It never fails the run: what went wrong is
+// recorded as the reason it was skipped.
+func runDynamo(ctx context.Context, log *slog.Logger, maxRepos int, seed uint64) (*results.TickDynamo, []results.TickBulkAdd) {
 	ep := dynamoEndpoint()
 	if ep == "" {
 		log.Info("DynamoDB Local not running: skipping its grid", "env", dynamotest.EndpointEnv)
-		return &results.TickDynamo{Skipped: dynamotest.EndpointEnv + " not set (make bench runs this under scripts/with-dynamodb-local.sh)"}
+		return &results.TickDynamo{Skipped: dynamotest.EndpointEnv + " not set (make bench runs this under scripts/with-dynamodb-local.sh)"}, nil
 	}
 	if maxRepos <= 0 {
-		return &results.TickDynamo{Skipped: "disabled with -dynamo-max-repos 0"}
+		return &results.TickDynamo{Skipped: "disabled with -dynamo-max-repos 0"}, nil
 	}
 	d := &results.TickDynamo{}
+	var bulks []results.TickBulkAdd
 	ctx, cancel := context.WithTimeout(ctx, dynamoBudget)
 	defer cancel()
-	for _, n := range dynamoRepos {
+	for _, nw := range dynamoCells {
+		n, w := nw[0], nw[1]
 		if n > maxRepos {
 			continue
 		}
-		for _, w := range dynamoWorker {
-			cell, err := dynamoCell(ctx, log, ep, n, w, seed, dynamoReps)
-			if err != nil {
-				if ctx.Err() != nil {
-					err = fmt.Errorf("over its %s budget: %w", dynamoBudget, err)
-				}
-				log.Warn("DynamoDB Local grid stopped", "repos", n, "workers", w, "err", err)
-				d.Skipped = fmt.Sprintf("stopped at %d repos, %d workers: %v", n, w, err)
-				return d
+		cell, bulk, err := dynamoCell(ctx, log, ep, n, w, seed, dynamoRepsFor(n))
+		if err != nil {
+			if ctx.Err() != nil {
+				err = fmt.Errorf("over its %s budget: %w", dynamoBudget, err)
 			}
-			d.Cells = append(d.Cells, cell)
+			log.Warn("DynamoDB Local grid stopped", "repos", n, "workers", w, "err", err)
+			d.Skipped = fmt.Sprintf("stopped at %d repos, %d workers: %v", n, w, err)
+			return d, bulks
 		}
+		d.Cells = append(d.Cells, cell)
+		bulks = append(bulks, bulk)
 	}
 	if len(d.Cells) == 0 {
 		d.Skipped = fmt.Sprintf("no DynamoDB Local size at or under -dynamo-max-repos %d", maxRepos)
 	}
-	return d
+	return d, bulks
 }
 
-func dynamoCell(ctx context.Context, log *slog.Logger, endpoint string, n, w int, seed uint64, r reps) (results.TickCell, error) {
+func dynamoCell(ctx context.Context, log *slog.Logger, endpoint string, n, w int, seed uint64, r reps) (results.TickCell, results.TickBulkAdd, error) {
 	start := time.Now()
 	st, err := dynamo.New(ctx, dynamo.Config{Client: dynamotest.Client(endpoint),
 		Table: fmt.Sprintf("ticklatency_%d_%d_%d", n, w, time.Now().UnixNano()%1e9), Log: log})
 	if err != nil {
-		return results.TickCell{}, err
+		return results.TickCell{}, results.TickBulkAdd{}, err
 	}
 	if err := st.CreateTable(ctx); err != nil {
-		return results.TickCell{}, err
+		return results.TickCell{}, results.TickBulkAdd{}, err
 	}
 	defer func() {
 		// A fresh context: the table must go even if ctx is done.
@@ -77,15 +89,18 @@ func dynamoCell(ctx context.Context, log *slog.Logger, endpoint string, n, w int
 	}()
 	f := newFleet(st, seed)
 	f.parallel = 8 // CreateRepo is one round trip each; DynamoDB takes them concurrently
-	ticks, err := f.setup(ctx, n, w, true)
+	bulk, err := f.setup(ctx, n, w, true)
+	bulk.Store = "DynamoDB Local"
 	if err != nil {
-		return results.TickCell{}, err
+		return results.TickCell{}, bulk, err
 	}
-	log.Info("DynamoDB Local fleet settled", "repos", n, "workers", w, "ticks", ticks, "seconds", time.Since(start).Seconds())
+	log.Info("DynamoDB Local fleet settled", "repos", n, "workers", w, "ticks", bulk.Ticks,
+		"slowest_tick_ms", bulk.SlowestTickMs, "seconds", time.Since(start).Seconds())
 	// Untimed rounds first: a JVM fresh from the setup is still compiling the paths the
 	// measured ticks take, and the first size would pay for it.
 	if _, _, err := changeTicks(ctx, f, min(100, n), 2); err != nil {
-		return results.TickCell{}, fmt.Errorf("warm-up: %w", err)
+		return results.TickCell{}, bulk, fmt.Errorf("warm-up: %w", err)
 	}
-	return measureCell(ctx, log, f, n, w, r)
+	cell, err := measureCell(ctx, log, f, n, w, r)
+	return cell, bulk, err
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -28,12 +29,13 @@ const (
 const maxSlots = 1024
 
 // probe sits between the coordinator and the store and counts the repo records a tick
-// reads. With naive set, the needs-decision read becomes a scan of every repo: the
+// reads. With naive set, the needs-decision reads become one scan of every repo: the
 // coordinator one would write without the indexes.
 type probe struct {
 	store.Store
-	naive bool
-	read  int
+	naive   bool
+	read    int
+	pending []store.Repo // naive: the pending repos of the last scan
 }
 
 func (p *probe) ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error) {
@@ -42,15 +44,35 @@ func (p *probe) ListReposByOwner(ctx context.Context, owner, cursor string, limi
 	return rs, next, err
 }
 
-func (p *probe) ListReposNeedingDecision(ctx context.Context, limit int) ([]store.Repo, error) {
-	if !p.naive {
-		rs, err := p.Store.ListReposNeedingDecision(ctx, limit)
-		p.read += len(rs)
-		return rs, err
-	}
-	rs, err := scanAll(ctx, p.Store)
+func (p *probe) ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error) {
+	rs, next, err := p.Store.ListReposByOwnerRange(ctx, owner, from, to, cursor, limit)
 	p.read += len(rs)
-	return rs, err
+	return rs, next, err
+}
+
+func (p *probe) ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error) {
+	if !p.naive {
+		rs, next, err := p.Store.ListReposNeedingDecision(ctx, need, cursor, limit)
+		p.read += len(rs)
+		return rs, next, err
+	}
+	if need == store.NeedOwner {
+		return p.pending, "", nil // read by the scan that served the other part
+	}
+	all, err := scanAll(ctx, p.Store)
+	p.read += len(all)
+	var action []store.Repo
+	p.pending = nil
+	for _, r := range all {
+		switch {
+		case !r.NeedsDecision():
+		case r.Need() == store.NeedOwner:
+			p.pending = append(p.pending, r)
+		default:
+			action = append(action, r)
+		}
+	}
+	return action, "", err
 }
 
 // scanAll reads every repo, a page at a time.
@@ -205,15 +227,18 @@ func (f *fleet) heartbeat(ctx context.Context) error {
 type tickResult struct {
 	rep  coordinator.Report
 	dur  time.Duration
-	read int // repo records read
+	read int    // repo records read
+	heap uint64 // peak heap bytes seen during the tick
 }
 
 // tick runs one coordinator tick and times it. Only Tick is inside the timed region.
 func (f *fleet) tick(ctx context.Context) (tickResult, error) {
 	f.probe.read = 0
+	h := startHeapPeak()
 	start := time.Now()
 	rep, err := f.coord.Tick(ctx)
 	dur := time.Since(start)
+	heap := h.Stop()
 	if err != nil {
 		return tickResult{}, fmt.Errorf("tick: %w", err)
 	}
@@ -221,7 +246,7 @@ func (f *fleet) tick(ctx context.Context) (tickResult, error) {
 		// Nothing else writes while a tick runs, so this is a broken setup, not a race.
 		return tickResult{}, fmt.Errorf("tick did not lead or stopped early: leader=%v stale=%q", rep.Leader, rep.Stale)
 	}
-	return tickResult{rep: rep, dur: dur, read: f.probe.read}, nil
+	return tickResult{rep: rep, dur: dur, read: f.probe.read, heap: heap}, nil
 }
 
 // step advances virtual time by one tick interval, has the workers heartbeat if their
@@ -240,37 +265,60 @@ func (f *fleet) step(ctx context.Context) (tickResult, error) {
 // settle steps until a tick finds nothing to do: no repo moved or pending, no write at all
 // (outboxes acked and trimmed). It returns the number of ticks it took.
 func (f *fleet) settle(ctx context.Context, maxTicks int) (int, error) {
+	b, err := f.settleBulk(ctx, maxTicks)
+	return b.Ticks, err
+}
+
+// settleBulk is settle, recording the ticks as a bulk add (Store, Repos, Workers and
+// Seconds are the caller's).
+func (f *fleet) settleBulk(ctx context.Context, maxTicks int) (b results.TickBulkAdd, err error) {
+	var peak uint64
+	defer func() { b.PeakHeapMiB = mib(peak) }()
 	for i := 1; i <= maxTicks; i++ {
-		t, err := f.step(ctx)
-		if err != nil {
-			return i, err
+		t, serr := f.step(ctx)
+		if serr != nil {
+			b.Ticks = i
+			return b, serr
 		}
 		r := t.rep
+		b.SlowestTickMs = max(b.SlowestTickMs, round(ms(t.dur)))
+		peak = max(peak, t.heap)
+		if r.Cut != "" {
+			b.TicksCut++
+		}
+		if r.Assigned > 0 {
+			b.TicksUntilAssigned = i
+		}
 		if r.Moved == 0 && r.Deleted == 0 && r.PendingLeft == 0 && !r.Incomplete && r.Writes == 0 {
-			return i, nil
+			b.Ticks = i
+			return b, nil
 		}
 	}
-	return maxTicks, fmt.Errorf("not settled after %d ticks", maxTicks)
+	b.Ticks = maxTicks
+	return b, fmt.Errorf("not settled after %d ticks", maxTicks)
 }
 
 // setup builds a settled fleet: workers joined and, with create, repos created; then
 // every repo in the store is assigned. Without create the repos are already in the store
 // (a copied template) and f.nextRepo must say how many.
-func (f *fleet) setup(ctx context.Context, repos, workers int, create bool) (ticks int, err error) {
+func (f *fleet) setup(ctx context.Context, repos, workers int, create bool) (results.TickBulkAdd, error) {
 	for range workers {
 		if _, err := f.addWorker(ctx); err != nil {
-			return 0, err
+			return results.TickBulkAdd{}, err
 		}
 	}
 	if create {
 		if _, err := f.createRepos(ctx, repos); err != nil {
-			return 0, err
+			return results.TickBulkAdd{}, err
 		}
 	}
-	// Assignment batches double from 1,000 per tick, so 1M repos settle in about 12 ticks.
-	ticks, err = f.settle(ctx, 100)
+	// Assignment batches double from 1,000 per tick up to the tick's cap on moves (and
+	// its deadline), so 1M repos take a few dozen ticks.
+	start := time.Now()
+	b, err := f.settleBulk(ctx, 200)
+	b.Repos, b.Workers, b.Seconds = repos, workers, round(time.Since(start).Seconds())
 	if err != nil {
-		return ticks, fmt.Errorf("settle %d repos on %d workers: %w", repos, workers, err)
+		return b, fmt.Errorf("settle %d repos on %d workers: %w", repos, workers, err)
 	}
-	return ticks, nil
+	return b, nil
 }

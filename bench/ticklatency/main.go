@@ -24,14 +24,20 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 )
 
-// The grids. 1M repos is left out unless -max-repos asks for it: creating them one
-// CreateRepo at a time takes about 2 minutes on bbolt alone, past the run's budget.
+// The grids. A (repos, workers) pair is measured when each worker holds between 100
+// and 10,000 repos (gridCell): a worker with fewer has little for a join to move, one
+// with more (a join or death moving 100k repos) is past what one worker fetches.
 var (
 	repoSizes    = []int{1000, 10000, 100000, 1000000}
-	workerCounts = []int{10, 100}
-	dynamoRepos  = []int{1000, 5000}
-	dynamoWorker = []int{10}
+	workerCounts = []int{10, 100, 1000}
+	// dynamoCells are the DynamoDB Local grid's (repos, workers) pairs, in order.
+	dynamoCells = [][2]int{{1000, 10}, {5000, 10}, {100000, 100}}
 )
+
+func gridCell(repos, workers int) bool {
+	per := repos / workers
+	return per >= 100 && per <= 10000
+}
 
 // options are the run's knobs; tests shrink the grid and the repetitions.
 type options struct {
@@ -41,14 +47,15 @@ type options struct {
 	seed      uint64
 	repos     []int // bbolt grid
 	workers   []int
+	cell      func(repos, workers int) bool // which pairs of the grid run; nil: all
 	reps      func(repos int) reps
 }
 
 func main() {
-	o := options{repos: repoSizes, workers: workerCounts, reps: repsFor}
+	o := options{repos: repoSizes, workers: workerCounts, cell: gridCell, reps: repsFor}
 	flag.StringVar(&o.out, "out", "bench/results", "directory to write ticklatency.json into")
-	flag.IntVar(&o.maxRepos, "max-repos", 100000, "largest fleet measured (1000000 adds the 1M point)")
-	flag.IntVar(&o.dynamoMax, "dynamo-max-repos", 5000, "largest fleet measured on DynamoDB Local (0: skip it)")
+	flag.IntVar(&o.maxRepos, "max-repos", 1000000, "largest fleet measured on bbolt")
+	flag.IntVar(&o.dynamoMax, "dynamo-max-repos", 100000, "largest fleet measured on DynamoDB Local (0: skip it)")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random choices (victims of worker deaths)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -67,7 +74,14 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		"The naive baseline is the same Tick with its needs-decision read replaced by a scan of every repo (ListRepos, 1,000 a page).",
 		"A death is timed at the tick that finds the worker past its 10 min grace; an earlier tick, past 30 s of silence, marked it suspect (nothing moves then).",
 		"Setup, untimed: the store has no batch create, so each size's repos are created one CreateRepo (one bbolt transaction) each into a template file, " +
-			"copied for each worker count; the coordinator's own ticks then assign them, in Apply calls of at most 99 items.",
+			"copied for each worker count; the coordinator's own ticks then assign them, in Apply calls of at most 99 items. " +
+			"That assignment is the bulk add: every repo pending and every worker new at once, timed tick by tick.",
+		"Peak heap is the Go heap (live and not yet collected objects, default GOGC) sampled every millisecond while ticks ran; " +
+			"the bench's own state is in it too.",
+	}
+	if o.cell != nil {
+		res.Notes = append(res.Notes, "A (repos, workers) pair runs when each worker holds 100 to 10,000 repos: "+
+			"with fewer a join has next to nothing to move, with more one worker would hold more than it can fetch.")
 	}
 	dir, err := os.MkdirTemp("", "ticklatency-")
 	if err != nil {
@@ -89,17 +103,20 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		}
 		res.Repos = append(res.Repos, n)
 		start := time.Now()
-		cells, setup, err := boltSize(ctx, log, dir, n, o)
+		cells, setup, bulk, err := boltSize(ctx, log, dir, n, o)
 		if err != nil {
 			return err
 		}
 		lastN, lastTook = n, time.Since(start)
 		res.Cells = append(res.Cells, cells...)
 		res.Setup = append(res.Setup, setup...)
+		res.BulkAdd = append(res.BulkAdd, bulk...)
 	}
 	res.Workers = o.workers
 
-	res.Dynamo = runDynamo(ctx, log, o.dynamoMax, o.seed)
+	var bulk []results.TickBulkAdd
+	res.Dynamo, bulk = runDynamo(ctx, log, o.dynamoMax, o.seed)
+	res.BulkAdd = append(res.BulkAdd, bulk...)
 	res.Meta.Finish()
 	if err := results.Write(o.out, "ticklatency", res); err != nil {
 		return err
@@ -111,53 +128,60 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 // boltSize measures every worker count at n repos. The repos are created once into a
 // template file (pending, no workers), which each worker count copies: creating is the
 // slow part of the setup (one bbolt transaction per repo), assigning is the coordinator's.
-func boltSize(ctx context.Context, log *slog.Logger, dir string, n int, o options) ([]results.TickCell, []results.SetupTiming, error) {
+func boltSize(ctx context.Context, log *slog.Logger, dir string, n int, o options) ([]results.TickCell, []results.SetupTiming, []results.TickBulkAdd, error) {
 	start := time.Now()
 	tmpl := filepath.Join(dir, fmt.Sprintf("template-%d.db", n))
 	st, err := bolt.OpenWith(tmpl, bolt.Options{NoSync: true})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := newFleet(st, o.seed).createRepos(ctx, n); err != nil {
 		st.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := st.Close(); err != nil {
-		return nil, nil, fmt.Errorf("close template: %w", err)
+		return nil, nil, nil, fmt.Errorf("close template: %w", err)
 	}
 	defer os.Remove(tmpl)
 	log.Info("repos created", "repos", n, "seconds", time.Since(start).Seconds())
 
 	var cells []results.TickCell
+	var bulks []results.TickBulkAdd
 	setup := []results.SetupTiming{{Store: "bbolt", Repos: n, Seconds: round(time.Since(start).Seconds())}}
 	for _, w := range o.workers {
+		if o.cell != nil && !o.cell(n, w) {
+			continue
+		}
 		start := time.Now()
 		path := filepath.Join(dir, fmt.Sprintf("fleet-%d-%d.db", n, w))
 		if err := copyFile(tmpl, path); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		st, err := bolt.OpenWith(path, bolt.Options{NoSync: true})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		f := newFleet(st, o.seed)
 		f.nextRepo = n
-		ticks, err := f.setup(ctx, n, w, false)
+		bulk, err := f.setup(ctx, n, w, false)
 		if err != nil {
 			st.Close()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		bulk.Store = "bbolt"
+		bulks = append(bulks, bulk)
 		setup = append(setup, results.SetupTiming{Store: "bbolt", Repos: n, Workers: w, Seconds: round(time.Since(start).Seconds())})
-		log.Info("fleet settled", "repos", n, "workers", w, "ticks", ticks, "seconds", time.Since(start).Seconds())
+		log.Info("fleet settled", "repos", n, "workers", w, "ticks", bulk.Ticks, "slowest_tick_ms", bulk.SlowestTickMs,
+			"peak_heap_mib", bulk.PeakHeapMiB, "seconds", time.Since(start).Seconds())
 		cell, err := measureCell(ctx, log, f, n, w, o.reps(n))
 		st.Close()
 		os.Remove(path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%d repos, %d workers: %w", n, w, err)
+			return nil, nil, nil, fmt.Errorf("%d repos, %d workers: %w", n, w, err)
 		}
 		cells = append(cells, cell)
 	}
-	return cells, setup, nil
+	return cells, setup, bulks, nil
 }
 
 func copyFile(from, to string) error {

@@ -30,7 +30,9 @@ func round(x float64) float64 { return math.Round(x*1000) / 1000 }
 func summarize(ts []tickResult) results.Latency {
 	xs := make([]float64, len(ts))
 	var sum, read, writes float64
+	var heap uint64
 	for i, t := range ts {
+		heap = max(heap, t.heap)
 		xs[i] = ms(t.dur)
 		sum += xs[i]
 		read += float64(t.read)
@@ -42,7 +44,7 @@ func summarize(ts []tickResult) results.Latency {
 	n := float64(len(ts))
 	return results.Latency{
 		Samples: len(ts), P50Ms: round(percentile(xs, 50)), P99Ms: round(percentile(xs, 99)),
-		MeanMs: round(sum / n), MaxMs: round(slices.Max(xs)), ReposRead: round(read / n), Writes: round(writes / n),
+		MeanMs: round(sum / n), MaxMs: round(slices.Max(xs)), ReposRead: round(read / n), Writes: round(writes / n), PeakHeapMiB: mib(heap),
 	}
 }
 

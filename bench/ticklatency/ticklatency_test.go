@@ -153,7 +153,7 @@ func TestChangeTicksDecideExactlyK(t *testing.T) {
 	if _, err := f.createRepos(ctx, 25); err != nil {
 		t.Fatal(err)
 	}
-	need, err := f.st.ListReposNeedingDecision(ctx, 1000)
+	need, _, err := f.st.ListReposNeedingDecision(ctx, store.NeedOwner, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,11 +262,20 @@ func TestRunWritesTheGrid(t *testing.T) {
 	if len(res.Cells) != 2 {
 		t.Fatalf("%d cells, want 2", len(res.Cells))
 	}
+	if len(res.BulkAdd) != 2 {
+		t.Fatalf("%d bulk adds, want one per cell", len(res.BulkAdd))
+	}
+	for i, b := range res.BulkAdd {
+		if b.Store != "bbolt" || b.Repos != 200 || b.Workers != o.workers[i] || b.TicksUntilAssigned == 0 ||
+			b.Ticks < b.TicksUntilAssigned || b.SlowestTickMs <= 0 || b.PeakHeapMiB <= 0 {
+			t.Errorf("bulk add %d: %+v", i, b)
+		}
+	}
 	for i, c := range res.Cells {
 		if c.Repos != 200 || c.Workers != o.workers[i] {
 			t.Errorf("cell %d is %d repos × %d workers", i, c.Repos, c.Workers)
 		}
-		if c.Quiet.Samples != 5 || c.Quiet.P50Ms <= 0 || c.Quiet.P99Ms < c.Quiet.P50Ms || c.Quiet.ReposRead != 0 {
+		if c.Quiet.Samples != 5 || c.Quiet.P50Ms <= 0 || c.Quiet.P99Ms < c.Quiet.P50Ms || c.Quiet.ReposRead != 0 || c.Quiet.PeakHeapMiB <= 0 {
 			t.Errorf("cell %d quiet %+v", i, c.Quiet)
 		}
 		// k = 1000 is more than the fleet: left out.
@@ -299,7 +308,7 @@ func TestDynamoCellShowsTheSameShape(t *testing.T) {
 		t.Skip("DynamoDB Local round trips: not in -short")
 	}
 	t.Parallel()
-	cell, err := dynamoCell(t.Context(), quietLog(), ep, 60, 2, 1,
+	cell, bulk, err := dynamoCell(t.Context(), quietLog(), ep, 60, 2, 1,
 		reps{quiet: 3, changes: map[int]int{10: 1}, naive: 1, cycles: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -309,5 +318,24 @@ func TestDynamoCellShowsTheSameShape(t *testing.T) {
 	}
 	if len(cell.Changes) != 2 || cell.Changes[0].Decisions != 10 {
 		t.Errorf("changes %+v", cell.Changes)
+	}
+	if bulk.Store != "DynamoDB Local" || bulk.Repos != 60 || bulk.TicksUntilAssigned == 0 || bulk.SlowestTickMs <= 0 {
+		t.Errorf("bulk add %+v", bulk)
+	}
+}
+
+func TestGridKeepsHundredToTenThousandReposAWorker(t *testing.T) {
+	t.Parallel()
+	var got []string
+	for _, n := range repoSizes {
+		for _, w := range workerCounts {
+			if gridCell(n, w) {
+				got = append(got, strconv.Itoa(n)+"x"+strconv.Itoa(w))
+			}
+		}
+	}
+	want := []string{"1000x10", "10000x10", "10000x100", "100000x10", "100000x100", "100000x1000", "1000000x100", "1000000x1000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("grid %v, want %v", got, want)
 	}
 }

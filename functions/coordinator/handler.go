@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,18 +36,28 @@ type Deps struct {
 	Log       *slog.Logger           // default: discard
 	Metrics   io.Writer              // EMF lines; default: stdout, which CloudWatch Logs reads
 	List      coordinator.ListSyncer // nil: no list sync
+	// Instance names this execution environment among the function's; default: the log
+	// stream name (one per environment), else a random name.
+	Instance string
 }
 
-// Handler serves the coordinator Lambda's invocations. It keeps no fleet state: each
-// invocation reads the store, so any execution environment can serve any event. It is
-// safe for concurrent invocations.
+// Handler serves the coordinator Lambda's invocations in one execution environment. It
+// keeps no fleet state: each invocation reads the store, so any environment can serve
+// any event; its coordinator's caches (the decoded ring, liveness sightings) only make
+// warm invocations cheaper. It is safe for concurrent invocations.
+//
+// Leadership (docs/adr/0099-lambda-leadership.md): every environment of the function
+// campaigns in one group, the function's name, so an invocation in an environment other
+// than the last leader's — a death timer fired while another environment was warm —
+// takes the next term at once and acts, instead of following until the lease lapses.
 type Handler struct {
-	cfg  cloud.CoordinatorConfig
-	deps Deps
-	emf  *metrics.EMF
-	mu   sync.Mutex
-	tmrs map[string]*scheduler.Timer // by target ARN
-	id   string                      // the coordinator id this environment last campaigned as
+	cfg      cloud.CoordinatorConfig
+	deps     Deps
+	emf      *metrics.EMF
+	instance string
+	mu       sync.Mutex
+	coords   map[string]*coordinator.Coordinator // by invoked function ARN
+	id       string                              // the coordinator id this environment last campaigned as
 }
 
 // NewHandler checks deps and returns a Handler.
@@ -61,8 +74,19 @@ func NewHandler(cfg cloud.CoordinatorConfig, d Deps) (*Handler, error) {
 	if d.Metrics == nil {
 		d.Metrics = os.Stdout
 	}
-	return &Handler{cfg: cfg, deps: d, emf: metrics.NewEMF(d.Metrics, cfg.Fleet, d.Clock),
-		tmrs: map[string]*scheduler.Timer{}}, nil
+	inst := d.Instance
+	if inst == "" {
+		inst = lambdacontext.LogStreamName
+	}
+	if inst == "" {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("coordinator: instance name: %w", err)
+		}
+		inst = hex.EncodeToString(b[:])
+	}
+	return &Handler{cfg: cfg, deps: d, emf: metrics.NewEMF(d.Metrics, cfg.Fleet, d.Clock), instance: inst,
+		coords: map[string]*coordinator.Coordinator{}}, nil
 }
 
 // Event kinds the handler serves.
@@ -142,15 +166,10 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (Result, erro
 	if !ok || lc.InvokedFunctionArn == "" {
 		return Result{}, errors.New("coordinator: no Lambda context with the function's ARN (the Scheduler timers target it)")
 	}
-	tmr, err := h.timer(lc.InvokedFunctionArn)
+	c, err := h.coordinator(lc.InvokedFunctionArn)
 	if err != nil {
 		return Result{}, err
 	}
-	c := &coordinator.Coordinator{ID: coordinatorID(lc), Store: h.deps.Store, Timer: tmr, Clock: h.deps.Clock,
-		Config: h.cfg.Coordinator, Log: h.deps.Log, List: h.deps.List}
-	h.mu.Lock()
-	h.id = c.ID
-	h.mu.Unlock()
 
 	start := time.Now()
 	var rep coordinator.Report
@@ -177,32 +196,39 @@ func (h *Handler) Handle(ctx context.Context, raw json.RawMessage) (Result, erro
 	return res, nil
 }
 
-// coordinatorID names this execution environment: the log stream is one per environment
-// and stable across its warm invocations, so a warm leader renews its own lease instead
-// of waiting for it to lapse. Outside Lambda the request id stands in.
-func coordinatorID(lc *lambdacontext.LambdaContext) string {
-	if lambdacontext.LogStreamName != "" {
-		return lambdacontext.LogStreamName
-	}
-	return lc.AwsRequestID
-}
-
-// timer returns the Scheduler timer targeting arn. The function's own ARN comes from
-// the invocation: putting it in the function's environment would make the function
-// depend on itself.
-func (h *Handler) timer(arn string) (*scheduler.Timer, error) {
+// coordinator returns this environment's coordinator for the function at arn, made at
+// its first invocation: its timers target arn (the function's own ARN comes from the
+// invocation; putting it in the function's environment would make the function depend
+// on itself), it campaigns as Candidate(function name, instance), and its caches last as
+// long as the environment.
+func (h *Handler) coordinator(arn string) (*coordinator.Coordinator, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t, ok := h.tmrs[arn]; ok {
-		return t, nil
+	if c, ok := h.coords[arn]; ok {
+		h.id = c.ID
+		return c, nil
 	}
 	t, err := scheduler.New(scheduler.Config{Client: h.deps.Scheduler, Group: h.cfg.ScheduleGroup, TargetARN: arn,
 		RoleARN: h.cfg.SchedulerRoleARN, DLQARN: h.cfg.TimerDLQARN, Clock: h.deps.Clock, Log: h.deps.Log})
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
-	h.tmrs[arn] = t
-	return t, nil
+	group := functionName(arn)
+	c := &coordinator.Coordinator{ID: election.Candidate(group, h.instance), Group: group, Store: h.deps.Store, Timer: t,
+		Clock: h.deps.Clock, Config: h.cfg.Coordinator, Log: h.deps.Log, List: h.deps.List}
+	h.coords[arn] = c
+	h.id = c.ID
+	return c, nil
+}
+
+// functionName is the name in a function ARN (arn:aws:lambda:region:account:function:
+// name[:qualifier]): every version and alias of the function is one group.
+func functionName(arn string) string {
+	parts := strings.Split(arn, ":")
+	if len(parts) >= 7 && parts[5] == "function" {
+		return parts[6]
+	}
+	return arn
 }
 
 // emit writes the tick's metrics (meter.Tick).

@@ -71,13 +71,18 @@ type env struct {
 
 func newEnv(t *testing.T, st store.Store) *env {
 	t.Helper()
-	clk := clock.NewVirtual(time.Now().UTC().Truncate(time.Minute))
+	return newEnvAt(t, st, clock.NewVirtual(time.Now().UTC().Truncate(time.Minute)), "env-1")
+}
+
+// newEnvAt is one execution environment of the function, named instance, on clk.
+func newEnvAt(t *testing.T, st store.Store, clk *clock.Virtual, instance string) *env {
+	t.Helper()
 	fake := schedulerfake.New(schedulerfake.Options{Now: clk.Now, Groups: []string{group}})
 	t.Cleanup(fake.Close)
 	var buf bytes.Buffer
 	cfg := cloud.CoordinatorConfig{Table: "unused", ScheduleGroup: group, SchedulerRoleARN: roleARN, Fleet: "test",
 		Coordinator: coordinator.Config{Warmup: coordinator.NoWarmup, Grace: 10 * time.Minute, SuspectAfter: 30 * time.Second, Lease: 3 * time.Minute}}
-	h, err := NewHandler(cfg, Deps{Store: st, Scheduler: fake.Client(), Clock: clk, Metrics: &buf,
+	h, err := NewHandler(cfg, Deps{Store: st, Scheduler: fake.Client(), Clock: clk, Metrics: &buf, Instance: instance,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
@@ -144,12 +149,13 @@ func TestScheduledEventTicks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Event != EventTick || !res.Leader || res.Term != 1 || res.Coordinator != "req-1" {
-		t.Fatalf("result %+v, want the leader's tick in term 1 as req-1", res)
+	const me = "mirrorfleet-coordinator/env-1"
+	if res.Event != EventTick || !res.Leader || res.Term != 1 || res.Coordinator != me {
+		t.Fatalf("result %+v, want the leader's tick in term 1 as %s", res, me)
 	}
 	el, err := st.GetElection(t.Context())
-	if err != nil || el.Term != 1 || el.VotedFor != "req-1" || !el.LeaseUntil.After(e.clock.Now()) {
-		t.Fatalf("election %+v (%v), want term 1 held by req-1", el, err)
+	if err != nil || el.Term != 1 || el.VotedFor != me || !el.LeaseUntil.After(e.clock.Now()) {
+		t.Fatalf("election %+v (%v), want term 1 held by %s", el, err, me)
 	}
 	w, err := st.GetWorker(t.Context(), "w1")
 	if err != nil || w.State != store.WorkerActive {
@@ -212,8 +218,11 @@ func TestSchedulerTimerFirings(t *testing.T) {
 		t.Errorf("schedule target %+v, want the function's own ARN and the role", s.Target)
 	}
 	var p coordinator.TimerPayload
-	if err := json.Unmarshal([]byte(s.Target.Input), &p); err != nil || p.Kind != "death" || !p.HeartbeatAt.Equal(t0) {
+	if err := json.Unmarshal([]byte(s.Target.Input), &p); err != nil || p.Kind != "death" || p.Worker != "w1" || p.Beats != 1 {
 		t.Fatalf("payload %s (%v)", s.Target.Input, err)
+	}
+	if !s.At.Equal(t0.Add(10 * time.Minute)) {
+		t.Fatalf("death timer at %s, want the grace after the tick that last saw w1's count move (%s)", s.At, t0.Add(10*time.Minute))
 	}
 
 	// w1 heartbeats after the timer was armed; the firing must change nothing.
@@ -237,17 +246,28 @@ func TestSchedulerTimerFirings(t *testing.T) {
 		t.Fatalf("w1 %+v (%v) after an ignored firing", w, err)
 	}
 
-	// A warm-up firing runs a tick.
+	// A warm-up firing runs a tick; it sees w1's new count: w1 is active again.
 	res, err := e.invoke(t, `{"kind":"warmup"}`)
 	if err != nil || res.Event != EventTimer || !res.Leader || res.Ignored != "" {
 		t.Fatalf("warm-up firing %+v, %v: want a leader's tick", res, err)
 	}
+	if w, err := st.GetWorker(t.Context(), "w1"); err != nil || w.State != store.WorkerActive {
+		t.Fatalf("w1 %+v (%v) after its heartbeat was seen, want active", w, err)
+	}
 
-	// Silent past the grace since its last heartbeat: the death firing declares it dead
-	// and its repos go back to needing an owner.
-	hb := t0.Add(2 * time.Minute)
-	e.clock.Set(hb.Add(11 * time.Minute))
-	res, err = e.invoke(t, fmt.Sprintf(`{"kind":"death","worker":"w1","heartbeat_at":%q}`, hb.Format(time.RFC3339Nano)))
+	// Silent again: suspect at the next tick, a new timer for the new count; its firing
+	// when the grace ends declares w1 dead.
+	seenAt := e.clock.Now()
+	e.clock.Advance(time.Minute)
+	if _, err := e.invoke(t, scheduledEvent); err != nil {
+		t.Fatal(err)
+	}
+	s, ok = e.fake.Get(group, "death-w1")
+	if !ok || !s.At.Equal(seenAt.Add(10*time.Minute)) {
+		t.Fatalf("second death timer %+v (%v), want one at %s", s, ok, seenAt.Add(10*time.Minute))
+	}
+	e.clock.Set(s.At)
+	res, err = e.invoke(t, s.Target.Input)
 	if err != nil || res.Ignored != "" || !res.Leader {
 		t.Fatalf("death firing %+v, %v", res, err)
 	}
@@ -260,6 +280,67 @@ func TestSchedulerTimerFirings(t *testing.T) {
 	}
 	if len(emfLines(t, e.emf)) == 0 { // and each line parsed as JSON with _aws
 		t.Error("no EMF output from the ticks")
+	}
+}
+
+// A death timer fired into another execution environment while the leader's lease is
+// live acts at once: the new environment is of the same function (one group), takes the
+// next term and declares the death; the old leader's writes are fenced from then on.
+func TestTimerInAnotherEnvironmentActs(t *testing.T) {
+	st := dynamoStore(t)
+	clk := clock.NewVirtual(time.Now().UTC().Truncate(time.Minute))
+	a, b := newEnvAt(t, st, clk, "env-a"), newEnvAt(t, st, clk, "env-b")
+	seed(t, st, clk.Now(), 3)
+	if res, err := a.invoke(t, scheduledEvent); err != nil || !res.Leader {
+		t.Fatalf("first tick in env-a: %+v, %v", res, err)
+	}
+	clk.Advance(time.Minute)
+	if res, err := a.invoke(t, scheduledEvent); err != nil || !res.Leader || res.Term != 1 {
+		t.Fatalf("second tick in env-a: %+v, %v", res, err)
+	}
+	s, ok := a.fake.Get(group, "death-w1")
+	if !ok {
+		t.Fatal("no death timer armed")
+	}
+	// env-a keeps ticking every minute, so its lease (3 min) is always live; the timer
+	// fires into env-b half a minute after env-a's last tick.
+	for clk.Now().Add(time.Minute).Before(s.At) {
+		clk.Advance(time.Minute)
+		if res, err := a.invoke(t, scheduledEvent); err != nil || !res.Leader || res.Term != 1 {
+			t.Fatalf("minute tick in env-a: %+v, %v", res, err)
+		}
+	}
+	clk.Set(s.At)
+	res, err := b.invoke(t, s.Target.Input)
+	if err != nil || !res.Leader || res.Term != 2 || res.Campaign != "takeover" {
+		t.Fatalf("timer in env-b: %+v, %v; want it to take term 2 and act", res, err)
+	}
+	if w, err := st.GetWorker(t.Context(), "w1"); err == nil && w.State != store.WorkerDead {
+		t.Fatalf("w1 is %s after the firing in env-b, want dead", w.State)
+	}
+	// env-a's next tick takes term 3 in turn: never two leaders of one term.
+	res, err = a.invoke(t, scheduledEvent)
+	if err != nil || !res.Leader || res.Term != 3 {
+		t.Fatalf("env-a after env-b led: %+v, %v", res, err)
+	}
+	// Another function's coordinator still follows a live lease.
+	other := newEnvAt(t, st, clk, "env-c")
+	ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-9",
+		InvokedFunctionArn: "arn:aws:lambda:us-east-1:000000000000:function:another-fleet"})
+	if res, err := other.h.Handle(ctx, json.RawMessage(scheduledEvent)); err != nil || res.Leader {
+		t.Fatalf("another function's tick: %+v, %v; want it to follow", res, err)
+	}
+}
+
+func TestFunctionName(t *testing.T) {
+	for arn, want := range map[string]string{
+		functionARN: "mirrorfleet-coordinator",
+		"arn:aws:lambda:us-east-1:000000000000:function:mirrorfleet-coordinator:live": "mirrorfleet-coordinator",
+		"not-an-arn": "not-an-arn",
+	} {
+		if got := functionName(arn); got != want {
+			t.Errorf("functionName(%q) = %q, want %q", arn, got, want)
+		}
 	}
 }
 

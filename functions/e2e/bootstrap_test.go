@@ -196,7 +196,11 @@ func TestCoordinatorBootstrap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fn := f.start(t, "coordinator", f.coordinatorEnv())
+	// Liveness is judged on the coordinator's own clock (a worker's timestamps are its
+	// own), so the test waits out real seconds: suspect after 1 s of silence, dead after 3 s.
+	env := f.coordinatorEnv()
+	env[deployenv.SuspectAfter], env[deployenv.Grace] = "1s", "3s"
+	fn := f.start(t, "coordinator", env)
 
 	r := invoke(t, fn, runtimeapi.ScheduledEvent(now, ruleARN))
 	if r.Event != "tick" || !r.Leader || r.Term != 1 || r.Assigned != 5 || !strings.Contains(r.Coordinator, "[$LATEST]") {
@@ -220,9 +224,12 @@ func TestCoordinatorBootstrap(t *testing.T) {
 		}
 	}
 
-	// w1 falls silent: suspect, and a death timer armed for its last heartbeat.
-	silent := time.Now().UTC().Add(-45 * time.Second)
-	heartbeat(t, f.st, silent)
+	// w1 falls silent: suspect, and a death timer armed for the heartbeat count it stopped at.
+	w1, err := f.st.GetWorker(t.Context(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
 	invoke(t, fn, runtimeapi.ScheduledEvent(time.Now(), ruleARN))
 	s, ok := f.sched.Get(group, "death-w1")
 	if !ok {
@@ -232,9 +239,8 @@ func TestCoordinatorBootstrap(t *testing.T) {
 		t.Errorf("timer target %+v: want the function's own ARN, the Scheduler role and the DLQ", s.Target)
 	}
 	var p coordinator.TimerPayload
-	if err := json.Unmarshal([]byte(s.Target.Input), &p); err != nil || p.Kind != "death" || p.Worker != "w1" ||
-		!p.HeartbeatAt.Equal(silent.Truncate(time.Nanosecond)) {
-		t.Fatalf("timer payload %s (%v)", s.Target.Input, err)
+	if err := json.Unmarshal([]byte(s.Target.Input), &p); err != nil || p.Kind != "death" || p.Worker != "w1" || p.Beats != w1.Beats {
+		t.Fatalf("timer payload %s (%v), want w1's count %d", s.Target.Input, err, w1.Beats)
 	}
 
 	// The firing is delivered as Scheduler delivers it: its Input is the event. w1 has
@@ -256,12 +262,17 @@ func TestCoordinatorBootstrap(t *testing.T) {
 		t.Fatalf("firing after a newer heartbeat %+v, want it ignored", r)
 	}
 
-	// Armed again for a heartbeat the worker never followed, and that heartbeat is now
-	// past the grace (the record is set back, as eleven silent minutes would leave it):
-	// the firing declares w1 dead.
-	old := time.Now().UTC().Add(-11 * time.Minute)
-	heartbeat(t, f.st, old)
-	payload, _ := json.Marshal(coordinator.TimerPayload{Kind: "death", Worker: "w1", HeartbeatAt: old})
+	// Silent again after that heartbeat: a tick sees the new count, the next one (past
+	// 1 s) finds it silent, and a firing for that count past the 3 s grace declares w1 dead.
+	invoke(t, fn, runtimeapi.ScheduledEvent(time.Now(), ruleARN))
+	time.Sleep(1500 * time.Millisecond)
+	invoke(t, fn, runtimeapi.ScheduledEvent(time.Now(), ruleARN))
+	w1, err = f.st.GetWorker(t.Context(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	payload, _ := json.Marshal(coordinator.TimerPayload{Kind: "death", Worker: "w1", Beats: w1.Beats})
 	if r := invoke(t, fn, payload); r.Event != "timer" || r.Ignored != "" || !r.Leader {
 		t.Fatalf("death firing %+v", r)
 	}

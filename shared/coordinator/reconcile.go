@@ -1,9 +1,10 @@
 // Package coordinator is the fleet's control loop: one tick campaigns for leadership,
-// reads the state that needs a decision, plans with the pure Reconcile, applies the plan
+// reads the state that needs a decision, plans with pure functions, applies the plan
 // with writes fenced by the term, and arms timers (DESIGN.md §4).
 package coordinator
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -20,12 +21,18 @@ type Config struct {
 	SuspectAfter time.Duration // silence after which a worker is suspect (nothing moves)
 	Lease        time.Duration // leadership lease; longer than the tick interval
 	FirstBatch   int           // pending repos assigned in the first tick after warm-up
-	MaxBatch     int           // the batch doubles each tick up to this
+	MaxBatch     int           // the batch doubles each tick that used it up, up to this
 	MaxMoves     int           // repo writes per tick; the rest continue next tick
+	MaxReads     int           // repo records read per tick; the rest continue next tick
 	MaxSalt      int           // disk-guard re-hashes before a repo stays overflow
 	TrimEvery    uint64        // trim a worker's outbox once this many entries are acked
 	MaxLag       uint64        // unacked entries after which the outbox is cut (full resync)
 	ReadPage     int           // page size of store reads
+	// Budget is how long a tick works when its context has no deadline; with one (a
+	// Lambda invocation's), it works until Reserve before it. Worker states, the ring and
+	// timers always go first; repo moves stop at the deadline and resume next tick.
+	Budget  time.Duration
+	Reserve time.Duration
 	// KeepDead is how long a dead worker's record stays visible once it owns nothing.
 	KeepDead time.Duration
 }
@@ -40,10 +47,13 @@ func DefaultConfig() Config {
 		FirstBatch:   1000,
 		MaxBatch:     100000,
 		MaxMoves:     50000,
+		MaxReads:     100000,
 		MaxSalt:      8,
 		TrimEvery:    256,
 		MaxLag:       100000,
 		ReadPage:     1000,
+		Budget:       20 * time.Second,
+		Reserve:      5 * time.Second,
 		KeepDead:     time.Hour,
 	}
 }
@@ -62,6 +72,8 @@ func (c Config) withDefaults() Config {
 	set(&c.SuspectAfter, d.SuspectAfter)
 	set(&c.Lease, d.Lease)
 	set(&c.KeepDead, d.KeepDead)
+	set(&c.Budget, d.Budget)
+	set(&c.Reserve, d.Reserve)
 	seti := func(v *int, def int) {
 		if *v <= 0 {
 			*v = def
@@ -70,6 +82,7 @@ func (c Config) withDefaults() Config {
 	seti(&c.FirstBatch, d.FirstBatch)
 	seti(&c.MaxBatch, d.MaxBatch)
 	seti(&c.MaxMoves, d.MaxMoves)
+	seti(&c.MaxReads, d.MaxReads)
 	seti(&c.MaxSalt, d.MaxSalt)
 	seti(&c.ReadPage, d.ReadPage)
 	if c.TrimEvery == 0 {
@@ -84,17 +97,18 @@ func (c Config) withDefaults() Config {
 // NoWarmup is a Warmup value that disables the first-start wait (tests, single laptop).
 const NoWarmup time.Duration = -1
 
-// Membership is the first half of a plan: who is in the ring after this tick.
+// Membership is the first half of a plan: worker state changes and the ring after this
+// tick.
 type Membership struct {
-	Old, New    *ring.Ring
-	Stored      store.Ring       // the ring record to write (New plus bookkeeping)
-	RingChanged bool             // Stored differs from what was read
-	WorkerOps   []store.Mutation // state changes, applied before any repo moves
+	Old, New *ring.Ring
+	// Stored is the ring record to write (without members and tokens, which New has):
+	// New's bookkeeping and the scans still to do. RingChanged says it differs from what
+	// was read; it is written before any repo moves.
+	Stored      store.Ring
+	RingChanged bool
+	WorkerOps   []store.Mutation // state changes, applied first
 	Timers      []TimerOp
-	// LoadOwners are the workers whose repos the tick must read: members whose arcs
-	// changed and every worker not in the new ring that may still own repos.
-	LoadOwners []string
-	WarmingUp  bool
+	WarmingUp   bool
 }
 
 // TimerOp arms (or, with Cancel, disarms) a named timer.
@@ -106,11 +120,11 @@ type TimerOp struct {
 }
 
 // TimerPayload is the JSON a coordinator timer carries. A death timer carries the
-// heartbeat it was armed for; a firing after a newer heartbeat is ignored (seed 000).
+// heartbeat count it was armed for; a firing after the count moved is ignored (seed 000).
 type TimerPayload struct {
-	Kind        string    `json:"kind"` // "death" | "warmup"
-	Worker      string    `json:"worker,omitempty"`
-	HeartbeatAt time.Time `json:"heartbeat_at,omitzero"`
+	Kind   string `json:"kind"` // "death" | "warmup"
+	Worker string `json:"worker,omitempty"`
+	Beats  uint64 `json:"beats,omitempty"`
 }
 
 // Timer names.
@@ -119,19 +133,21 @@ const warmupTimer = "warmup"
 func deathTimer(worker string) string { return "death-" + worker }
 
 func payload(p TimerPayload) []byte {
-	b, _ := json.Marshal(p) // a struct of strings and times always marshals
+	b, _ := json.Marshal(p) // a struct of strings and numbers always marshals
 	return b
 }
 
-// PlanMembership decides worker state changes and the new ring. It is pure.
-func PlanMembership(stored store.Ring, workers []store.Worker, now time.Time, cfg Config) (Membership, error) {
+// PlanMembership decides worker state changes and the new ring. head is the stored ring
+// record (its members and tokens are not read), cur the ring it describes, seen when
+// (on the coordinator's clock) each worker's heartbeat count was first seen at its
+// current value; a worker missing from seen counts as seen now. It is pure.
+func PlanMembership(head store.Ring, cur *ring.Ring, workers []store.Worker, seen map[string]time.Time, now time.Time, cfg Config) (Membership, error) {
 	cfg = cfg.withDefaults()
-	old, err := ring.FromStore(stored)
-	if err != nil {
-		return Membership{}, fmt.Errorf("stored ring: %w", err)
-	}
-	m := Membership{Old: old, New: old, Stored: stored}
-	if stored.Version == 0 && stored.WarmupUntil.IsZero() {
+	stored := head
+	stored.Members, stored.Tokens = nil, nil
+	stored.Scans = slices.Clone(head.Scans)
+	m := Membership{Old: cur, New: cur, Stored: stored}
+	if head.Version == 0 && head.WarmupUntil.IsZero() {
 		// First start ever: wait for workers to show up before hashing (anti-thrashing).
 		m.Stored.Hash = ring.HashID
 		m.Stored.WarmupUntil = now.Add(max(cfg.Warmup, 0))
@@ -143,15 +159,15 @@ func PlanMembership(stored store.Ring, workers []store.Worker, now time.Time, cf
 	}
 	m.WarmingUp = now.Before(m.Stored.WarmupUntil)
 
-	byID := map[string]store.Worker{}
-	for _, w := range workers {
-		byID[w.ID] = w
-	}
 	want := map[string]store.Member{} // desired ring members
 	sorted := slices.Clone(workers)
-	slices.SortFunc(sorted, func(a, b store.Worker) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(sorted, func(a, b store.Worker) int { return cmp.Compare(a.ID, b.ID) })
 	for _, w := range sorted {
-		age := now.Sub(w.HeartbeatAt)
+		since, ok := seen[w.ID]
+		if !ok {
+			since = now
+		}
+		age := now.Sub(since) // never negative: since is the coordinator's own reading
 		switch w.State {
 		case store.WorkerDead:
 			// stays out; its record goes once it owns nothing
@@ -161,7 +177,7 @@ func PlanMembership(stored store.Ring, workers []store.Worker, now time.Time, cf
 		case store.WorkerJoining, store.WorkerActive, store.WorkerSuspect:
 			switch {
 			case age >= cfg.Grace:
-				m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerDead, ExpectHeartbeat: w.HeartbeatAt})
+				m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerDead, ExpectBeats: w.Beats})
 			case w.State == store.WorkerJoining:
 				if !m.WarmingUp && age < cfg.SuspectAfter {
 					m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerActive})
@@ -169,14 +185,16 @@ func PlanMembership(stored store.Ring, workers []store.Worker, now time.Time, cf
 				}
 			case age >= cfg.SuspectAfter:
 				if w.State == store.WorkerActive {
-					m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerSuspect, ExpectHeartbeat: w.HeartbeatAt})
-					// Arm the timer that wakes a tick when the grace ends, carrying the
-					// heartbeat it was armed for, once: re-arming every tick would cost
-					// Scheduler calls and, with its one-minute precision, push it past the
-					// minute tick. Should the arming be lost, the minute tick still declares
-					// the death, at most a tick late.
-					m.Timers = append(m.Timers, TimerOp{Name: deathTimer(w.ID), At: w.HeartbeatAt.Add(cfg.Grace),
-						Payload: payload(TimerPayload{Kind: "death", Worker: w.ID, HeartbeatAt: w.HeartbeatAt})})
+					// The silence is recorded with the state, so any coordinator (another
+					// Lambda environment, a restarted process) can finish judging it. The
+					// timer that wakes a tick when the grace ends is armed once: re-arming
+					// every tick would cost Scheduler calls and, with its one-minute
+					// precision, push it past the minute tick. Should the arming be lost,
+					// the minute tick still declares the death, at most a tick late.
+					m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerSuspect,
+						ExpectBeats: w.Beats, SilentSince: since})
+					m.Timers = append(m.Timers, TimerOp{Name: deathTimer(w.ID), At: since.Add(cfg.Grace),
+						Payload: payload(TimerPayload{Kind: "death", Worker: w.ID, Beats: w.Beats})})
 				}
 				want[w.ID] = store.Member{ID: w.ID, Slot: w.Slot}
 			default:
@@ -189,12 +207,13 @@ func PlanMembership(stored store.Ring, workers []store.Worker, now time.Time, cf
 		}
 	}
 	if m.WarmingUp {
-		want = map[string]store.Member{} // nothing is hashed before the warm-up ends
+		return m, nil // nothing is hashed before the warm-up ends
 	}
 
-	next := old
-	for _, mem := range old.Members() {
-		if _, ok := want[mem.ID]; !ok && !m.WarmingUp {
+	next := cur
+	var err error
+	for _, mem := range cur.Members() {
+		if _, ok := want[mem.ID]; !ok {
 			if next, err = next.Remove(mem.ID); err != nil {
 				return Membership{}, fmt.Errorf("remove %s from the ring: %w", mem.ID, err)
 			}
@@ -212,57 +231,78 @@ func PlanMembership(stored store.Ring, workers []store.Worker, now time.Time, cf
 			return Membership{}, fmt.Errorf("add %s to the ring: %w", id, err)
 		}
 	}
-	m.New = next
-	if next != old {
-		m.Stored.Members = next.Members()
-		m.Stored.Tokens = next.Tokens()
+	if next != cur {
+		m.New = next
 		m.Stored.Hash = ring.HashID
+		m.Stored.Scans = PlanScans(m.Stored.Scans, cur, next)
 		m.RingChanged = true
 	}
-
-	owners := map[string]bool{}
-	for _, mv := range ring.Moves(old, next) {
-		if mv.From != "" {
-			owners[mv.From] = true
-		}
-	}
-	for _, w := range workers {
-		if !next.Has(w.ID) {
-			owners[w.ID] = true // joining, dead, draining: may own repos from an earlier tick
-		}
-	}
-	for _, mem := range old.Members() {
-		if _, ok := byID[mem.ID]; !ok {
-			owners[mem.ID] = true // a member whose worker record is gone
-		}
-	}
-	for id := range owners {
-		m.LoadOwners = append(m.LoadOwners, id)
-	}
-	slices.Sort(m.LoadOwners)
 	return m, nil
 }
 
-// State is what Reconcile decides on.
-type State struct {
-	Ring    store.Ring
-	Workers []store.Worker
-	// Repos are the candidates: repos needing a decision and repos of Membership.LoadOwners.
-	Repos []store.Repo
+// PlanScans is the scans after the ring changed from old to next: the scans not done
+// yet and, for every arc that changed owner, its previous owner's repos there; each
+// narrowed to where next gives the positions to another member (a member no longer in
+// next scans the whole circle). It is pure.
+func PlanScans(scans []store.Scan, old, next *ring.Ring) []store.Scan {
+	all := slices.Clone(scans)
+	for _, mv := range ring.Moves(old, next) {
+		if mv.From == "" {
+			continue // the ring was empty: the repos are pending, in no owner's index
+		}
+		for _, rg := range arcRanges(mv.Start, mv.End) {
+			all = append(all, store.Scan{Owner: mv.From, From: rg[0], To: rg[1]})
+		}
+	}
+	whole := map[string]bool{}
+	var out []store.Scan
+	for _, s := range all {
+		if !next.Has(s.Owner) {
+			whole[s.Owner] = true
+			continue
+		}
+		for _, sp := range next.Spans(s.From, s.To) {
+			if sp.Owner != s.Owner {
+				out = append(out, store.Scan{Owner: s.Owner, From: sp.From, To: sp.To})
+			}
+		}
+	}
+	for owner := range whole {
+		out = append(out, store.Scan{Owner: owner, From: 0, To: store.MaxPos})
+	}
+	return mergeScans(out)
 }
 
-// Plan is the writes one tick makes, in the order they are applied.
-type Plan struct {
-	Membership
-	Actions []RepoAction
-	// DeleteWorkers are dead workers that own nothing any more; deleted after the ring.
-	DeleteWorkers []store.Mutation
-	Trims         []store.Mutation
-	// Incomplete is set when MaxMoves cut the plan: the ring is then not written, so the
-	// next tick finds the same changes and finishes them.
-	Incomplete  bool
-	Assigned    int // pending repos assigned
-	PendingLeft int // pending repos beyond this tick's batch
+// arcRanges turns the arc (start, end] into ranges of positions; start == end is the
+// whole circle.
+func arcRanges(start, end uint64) [][2]uint64 {
+	switch {
+	case start == end:
+		return [][2]uint64{{0, store.MaxPos}}
+	case start < end:
+		return [][2]uint64{{start + 1, end}}
+	case start == store.MaxPos:
+		return [][2]uint64{{0, end}}
+	default:
+		return [][2]uint64{{start + 1, store.MaxPos}, {0, end}}
+	}
+}
+
+// mergeScans sorts scans by owner and position and joins the overlapping or adjacent
+// ones of one owner.
+func mergeScans(scans []store.Scan) []store.Scan {
+	slices.SortFunc(scans, func(a, b store.Scan) int {
+		return cmp.Or(cmp.Compare(a.Owner, b.Owner), cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+	var out []store.Scan
+	for _, s := range scans {
+		if n := len(out); n > 0 && out[n-1].Owner == s.Owner && (out[n-1].To == store.MaxPos || s.From <= out[n-1].To+1) {
+			out[n-1].To = max(out[n-1].To, s.To)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // RepoAction is one repo's write and the outbox entries that go with it; the two are
@@ -280,174 +320,159 @@ type Delivery struct {
 	Entry  store.OutboxEntry
 }
 
-// Reconcile computes the whole plan for a tick. It is pure: same inputs, same plan.
-func Reconcile(s State, now time.Time, cfg Config) (Plan, error) {
-	cfg = cfg.withDefaults()
-	mem, err := PlanMembership(s.Ring, s.Workers, now, cfg)
-	if err != nil {
-		return Plan{}, err
-	}
-	p := Plan{Membership: mem}
-	live := map[string]bool{}
-	for _, mm := range mem.New.Members() {
-		live[mm.ID] = true
-	}
-	workers := map[string]store.Worker{}
-	for _, w := range s.Workers {
-		workers[w.ID] = w
-	}
-	// A worker that still exists and is not dead gets told when a repo leaves it.
-	reachable := func(id string) bool {
-		w, ok := workers[id]
-		return ok && w.State != store.WorkerDead && w.State != store.WorkerDraining && !deadByOps(mem.WorkerOps, id)
-	}
-	ownerOf := func(r store.Repo, salt int) string {
-		o, _ := mem.New.Owner(ring.KeyHash(store.RingKey(r.URL, salt)))
-		return o
-	}
-
-	repos := dedupe(s.Repos)
-	budget := mem.Stored.Batch
-	if budget <= 0 {
-		budget = cfg.FirstBatch
-	}
-	usedBatch := 0
-	for _, r := range repos {
-		if len(p.Actions) >= cfg.MaxMoves {
-			p.Incomplete = true
-			break
-		}
-		var a *RepoAction
-		switch {
-		case r.State == store.RepoDeleting:
-			target := r.Owner
-			if !live[target] {
-				target = ownerOf(r, r.Salt)
-			}
-			a = &RepoAction{Repo: r, Delete: &store.DeleteRepo{ID: r.ID, ExpectEpoch: r.OwnerEpoch}}
-			if target != "" {
-				a.Deliveries = append(a.Deliveries, Delivery{target, store.OutboxEntry{Op: store.OpPurge, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
-			}
-			if r.Owner != "" && r.Owner != target && reachable(r.Owner) {
-				a.Deliveries = append(a.Deliveries, Delivery{r.Owner, store.OutboxEntry{Op: store.OpDel, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
-			}
-		case mem.WarmingUp || mem.New.Len() == 0:
-			continue
-		case r.State == store.RepoOverflow:
-			salt := r.Salt + 1
-			for salt <= cfg.MaxSalt && ownerOf(r, salt) == r.Owner {
-				salt++
-			}
-			if salt > cfg.MaxSalt {
-				continue // every re-hash lands on the full worker; stays overflow
-			}
-			a = move(r, ownerOf(r, salt), salt, store.RepoCloning, 0, reachable)
-		case r.State == store.RepoPending:
-			if usedBatch >= budget {
-				p.PendingLeft++
-				continue
-			}
-			usedBatch++
-			p.Assigned++
-			a = move(r, ownerOf(r, r.Salt), r.Salt, store.RepoCloning, 0, reachable)
-		default:
-			want := ownerOf(r, r.Salt)
-			switch {
-			case r.Owner == want && r.SyncRequested:
-				a = &RepoAction{Repo: r, Assign: &store.AssignRepo{ID: r.ID, ExpectOwner: r.Owner, ExpectEpoch: r.OwnerEpoch,
-					Owner: r.Owner, Salt: r.Salt, Priority: r.Priority, ClearSync: true}}
-				a.Deliveries = []Delivery{{r.Owner, store.OutboxEntry{Op: store.OpSync, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch + 1}}}
-			case r.Owner == want:
-				continue
-			default:
-				prio := r.Priority
-				if !live[r.Owner] {
-					prio = 0 // orphan: to the front of the new owner's queue (seed 004)
-				}
-				a = move(r, want, r.Salt, "", prio, reachable)
-			}
-		}
-		if a != nil {
-			p.Actions = append(p.Actions, *a)
-		}
-	}
-	if usedBatch >= budget && mem.Stored.Batch < cfg.MaxBatch && !mem.WarmingUp {
-		p.Stored.Batch = min(max(mem.Stored.Batch, cfg.FirstBatch)*2, cfg.MaxBatch)
-		p.RingChanged = true
-	}
-
-	owned := map[string]int{}
-	for _, r := range repos {
-		if r.Owner != "" {
-			owned[r.Owner]++
-		}
-	}
-	for _, a := range p.Actions {
-		if a.Assign != nil {
-			owned[a.Repo.Owner]--
-		} else if a.Delete != nil && a.Repo.Owner != "" {
-			owned[a.Repo.Owner]--
-		}
-	}
-	for _, w := range s.Workers {
-		dead := w.State == store.WorkerDead
-		expired := now.Sub(w.HeartbeatAt) >= cfg.Grace+cfg.KeepDead
-		if dead && expired && !mem.New.Has(w.ID) && owned[w.ID] <= 0 && slices.Contains(mem.LoadOwners, w.ID) {
-			p.DeleteWorkers = append(p.DeleteWorkers, store.DeleteWorker{ID: w.ID})
-		}
-		if dead || deadByOps(mem.WorkerOps, w.ID) {
-			continue
-		}
-		switch {
-		case w.OutboxHead > w.AckSeq && w.OutboxHead-w.AckSeq > cfg.MaxLag:
-			// Too far behind: cut the outbox; the worker notices and resyncs in full.
-			p.Trims = append(p.Trims, store.TrimOutbox{Worker: w.ID, Through: w.OutboxHead})
-		case w.AckSeq > w.TrimmedTo && w.AckSeq-w.TrimmedTo >= cfg.TrimEvery:
-			p.Trims = append(p.Trims, store.TrimOutbox{Worker: w.ID, Through: w.AckSeq})
-		}
-	}
-	return p, nil
+// Planner decides, repo by repo, what a tick does with the repos it reads, against the
+// ring of a Membership. It is pure but for its batch counter.
+type Planner struct {
+	mem       Membership
+	cfg       Config
+	live      map[string]bool // members of the new ring
+	reachable map[string]bool // workers told when a repo leaves them
+	// Batch is how many pending repos may still be assigned this tick.
+	Batch int
 }
 
-func move(r store.Repo, to string, salt int, state store.RepoState, prio float64, reachable func(string) bool) *RepoAction {
-	a := &RepoAction{Repo: r, Assign: &store.AssignRepo{ID: r.ID, ExpectOwner: r.Owner, ExpectEpoch: r.OwnerEpoch,
+// NewPlanner returns a planner for mem; workers are the records the tick read.
+func NewPlanner(mem Membership, workers []store.Worker, cfg Config) *Planner {
+	cfg = cfg.withDefaults()
+	p := &Planner{mem: mem, cfg: cfg, live: map[string]bool{}, reachable: map[string]bool{}}
+	for _, m := range mem.New.Members() {
+		p.live[m.ID] = true
+	}
+	dead := map[string]bool{}
+	for _, op := range mem.WorkerOps {
+		if s, ok := op.(store.SetWorkerState); ok && s.State == store.WorkerDead {
+			dead[s.ID] = true
+		}
+	}
+	for _, w := range workers {
+		// A worker that still exists and is not dead gets told when a repo leaves it.
+		p.reachable[w.ID] = w.State != store.WorkerDead && w.State != store.WorkerDraining && !dead[w.ID]
+	}
+	p.Batch = mem.Stored.Batch
+	if p.Batch <= 0 {
+		p.Batch = cfg.FirstBatch
+	}
+	if mem.WarmingUp {
+		p.Batch = 0
+	}
+	return p
+}
+
+// Assigning reports whether the ring has members to assign to.
+func (p *Planner) Assigning() bool { return !p.mem.WarmingUp && p.mem.New.Len() > 0 }
+
+func (p *Planner) owner(r store.Repo, salt int) string {
+	o, _ := p.mem.New.Owner(store.RingHash(store.RingKey(r.URL, salt)))
+	return o
+}
+
+// Decide returns r's action, or false when r needs none now: it is where the ring puts
+// it, it is pending beyond this tick's batch, or it is an overflow repo every re-hash
+// sends back to the same worker.
+func (p *Planner) Decide(r store.Repo) (RepoAction, bool) {
+	switch {
+	case r.State == store.RepoDeleting:
+		target := r.Owner
+		if !p.live[target] {
+			target = p.owner(r, r.Salt)
+		}
+		a := RepoAction{Repo: r, Delete: &store.DeleteRepo{ID: r.ID, ExpectEpoch: r.OwnerEpoch}}
+		if target != "" {
+			a.Deliveries = append(a.Deliveries, Delivery{target, store.OutboxEntry{Op: store.OpPurge, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
+		}
+		if r.Owner != "" && r.Owner != target && p.reachable[r.Owner] {
+			a.Deliveries = append(a.Deliveries, Delivery{r.Owner, store.OutboxEntry{Op: store.OpDel, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
+		}
+		return a, true
+	case !p.Assigning():
+		return RepoAction{}, false
+	case r.State == store.RepoOverflow:
+		salt := r.Salt + 1
+		for salt <= p.cfg.MaxSalt && p.owner(r, salt) == r.Owner {
+			salt++
+		}
+		if salt <= p.cfg.MaxSalt {
+			return p.move(r, p.owner(r, salt), salt, store.RepoCloning, 0), true
+		}
+		if want := p.owner(r, r.Salt); want != r.Owner {
+			// Every re-hash lands on its worker, but the ring gave its place to another
+			// (a scan found it): a fresh try there.
+			return p.move(r, want, r.Salt, store.RepoCloning, 0), true
+		}
+		return RepoAction{}, false // stays overflow
+	case r.Owner == "":
+		if !r.SyncRequested { // a sync request jumps the batch: someone wants it now
+			if p.Batch <= 0 {
+				return RepoAction{}, false
+			}
+			p.Batch--
+		}
+		return p.move(r, p.owner(r, r.Salt), r.Salt, store.RepoCloning, 0), true
+	}
+	want := p.owner(r, r.Salt)
+	switch {
+	case r.Owner == want && r.SyncRequested:
+		a := RepoAction{Repo: r, Assign: &store.AssignRepo{ID: r.ID, ExpectOwner: r.Owner, ExpectEpoch: r.OwnerEpoch,
+			Owner: r.Owner, Salt: r.Salt, Priority: r.Priority, ClearSync: true}}
+		a.Deliveries = []Delivery{{r.Owner, store.OutboxEntry{Op: store.OpSync, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch + 1}}}
+		return a, true
+	case r.Owner == want:
+		return RepoAction{}, false
+	}
+	prio := r.Priority
+	if !p.live[r.Owner] {
+		prio = 0 // orphan: to the front of the new owner's queue (seed 004)
+	}
+	return p.move(r, want, r.Salt, "", prio), true
+}
+
+func (p *Planner) move(r store.Repo, to string, salt int, state store.RepoState, prio float64) RepoAction {
+	a := RepoAction{Repo: r, Assign: &store.AssignRepo{ID: r.ID, ExpectOwner: r.Owner, ExpectEpoch: r.OwnerEpoch,
 		Owner: to, State: state, Salt: salt, Priority: prio, ClearSync: r.SyncRequested}}
-	if r.Owner != "" && r.Owner != to && reachable(r.Owner) {
+	if r.Owner != "" && r.Owner != to && p.reachable[r.Owner] {
 		a.Deliveries = append(a.Deliveries, Delivery{r.Owner, store.OutboxEntry{Op: store.OpDel, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
 	}
 	a.Deliveries = append(a.Deliveries, Delivery{to, store.OutboxEntry{Op: store.OpAdd, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch + 1, Priority: prio}})
 	return a
 }
 
-func deadByOps(ops []store.Mutation, id string) bool {
-	for _, op := range ops {
-		if s, ok := op.(store.SetWorkerState); ok && s.ID == id && s.State == store.WorkerDead {
-			return true
-		}
-	}
-	return false
+// Cleanup is the end of a tick's plan: outbox trims of live workers, and the dead
+// workers whose record may go once they own nothing.
+type Cleanup struct {
+	Trims []store.Mutation
+	// Expired are dead workers silent past Grace + KeepDead, out of the ring: deleted
+	// once a read shows they own nothing.
+	Expired []store.Worker
 }
 
-// dedupe keeps the first copy of each repo and orders them by id for determinism.
-func dedupe(rs []store.Repo) []store.Repo {
-	seen := map[string]bool{}
-	out := make([]store.Repo, 0, len(rs))
-	for _, r := range rs {
-		if !seen[r.ID] {
-			seen[r.ID] = true
-			out = append(out, r)
+// PlanCleanup is pure; seen is as for PlanMembership.
+func PlanCleanup(mem Membership, workers []store.Worker, seen map[string]time.Time, now time.Time, cfg Config) Cleanup {
+	cfg = cfg.withDefaults()
+	var c Cleanup
+	dead := map[string]bool{}
+	for _, op := range mem.WorkerOps {
+		if s, ok := op.(store.SetWorkerState); ok && s.State == store.WorkerDead {
+			dead[s.ID] = true
 		}
 	}
-	slices.SortFunc(out, func(a, b store.Repo) int { return cmpString(a.ID, b.ID) })
-	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+	for _, w := range workers {
+		if w.State == store.WorkerDead {
+			since, ok := seen[w.ID]
+			if ok && now.Sub(since) >= cfg.Grace+cfg.KeepDead && !mem.New.Has(w.ID) {
+				c.Expired = append(c.Expired, w)
+			}
+			continue
+		}
+		if dead[w.ID] {
+			continue
+		}
+		switch {
+		case w.OutboxHead > w.AckSeq && w.OutboxHead-w.AckSeq > cfg.MaxLag:
+			// Too far behind: cut the outbox; the worker notices and resyncs in full.
+			c.Trims = append(c.Trims, store.TrimOutbox{Worker: w.ID, Through: w.OutboxHead})
+		case w.AckSeq > w.TrimmedTo && w.AckSeq-w.TrimmedTo >= cfg.TrimEvery:
+			c.Trims = append(c.Trims, store.TrimOutbox{Worker: w.ID, Through: w.AckSeq})
+		}
 	}
-	return 0
+	return c
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,12 +18,12 @@ func testCfg() Config {
 	return Config{Warmup: 10 * time.Minute, Grace: 10 * time.Minute, SuspectAfter: 30 * time.Second, FirstBatch: 10, MaxBatch: 40}
 }
 
-func worker(id string, st store.WorkerState, hb time.Time) store.Worker {
-	return store.Worker{ID: id, State: st, HeartbeatAt: hb}
+func worker(id string, st store.WorkerState, beats uint64) store.Worker {
+	return store.Worker{ID: id, State: st, Beats: beats}
 }
 
-// ringOf builds a stored ring with the given members, past its warm-up.
-func ringOf(t *testing.T, ids ...string) store.Ring {
+// ringOf builds a ring with the given members and its stored head, past its warm-up.
+func ringOf(t *testing.T, ids ...string) (store.Ring, *ring.Ring) {
 	t.Helper()
 	r := ring.New()
 	var err error
@@ -31,7 +32,7 @@ func ringOf(t *testing.T, ids ...string) store.Ring {
 			t.Fatal(err)
 		}
 	}
-	return store.Ring{Version: 3, Hash: ring.HashID, Members: r.Members(), Tokens: r.Tokens(), WarmupUntil: t0.Add(-time.Hour), Batch: 10}
+	return store.Ring{Version: 3, Hash: ring.HashID, WarmupUntil: t0.Add(-time.Hour), Batch: 10}, r
 }
 
 func repo(i int, st store.RepoState, owner string) store.Repo {
@@ -39,51 +40,63 @@ func repo(i int, st store.RepoState, owner string) store.Repo {
 	return store.Repo{ID: store.RepoID(url), URL: url, State: st, Owner: owner, OwnerEpoch: 1}
 }
 
-func ownerOf(t *testing.T, sr store.Ring, r store.Repo, salt int) string {
-	t.Helper()
-	rg, err := ring.FromStore(sr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, _ := rg.Owner(ring.KeyHash(store.RingKey(r.URL, salt)))
+func ownerOf(r *ring.Ring, rp store.Repo, salt int) string {
+	o, _ := r.Owner(store.RingHash(store.RingKey(rp.URL, salt)))
 	return o
 }
 
-func TestFirstStartWarmsUpBeforeHashing(t *testing.T) {
-	ws := []store.Worker{worker("a", store.WorkerJoining, t0), worker("b", store.WorkerJoining, t0)}
-	m, err := PlanMembership(store.Ring{}, ws, t0, testCfg())
+// seenAt says every worker was first seen at its current count at `at`.
+func seenAt(at time.Time, ws ...store.Worker) map[string]time.Time {
+	m := map[string]time.Time{}
+	for _, w := range ws {
+		m[w.ID] = at
+	}
+	return m
+}
+
+func plan(t *testing.T, head store.Ring, cur *ring.Ring, ws []store.Worker, seen map[string]time.Time, now time.Time) Membership {
+	t.Helper()
+	m, err := PlanMembership(head, cur, ws, seen, now, testCfg())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !m.WarmingUp || !m.Stored.WarmupUntil.Equal(t0.Add(10*time.Minute)) || m.New.Len() != 0 {
+	return m
+}
+
+func TestFirstStartWarmsUpBeforeHashing(t *testing.T) {
+	ws := []store.Worker{worker("a", store.WorkerJoining, 1), worker("b", store.WorkerJoining, 1)}
+	m := plan(t, store.Ring{}, ring.New(), ws, nil, t0)
+	if !m.WarmingUp || !m.Stored.WarmupUntil.Equal(t0.Add(10*time.Minute)) || m.New.Len() != 0 || !m.RingChanged {
 		t.Fatalf("first start: warming %v until %v with %d members", m.WarmingUp, m.Stored.WarmupUntil, m.New.Len())
 	}
 	if len(m.Timers) != 1 || m.Timers[0].Name != warmupTimer || !m.Timers[0].At.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("warm-up timer not armed: %+v", m.Timers)
 	}
 	// Still warming up a minute before the end: nobody joins.
-	m2, _ := PlanMembership(m.Stored, ws, t0.Add(9*time.Minute), testCfg())
-	if m2.New.Len() != 0 || len(m2.WorkerOps) != 0 {
+	later := t0.Add(9 * time.Minute)
+	m2 := plan(t, m.Stored, ring.New(), ws, seenAt(later, ws...), later)
+	if m2.New.Len() != 0 || len(m2.WorkerOps) != 0 || m2.RingChanged {
 		t.Fatalf("members added during warm-up: %d, ops %v", m2.New.Len(), m2.WorkerOps)
 	}
 	// At the end both join, in one ring.
-	ws = []store.Worker{worker("a", store.WorkerJoining, t0.Add(10*time.Minute)), worker("b", store.WorkerJoining, t0.Add(10*time.Minute))}
-	m3, _ := PlanMembership(m.Stored, ws, t0.Add(10*time.Minute), testCfg())
-	if m3.New.Len() != 2 || len(m3.WorkerOps) != 2 || !m3.RingChanged {
-		t.Fatalf("after warm-up: %d members, ops %v", m3.New.Len(), m3.WorkerOps)
+	end := t0.Add(10 * time.Minute)
+	m3 := plan(t, m.Stored, ring.New(), ws, seenAt(end, ws...), end)
+	if m3.New.Len() != 2 || len(m3.WorkerOps) != 2 || !m3.RingChanged || len(m3.Stored.Scans) != 0 {
+		t.Fatalf("after warm-up: %d members, ops %v, scans %v (none: nothing was owned)", m3.New.Len(), m3.WorkerOps, m3.Stored.Scans)
 	}
 	// A restart with the stored ring does not warm up again.
 	stored := m3.Stored
 	stored.Version = 2
-	m4, _ := PlanMembership(stored, ws, t0.Add(time.Hour), testCfg())
-	if m4.WarmingUp || len(m4.Timers) != 0 {
+	if m4 := plan(t, stored, m3.New, ws, nil, t0.Add(time.Hour)); m4.WarmingUp || len(m4.Timers) != 0 {
 		t.Fatalf("second warm-up on restart: %+v", m4.Timers)
 	}
 }
 
+// Silence is measured from when the coordinator saw the count last change, on its own
+// clock; decisions are conditioned on the count they saw.
 func TestSuspectThenDeadOnlyAfterGrace(t *testing.T) {
-	sr := ringOf(t, "a", "b")
-	hb := t0.Add(-time.Minute)
+	head, cur := ringOf(t, "a", "b")
+	seenB := t0.Add(-time.Minute)
 	cases := []struct {
 		age   time.Duration
 		state store.WorkerState
@@ -97,18 +110,18 @@ func TestSuspectThenDeadOnlyAfterGrace(t *testing.T) {
 		{5 * time.Second, store.WorkerSuspect, store.WorkerActive, true},
 	}
 	for _, c := range cases {
-		now := hb.Add(c.age)
-		ws := []store.Worker{worker("a", store.WorkerActive, now), worker("b", c.state, hb)}
-		m, err := PlanMembership(sr, ws, now, testCfg())
-		if err != nil {
-			t.Fatal(err)
-		}
+		now := seenB.Add(c.age)
+		ws := []store.Worker{worker("a", store.WorkerActive, 9), worker("b", c.state, 7)}
+		m := plan(t, head, cur, ws, map[string]time.Time{"a": now, "b": seenB}, now)
 		var got store.WorkerState
 		for _, op := range m.WorkerOps {
 			if s := op.(store.SetWorkerState); s.ID == "b" {
 				got = s.State
-				if s.State != store.WorkerActive && !s.ExpectHeartbeat.Equal(hb) {
-					t.Fatalf("age %s: decision not conditioned on the heartbeat it saw", c.age)
+				if s.State != store.WorkerActive && s.ExpectBeats != 7 {
+					t.Fatalf("age %s: decision not conditioned on the count it saw", c.age)
+				}
+				if s.State == store.WorkerSuspect && !s.SilentSince.Equal(seenB) {
+					t.Fatalf("age %s: silence recorded since %v, want %v", c.age, s.SilentSince, seenB)
 				}
 			}
 		}
@@ -119,22 +132,18 @@ func TestSuspectThenDeadOnlyAfterGrace(t *testing.T) {
 }
 
 func TestDeathTimerIsArmedOnceWhenAWorkerTurnsSuspect(t *testing.T) {
-	sr := ringOf(t, "a", "b")
-	hb := t0.Add(-time.Minute)
+	head, cur := ringOf(t, "a", "b")
+	seenB := t0.Add(-time.Minute)
 	timers := func(state store.WorkerState) []TimerOp {
-		ws := []store.Worker{worker("a", store.WorkerActive, t0), worker("b", state, hb)}
-		m, err := PlanMembership(sr, ws, t0, testCfg())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Timers
+		ws := []store.Worker{worker("a", store.WorkerActive, 3), worker("b", state, 5)}
+		return plan(t, head, cur, ws, map[string]time.Time{"a": t0, "b": seenB}, t0).Timers
 	}
 	first := timers(store.WorkerActive)
-	if len(first) != 1 || first[0].Name != deathTimer("b") || first[0].Cancel || !first[0].At.Equal(hb.Add(10*time.Minute)) {
-		t.Fatalf("turning suspect: timers %+v, want one death timer for b at heartbeat + grace", first)
+	if len(first) != 1 || first[0].Name != deathTimer("b") || first[0].Cancel || !first[0].At.Equal(seenB.Add(10*time.Minute)) {
+		t.Fatalf("turning suspect: timers %+v, want one death timer for b when its grace ends", first)
 	}
 	var p TimerPayload
-	if err := json.Unmarshal(first[0].Payload, &p); err != nil || p.Kind != "death" || p.Worker != "b" || !p.HeartbeatAt.Equal(hb) {
+	if err := json.Unmarshal(first[0].Payload, &p); err != nil || p.Kind != "death" || p.Worker != "b" || p.Beats != 5 {
 		t.Fatalf("payload %s (%v)", first[0].Payload, err)
 	}
 	if again := timers(store.WorkerSuspect); len(again) != 0 {
@@ -142,25 +151,258 @@ func TestDeathTimerIsArmedOnceWhenAWorkerTurnsSuspect(t *testing.T) {
 	}
 }
 
-func TestDeadWorkersReposMoveAsOrphansToTheFront(t *testing.T) {
-	sr := ringOf(t, "a", "b", "c")
-	ws := []store.Worker{worker("a", store.WorkerActive, t0), worker("b", store.WorkerSuspect, t0.Add(-time.Hour)), worker("c", store.WorkerActive, t0)}
-	var repos []store.Repo
-	for i := range 300 {
-		r := repo(i, store.RepoOK, ownerOf(t, sr, repo(i, "", ""), 0))
-		r.Priority = 500
-		repos = append(repos, r)
+// liveStep plays one tick's view of workers whose heartbeats land every 10 s, for the
+// liveness tests: alive workers' counts move, dead ones' do not.
+type liveStep struct {
+	l    liveness
+	head store.Ring
+	cur  *ring.Ring
+	ws   map[string]*store.Worker
+}
+
+func (s *liveStep) tick(t *testing.T, now time.Time, alive map[string]bool) Membership {
+	t.Helper()
+	var ws []store.Worker
+	for _, id := range slices.Sorted(func(yield func(string) bool) {
+		for id := range s.ws {
+			if !yield(id) {
+				return
+			}
+		}
+	}) {
+		w := s.ws[id]
+		if alive[id] {
+			w.Beats++
+		}
+		ws = append(ws, *w)
 	}
-	p, err := Reconcile(State{Ring: sr, Workers: ws, Repos: repos}, t0, testCfg())
+	m := plan(t, s.head, s.cur, ws, s.l.observe(ws, now), now)
+	for _, op := range m.WorkerOps { // apply the decisions as the store would
+		o := op.(store.SetWorkerState)
+		w := s.ws[o.ID]
+		w.State, w.SilentSince, w.SilentBeats = o.State, o.SilentSince, 0
+		if !o.SilentSince.IsZero() {
+			w.SilentBeats = o.ExpectBeats
+		}
+	}
+	return m
+}
+
+// A worker's own clock plays no part: one 11 minutes behind is never suspected while it
+// heartbeats, one an hour ahead is dead one grace after it stops, and a late heartbeat
+// (an old timestamp) cannot make a silent worker look fresh.
+func TestLivenessIgnoresWorkerClocks(t *testing.T) {
+	head, cur := ringOf(t, "ahead", "behind", "steady")
+	s := &liveStep{head: head, cur: cur, ws: map[string]*store.Worker{
+		"behind": {ID: "behind", State: store.WorkerActive, Beats: 1, HeartbeatAt: t0.Add(-11 * time.Minute)},
+		"ahead":  {ID: "ahead", State: store.WorkerActive, Beats: 1, HeartbeatAt: t0.Add(time.Hour)},
+		"steady": {ID: "steady", State: store.WorkerActive, Beats: 1, HeartbeatAt: t0},
+	}}
+	all := map[string]bool{"behind": true, "ahead": true, "steady": true}
+	now := t0
+	for range 30 { // five minutes of 10 s ticks, everyone heartbeating
+		for _, w := range s.ws {
+			w.HeartbeatAt = w.HeartbeatAt.Add(10 * time.Second)
+		}
+		if m := s.tick(t, now, all); len(m.WorkerOps) != 0 {
+			t.Fatalf("at %s: %v for heartbeating workers", now.Sub(t0), m.WorkerOps)
+		}
+		now = now.Add(10 * time.Second)
+	}
+	// "ahead" stops. Its last timestamp is an hour in the future: irrelevant.
+	stopped := now
+	var suspectAt, deadAt time.Time
+	live := map[string]bool{"behind": true, "steady": true}
+	for now.Sub(stopped) < 20*time.Minute && deadAt.IsZero() {
+		m := s.tick(t, now, live)
+		for _, op := range m.WorkerOps {
+			o := op.(store.SetWorkerState)
+			if o.ID != "ahead" {
+				t.Fatalf("%s changed to %s", o.ID, o.State)
+			}
+			switch o.State {
+			case store.WorkerSuspect:
+				suspectAt = now
+			case store.WorkerDead:
+				deadAt = now
+			}
+		}
+		if !deadAt.IsZero() && m.New.Has("ahead") {
+			t.Fatal("dead worker left in the ring")
+		}
+		now = now.Add(10 * time.Second)
+	}
+	// Its count was last seen changing at the tick `stopped - 10s`... it heartbeated just
+	// before `stopped`; the first tick seeing the final count is `stopped - 10s`.
+	lastSeen := stopped.Add(-10 * time.Second)
+	if suspectAt.Sub(lastSeen) < 30*time.Second || suspectAt.Sub(lastSeen) > 40*time.Second {
+		t.Fatalf("suspect %s after the count stopped, want 30-40 s", suspectAt.Sub(lastSeen))
+	}
+	if deadAt.Sub(lastSeen) != 10*time.Minute {
+		t.Fatalf("dead %s after the count stopped, want the 10 min grace exactly", deadAt.Sub(lastSeen))
+	}
+
+	// A coordinator that restarted (forgot what it saw) uses the silence recorded with the
+	// suspect worker, and never declares a death early.
+	s2 := &liveStep{head: head, cur: cur, ws: map[string]*store.Worker{
+		"w": {ID: "w", State: store.WorkerSuspect, Beats: 4, SilentBeats: 4, SilentSince: t0, HeartbeatAt: t0.Add(-time.Hour)},
+	}}
+	if m := s2.tick(t, t0.Add(10*time.Minute-time.Second), nil); len(m.WorkerOps) != 0 {
+		t.Fatalf("a restarted coordinator judged early: %v", m.WorkerOps)
+	}
+	if m := s2.tick(t, t0.Add(10*time.Minute), nil); len(m.WorkerOps) != 1 || m.WorkerOps[0].(store.SetWorkerState).State != store.WorkerDead {
+		t.Fatalf("the recorded silence did not end in a death: %v", m.WorkerOps)
+	}
+	// A heartbeat after the recorded silence clears it, whatever its timestamp.
+	s3 := &liveStep{head: head, cur: cur, ws: map[string]*store.Worker{
+		"w": {ID: "w", State: store.WorkerSuspect, Beats: 4, SilentBeats: 4, SilentSince: t0, HeartbeatAt: t0.Add(-time.Hour)},
+	}}
+	m := s3.tick(t, t0.Add(11*time.Minute), map[string]bool{"w": true})
+	if len(m.WorkerOps) != 1 || m.WorkerOps[0].(store.SetWorkerState).State != store.WorkerActive {
+		t.Fatalf("a heartbeat after the silence: %v, want active again", m.WorkerOps)
+	}
+}
+
+// inScans reports whether a repo's position lies in one of its owner's scans.
+func inScans(scans []store.Scan, r store.Repo) bool {
+	pos := r.RingPos()
+	for _, s := range scans {
+		if s.Owner == r.Owner && s.From <= pos && pos <= s.To {
+			return true
+		}
+	}
+	return false
+}
+
+// The scans of a change cover exactly the repos that must move: a join's are the
+// donors' arcs given to the newcomer, a death's the whole circle of the dead worker.
+func TestScansCoverExactlyWhatMoves(t *testing.T) {
+	_, old := ringOf(t, "a", "b", "c", "d", "e")
+	joined, err := old.Add(store.Member{ID: "f"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved := 0
-	for _, a := range p.Actions {
-		if a.Repo.Owner != "b" {
-			t.Fatalf("repo of live worker %s moved", a.Repo.Owner)
+	died, err := old.Remove("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		next *ring.Ring
+	}{{"join", joined}, {"death", died}} {
+		scans := PlanScans(nil, old, c.next)
+		covered, moved := 0, 0
+		for i := range 5000 {
+			r := repo(i, store.RepoOK, "")
+			r.Owner = ownerOf(old, r, 0)
+			must := ownerOf(c.next, r, 0) != r.Owner
+			if must {
+				moved++
+			}
+			if in := inScans(scans, r); in != must {
+				t.Fatalf("%s: repo at %x owned by %s: in a scan %v, must move %v (scans %+v)", c.name, r.RingPos(), r.Owner, in, must, scans)
+			} else if in {
+				covered++
+			}
 		}
-		if a.Assign == nil || a.Assign.Owner == "b" || a.Assign.Priority != 0 || a.Assign.ExpectEpoch != 1 {
+		if moved == 0 || covered != moved {
+			t.Fatalf("%s: %d must move, %d covered", c.name, moved, covered)
+		}
+		if c.name == "death" && (len(scans) != 1 || scans[0] != (store.Scan{Owner: "c", From: 0, To: store.MaxPos})) {
+			t.Fatalf("death scans %+v, want the dead worker's whole circle", scans)
+		}
+		t.Logf("%s: %d scans cover the %d of 5000 repos that move", c.name, len(scans), moved)
+	}
+}
+
+// A change on top of scans not done yet (a join cut short, then another join or a death)
+// keeps every repo that is not where the new ring puts it inside a scan.
+func TestScansComposeAcrossChanges(t *testing.T) {
+	_, r0 := ringOf(t, "a", "b", "c", "d")
+	r1, _ := r0.Add(store.Member{ID: "e"})
+	s1 := PlanScans(nil, r0, r1)
+	// Half of the join's moves landed before a crash.
+	var repos []store.Repo
+	for i := range 4000 {
+		r := repo(i, store.RepoOK, "")
+		r.Owner = ownerOf(r0, r, 0)
+		if inScans(s1, r) && i%2 == 0 {
+			r.Owner = ownerOf(r1, r, 0)
+		}
+		repos = append(repos, r)
+	}
+	r2a, _ := r1.Add(store.Member{ID: "f"})
+	r2b, _ := r1.Remove("b")
+	r2c, _ := r1.Remove("e") // the newcomer itself dies
+	for name, r2 := range map[string]*ring.Ring{"second join": r2a, "death": r2b, "newcomer's death": r2c} {
+		s2 := PlanScans(s1, r1, r2)
+		misplaced := 0
+		for _, r := range repos {
+			if ownerOf(r2, r, 0) == r.Owner {
+				continue
+			}
+			misplaced++
+			if !inScans(s2, r) {
+				t.Fatalf("%s: repo at %x on %s, ring says %s, outside every scan", name, r.RingPos(), r.Owner, ownerOf(r2, r, 0))
+			}
+		}
+		for _, s := range s2 {
+			if r2.Has(s.Owner) {
+				for _, sp := range r2.Spans(s.From, s.To) {
+					if sp.Owner == s.Owner {
+						t.Fatalf("%s: scan %+v includes positions its owner keeps", name, s)
+					}
+				}
+			}
+		}
+		t.Logf("%s: %d misplaced repos, all in %d scans", name, misplaced, len(s2))
+	}
+}
+
+func TestArcRanges(t *testing.T) {
+	const m = store.MaxPos
+	for _, c := range []struct {
+		start, end uint64
+		want       [][2]uint64
+	}{
+		{5, 5, [][2]uint64{{0, m}}},
+		{5, 9, [][2]uint64{{6, 9}}},
+		{9, 5, [][2]uint64{{10, m}, {0, 5}}},
+		{m, 5, [][2]uint64{{0, 5}}},
+		{m - 1, 0, [][2]uint64{{m, m}, {0, 0}}},
+	} {
+		if got := arcRanges(c.start, c.end); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("arcRanges(%d, %d) = %v, want %v", c.start, c.end, got, c.want)
+		}
+	}
+	sc := func(owner string, from, to uint64) store.Scan { return store.Scan{Owner: owner, From: from, To: to} }
+	got := mergeScans([]store.Scan{sc("b", 5, 9), sc("a", 20, 30), sc("a", 0, 10), sc("a", 11, 15), sc("a", 12, 13), sc("b", 11, 12)})
+	want := []store.Scan{sc("a", 0, 15), sc("a", 20, 30), sc("b", 5, 9), sc("b", 11, 12)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("mergeScans = %v, want %v", got, want)
+	}
+}
+
+func TestDeadWorkersReposMoveAsOrphansToTheFront(t *testing.T) {
+	head, cur := ringOf(t, "a", "b", "c")
+	ws := []store.Worker{worker("a", store.WorkerActive, 1), worker("b", store.WorkerSuspect, 1), worker("c", store.WorkerActive, 1)}
+	m := plan(t, head, cur, ws, map[string]time.Time{"a": t0, "b": t0.Add(-time.Hour), "c": t0}, t0)
+	if m.New.Has("b") || len(m.Stored.Scans) != 1 || m.Stored.Scans[0].Owner != "b" {
+		t.Fatalf("dead b: in ring %v, scans %+v", m.New.Has("b"), m.Stored.Scans)
+	}
+	p := NewPlanner(m, ws, testCfg())
+	moved := 0
+	for i := range 300 {
+		r := repo(i, store.RepoOK, "")
+		r.Owner, r.Priority = ownerOf(cur, r, 0), 500
+		a, ok := p.Decide(r)
+		if r.Owner != "b" {
+			if ok {
+				t.Fatalf("repo of live worker %s moved", r.Owner)
+			}
+			continue
+		}
+		if !ok || a.Assign == nil || a.Assign.Owner == "b" || a.Assign.Priority != 0 || a.Assign.ExpectEpoch != 1 {
 			t.Fatalf("bad orphan move %+v", a.Assign)
 		}
 		if len(a.Deliveries) != 1 || a.Deliveries[0].Worker != a.Assign.Owner || a.Deliveries[0].Entry.Op != store.OpAdd || a.Deliveries[0].Entry.Epoch != 2 {
@@ -168,130 +410,87 @@ func TestDeadWorkersReposMoveAsOrphansToTheFront(t *testing.T) {
 		}
 		moved++
 	}
-	for _, r := range repos {
-		if r.Owner == "b" {
-			moved--
-		}
-	}
-	if moved != 0 {
-		t.Fatal("not every repo of the dead worker moved")
+	if moved == 0 {
+		t.Fatal("the dead worker owned nothing")
 	}
 }
 
-func TestPendingAssignedInGrowingBatches(t *testing.T) {
-	sr := ringOf(t, "a", "b")
-	ws := []store.Worker{worker("a", store.WorkerActive, t0), worker("b", store.WorkerActive, t0)}
-	var repos []store.Repo
+func TestPendingAssignedWithinTheBatch(t *testing.T) {
+	head, cur := ringOf(t, "a", "b")
+	ws := []store.Worker{worker("a", store.WorkerActive, 1), worker("b", store.WorkerActive, 1)}
+	m := plan(t, head, cur, ws, seenAt(t0, ws...), t0)
+	p := NewPlanner(m, ws, testCfg())
+	assigned := 0
 	for i := range 100 {
-		repos = append(repos, repo(i, store.RepoPending, ""))
-	}
-	p, err := Reconcile(State{Ring: sr, Workers: ws, Repos: repos}, t0, testCfg())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Assigned != 10 || p.PendingLeft != 90 || p.Stored.Batch != 20 || !p.RingChanged {
-		t.Fatalf("assigned %d, left %d, next batch %d", p.Assigned, p.PendingLeft, p.Stored.Batch)
-	}
-	for _, a := range p.Actions {
-		if a.Assign.Owner != ownerOf(t, sr, a.Repo, 0) || a.Assign.State != store.RepoCloning {
-			t.Fatalf("pending repo assigned to %s state %s", a.Assign.Owner, a.Assign.State)
+		if a, ok := p.Decide(repo(i, store.RepoPending, "")); ok {
+			assigned++
+			if a.Assign.Owner != ownerOf(cur, a.Repo, 0) || a.Assign.State != store.RepoCloning {
+				t.Fatalf("pending repo assigned to %s state %s", a.Assign.Owner, a.Assign.State)
+			}
 		}
 	}
-	sr.Batch = 40
-	p, _ = Reconcile(State{Ring: sr, Workers: ws, Repos: repos}, t0, testCfg())
-	if p.Assigned != 40 || p.Stored.Batch != 40 {
-		t.Fatalf("batch capped at MaxBatch: assigned %d next %d", p.Assigned, p.Stored.Batch)
+	if assigned != 10 || p.Batch != 0 {
+		t.Fatalf("assigned %d of a batch of 10 (left %d)", assigned, p.Batch)
+	}
+	// A sync request jumps the batch.
+	r := repo(200, store.RepoPending, "")
+	r.SyncRequested = true
+	if a, ok := p.Decide(r); !ok || a.Assign == nil || !a.Assign.ClearSync {
+		t.Fatalf("pending repo with a sync request beyond the batch: %+v %v", a, ok)
 	}
 }
 
 func TestOverflowRehashesWithTheNextSaltThatLeavesTheFullWorker(t *testing.T) {
-	sr := ringOf(t, "a", "b", "c")
-	ws := []store.Worker{worker("a", store.WorkerActive, t0), worker("b", store.WorkerActive, t0), worker("c", store.WorkerActive, t0)}
+	head, cur := ringOf(t, "a", "b", "c")
+	ws := []store.Worker{worker("a", store.WorkerActive, 1), worker("b", store.WorkerActive, 1), worker("c", store.WorkerActive, 1)}
+	p := NewPlanner(plan(t, head, cur, ws, seenAt(t0, ws...), t0), ws, testCfg())
 	for i := range 50 {
 		base := repo(i, "", "")
-		full := ownerOf(t, sr, base, 0)
-		r := repo(i, store.RepoOverflow, full)
-		p, err := Reconcile(State{Ring: sr, Workers: ws, Repos: []store.Repo{r}}, t0, testCfg())
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := p.Actions[0].Assign
+		full := ownerOf(cur, base, 0)
+		a, ok := p.Decide(repo(i, store.RepoOverflow, full))
 		want := 1
-		for ownerOf(t, sr, base, want) == full {
+		for ownerOf(cur, base, want) == full {
 			want++
 		}
-		if a.Salt != want || a.Owner == full || a.Owner != ownerOf(t, sr, base, want) || a.State != store.RepoCloning {
-			t.Fatalf("overflow from %s: salt %d owner %s; want salt %d", full, a.Salt, a.Owner, want)
+		if !ok || a.Assign.Salt != want || a.Assign.Owner == full || a.Assign.Owner != ownerOf(cur, base, want) || a.Assign.State != store.RepoCloning {
+			t.Fatalf("overflow from %s: %+v; want salt %d", full, a.Assign, want)
 		}
+	}
+	// With one member every re-hash lands on it: no action, the repo stays overflow.
+	head1, cur1 := ringOf(t, "a")
+	ws1 := ws[:1]
+	p1 := NewPlanner(plan(t, head1, cur1, ws1, seenAt(t0, ws1...), t0), ws1, testCfg())
+	if a, ok := p1.Decide(repo(1, store.RepoOverflow, "a")); ok {
+		t.Fatalf("overflow on the only worker got %+v", a)
 	}
 }
 
 func TestDeleteAndSyncRequests(t *testing.T) {
-	sr := ringOf(t, "a", "b")
-	ws := []store.Worker{worker("a", store.WorkerActive, t0), worker("b", store.WorkerActive, t0)}
+	head, cur := ringOf(t, "a", "b")
+	ws := []store.Worker{worker("a", store.WorkerActive, 1), worker("b", store.WorkerActive, 1)}
+	p := NewPlanner(plan(t, head, cur, ws, seenAt(t0, ws...), t0), ws, testCfg())
 	del := repo(1, store.RepoDeleting, "")
-	del.Owner = ownerOf(t, sr, del, 0)
+	del.Owner = ownerOf(cur, del, 0)
 	syn := repo(2, store.RepoOK, "")
-	syn.Owner = ownerOf(t, sr, syn, 0)
+	syn.Owner = ownerOf(cur, syn, 0)
 	syn.SyncRequested = true
-	p, err := Reconcile(State{Ring: sr, Workers: ws, Repos: []store.Repo{del, syn}}, t0, testCfg())
-	if err != nil {
-		t.Fatal(err)
+	a, ok := p.Decide(del)
+	if !ok || a.Delete == nil || a.Delete.ExpectEpoch != 1 || a.Deliveries[0].Entry.Op != store.OpPurge || a.Deliveries[0].Worker != del.Owner {
+		t.Fatalf("delete action %+v", a)
 	}
-	if len(p.Actions) != 2 {
-		t.Fatalf("%d actions", len(p.Actions))
-	}
-	for _, a := range p.Actions {
-		switch a.Repo.ID {
-		case del.ID:
-			if a.Delete == nil || a.Delete.ExpectEpoch != 1 || a.Deliveries[0].Entry.Op != store.OpPurge || a.Deliveries[0].Worker != del.Owner {
-				t.Fatalf("delete action %+v", a)
-			}
-		case syn.ID:
-			if a.Assign == nil || !a.Assign.ClearSync || a.Assign.Owner != syn.Owner || a.Deliveries[0].Entry.Op != store.OpSync {
-				t.Fatalf("sync action %+v", a)
-			}
-		}
+	a, ok = p.Decide(syn)
+	if !ok || a.Assign == nil || !a.Assign.ClearSync || a.Assign.Owner != syn.Owner || a.Deliveries[0].Entry.Op != store.OpSync {
+		t.Fatalf("sync action %+v", a)
 	}
 }
 
-func TestMaxMovesLeavesTheRingUnwritten(t *testing.T) {
-	sr := ringOf(t, "a", "b")
-	ws := []store.Worker{worker("a", store.WorkerActive, t0), worker("b", store.WorkerDraining, t0)}
-	var repos []store.Repo
-	for i := range 50 {
-		repos = append(repos, repo(i, store.RepoOK, "b"))
-	}
-	cfg := testCfg()
-	cfg.MaxMoves = 20
-	p, err := Reconcile(State{Ring: sr, Workers: ws, Repos: repos}, t0, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !p.Incomplete || len(p.Actions) != 20 {
-		t.Fatalf("incomplete %v with %d actions", p.Incomplete, len(p.Actions))
-	}
-	if p.New.Has("b") || !p.RingChanged {
-		t.Fatal("draining worker still in the planned ring")
-	}
-}
-
-func TestReconcileIsDeterministic(t *testing.T) {
-	sr := ringOf(t, "a", "b", "c")
-	ws := []store.Worker{worker("c", store.WorkerActive, t0), worker("a", store.WorkerDead, t0.Add(-time.Hour)), worker("b", store.WorkerActive, t0), worker("d", store.WorkerJoining, t0)}
-	var repos []store.Repo
-	for i := range 200 {
-		repos = append(repos, repo(i, store.RepoOK, []string{"a", "b", "c"}[i%3]))
-	}
-	p1, _ := Reconcile(State{Ring: sr, Workers: ws, Repos: repos}, t0, testCfg())
-	// Same input in another order.
-	rev := make([]store.Repo, len(repos))
-	for i, r := range repos {
-		rev[len(repos)-1-i] = r
-	}
-	ws2 := []store.Worker{ws[3], ws[1], ws[2], ws[0]}
-	p2, _ := Reconcile(State{Ring: sr, Workers: ws2, Repos: rev}, t0, testCfg())
-	if len(p1.Actions) == 0 || !reflect.DeepEqual(p1.Actions, p2.Actions) || !reflect.DeepEqual(p1.Stored, p2.Stored) {
+func TestPlanIsDeterministic(t *testing.T) {
+	head, cur := ringOf(t, "a", "b", "c")
+	ws := []store.Worker{worker("c", store.WorkerActive, 1), worker("a", store.WorkerDead, 1), worker("b", store.WorkerActive, 1), worker("d", store.WorkerJoining, 1)}
+	seen := seenAt(t0, ws...)
+	m1 := plan(t, head, cur, ws, seen, t0)
+	m2 := plan(t, head, cur, []store.Worker{ws[3], ws[1], ws[2], ws[0]}, seen, t0)
+	if !reflect.DeepEqual(m1.Stored, m2.Stored) || !reflect.DeepEqual(m1.WorkerOps, m2.WorkerOps) || !reflect.DeepEqual(m1.New.Tokens(), m2.New.Tokens()) {
 		t.Fatal("plans differ for the same state")
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/ring"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -18,10 +20,12 @@ type Store interface {
 	election.Store
 	Apply(ctx context.Context, term int64, muts []store.Mutation) error
 	GetRing(ctx context.Context) (store.Ring, error)
+	GetRingHead(ctx context.Context) (store.Ring, error)
 	ListWorkers(ctx context.Context) ([]store.Worker, error)
 	GetWorker(ctx context.Context, id string) (store.Worker, error)
 	ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error)
-	ListReposNeedingDecision(ctx context.Context, limit int) ([]store.Repo, error)
+	ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error)
+	ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error)
 }
 
 // Timer arms delayed wake-ups; a later Set of a name replaces the earlier one.
@@ -36,10 +40,14 @@ type ListSyncer interface {
 	SyncList(ctx context.Context, term int64) error
 }
 
-// Coordinator runs ticks. It keeps no state between ticks: everything it knows is read
-// from the store, so a restarted (or Lambda-invoked) coordinator carries on.
+// Coordinator runs ticks. Everything it decides on is read from the store, so a
+// restarted (or Lambda-invoked) coordinator carries on; what it keeps between ticks is
+// a cache — the decoded ring, when it saw each worker's heartbeat count change, where
+// its last pass over the needs-decision index stopped — that only makes ticks cheaper
+// and fairer. Ticks of one Coordinator run one at a time.
 type Coordinator struct {
 	ID     string
+	Group  string // see election.Elector.Group
 	Store  Store
 	Timer  Timer
 	Clock  clock.Clock
@@ -47,6 +55,25 @@ type Coordinator struct {
 	Log    *slog.Logger
 	// List, if set, syncs the repo list at the end of every tick the coordinator leads.
 	List ListSyncer
+
+	run      sync.Mutex // one tick at a time; guards the caches below
+	ring     ringCache
+	live     liveness
+	cursors  [2]string // where the last pass over each part of the needs-decision index stopped
+	lastTerm int64
+}
+
+type ringCache struct {
+	version int64
+	r       *ring.Ring
+}
+
+// Forget drops what the coordinator cached, as a restart would.
+func (c *Coordinator) Forget() {
+	c.run.Lock()
+	defer c.run.Unlock()
+	c.ring, c.cursors, c.lastTerm = ringCache{}, [2]string{}, 0
+	c.live.forget()
 }
 
 // Report says what a tick did; it feeds logs and metrics.
@@ -63,12 +90,17 @@ type Report struct {
 	Assigned       int // of which were pending
 	Deleted        int
 	Skipped        int // actions whose condition failed; retried next tick
-	PendingLeft    int
-	Incomplete     bool
-	Ignored        string // why a timer firing was ignored
-	Stale          string // why the tick stopped early: the state changed under it
-	Writes         int    // Apply calls made
-	ListError      string // why the list sync failed, if it did
+	// PendingLeft is a lower bound of the pending repos left for later ticks: a tick reads
+	// no more of them than its batch assigns.
+	PendingLeft int
+	ScansLeft   int    // ranges of the ring whose repos may still have to move
+	Incomplete  bool   // work the tick knows of is left for the next one
+	Cut         string // what stopped the tick's repo work early: "deadline", "max reads", "max moves"
+	Read        int    // repo records read
+	Ignored     string // why a timer firing was ignored
+	Stale       string // why the tick stopped early: the state changed under it
+	Writes      int    // Apply calls made
+	ListError   string // why the list sync failed, if it did
 }
 
 func (c *Coordinator) log() *slog.Logger {
@@ -78,12 +110,63 @@ func (c *Coordinator) log() *slog.Logger {
 	return c.Log
 }
 
-// Tick runs one coordinator round (DESIGN.md §4).
+// budget tracks a tick's limits: its deadline (real time: it bounds the work, which the
+// virtual clock of a simulation does not model), reads and writes.
+type budget struct {
+	until        time.Time
+	reads, moves int
+	cfg          Config
+	cut          string
+}
+
+func newBudget(ctx context.Context, cfg Config) *budget {
+	until := time.Now().Add(cfg.Budget)
+	if d, ok := ctx.Deadline(); ok && d.Add(-cfg.Reserve).Before(until) {
+		until = d.Add(-cfg.Reserve)
+	}
+	return &budget{until: until, cfg: cfg}
+}
+
+// spent reports whether the tick must stop starting repo work, and remembers why.
+func (b *budget) spent() bool {
+	switch {
+	case b.cut != "":
+	case !time.Now().Before(b.until):
+		b.cut = "deadline"
+	case b.reads >= b.cfg.MaxReads:
+		b.cut = "max reads"
+	case b.moves >= b.cfg.MaxMoves:
+		b.cut = "max moves"
+	}
+	return b.cut != ""
+}
+
+// late reports whether the tick's deadline has come (and so it must stop writing moves).
+func (b *budget) late() bool {
+	if b.cut == "deadline" || !time.Now().Before(b.until) {
+		b.cut = "deadline"
+		return true
+	}
+	return false
+}
+
+// page is the size of the next read: at most a page, and what the read cap leaves.
+func (b *budget) page() int { return max(min(b.cfg.ReadPage, b.cfg.MaxReads-b.reads), 1) }
+
+// Tick runs one coordinator round (DESIGN.md §4): campaign; read the workers and the
+// ring head; decide worker states and the ring; write the worker states, then the ring
+// (with the ranges whose repos must move), then arm timers; then move repos — those of
+// the ranges, then those needing a decision — until the work is done or the tick's
+// deadline or caps; then write the ring head again (ranges done, batch), trim outboxes
+// and remove dead workers; then sync the repo list.
 func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
+	c.run.Lock()
+	defer c.run.Unlock()
 	cfg := c.Config.withDefaults()
+	b := newBudget(ctx, cfg)
 	now := c.Clock.Now()
 	rep := Report{Coordinator: c.ID}
-	el := election.Elector{Store: c.Store, ID: c.ID, Lease: cfg.Lease}
+	el := election.Elector{Store: c.Store, ID: c.ID, Group: c.Group, Lease: cfg.Lease}
 	term, act, err := el.Campaign(ctx, now)
 	rep.Campaign = act.String()
 	if errors.Is(err, election.ErrNotLeader) {
@@ -94,49 +177,31 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("campaign: %w", err)
 	}
 	rep.Leader, rep.Term = true, term
+	if term != c.lastTerm {
+		// Another coordinator may have led in between: its cursors are not ours.
+		c.cursors, c.lastTerm = [2]string{}, term
+	}
 
-	stored, err := c.Store.GetRing(ctx)
+	head, cur, err := c.readRing(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("read ring: %w", err)
+		return rep, err
 	}
 	workers, err := c.Store.ListWorkers(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("read workers: %w", err)
 	}
-	mem, err := PlanMembership(stored, workers, now, cfg)
+	seen := c.live.observe(workers, now)
+	mem, err := PlanMembership(head, cur, workers, seen, now, cfg)
 	if err != nil {
 		return rep, err
 	}
-	repos, err := c.Store.ListReposNeedingDecision(ctx, cfg.MaxMoves+cfg.MaxBatch)
-	if err != nil {
-		return rep, fmt.Errorf("read repos needing a decision: %w", err)
-	}
-	for _, owner := range mem.LoadOwners {
-		cursor := ""
-		for {
-			page, next, err := c.Store.ListReposByOwner(ctx, owner, cursor, cfg.ReadPage)
-			if err != nil {
-				return rep, fmt.Errorf("read repos of %s: %w", owner, err)
-			}
-			repos = append(repos, page...)
-			if next == "" {
-				break
-			}
-			cursor = next
-		}
-	}
-	plan, err := Reconcile(State{Ring: stored, Workers: workers, Repos: repos}, now, cfg)
-	if err != nil {
-		return rep, err
-	}
-	rep.WarmingUp, rep.PendingLeft, rep.Incomplete = plan.WarmingUp, plan.PendingLeft, plan.Incomplete
-	err = c.apply(ctx, term, stored, workers, plan, &rep)
-	rep.RingVersion = stored.Version
-	if err == nil && plan.RingChanged && !plan.Incomplete {
-		rep.RingVersion++
-	}
-	rep.Members = plan.New.Len()
-	rep.WorkersByState = countWorkers(workers, plan.WorkerOps, plan.DeleteWorkers)
+	rep.WarmingUp, rep.RingVersion, rep.Members = mem.WarmingUp, head.Version, mem.New.Len()
+	rep.WorkersByState = countWorkers(workers, mem.WorkerOps)
+
+	t := &tickRun{c: c, ctx: ctx, term: term, cfg: cfg, b: b, rep: &rep, version: head.Version}
+	err = t.run(mem, workers, seen, now, head)
+	rep.RingVersion = t.version
+	rep.Cut = b.cut
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrFenced) {
 		// Someone moved under us (a heartbeat, a newer term). Everything written so far is
 		// consistent on its own; the next tick reads again and carries on.
@@ -147,77 +212,299 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	for _, t := range plan.Timers {
-		if t.Cancel {
-			err = c.Timer.Cancel(ctx, t.Name)
-		} else {
-			err = c.Timer.Set(ctx, t.Name, t.At, t.Payload)
-		}
-		if err != nil {
-			return rep, fmt.Errorf("timer %s: %w", t.Name, err)
-		}
-	}
 	if c.List != nil {
-		// A list that cannot be fetched must not stop the fleet: report and go on.
+		// A list that cannot be fetched must not stop the fleet: report and go on. It gets
+		// what is left of the invocation, not of the repo work's budget.
 		if err := c.List.SyncList(ctx, term); err != nil {
 			rep.ListError = err.Error()
 			c.log().Warn("list sync", "coordinator", c.ID, "term", term, "err", err)
 		}
 	}
 	level := slog.LevelDebug // a quiet tick is not news
-	if rep.Moved+rep.Deleted+rep.Skipped > 0 || plan.RingChanged || len(plan.WorkerOps) > 0 || act == election.TakeOver {
+	if rep.Moved+rep.Deleted+rep.Skipped > 0 || mem.RingChanged || len(mem.WorkerOps) > 0 || act == election.TakeOver || rep.Cut != "" {
 		level = slog.LevelInfo
 	}
 	c.log().Log(ctx, level, "tick", "coordinator", c.ID, "term", term, "ring", rep.RingVersion, "members", rep.Members,
-		"moved", rep.Moved, "assigned", rep.Assigned, "deleted", rep.Deleted, "skipped", rep.Skipped,
-		"pending_left", rep.PendingLeft, "incomplete", rep.Incomplete, "warming_up", rep.WarmingUp)
+		"moved", rep.Moved, "assigned", rep.Assigned, "deleted", rep.Deleted, "skipped", rep.Skipped, "read", rep.Read,
+		"pending_left", rep.PendingLeft, "scans_left", rep.ScansLeft, "incomplete", rep.Incomplete, "cut", rep.Cut,
+		"warming_up", rep.WarmingUp)
 	return rep, nil
 }
 
-// apply writes the plan in dependency order: worker states, repo actions, the ring (only
-// when every action was planned), then clean-up. Each step is fenced by term and
-// idempotent, so a crash between any two writes is repaired by the next tick.
-func (c *Coordinator) apply(ctx context.Context, term int64, stored store.Ring, workers []store.Worker, plan Plan, rep *Report) error {
-	if len(plan.WorkerOps) > 0 {
-		for _, chunk := range chunks(plan.WorkerOps) {
-			rep.Writes++
-			if err := c.Store.Apply(ctx, term, chunk); err != nil {
-				// A conflict means a worker heartbeated since we read it: the plan rests on a
-				// stale view, so stop here and decide again next tick.
-				return fmt.Errorf("worker states: %w", err)
-			}
+// readRing returns the stored ring head and the ring it describes, decoding the members
+// and tokens only when the version changed since the last tick.
+func (c *Coordinator) readRing(ctx context.Context) (store.Ring, *ring.Ring, error) {
+	head, err := c.Store.GetRingHead(ctx)
+	if err != nil {
+		return store.Ring{}, nil, fmt.Errorf("read ring: %w", err)
+	}
+	if c.ring.r != nil && c.ring.version == head.Version {
+		return head, c.ring.r, nil
+	}
+	full, err := c.Store.GetRing(ctx)
+	if err != nil {
+		return store.Ring{}, nil, fmt.Errorf("read ring: %w", err)
+	}
+	r, err := ring.FromStore(full)
+	if err != nil {
+		return store.Ring{}, nil, fmt.Errorf("stored ring: %w", err)
+	}
+	c.ring = ringCache{version: full.Version, r: r}
+	full.Members, full.Tokens = nil, nil
+	return full, r, nil
+}
+
+// tickRun is one leader tick's writing half.
+type tickRun struct {
+	c       *Coordinator
+	ctx     context.Context
+	term    int64
+	cfg     Config
+	b       *budget
+	rep     *Report
+	version int64 // of the stored ring
+	ap      *applier
+}
+
+func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]time.Time, now time.Time, head store.Ring) error {
+	c, ctx := t.c, t.ctx
+	// 1. Worker states first: deaths, joins, drains are what everything after rests on.
+	for _, chunk := range chunks(mem.WorkerOps) {
+		t.rep.Writes++
+		if err := c.Store.Apply(ctx, t.term, chunk); err != nil {
+			// A conflict means a worker heartbeated since we read it: the plan rests on a
+			// stale view, so stop here and decide again next tick.
+			return fmt.Errorf("worker states: %w", err)
 		}
 	}
+	// 2. The target ring, with the ranges whose repos must move, before any repo moves:
+	// a crash from here on leaves a ring every later tick reconciles owners against.
+	stored := mem.Stored
+	if mem.RingChanged {
+		if err := t.putRing(stored, mem.New); err != nil {
+			return err
+		}
+	}
+	// 3. Timers: cheap, and what wakes the tick that declares a death.
+	for _, tm := range mem.Timers {
+		var err error
+		if tm.Cancel {
+			err = c.Timer.Cancel(ctx, tm.Name)
+		} else {
+			err = c.Timer.Set(ctx, tm.Name, tm.At, tm.Payload)
+		}
+		if err != nil {
+			return fmt.Errorf("timer %s: %w", tm.Name, err)
+		}
+	}
+	// 4. Repos: the ranges whose owners changed, then the repos needing a decision.
 	heads := map[string]uint64{}
 	for _, w := range workers {
 		heads[w.ID] = w.OutboxHead
 	}
-	ap := applier{store: c.Store, term: term, heads: heads, rep: rep}
-	for _, a := range plan.Actions {
-		if err := ap.add(ctx, a); err != nil {
+	t.ap = &applier{store: c.Store, term: t.term, heads: heads, rep: t.rep, b: t.b}
+	p := NewPlanner(mem, workers, t.cfg)
+	batch := p.Batch
+	var left []store.Scan
+	if p.Assigning() {
+		var err error
+		if left, err = t.scans(p, stored.Scans); err != nil {
+			return err
+		}
+	} else {
+		left = stored.Scans
+	}
+	if err := t.needs(p, store.NeedAction); err != nil {
+		return err
+	}
+	if err := t.needs(p, store.NeedOwner); err != nil {
+		return err
+	}
+	if err := t.ap.flush(ctx); err != nil {
+		return err
+	}
+	t.rep.ScansLeft = len(left)
+	t.rep.Incomplete = t.rep.Incomplete || len(left) > 0 || t.b.cut != ""
+	// 5. The ring head again: scans done, the batch grown once used up.
+	next := stored
+	next.Scans = left
+	if batch > 0 && p.Batch == 0 && stored.Batch < t.cfg.MaxBatch {
+		next.Batch = min(max(stored.Batch, t.cfg.FirstBatch)*2, t.cfg.MaxBatch)
+	}
+	// 6. Clean-up: trims, and dead workers that own nothing.
+	cl := PlanCleanup(mem, workers, seen, now, t.cfg)
+	var tail []store.Mutation
+	tail = append(tail, cl.Trims...)
+	for _, w := range cl.Expired {
+		owned, _, err := c.Store.ListReposByOwner(ctx, w.ID, "", 1)
+		if err != nil {
+			return fmt.Errorf("read repos of %s: %w", w.ID, err)
+		}
+		t.rep.Read += len(owned)
+		if len(owned) == 0 {
+			tail = append(tail, store.DeleteWorker{ID: w.ID, ExpectBeats: w.Beats})
+		} else if !hasScan(next.Scans, w.ID) {
+			// Repos left with a worker gone from the ring and no scan for them (a store
+			// written by an older coordinator): scan all of its repos.
+			next.Scans = mergeScans(append(next.Scans, store.Scan{Owner: w.ID, From: 0, To: store.MaxPos}))
+			t.rep.Incomplete = true
+		}
+	}
+	if next.Batch != stored.Batch || !sameScans(next.Scans, stored.Scans) {
+		if err := t.putRing(next, mem.New); err != nil {
 			return err
 		}
 	}
-	if err := ap.flush(ctx); err != nil {
-		return err
-	}
-	if plan.RingChanged && !plan.Incomplete {
-		rep.Writes++
-		if err := c.Store.Apply(ctx, term, []store.Mutation{store.PutRing{Ring: plan.Stored, ExpectVersion: stored.Version}}); err != nil {
-			return fmt.Errorf("write ring: %w", err)
-		}
-	}
-	if plan.Incomplete {
-		return nil
-	}
-	tail := append(append([]store.Mutation{}, plan.DeleteWorkers...), plan.Trims...)
 	for _, chunk := range chunks(tail) {
-		rep.Writes++
-		if err := c.Store.Apply(ctx, term, chunk); err != nil && !errors.Is(err, store.ErrConflict) {
+		t.rep.Writes++
+		if err := c.Store.Apply(ctx, t.term, chunk); err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("clean-up: %w", err)
 		}
 	}
 	return nil
+}
+
+// putRing writes head with r's members and tokens over the current version, and keeps
+// the decoded ring cached under the new version.
+func (t *tickRun) putRing(head store.Ring, r *ring.Ring) error {
+	rec := head
+	rec.Members, rec.Tokens = r.Members(), r.Tokens()
+	t.rep.Writes++
+	if err := t.c.Store.Apply(t.ctx, t.term, []store.Mutation{store.PutRing{Ring: rec, ExpectVersion: t.version}}); err != nil {
+		return fmt.Errorf("write ring: %w", err)
+	}
+	t.version++
+	t.c.ring = ringCache{version: t.version, r: r}
+	return nil
+}
+
+// scans moves the repos of each scan's owner in its range to where the ring puts them,
+// and returns the scans not finished: cut short, or with a move that did not land.
+func (t *tickRun) scans(p *Planner, scans []store.Scan) ([]store.Scan, error) {
+	var left []store.Scan
+	for i, s := range scans {
+		if t.b.spent() {
+			return append(left, scans[i:]...), nil
+		}
+		skipped := t.rep.Skipped
+		done, cursor := false, ""
+		for !t.b.spent() {
+			page, next, err := t.c.Store.ListReposByOwnerRange(t.ctx, s.Owner, s.From, s.To, cursor, t.b.page())
+			if err != nil {
+				return nil, fmt.Errorf("read repos of %s in [%x, %x]: %w", s.Owner, s.From, s.To, err)
+			}
+			t.b.reads += len(page)
+			t.rep.Read += len(page)
+			stopped, err := t.decide(p, page)
+			if err != nil {
+				return nil, err
+			}
+			if stopped { // the scan stays: what moved has left the range, the rest is read again
+				break
+			}
+			if next == "" {
+				done = true
+				break
+			}
+			cursor = next
+		}
+		if err := t.ap.flush(t.ctx); err != nil {
+			return nil, err
+		}
+		if !done || t.rep.Skipped != skipped {
+			left = append(left, s)
+		}
+	}
+	return left, nil
+}
+
+// needs works through one part of the needs-decision index from where the last tick
+// stopped, so repos that can get no action now (an overflow repo every re-hash sends
+// back) never keep the tick from the ones after them. Pending repos are read no further
+// than the batch assigns.
+func (t *tickRun) needs(p *Planner, need store.Need) error {
+	cursor := &t.c.cursors[need]
+	from := *cursor
+	for {
+		limit := t.b.page()
+		if need == store.NeedOwner {
+			if !p.Assigning() {
+				return nil
+			}
+			if p.Batch <= 0 {
+				if *cursor != "" { // the batch is used up and more follow
+					t.rep.PendingLeft, t.rep.Incomplete = 1, true
+				}
+				return nil
+			}
+			limit = min(limit, p.Batch)
+		}
+		if t.b.spent() {
+			t.rep.Incomplete = true
+			return nil
+		}
+		page, next, err := t.c.Store.ListReposNeedingDecision(t.ctx, need, *cursor, limit)
+		if err != nil {
+			return fmt.Errorf("read repos needing a decision: %w", err)
+		}
+		t.b.reads += len(page)
+		t.rep.Read += len(page)
+		stopped, err := t.decide(p, page)
+		if err != nil {
+			return err
+		}
+		if stopped {
+			// The cursor stays before this page: the repos decided have left the index,
+			// the rest are read again next tick.
+			t.rep.Incomplete = true
+			return nil
+		}
+		*cursor = next
+		if next == "" {
+			if from != "" { // the part before where this pass began waits for the next one
+				t.rep.Incomplete = true
+			}
+			return nil
+		}
+	}
+}
+
+// decide plans and writes the actions for a page of repos. It stops early, reporting
+// so, once the tick's deadline has come: a page's writes (a thousand repos, dozens of
+// Apply calls) may take seconds on a slow store.
+func (t *tickRun) decide(p *Planner, page []store.Repo) (stopped bool, err error) {
+	for _, r := range page {
+		if t.b.late() {
+			return true, nil
+		}
+		if a, ok := p.Decide(r); ok {
+			if err := t.ap.add(t.ctx, a); err != nil {
+				return false, err
+			}
+		}
+	}
+	return false, nil
+}
+
+func hasScan(scans []store.Scan, owner string) bool {
+	for _, s := range scans {
+		if s.Owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
+func sameScans(a, b []store.Scan) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // applier packs repo actions into atomic Apply calls together with their outbox entries,
@@ -227,6 +514,7 @@ type applier struct {
 	term    int64
 	heads   map[string]uint64
 	rep     *Report
+	b       *budget
 	pending []RepoAction
 	items   int
 }
@@ -252,6 +540,7 @@ func (ap *applier) add(ctx context.Context, a RepoAction) error {
 	}
 	ap.pending = append(ap.pending, a)
 	ap.items += n
+	ap.b.moves++
 	return nil
 }
 
@@ -347,7 +636,7 @@ func chunks(muts []store.Mutation) [][]store.Mutation {
 	return out
 }
 
-func countWorkers(ws []store.Worker, ops, deletes []store.Mutation) map[store.WorkerState]int {
+func countWorkers(ws []store.Worker, ops []store.Mutation) map[store.WorkerState]int {
 	state := map[string]store.WorkerState{}
 	for _, w := range ws {
 		state[w.ID] = w.State
@@ -355,11 +644,6 @@ func countWorkers(ws []store.Worker, ops, deletes []store.Mutation) map[store.Wo
 	for _, op := range ops {
 		if s, ok := op.(store.SetWorkerState); ok {
 			state[s.ID] = s.State
-		}
-	}
-	for _, op := range deletes {
-		if d, ok := op.(store.DeleteWorker); ok {
-			delete(state, d.ID)
 		}
 	}
 	out := map[store.WorkerState]int{}
@@ -386,9 +670,9 @@ func (c *Coordinator) OnTimer(ctx context.Context, raw []byte) (Report, error) {
 		if err != nil {
 			return Report{}, fmt.Errorf("read worker %s: %w", p.Worker, err)
 		}
-		if w.HeartbeatAt.After(p.HeartbeatAt) {
+		if w.Beats != p.Beats {
 			c.log().Info("death timer ignored: worker heartbeated since", "worker", p.Worker,
-				"armed_for", p.HeartbeatAt, "heartbeat_at", w.HeartbeatAt)
+				"armed_for_beats", p.Beats, "beats", w.Beats)
 			return Report{Ignored: "worker " + p.Worker + " heartbeated since"}, nil
 		}
 		return c.Tick(ctx)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -28,16 +29,29 @@ func (a Action) String() string {
 	return [...]string{"follow", "renew", "takeover"}[a]
 }
 
-// Decide is the pure campaign rule: given the stored record, who we are and the time,
-// what to do and the record to write.
-func Decide(cur store.Election, me string, now time.Time, lease time.Duration) (Action, store.Election) {
+// Candidate is the id a member of a group campaigns under: the group, a slash, and what
+// tells its members apart (on Lambda: the function name and the execution environment).
+func Candidate(group, instance string) string { return group + "/" + instance }
+
+// InGroup reports whether candidate id belongs to group ("" is no group).
+func InGroup(id, group string) bool { return group != "" && strings.HasPrefix(id, group+"/") }
+
+// Decide is the pure campaign rule: given the stored record, who we are (me, in group)
+// and the time, what to do and the record to write.
+//
+// The members of a group never act at the same time — one Lambda function with reserved
+// concurrency 1 — so a member whose group leads takes the next term at once instead of
+// waiting for the lease: a timer fired into a new execution environment acts. The new
+// term fences the previous member's writes, so this stays safe even if two members did
+// run at once (they would only take turns).
+func Decide(cur store.Election, me, group string, now time.Time, lease time.Duration) (Action, store.Election) {
 	next := cur
 	next.LastCallTime = now
 	next.LeaseUntil = now.Add(lease)
 	switch {
 	case cur.VotedFor == me && now.Before(cur.LeaseUntil):
 		return Renew, next
-	case cur.VotedFor != "" && now.Before(cur.LeaseUntil):
+	case cur.VotedFor != "" && now.Before(cur.LeaseUntil) && !InGroup(cur.VotedFor, group):
 		return Follow, cur
 	default:
 		// A term is never reused, even by the same candidate after its lease lapsed:
@@ -58,6 +72,8 @@ type Store interface {
 type Elector struct {
 	Store Store
 	ID    string
+	// Group, if set, is the group ID belongs to (ID is Candidate(Group, ...)): see Decide.
+	Group string
 	Lease time.Duration
 }
 
@@ -68,7 +84,7 @@ func (e Elector) Campaign(ctx context.Context, now time.Time) (int64, Action, er
 	if err != nil {
 		return 0, Follow, fmt.Errorf("read election: %w", err)
 	}
-	act, next := Decide(cur, e.ID, now, e.Lease)
+	act, next := Decide(cur, e.ID, e.Group, now, e.Lease)
 	if act == Follow {
 		return 0, act, fmt.Errorf("%w: %s leads term %d until %s", ErrNotLeader, cur.VotedFor, cur.Term, cur.LeaseUntil.Format(time.RFC3339))
 	}

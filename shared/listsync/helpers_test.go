@@ -67,7 +67,7 @@ func (c *countingStore) snapshot() map[string]int {
 	return out
 }
 
-func (c *countingStore) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error) {
+func (c *countingStore) CreateRepoFenced(ctx context.Context, term int64, r store.Repo) (store.Repo, bool, error) {
 	c.count("CreateRepo")
 	c.mu.Lock()
 	fail := false
@@ -79,12 +79,12 @@ func (c *countingStore) CreateRepo(ctx context.Context, r store.Repo) (store.Rep
 	if fail {
 		return store.Repo{}, false, errCrash
 	}
-	return c.Store.CreateRepo(ctx, r)
+	return c.Store.CreateRepoFenced(ctx, term, r)
 }
 
-func (c *countingStore) RequestDelete(ctx context.Context, id string) error {
+func (c *countingStore) RequestDeleteFenced(ctx context.Context, term int64, id string) error {
 	c.count("RequestDelete")
-	return c.Store.RequestDelete(ctx, id)
+	return c.Store.RequestDeleteFenced(ctx, term, id)
 }
 
 func (c *countingStore) RequestSync(ctx context.Context, id string) error {

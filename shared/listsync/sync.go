@@ -37,13 +37,25 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
-// Store is the part of the store the list sync uses; store.Store satisfies it.
+// Store is the part of the store the list sync uses; store.Store satisfies it. Its adds
+// and deletes are the coordinator's writes, fenced by its term like every other: a
+// deposed coordinator cannot add or delete from an old list commit.
 type Store interface {
-	api.RepoCreator
+	CreateRepoFenced(ctx context.Context, term int64, r store.Repo) (store.Repo, bool, error)
 	GetRepo(ctx context.Context, id string) (store.Repo, error)
 	ListRepos(ctx context.Context, cursor string, limit int) ([]store.Repo, string, error)
-	RequestDelete(ctx context.Context, id string) error
+	RequestDeleteFenced(ctx context.Context, term int64, id string) error
 	ViewStore
+}
+
+// fencedCreator hands api.AddRepo (the one way repos are added) a create fenced by term.
+type fencedCreator struct {
+	st   Store
+	term int64
+}
+
+func (f fencedCreator) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error) {
+	return f.st.CreateRepoFenced(ctx, f.term, r)
 }
 
 var _ Store = store.Store(nil)
@@ -63,10 +75,6 @@ type Options struct {
 
 const (
 	readPage = 1000
-	// termCheckEvery: writes between two checks that we still lead. A deposed
-	// coordinator's record write is fenced anyway; this only cuts short the idempotent
-	// adds and deletes it would still make.
-	termCheckEvery = 500
 	// quickRetries: after the list was fetched, a store failure (a conflict with an
 	// operator's confirmation, a crash of the write) is retried at the next tick rather
 	// than the next interval, this many times in a row.
@@ -497,9 +505,9 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 	created := 0
 	var pending []string
 	var taken []refusedAdd
-	err := s.parallel(ctx, term, len(urls), func(ctx context.Context, i int) error {
+	err := s.parallel(ctx, len(urls), func(ctx context.Context, i int) error {
 		u := urls[i]
-		res := api.AddRepo(ctx, s.st, s.policy, u, store.SourceList, now)
+		res := api.AddRepo(ctx, fencedCreator{s.st, term}, s.policy, u, store.SourceList, now)
 		var ae *api.Error
 		switch {
 		case res.Err == nil:
@@ -533,7 +541,7 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 // added through the API (source=api) is never touched, whatever the list says.
 func (s *Syncer) removeAll(ctx context.Context, term int64, items []item) (int, error) {
 	var n atomic.Int64
-	err := s.parallel(ctx, term, len(items), func(ctx context.Context, i int) error {
+	err := s.parallel(ctx, len(items), func(ctx context.Context, i int) error {
 		it := items[i]
 		r, err := s.st.GetRepo(ctx, it.id)
 		if errors.Is(err, store.ErrNotFound) {
@@ -545,7 +553,7 @@ func (s *Syncer) removeAll(ctx context.Context, term int64, items []item) (int, 
 		if r.Source != store.SourceList || r.State == store.RepoDeleting {
 			return nil
 		}
-		err = s.st.RequestDelete(ctx, it.id)
+		err = s.st.RequestDeleteFenced(ctx, term, it.id)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
@@ -559,10 +567,10 @@ func (s *Syncer) removeAll(ctx context.Context, term int64, items []item) (int, 
 }
 
 // parallel calls fn for 0..n-1 from up to `writers` goroutines and stops at the first
-// error. Each write is one store round trip (a DynamoDB request, a bbolt transaction),
-// so a 100k-line list would take long one at a time. Every termCheckEvery writes it
-// checks that term still leads.
-func (s *Syncer) parallel(ctx context.Context, term int64, n int, fn func(ctx context.Context, i int) error) error {
+// error (a stale term's first refused write stops them all). Each write is one store
+// round trip (a DynamoDB request, a bbolt transaction), so a 100k-line list would take
+// long one at a time.
+func (s *Syncer) parallel(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -583,12 +591,6 @@ func (s *Syncer) parallel(ctx context.Context, term int64, n int, fn func(ctx co
 				if i >= n {
 					return
 				}
-				if i > 0 && i%termCheckEvery == 0 {
-					if err := s.stillLeader(ctx, term); err != nil {
-						fail(err)
-						return
-					}
-				}
 				if err := fn(ctx, i); err != nil {
 					fail(err)
 					return
@@ -601,17 +603,6 @@ func (s *Syncer) parallel(ctx context.Context, term int64, n int, fn func(ctx co
 		return first
 	}
 	return ctx.Err()
-}
-
-func (s *Syncer) stillLeader(ctx context.Context, term int64) error {
-	e, err := s.st.GetElection(ctx)
-	if err != nil {
-		return fmt.Errorf("read election: %w", err)
-	}
-	if e.Term != term {
-		return fmt.Errorf("term %d is over (now %d): %w", term, e.Term, store.ErrFenced)
-	}
-	return nil
 }
 
 func (s *Syncer) logBad(l *list, commit string) {

@@ -469,10 +469,15 @@ func TestBranchAndMissingPath(t *testing.T) {
 	}
 }
 
-func TestFencedTermRecordsNothing(t *testing.T) {
+// A deposed coordinator's list sync writes nothing: no record, no add, and no delete
+// from the list commit it saw.
+func TestFencedTermWritesNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.commit(urls("a", 3)...)
+	f.mustTick()
+	applied, _ := f.state()
+	f.commit(append(urls("a", 1), urls("b", 2)...)...) // drops two, adds two
 	// Another coordinator takes over: this one's term is stale.
 	el, _ := f.db.GetElection(context.Background())
 	el.Term++
@@ -483,9 +488,10 @@ func TestFencedTermRecordsNothing(t *testing.T) {
 	if err := f.tick(); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("stale term: %v", err)
 	}
-	if ls, _ := f.state(); ls.Version != 0 {
+	if ls, _ := f.state(); ls.Version != applied.Version || ls.Commit != applied.Commit {
 		t.Fatalf("a stale term recorded %+v", ls)
 	}
+	wantSame(t, "list repos after a stale term's sync", f.live(store.SourceList), urls("a", 3))
 }
 
 func TestCoordinatorTickRunsTheListSync(t *testing.T) {

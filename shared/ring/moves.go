@@ -92,3 +92,39 @@ func ownerAt(r *Ring, i int) string {
 	}
 	return r.members[r.owner[i]].ID
 }
+
+// Span is a range of positions [From, To] owned by one member.
+type Span struct {
+	From, To uint64
+	Owner    string
+}
+
+// Spans returns who owns the positions [from, to] (from <= to), in order, neighbouring
+// positions of one owner in one span. It is nil for an empty ring.
+func (r *Ring) Spans(from, to uint64) []Span {
+	if r.NumTokens() == 0 || from > to {
+		return nil
+	}
+	var out []Span
+	lo, i := from, r.search(from)
+	for {
+		end := r.pos[i]
+		if end < lo {
+			end = ^uint64(0) // past the last token: the first one owns the rest of the circle
+		}
+		end = min(end, to)
+		owner := r.members[r.owner[i]].ID
+		if n := len(out); n > 0 && out[n-1].Owner == owner {
+			out[n-1].To = end
+		} else {
+			out = append(out, Span{From: lo, To: end, Owner: owner})
+		}
+		if end == to {
+			return out
+		}
+		lo = end + 1
+		if i++; i == len(r.pos) {
+			i = 0
+		}
+	}
+}

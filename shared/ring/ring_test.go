@@ -770,3 +770,42 @@ func TestOwnerDoesNotAllocate(t *testing.T) {
 		t.Errorf("Owner allocates %v times", a)
 	}
 }
+
+// Spans agrees with Owner at both ends of every span and just past them, covers the
+// range exactly, and handles the wrap past the last token.
+func TestSpans(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 2, 7, 40} {
+		r := mustBuild(t, n)
+		last := r.pos[len(r.pos)-1]
+		ranges := [][2]uint64{{0, math.MaxUint64}, {r.pos[0], r.pos[0]}, {last, last}, {last + 1, math.MaxUint64}, {0, r.pos[0]}}
+		for range 200 {
+			a, b := rng.Uint64(), rng.Uint64()
+			ranges = append(ranges, [2]uint64{min(a, b), max(a, b)})
+		}
+		for _, rg := range ranges {
+			sp := r.Spans(rg[0], rg[1])
+			if len(sp) == 0 || sp[0].From != rg[0] || sp[len(sp)-1].To != rg[1] {
+				t.Fatalf("%d members: Spans(%d, %d) = %+v does not cover the range", n, rg[0], rg[1], sp)
+			}
+			for i, s := range sp {
+				if i > 0 && (s.From != sp[i-1].To+1 || s.Owner == sp[i-1].Owner) {
+					t.Fatalf("%d members: spans %+v and %+v neither adjacent nor of different owners", n, sp[i-1], s)
+				}
+				for _, h := range []uint64{s.From, s.To, s.From + (s.To-s.From)/2} {
+					if o, _ := r.Owner(h); o != s.Owner {
+						t.Fatalf("%d members: position %d in span of %s, Owner says %s", n, h, s.Owner, o)
+					}
+				}
+				if s.To < rg[1] {
+					if o, _ := r.Owner(s.To + 1); o == s.Owner {
+						t.Fatalf("%d members: position %d after a span of %s is also %s's", n, s.To+1, s.Owner, o)
+					}
+				}
+			}
+		}
+	}
+	if New().Spans(0, 10) != nil {
+		t.Fatal("spans of an empty ring")
+	}
+}

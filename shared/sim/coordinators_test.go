@@ -188,28 +188,50 @@ func TestConcurrentCoordinatorsNeverShareATerm(t *testing.T) {
 	}
 }
 
-// TestCrashBetweenAnyTwoWritesIsRepaired kills a tick at each of its writes in turn and
-// checks the next ticks repair the fleet: nothing lost, nothing owned twice.
+// tickUntilSettled ticks (every 15 s of fleet time) until the fleet settles, or fails.
+func tickUntilSettled(t *testing.T, s *sim.Sim, within time.Duration) {
+	t.Helper()
+	end := s.Now().Add(within)
+	for s.Now().Before(end) {
+		if _, err := s.Coords[0].Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RunFor(15 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s.Settled() == nil {
+			return
+		}
+	}
+	t.Fatalf("not settled within %s: %v", within, s.Settled())
+}
+
+// manualSim is a fleet whose coordinator ticks only when the test says so.
+func manualSim(t *testing.T, workers, repos int) *sim.Sim {
+	t.Helper()
+	s := newSim(t, workers, func(c *sim.Config) {
+		c.Coordinator.Warmup = coordinator.NoWarmup
+		c.Coordinator.Grace = time.Minute
+		c.Tick = time.Hour // ticks only when the test says so
+	})
+	if err := s.AddRepos(repos, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	tickUntilSettled(t, s, 5*time.Minute)
+	return s
+}
+
+// TestCrashBetweenAnyTwoWritesIsRepaired kills a tick at each of its writes in turn,
+// restarts the coordinator (it forgets what it cached) and checks the next ticks repair
+// the fleet: nothing lost, nothing owned twice.
 func TestCrashBetweenAnyTwoWritesIsRepaired(t *testing.T) {
 	// A busy tick: a worker died, one joined, repos were added and one deleted.
 	prepare := func(t *testing.T) (*sim.Sim, int) {
-		s := newSim(t, 4, func(c *sim.Config) {
-			c.Coordinator.Warmup = coordinator.NoWarmup
-			c.Coordinator.Grace = time.Minute
-			c.Tick = time.Hour // ticks only when the test says so
-		})
-		if err := s.AddRepos(400, 24*time.Hour); err != nil {
+		s := manualSim(t, 4, 400)
+		s.Kill(s.Nodes[0])
+		if _, err := s.Coords[0].Tick(context.Background()); err != nil { // last sees its count
 			t.Fatal(err)
 		}
-		for range 3 { // tick, let workers heartbeat, repeat
-			if _, err := s.Coords[0].Tick(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.RunFor(15 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-		}
-		s.Kill(s.Nodes[0])
 		if err := s.RunFor(2 * time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -247,21 +269,64 @@ func TestCrashBetweenAnyTwoWritesIsRepaired(t *testing.T) {
 			if _, err := s.Coords[0].Tick(context.Background()); err == nil {
 				t.Fatal("the injected failure did not stop the tick")
 			}
-			for range 3 {
-				if _, err := s.Coords[0].Tick(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.RunFor(15 * time.Second); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := s.Settled(); err != nil {
-				t.Fatal(err)
-			}
+			s.RestartCoordinators()
+			tickUntilSettled(t, s, 5*time.Minute)
 			if got := len(owners(t, s)); got != want {
 				t.Fatalf("%d repos after repair, want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestCrashInAJoinThenAnotherChange crashes a join at each of its writes, then makes
+// another membership change — a second join, a death, a drain — before anything repairs
+// it. The ring written before the moves, and the scans stored with it, must leave no
+// repo on a worker the final ring does not give it.
+func TestCrashInAJoinThenAnotherChange(t *testing.T) {
+	join := func(t *testing.T) (*sim.Sim, int) {
+		s := manualSim(t, 4, 600)
+		s.AddWorker()
+		if err := s.RunFor(15 * time.Second); err != nil { // it registers
+			t.Fatal(err)
+		}
+		return s, s.Store.Writes()["Apply"]
+	}
+	s, before := join(t)
+	if _, err := s.Coords[0].Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	writes := s.Store.Writes()["Apply"] - before
+	if writes < 3 {
+		t.Fatalf("the join made only %d writes", writes)
+	}
+	changes := map[string]func(s *sim.Sim){
+		"join":  func(s *sim.Sim) { s.AddWorker() },
+		"death": func(s *sim.Sim) { s.Kill(s.Nodes[1]) },
+		"drain": func(s *sim.Sim) {
+			if err := s.Nodes[2].W.Leave(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			s.Kill(s.Nodes[2])
+		},
+		"newcomer's death": func(s *sim.Sim) { s.Kill(s.Nodes[len(s.Nodes)-1]) },
+	}
+	for k := 1; k <= writes; k++ {
+		for name, change := range changes {
+			t.Run(fmt.Sprintf("crash at write %d of %d then %s", k, writes, name), func(t *testing.T) {
+				s, _ := join(t)
+				repos := len(owners(t, s))
+				s.Store.FailApplyAt(k)
+				if _, err := s.Coords[0].Tick(context.Background()); err == nil {
+					t.Fatal("the injected failure did not stop the tick")
+				}
+				s.RestartCoordinators()
+				change(s)
+				tickUntilSettled(t, s, 10*time.Minute)
+				if got := len(owners(t, s)); got != repos {
+					t.Fatalf("%d repos after the changes, want %d", got, repos)
+				}
+			})
+		}
 	}
 }
 

@@ -171,11 +171,6 @@ func TestSilentWorkerDiesExactlyAfterGraceAndItsReposMove(t *testing.T) {
 	}
 	victim := s.Nodes[2]
 	id := victim.W.ID()
-	w, err := s.Store.GetWorker(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lastHB := w.HeartbeatAt
 	s.Silence(victim, time.Hour)
 	var theirs []string
 	for rid, r := range owners(t, s) {
@@ -186,16 +181,25 @@ func TestSilentWorkerDiesExactlyAfterGraceAndItsReposMove(t *testing.T) {
 	if len(theirs) == 0 {
 		t.Fatal("victim owns nothing")
 	}
-	// Suspect after a few missed heartbeats, dead not one step before the grace.
+	// Suspect after a few missed heartbeats, silent since the tick that last saw its
+	// heartbeat count move (the coordinator's clock); dead not one step before the grace.
 	ok, err := s.RunUntil(grace, func() bool { return workerState(t, s, id) == store.WorkerSuspect })
 	if err != nil || !ok {
 		t.Fatalf("worker never became suspect: %v", err)
 	}
-	if _, err := s.RunUntil(grace, func() bool { return !s.Now().Before(lastHB.Add(grace - time.Second)) }); err != nil {
+	w, err := s.Store.GetWorker(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silent := w.SilentSince
+	if silent.IsZero() || silent.After(s.Now()) || s.Now().Sub(silent) > 3*heartbeat+s.Tick() {
+		t.Fatalf("silence recorded since %s, at %s", silent, s.Now())
+	}
+	if _, err := s.RunUntil(grace, func() bool { return !s.Now().Before(silent.Add(grace - time.Second)) }); err != nil {
 		t.Fatal(err)
 	}
 	if st := workerState(t, s, id); st == store.WorkerDead {
-		t.Fatalf("declared dead at %s, before the grace ended at %s", s.Now(), lastHB.Add(grace))
+		t.Fatalf("declared dead at %s, before the grace ended at %s", s.Now(), silent.Add(grace))
 	}
 	for _, rid := range theirs {
 		if r := owners(t, s)[rid]; r.Owner != id {
@@ -211,8 +215,8 @@ func TestSilentWorkerDiesExactlyAfterGraceAndItsReposMove(t *testing.T) {
 	if err := s.Step(); err != nil {
 		t.Fatal(err)
 	}
-	if !s.Now().Equal(lastHB.Add(grace)) {
-		t.Fatalf("step landed at %s, want the death timer at %s", s.Now(), lastHB.Add(grace))
+	if !s.Now().Equal(silent.Add(grace)) {
+		t.Fatalf("step landed at %s, want the death timer at %s", s.Now(), silent.Add(grace))
 	}
 	if st := workerState(t, s, id); st != store.WorkerDead {
 		t.Fatalf("state %s at the end of the grace, want dead", st)
@@ -245,7 +249,7 @@ func TestSilentWorkerDiesExactlyAfterGraceAndItsReposMove(t *testing.T) {
 		url := after[rid].URL
 		at, ok := fetchedBy[url]
 		if !ok {
-			t.Fatalf("moved repo %s not fetched by %s (deadline %s)", rid, deadline, deadline)
+			t.Fatalf("moved repo %s not fetched by %s", rid, deadline)
 		}
 		if at.Before(deadAt) {
 			t.Fatalf("repo %s fetched at %s, before it moved", rid, at)
@@ -293,15 +297,15 @@ func TestDeathTimerAfterNewHeartbeatIsIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	armedFor := w.HeartbeatAt
+	armedFor := w.Beats
 	before := owners(t, s)
 	// The worker heartbeats again; then a (late, duplicate) death timer armed for the old
-	// heartbeat fires after the grace.
+	// heartbeat count fires after the grace.
 	if err := s.RunFor(2 * heartbeat); err != nil {
 		t.Fatal(err)
 	}
-	s.Clock.Set(armedFor.Add(grace))
-	payload := []byte(fmt.Sprintf(`{"kind":"death","worker":%q,"heartbeat_at":%q}`, id, armedFor.Format(time.RFC3339Nano)))
+	s.Clock.Set(s.Now().Add(grace))
+	payload := []byte(fmt.Sprintf(`{"kind":"death","worker":%q,"beats":%d}`, id, armedFor))
 	rep, err := s.Coords[0].OnTimer(context.Background(), payload)
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +323,7 @@ func TestDeathTimerAfterNewHeartbeatIsIgnored(t *testing.T) {
 	}
 	// The same firing for the current heartbeat is not ignored: it runs a tick.
 	w, _ = s.Store.GetWorker(context.Background(), id)
-	payload = []byte(fmt.Sprintf(`{"kind":"death","worker":%q,"heartbeat_at":%q}`, id, w.HeartbeatAt.Format(time.RFC3339Nano)))
+	payload = []byte(fmt.Sprintf(`{"kind":"death","worker":%q,"beats":%d}`, id, w.Beats))
 	rep, err = s.Coords[0].OnTimer(context.Background(), payload)
 	if err != nil {
 		t.Fatal(err)

@@ -158,6 +158,17 @@ func withWorkerDefaults(c worker.Config) worker.Config {
 // Now is the virtual time.
 func (s *Sim) Now() time.Time { return s.Clock.Now() }
 
+// Tick is the coordinator tick interval.
+func (s *Sim) Tick() time.Duration { return s.cfg.Tick }
+
+// RestartCoordinators makes every coordinator forget what it cached, as a crash and a
+// restart would.
+func (s *Sim) RestartCoordinators() {
+	for _, c := range s.Coords {
+		c.Forget()
+	}
+}
+
 // Rand is the simulation's seeded random source.
 func (s *Sim) Rand() *rand.Rand { return s.rng }
 

@@ -68,6 +68,27 @@ func (r Repo) NeedsDecision() bool {
 	return r.State == RepoPending || r.State == RepoOverflow || r.State == RepoDeleting || r.SyncRequested
 }
 
+// Need says which part of the needs-decision index holds a repo, so the few repos that
+// need an action are never queued behind a million that only wait for an owner.
+type Need int
+
+const (
+	NeedAction Need = iota // overflow, being deleted or a sync requested: decided at the next tick
+	NeedOwner              // pending: assigned in growing batches (seed 004's anti-thrashing)
+)
+
+// Need is the part of the needs-decision index that holds r, when NeedsDecision holds.
+func (r Repo) Need() Need {
+	if r.State == RepoPending && !r.SyncRequested {
+		return NeedOwner
+	}
+	return NeedAction
+}
+
+// RingPos is the repo's position on the ring: the hash of its RingKey. Backends index
+// owned repos by owner and position, so the repos of one arc are a range read.
+func (r Repo) RingPos() uint64 { return RingHash(RingKey(r.URL, r.Salt)) }
+
 // CheckFence is the condition of a worker's write to a repo (ReportFetch, HandBack): the
 // worker must still own it at the epoch it was given, and it must not be being deleted.
 func (r Repo) CheckFence(owner string, epoch int64) error {
@@ -105,6 +126,40 @@ func RingKey(normalizedURL string, salt int) string {
 	return normalizedURL + "#" + strconv.Itoa(salt)
 }
 
+// RingHashID names RingHash; it is stored in Ring.Hash so a reader knows how keys map
+// onto the stored token positions.
+const RingHashID = "fnv1a64-splitmix64"
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// RingHash maps a ring key (RingKey) to its position on the ring. It lives beside
+// RingKey, not in package ring, because the stores index repos by it.
+func RingHash(key string) uint64 {
+	h := uint64(fnvOffset)
+	for i := 0; i < len(key); i++ {
+		h ^= uint64(key[i])
+		h *= fnvPrime
+	}
+	// FNV-1a leaves the last bytes of a key mostly in the low bits, and keys differ mostly
+	// at the end ("repo-1", "repo-2"). The splitmix64 finalizer is a bijection with full
+	// avalanche, so positions are uniform over the whole circle without adding collisions.
+	return Mix(h)
+}
+
+// Mix is the splitmix64 finalizer: a cheap bijection of 64-bit values with full
+// avalanche.
+func Mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
 // WorkerState is the coordinator's view of a worker.
 type WorkerState string
 
@@ -121,16 +176,24 @@ type Worker struct {
 	ID          string      `json:"id"`
 	Slot        int         `json:"slot"`
 	StartedAt   time.Time   `json:"started_at"`
-	HeartbeatAt time.Time   `json:"heartbeat_at"`
+	HeartbeatAt time.Time   `json:"heartbeat_at"` // the worker's own clock: shown, never judged
 	State       WorkerState `json:"state"`
-	DiskUsed    int64       `json:"disk_used"`
-	DiskTotal   int64       `json:"disk_total"`
-	Fetching    int         `json:"fetching"`    // fetches in flight at the last heartbeat
-	QueueLen    int         `json:"queue_len"`   // repos in its queue at the last heartbeat
-	AckSeq      uint64      `json:"ack_seq"`     // last outbox entry the worker applied
-	OutboxHead  uint64      `json:"outbox_head"` // last outbox seq the coordinator wrote
-	TrimmedTo   uint64      `json:"trimmed_to"`  // entries <= this are gone from the outbox
-	Staleness   Staleness   `json:"staleness"`   // of its repos, at the last heartbeat
+	// Beats counts the worker's heartbeats (registering is the first). Liveness is judged
+	// by when the coordinator saw it change, on the coordinator's clock (seed 004).
+	Beats uint64 `json:"beats"`
+	// SilentBeats and SilentSince are what the coordinator recorded when it found the
+	// worker silent: the count it saw, and since when (its own clock) it had not moved.
+	// Set while the worker is suspect, so any coordinator can finish judging it.
+	SilentBeats uint64    `json:"silent_beats,omitempty"`
+	SilentSince time.Time `json:"silent_since,omitzero"`
+	DiskUsed    int64     `json:"disk_used"`
+	DiskTotal   int64     `json:"disk_total"`
+	Fetching    int       `json:"fetching"`    // fetches in flight at the last heartbeat
+	QueueLen    int       `json:"queue_len"`   // repos in its queue at the last heartbeat
+	AckSeq      uint64    `json:"ack_seq"`     // last outbox entry the worker applied
+	OutboxHead  uint64    `json:"outbox_head"` // last outbox seq the coordinator wrote
+	TrimmedTo   uint64    `json:"trimmed_to"`  // entries <= this are gone from the outbox
+	Staleness   Staleness `json:"staleness"`   // of its repos, at the last heartbeat
 }
 
 // Staleness summarises how long ago a worker's repos were last fetched successfully, as
@@ -176,6 +239,37 @@ type Ring struct {
 	WarmupUntil time.Time `json:"warmup_until"`
 	// Batch is the current assignment batch size; it grows after warm-up (anti-thrashing).
 	Batch int `json:"batch"`
+	// Scans are the ranges of the ring whose repos may still sit with an owner the ring
+	// no longer gives them: the ring is written first, the repos move after, over as many
+	// ticks as it takes. A scan is dropped once its range holds none of its owner's repos.
+	Scans []Scan `json:"scans,omitempty"`
+}
+
+// Scan is a range of ring positions [From, To] (From <= To) in which Owner's repos
+// belong to other members.
+type Scan struct {
+	Owner string `json:"owner"`
+	From  uint64 `json:"from"`
+	To    uint64 `json:"to"`
+}
+
+// MaxPos is the last position on the ring.
+const MaxPos = ^uint64(0)
+
+// PosCursor is the cursor of an owner listing (ListReposByOwner, ListReposByOwnerRange):
+// the last repo's ring position in 16 hex digits, then its id. Both backends use it.
+func PosCursor(pos uint64, id string) string { return fmt.Sprintf("%016x%s", pos, id) }
+
+// ParsePosCursor splits a PosCursor.
+func ParsePosCursor(c string) (uint64, string, error) {
+	if len(c) <= 16 {
+		return 0, "", fmt.Errorf("owner listing cursor %q: too short", c)
+	}
+	pos, err := strconv.ParseUint(c[:16], 16, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("owner listing cursor %q: %w", c, err)
+	}
+	return pos, c[16:], nil
 }
 
 // Election is the Raft-style leadership record; Term is the fencing token.

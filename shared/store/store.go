@@ -39,12 +39,16 @@ type Store interface {
 	Apply(ctx context.Context, term int64, muts []Mutation) error
 
 	GetRing(ctx context.Context) (Ring, error) // zero Ring (Version 0) when never written
+	// GetRingHead is GetRing without Members and Tokens: what a coordinator reads every
+	// tick to learn whether the ring it decoded before is still current.
+	GetRingHead(ctx context.Context) (Ring, error)
 
 	// Workers. ClaimSlot registers w in the lowest free slot below maxSlots (a conditional
-	// write on the slot bitmap) and returns it with Slot set; an existing id is ErrConflict.
+	// write on the slot bitmap) and returns it with Slot set and Beats 1 (registering is
+	// the first sign of life); an existing id is ErrConflict.
 	ClaimSlot(ctx context.Context, w Worker, maxSlots int) (Worker, error)
-	// Heartbeat records hb and returns the worker record; ErrNotFound once the worker has
-	// been removed. It never changes State.
+	// Heartbeat records hb, adds one to Beats and returns the worker record; ErrNotFound
+	// once the worker has been removed. It never changes State.
 	Heartbeat(ctx context.Context, id string, hb Heartbeat) (Worker, error)
 	// Leave marks a worker draining (a graceful exit); the coordinator moves its repos.
 	Leave(ctx context.Context, id string) error
@@ -57,21 +61,32 @@ type Store interface {
 	// the id's uniqueness is the mirror path's: a URL whose path is taken gets the stored
 	// repo back, with its own (different) URL.
 	CreateRepo(ctx context.Context, r Repo) (Repo, bool, error)
+	// CreateRepoFenced is CreateRepo for the coordinator (the list sync): it writes only
+	// while term is the stored election term, else ErrFenced and nothing is written.
+	CreateRepoFenced(ctx context.Context, term int64, r Repo) (Repo, bool, error)
 	GetRepo(ctx context.Context, id string) (Repo, error)
 	// ListRepos pages through all repos by id; pass the returned cursor to continue ("" ends).
 	ListRepos(ctx context.Context, cursor string, limit int) ([]Repo, string, error)
 	// Listings by owner, needing a decision and stalest read indexes that may lag behind
 	// writes (DynamoDB GSIs): they may miss a repo that just qualified, but never return
 	// one that no longer does.
+	// ListReposByOwner pages through owner's repos in ring-position order (Repo.RingPos).
 	ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]Repo, string, error)
-	// ListReposNeedingDecision returns up to limit repos for which Repo.NeedsDecision holds.
-	ListReposNeedingDecision(ctx context.Context, limit int) ([]Repo, error)
+	// ListReposByOwnerRange is ListReposByOwner limited to the repos whose RingPos lies in
+	// [from, to] (from <= to): the repos of one arc of the ring are one range read.
+	ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]Repo, string, error)
+	// ListReposNeedingDecision pages through the repos for which Repo.NeedsDecision holds
+	// and Repo.Need is need, by id.
+	ListReposNeedingDecision(ctx context.Context, need Need, cursor string, limit int) ([]Repo, string, error)
 	// ListStalest returns up to limit repos (limit <= 0: a backend default) ordered by
 	// LastSuccessAt ascending — never-succeeded repos first — then by id, leaving out repos
 	// being deleted. It feeds the status page's "stalest" table. bbolt scans every repo
 	// (O(n)); DynamoDB is expected to serve it from an index.
 	ListStalest(ctx context.Context, limit int) ([]Repo, error)
 	RequestDelete(ctx context.Context, id string) error
+	// RequestDeleteFenced is RequestDelete for the coordinator (the list sync), fenced by
+	// term like CreateRepoFenced.
+	RequestDeleteFenced(ctx context.Context, term int64, id string) error
 	RequestSync(ctx context.Context, id string) error
 	// ReportFetch records a fetch outcome if owner/epoch still hold the repo and it is not
 	// being deleted, else ErrConflict.
@@ -98,18 +113,22 @@ type PutRing struct {
 	ExpectVersion int64
 }
 
-// SetWorkerState changes a worker's state. If ExpectHeartbeat is not zero the worker's
-// heartbeat must still be exactly that (seed 000: a newer heartbeat cancels the decision).
+// SetWorkerState changes a worker's state. If ExpectBeats is not zero the worker's
+// heartbeat count must still be exactly that (seed 000: a heartbeat since cancels the
+// decision). SilentSince, with ExpectBeats, is recorded as the worker's silence
+// (Worker.SilentSince, SilentBeats); zero clears it.
 type SetWorkerState struct {
-	ID              string
-	State           WorkerState
-	ExpectHeartbeat time.Time
+	ID          string
+	State       WorkerState
+	ExpectBeats uint64
+	SilentSince time.Time
 }
 
-// DeleteWorker removes a worker, frees its slot and drops its outbox.
+// DeleteWorker removes a worker, frees its slot and drops its outbox; if ExpectBeats is
+// not zero, only if its heartbeat count is still that.
 type DeleteWorker struct {
-	ID              string
-	ExpectHeartbeat time.Time
+	ID          string
+	ExpectBeats uint64
 }
 
 // AssignRepo (re)assigns a repo if its owner and epoch are still ExpectOwner and

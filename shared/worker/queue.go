@@ -2,6 +2,7 @@ package worker
 
 import (
 	"container/heap"
+	"math"
 	"time"
 )
 
@@ -11,8 +12,10 @@ import (
 type Queue struct {
 	ready   readyHeap
 	waiting waitHeap
+	held    heldHeap // the waiting repos again, by priority: Min must not put a repo behind them
 	items   map[string]*qitem
-	seq     uint64
+	seq     int64
+	front   int64   // front pushes so far
 	last    float64 // priority of the last pop: the queue's virtual "now"
 }
 
@@ -20,8 +23,9 @@ type qitem struct {
 	id        string
 	priority  float64
 	notBefore time.Time
-	seq       uint64 // FIFO among equal priorities
-	index     int    // position in whichever heap holds it; -1 when popped
+	seq       int64 // FIFO among equal priorities; far below zero: pushed to the front
+	index     int   // position in whichever heap holds it; -1 when popped
+	hindex    int   // position in held while waiting
 	inReady   bool
 }
 
@@ -34,32 +38,43 @@ func (q *Queue) Len() int { return len(q.items) }
 // Has reports whether id is queued.
 func (q *Queue) Has(id string) bool { _, ok := q.items[id]; return ok }
 
-// Min is the priority at the front of the queue: the smallest of any queued repo's,
-// ready or held (a held repo comes back at its priority), or the last one popped when
-// nothing queued is smaller. Pushing at Min puts a repo next in line. It reads every
-// held repo: a caller adding many repos at once takes it once.
+// Min is the priority at the front of the queue: the smallest queued priority, held
+// repos included (they are served first once eligible), or the last one popped when
+// that is smaller. Pushing at Min puts a repo next in line.
 func (q *Queue) Min() float64 {
 	m := q.last
 	if len(q.ready) > 0 {
 		m = min(m, q.ready[0].priority)
 	}
-	for _, it := range q.waiting {
-		m = min(m, it.priority)
+	if len(q.held) > 0 {
+		m = min(m, q.held[0].priority)
 	}
 	return m
 }
 
 // Push queues id (or requeues it) with priority, not to be fetched before notBefore.
 func (q *Queue) Push(id string, priority float64, notBefore time.Time) {
-	q.Remove(id)
 	q.seq++
-	it := &qitem{id: id, priority: priority, notBefore: notBefore, seq: q.seq}
+	q.push(id, priority, notBefore, q.seq)
+}
+
+// PushFront queues id (or requeues it) next in line: at Min, ahead of the repos already
+// there that were not pushed to the front themselves.
+func (q *Queue) PushFront(id string) {
+	q.front++
+	q.push(id, q.Min(), time.Time{}, math.MinInt64/2+q.front)
+}
+
+func (q *Queue) push(id string, priority float64, notBefore time.Time, seq int64) {
+	q.Remove(id)
+	it := &qitem{id: id, priority: priority, notBefore: notBefore, seq: seq}
 	q.items[id] = it
 	if notBefore.IsZero() {
 		it.inReady = true
 		heap.Push(&q.ready, it)
 	} else {
 		heap.Push(&q.waiting, it)
+		heap.Push(&q.held, it)
 	}
 }
 
@@ -74,6 +89,7 @@ func (q *Queue) Remove(id string) bool {
 		heap.Remove(&q.ready, it.index)
 	} else {
 		heap.Remove(&q.waiting, it.index)
+		heap.Remove(&q.held, it.hindex)
 	}
 	return true
 }
@@ -91,6 +107,7 @@ func (q *Queue) Priority(id string) (float64, bool) {
 func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {
 		it := heap.Pop(&q.waiting).(*qitem)
+		heap.Remove(&q.held, it.hindex)
 		it.inReady = true
 		heap.Push(&q.ready, it)
 	}
@@ -140,6 +157,22 @@ func (h waitHeap) Less(i, j int) bool {
 func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
 func (h *waitHeap) Push(x any)   { it := x.(*qitem); it.index = len(*h); *h = append(*h, it) }
 func (h *waitHeap) Pop() any     { return popLast((*[]*qitem)(h)) }
+
+// heldHeap orders the waiting repos by priority (its own index: they are in waitHeap too).
+type heldHeap []*qitem
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].priority < h[j].priority }
+func (h heldHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].hindex = i; h[j].hindex = j }
+func (h *heldHeap) Push(x any)        { it := x.(*qitem); it.hindex = len(*h); *h = append(*h, it) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.hindex = -1
+	return it
+}
 
 func popLast(h *[]*qitem) any {
 	old := *h

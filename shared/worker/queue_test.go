@@ -57,10 +57,34 @@ func TestQueueFrontIsAheadOfEverythingReady(t *testing.T) {
 	}
 }
 
+// A repo pushed at Min also goes ahead of held repos with smaller priorities: once their
+// hold ends they would be served first otherwise (a dead worker's orphans waited behind a
+// stream of repos coming out of their minimum interval).
+func TestQueueFrontIsAheadOfHeldRepos(t *testing.T) {
+	q := NewQueue()
+	q.Push("a", 100, time.Time{})
+	q.Pop(q0)                               // the queue's virtual now is 100
+	q.Push("held", 40, q0.Add(time.Second)) // overdue, out of its minimum interval in a second
+	q.Push("b", 200, time.Time{})
+	if m := q.Min(); m != 40 {
+		t.Fatalf("Min = %v, want the held repo's 40", m)
+	}
+	q.PushFront("orphan")
+	q.PushFront("orphan2")
+	var got []string
+	for range 3 {
+		id, _, _ := q.Pop(q0.Add(time.Second))
+		got = append(got, id)
+	}
+	if strings.Join(got, " ") != "orphan orphan2 held" {
+		t.Fatalf("pop order %v, want the front pushes ahead of the held repo", got)
+	}
+}
+
 // A repo held by its minimum interval comes back at its priority, which may be far
 // behind the last one popped (a busy repo steps little, a quiet one a lot): the front
 // is ahead of it too.
-func TestQueueFrontIsAheadOfHeldRepos(t *testing.T) {
+func TestQueueMinCountsHeldRepos(t *testing.T) {
 	q := NewQueue()
 	q.Push("busy", 10, q0.Add(time.Minute)) // held for a minute
 	q.Push("quiet", 500, time.Time{})

@@ -61,7 +61,12 @@ type Config struct {
 	FailCooldown  time.Duration // retry interval of failing and gone repos
 	BusyRetry     time.Duration // retry delay when another process holds the repo's lock
 	Drain         time.Duration // on shutdown, how long in-flight fetches may finish
-	Policy        priority.Policy
+	// Lease is how long after its last heartbeat the store accepted the worker keeps
+	// starting fetches: a worker that cannot reach the store stops before the coordinator
+	// (after its grace, 10 min by default) gives its repos to others. Keep it below the
+	// grace.
+	Lease  time.Duration
+	Policy priority.Policy
 
 	// Maintenance (when the Mirrorer is a Maintainer): each repo once per
 	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
@@ -94,6 +99,7 @@ func DefaultConfig() Config {
 		FailCooldown:  24 * time.Hour,
 		BusyRetry:     30 * time.Second,
 		Drain:         20 * time.Second,
+		Lease:         5 * time.Minute,
 		Policy:        priority.Bayes{},
 		MaintainEvery: 24 * time.Hour,
 		MaintainPacks: 16,
@@ -119,6 +125,7 @@ func (c Config) withDefaults() Config {
 	}{
 		{&c.Heartbeat, d.Heartbeat}, {&c.Checkpoint, d.Checkpoint}, {&c.BackoffBase, d.BackoffBase},
 		{&c.BackoffMax, d.BackoffMax}, {&c.FailCooldown, d.FailCooldown}, {&c.BusyRetry, d.BusyRetry}, {&c.Drain, d.Drain},
+		{&c.Lease, d.Lease},
 		{&c.MaintainGap, d.MaintainGap}, {&c.FsckEvery, d.FsckEvery}, {&c.MaintainCheck, d.MaintainCheck},
 	}
 	for _, x := range durs {
@@ -169,6 +176,8 @@ type repoState struct {
 	lastWritten time.Time  // when the repo record was last written by us
 	inFlight    bool
 	dropped     bool // removed while a fetch was in flight
+	syncAgain   bool // a sync was asked for while a fetch was in flight
+	unwritten   bool // a report that should have landed did not: the next fetch writes
 
 	// Maintenance: the slot start last handled, when, the pack count last seen, and
 	// whether a fetch found the mirror corrupt.
@@ -182,6 +191,7 @@ type repoState struct {
 // Stats are counters for metrics and tests.
 type Stats struct {
 	Fetches, Changed, Failures, Reports, HandedBack, FullResyncs, Purged int64
+	LostReports                                                          int64 // reports the store refused that we no longer owned
 	Maintained, MaintenanceFailures, Recloned                            int64
 }
 
@@ -214,10 +224,11 @@ type Worker struct {
 	inFlight int
 	tokens   float64
 	tokensAt time.Time
+	leaseAt  time.Time // when the last heartbeat the store accepted was sent
 
 	stats struct {
-		fetches, changed, failures, reports, handedBack, fullResyncs, purged atomic.Int64
-		maintained, maintFailures, recloned                                  atomic.Int64
+		fetches, changed, failures, reports, handedBack, fullResyncs, purged, lost atomic.Int64
+		maintained, maintFailures, recloned                                        atomic.Int64
 	}
 	wake      chan struct{}
 	maintWake chan struct{}
@@ -262,7 +273,7 @@ func (w *Worker) Stats() Stats {
 	return Stats{Fetches: w.stats.fetches.Load(), Changed: w.stats.changed.Load(), Failures: w.stats.failures.Load(),
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
 		Purged: w.stats.purged.Load(), Maintained: w.stats.maintained.Load(), MaintenanceFailures: w.stats.maintFailures.Load(),
-		Recloned: w.stats.recloned.Load()}
+		Recloned: w.stats.recloned.Load(), LostReports: w.stats.lost.Load()}
 }
 
 // Prior is what the worker has learned of its repos' change rates so far.
@@ -326,6 +337,7 @@ func (w *Worker) Join(ctx context.Context) error {
 		}
 		w.mu.Lock()
 		w.id, w.joined, w.everJoined, w.ack = rec.ID, true, true, 0
+		w.leaseAt = now // the slot claim is the first heartbeat the store accepted
 		w.dropAllLocked()
 		w.mu.Unlock()
 		w.log.Info("joined", "as", rec.ID, "slot", rec.Slot)
@@ -354,7 +366,8 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 			return err
 		}
 	}
-	hb := store.Heartbeat{At: w.clock.Now()}
+	sent := w.clock.Now()
+	hb := store.Heartbeat{At: sent}
 	if w.disk != nil {
 		used, total, err := w.disk.Usage(ctx)
 		if err == nil {
@@ -389,6 +402,9 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
+	w.mu.Lock()
+	w.leaseAt = sent // measured from when it was sent: the coordinator saw it no earlier
+	w.mu.Unlock()
 	if err := w.syncOutbox(ctx, rec); err != nil {
 		return err
 	}
@@ -525,8 +541,11 @@ func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
 	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
 	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt, phase: ph,
 		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
-	p := max(prio, front)
-	w.queue.Push(rec.ID, p, time.Time{})
+	if prio <= front {
+		w.queue.PushFront(rec.ID) // next in line, behind earlier front pushes only
+	} else {
+		w.queue.Push(rec.ID, prio, time.Time{})
+	}
 }
 
 func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
@@ -561,9 +580,11 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		w.mu.Lock()
 		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
 			r.rec.OwnerEpoch = e.Epoch
-			if !r.inFlight {
+			if r.inFlight {
+				r.syncAgain = true // the fetch in flight may have started before the push
+			} else {
 				w.hosts.unpark(e.RepoID)
-				w.queue.Push(e.RepoID, w.queue.Min(), time.Time{})
+				w.queue.PushFront(e.RepoID)
 			}
 		}
 		w.mu.Unlock()
@@ -607,11 +628,13 @@ type Job struct {
 }
 
 // Next pops the next repo to fetch at now, if one is eligible and the rate allows. A
-// repo whose upstream host is closed (hosts.go) waits on the host instead.
+// repo whose upstream host is closed (hosts.go) waits on the host instead. A worker whose
+// lease ran out (no heartbeat accepted for Lease) starts nothing: the coordinator may be
+// about to give its repos to others.
 func (w *Worker) Next(now time.Time) (Job, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.joined || !w.allowLocked(now) {
+	if !w.joined || !w.leasedLocked(now) || !w.allowLocked(now) {
 		return Job{}, false
 	}
 	w.hosts.release(now, w.requeueLocked)
@@ -636,6 +659,16 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		}
 		return Job{Target: fetch.Target{ID: id, URL: r.rec.URL}, Owner: w.id, Epoch: r.rec.OwnerEpoch, Priority: prio}, true
 	}
+}
+
+// leasedLocked reports whether the lease from the last accepted heartbeat holds at now.
+func (w *Worker) leasedLocked(now time.Time) bool { return now.Sub(w.leaseAt) < w.cfg.Lease }
+
+// Leased reports whether the worker may start fetches (its lease holds).
+func (w *Worker) Leased() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.joined && w.leasedLocked(w.clock.Now())
 }
 
 // allowLocked is a token bucket over the worker's fetch starts.
@@ -735,7 +768,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	}
 	rec := &r.rec
 	prev := *rec
-	write := false
+	write := r.unwritten
 	maintNow := false
 	notBefore := now.Add(max(w.cfg.MinInterval, 0))
 	switch {
@@ -765,7 +798,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			r.packs = res.Packs
 			maintNow = w.cfg.MaintainPacks > 0 && res.Packs >= w.cfg.MaintainPacks
 		}
-		write = res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
+		write = write || res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
 			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
 	case kind == fetch.KindDiskFull:
 		// Not the repo's fault: no failure is counted. The record says why the mirror is
@@ -815,16 +848,19 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
 		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
 		Stats: rec.Stats, Prior: w.prior, Now: now})
-	w.queue.Push(j.Target.ID, rec.Priority, notBefore)
+	if r.syncAgain && kind != fetch.KindBusy {
+		// A sync was asked for while this fetch ran: fetch again, now.
+		r.syncAgain = false
+		w.queue.PushFront(j.Target.ID)
+	} else {
+		w.queue.Push(j.Target.ID, rec.Priority, notBefore)
+	}
 	// No-change polls change the stats but write nothing (invariant 6): they reach the
 	// store with the next change or checkpoint, which carries them all.
 	report := store.FetchReport{State: rec.State, Priority: rec.Priority, LastFetchAt: rec.LastFetchAt,
 		LastSuccessAt: rec.LastSuccessAt, LastChangeAt: rec.LastChangeAt, LastCommitAt: rec.LastCommitAt,
 		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError,
 		Stats: rec.Stats}
-	if write {
-		r.lastWritten = now
-	}
 	w.mu.Unlock()
 	if maintNow {
 		w.pokeMaintenance()
@@ -833,24 +869,56 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	if ferr != nil && kind != fetch.KindBusy {
 		w.log.Warn("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
 	}
-	if !write {
-		return
+	if write {
+		w.report(ctx, j, report, now)
 	}
-	w.stats.reports.Add(1)
-	if err := w.store.ReportFetch(ctx, j.Target.ID, j.Owner, j.Epoch, report); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			// We no longer hold this epoch (moved, re-synced or deleted); the outbox says what next.
-			w.log.Debug("fetch report fenced off", "repo", j.Target.ID, "epoch", j.Epoch)
+}
+
+// report writes a fetch report and counts it only once it landed. A report refused
+// because the epoch moved while we still own the repo (a sync request during the fetch
+// bumps it) is written again at the current epoch; one refused because the repo went
+// elsewhere is dropped. A report that could not be written at all is left for the next
+// fetch of the repo to write.
+func (w *Worker) report(ctx context.Context, j Job, rep store.FetchReport, now time.Time) {
+	epoch := j.Epoch
+	landed := false
+	for attempt := 0; attempt < 3; attempt++ {
+		err := w.store.ReportFetch(ctx, j.Target.ID, j.Owner, epoch, rep)
+		if err == nil {
+			landed = true
+			break
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			w.log.Warn("report fetch", "repo", j.Target.ID, "err", err)
+			break
+		}
+		cur, gerr := w.store.GetRepo(ctx, j.Target.ID)
+		if gerr != nil || cur.Owner != j.Owner || cur.State == store.RepoDeleting || cur.OwnerEpoch == epoch {
+			// Not ours any more (moved, deleted): the outbox says what next.
+			w.log.Debug("fetch report fenced off", "repo", j.Target.ID, "epoch", epoch)
+			w.stats.lost.Add(1)
+			w.markWritten(j.Target.ID, now, true)
 			return
 		}
-		w.log.Warn("report fetch", "repo", j.Target.ID, "err", err)
-		// The store did not get it (throttled, say): the next poll writes whatever it
-		// finds, instead of waiting for the next change or checkpoint.
-		w.mu.Lock()
-		if r, ok := w.repos[j.Target.ID]; ok && r.lastWritten.Equal(now) {
-			r.lastWritten = time.Time{}
-		}
-		w.mu.Unlock()
+		epoch = cur.OwnerEpoch // still ours at a newer epoch: the report is ours to write
+	}
+	if landed {
+		w.stats.reports.Add(1)
+	}
+	w.markWritten(j.Target.ID, now, landed)
+}
+
+// markWritten records whether the report of the fetch at now landed.
+func (w *Worker) markWritten(id string, now time.Time, landed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.repos[id]
+	if !ok {
+		return
+	}
+	r.unwritten = !landed
+	if landed {
+		r.lastWritten = now
 	}
 }
 

@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+	"github.com/mirrorfleet/mirrorfleet/shared/timer"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
@@ -29,12 +31,16 @@ type scripted struct {
 	since    time.Time      // a clone's HistorySince
 	packs    int            // reported by a sync that changed something
 	calls    int
-	maxBytes int64 // Target.MaxBytes of the last call
+	maxBytes int64  // Target.MaxBytes of the last call
+	during   func() // runs inside Sync, while the fetch is in flight
 }
 
 func (s *scripted) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
 	s.calls++
 	s.maxBytes = t.MaxBytes
+	if s.during != nil {
+		s.during()
+	}
 	var err error
 	if len(s.results) > 0 {
 		err, s.results = s.results[0], s.results[1:]
@@ -81,6 +87,13 @@ func newFixtureWith(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer) *
 // newJoined starts worker w1 on a fresh store, joined, with a coordinator's term.
 func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
 	t.Helper()
+	return newJoinedVia(t, cfg, m, disk, func(s worker.Store) worker.Store { return s })
+}
+
+// newJoinedVia is newJoined with the worker's store seen through wrap.
+func newJoinedVia(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk,
+	wrap func(worker.Store) worker.Store) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
+	t.Helper()
 	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +101,11 @@ func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.D
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
 	cfg.ID = "w1"
-	w := worker.New(cfg, st, m, disk, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if cfg.Lease == 0 {
+		// These tests move the clock by hours between heartbeats; the lease has its own.
+		cfg.Lease = 365 * 24 * time.Hour
+	}
+	w := worker.New(cfg, wrap(st), m, disk, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err := w.Heartbeat(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +119,12 @@ func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.D
 // newFixtureOn is newFixture with the given Mirrorer (a *scripted or a *maintScripted) and disk gauge.
 func newFixtureOn(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, disk worker.Disk) *fixture {
 	t.Helper()
+	return newFixtureVia(t, cfg, mirrorer, disk, func(s worker.Store) worker.Store { return s })
+}
+
+// newFixtureVia is newFixtureOn with the worker's store seen through wrap.
+func newFixtureVia(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, disk worker.Disk, wrap func(worker.Store) worker.Store) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	m, ok := mirrorer.(*scripted)
 	if ms, isMaint := mirrorer.(*maintScripted); isMaint {
@@ -110,7 +133,7 @@ func newFixtureOn(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, dis
 	if !ok {
 		t.Fatalf("fixture mirrorer %T", mirrorer)
 	}
-	st, clk, w, el := newJoined(t, cfg, mirrorer, disk)
+	st, clk, w, el := newJoinedVia(t, cfg, mirrorer, disk, wrap)
 	url := "https://example.org/a/b"
 	id := store.RepoID(url)
 	if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
@@ -392,6 +415,120 @@ func TestWorkerLearnsItsPriorFromItsRepos(t *testing.T) {
 func TestDefaultPolicyIsBayes(t *testing.T) {
 	if got := worker.DefaultConfig().Policy.Name(); got != "bayes" {
 		t.Fatalf("default policy %q", got)
+	}
+}
+
+// The lost report of issue 12: a sync request during an in-flight clone bumps the epoch,
+// so the clone's report is refused; the worker, still the owner, writes it again at the
+// current epoch — whether or not it has heard of the sync yet — counts it once it
+// landed, and fetches again for the sync.
+func TestReportDuringASyncRequestLands(t *testing.T) {
+	for _, heard := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sync entry applied during the fetch: %v", heard), func(t *testing.T) {
+			f := newFixture(t, worker.Config{MinInterval: time.Hour})
+			ctx := context.Background()
+			c := &coordinator.Coordinator{ID: "coord", Store: f.st, Timer: timer.NewLocal(), Clock: f.clk,
+				Config: coordinator.Config{Warmup: coordinator.NoWarmup}, Log: slog.New(slog.DiscardHandler)}
+			if _, err := c.Tick(ctx); err != nil { // w1 joins the ring: the repo is where it belongs
+				t.Fatal(err)
+			}
+			if r := f.repo(t); r.State != store.RepoCloning || r.OwnerEpoch != 1 {
+				t.Fatalf("before the clone: %+v", r)
+			}
+			f.m.during = func() {
+				f.m.during = nil
+				if err := f.st.RequestSync(ctx, f.id); err != nil {
+					t.Fatal(err)
+				}
+				if rep, err := c.Tick(ctx); err != nil || rep.Writes == 0 {
+					t.Fatalf("tick on the sync request: %+v, %v", rep, err)
+				}
+				if heard {
+					if err := f.w.Heartbeat(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if !f.w.RunOnce(ctx) {
+				t.Fatal("nothing to fetch")
+			}
+			r := f.repo(t)
+			if r.State != store.RepoOK || r.OwnerEpoch != 2 || r.LastSuccessAt.IsZero() {
+				t.Fatalf("after the clone: state %s epoch %d last success %v; want ok at epoch 2", r.State, r.OwnerEpoch, r.LastSuccessAt)
+			}
+			if st := f.w.Stats(); st.Reports != 1 || st.LostReports != 0 {
+				t.Fatalf("reports %d, lost %d; want the one report counted once it landed", st.Reports, st.LostReports)
+			}
+			if err := f.w.Heartbeat(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !f.w.RunOnce(ctx) || f.m.calls != 2 {
+				t.Fatalf("the sync asked for during the clone did not fetch again (%d fetches)", f.m.calls)
+			}
+		})
+	}
+}
+
+// A report refused because the repo moved to another worker is dropped and counted as
+// lost, not as written.
+func TestReportOfAMovedRepoIsLost(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Hour})
+	ctx := context.Background()
+	el, _ := f.st.GetElection(ctx)
+	f.m.during = func() {
+		if err := f.st.Apply(ctx, el.Term, []store.Mutation{store.AssignRepo{ID: f.id, ExpectOwner: "w1", ExpectEpoch: 1, Owner: "w9"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.w.RunOnce(ctx)
+	if r := f.repo(t); r.Owner != "w9" || r.State != store.RepoCloning {
+		t.Fatalf("the report of a moved repo landed: %+v", r)
+	}
+	if st := f.w.Stats(); st.Reports != 0 || st.LostReports != 1 {
+		t.Fatalf("reports %d, lost %d; want 0 and 1", st.Reports, st.LostReports)
+	}
+}
+
+// flakyStore fails heartbeats while down, as an unreachable store would.
+type flakyStore struct {
+	worker.Store
+	down bool
+}
+
+func (s *flakyStore) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error) {
+	if s.down {
+		return store.Worker{}, errors.New("store unreachable")
+	}
+	return s.Store.Heartbeat(ctx, id, hb)
+}
+
+// A worker that cannot reach the store stops starting fetches once its lease from the
+// last heartbeat the store accepted ran out, and resumes when a heartbeat lands again.
+func TestWorkerStopsFetchingWhenItsLeaseRunsOut(t *testing.T) {
+	var fs *flakyStore
+	f := newFixtureVia(t, worker.Config{MinInterval: time.Second, Lease: 5 * time.Minute, Checkpoint: time.Hour}, &scripted{}, nil,
+		func(s worker.Store) worker.Store { fs = &flakyStore{Store: s}; return fs })
+	ctx := context.Background()
+	fs.down = true
+	for range 4 { // four minutes of failed heartbeats: still leased
+		f.clk.Advance(time.Minute)
+		if err := f.w.Heartbeat(ctx); err == nil {
+			t.Fatal("heartbeat through a store that is down")
+		}
+		if !f.w.RunOnce(ctx) {
+			t.Fatalf("no fetch %s after the last heartbeat, inside the lease", f.clk.Now().Sub(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)))
+		}
+	}
+	f.clk.Advance(time.Minute)
+	if f.w.Leased() || f.w.RunOnce(ctx) {
+		t.Fatal("fetching after the lease ran out")
+	}
+	fs.down = false
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !f.w.Leased() || !f.w.RunOnce(ctx) {
+		t.Fatal("no fetch after a heartbeat landed again")
 	}
 }
 

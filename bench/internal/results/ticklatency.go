@@ -17,6 +17,27 @@ type TickLatency struct {
 	Notes  []string      `json:"notes,omitempty"` // how the run was set up, for the report
 	Kinds  []ChangeKind  `json:"kinds"`           // the change kinds of TickCell.Changes
 	Setup  []SetupTiming `json:"setup,omitempty"` // untimed-part costs, for the curious
+	// BulkAdd: each fleet's setup seen as a bulk add (every repo pending at once, assigned
+	// by the coordinator's own ticks in its batches), on every store.
+	BulkAdd []TickBulkAdd `json:"bulk_add,omitempty"`
+}
+
+// TickBulkAdd is one bulk add: Repos pending repos and Workers new workers at once, ticked
+// until the fleet settled.
+type TickBulkAdd struct {
+	Store   string `json:"store"` // "bbolt", "DynamoDB Local"
+	Repos   int    `json:"repos"`
+	Workers int    `json:"workers"`
+	// TicksUntilAssigned counts the ticks until no repo was pending; Ticks until the fleet
+	// settled (outboxes acked and trimmed, nothing left to write).
+	TicksUntilAssigned int     `json:"ticks_until_assigned"`
+	Ticks              int     `json:"ticks"`
+	SlowestTickMs      float64 `json:"slowest_tick_ms"`
+	// TicksCut counts the ticks that stopped their repo work at a cap or the deadline
+	// (Report.Cut); the work resumed next tick.
+	TicksCut    int     `json:"ticks_cut"`
+	PeakHeapMiB float64 `json:"peak_heap_mib"` // largest Go heap seen during a tick
+	Seconds     float64 `json:"seconds"`       // wall clock, heartbeats included
 }
 
 // ChangeKind names and explains one kind of change a tick decides.
@@ -54,6 +75,9 @@ type Latency struct {
 	ReposRead float64 `json:"repos_read"`
 	// Writes is the mean number of Apply calls per tick (election write not counted).
 	Writes float64 `json:"writes"`
+	// PeakHeapMiB is the largest Go heap (live and not yet collected objects) seen while
+	// any of the ticks ran, sampled every millisecond.
+	PeakHeapMiB float64 `json:"peak_heap_mib,omitempty"`
 }
 
 // ChangeLatency is the latency of ticks that each decide K changes of Kind.

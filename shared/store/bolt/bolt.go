@@ -33,23 +33,34 @@ const defaultLimit = 1000
 // Buckets. Records are JSON, so times round-trip with nanoseconds and index-only
 // buckets hold empty values.
 var (
-	bktMeta    = []byte("meta")                   // singletons, see key* below
-	bktWorkers = []byte("workers")                // worker id -> Worker
-	bktOutbox  = []byte("outbox")                 // worker id \x00 seq (8 bytes BE) -> OutboxEntry
-	bktRepos   = []byte("repos")                  // repo id -> Repo
-	bktByOwner = []byte("repos_by_owner")         // owner \x00 repo id -> ""
-	bktNeeds   = []byte("repos_needing_decision") // repo id -> "" while Repo.NeedsDecision
-	bktCounts  = []byte("repo_counts")            // state -> count (8 bytes BE)
+	bktMeta       = []byte("meta")               // singletons, see key* below
+	bktWorkers    = []byte("workers")            // worker id -> Worker
+	bktOutbox     = []byte("outbox")             // worker id \x00 seq (8 bytes BE) -> OutboxEntry
+	bktRepos      = []byte("repos")              // repo id -> Repo
+	bktByOwner    = []byte("repos_by_owner_pos") // owner \x00 ring position (8 bytes BE) repo id -> ""
+	bktNeedAction = []byte("repos_need_action")  // repo id -> "" while NeedsDecision and Need is NeedAction
+	bktNeedOwner  = []byte("repos_need_owner")   // repo id -> "" while NeedsDecision and Need is NeedOwner
+	bktCounts     = []byte("repo_counts")        // state -> count (8 bytes BE)
 
 	keyElection = []byte("election")
-	keyRing     = []byte("ring")
+	keyRing     = []byte("ring")      // ringHead: the ring without its members and tokens
+	keyRingBody = []byte("ring_body") // ringBody: the members and tokens, rewritten only when they change
 	keyListSync = []byte("list_sync")
-	keySlots    = []byte("slots") // bitmap: bit i of byte i/8 set = slot i taken
+	keySlots    = []byte("slots")  // bitmap: bit i of byte i/8 set = slot i taken
+	keyLayout   = []byte("layout") // layout version (8 bytes BE); older files are upgraded by Open
+
+	// Index buckets of layout 1, replaced by the ones above.
+	oldByOwner = []byte("repos_by_owner")
+	oldNeeds   = []byte("repos_needing_decision")
 )
+
+// layout is the version of the file layout this code writes.
+const layout = 2
 
 // Store is a store.Store backed by one bbolt file. It is safe for concurrent use.
 type Store struct {
-	db *bbolt.DB
+	db    *bbolt.DB
+	cache bodyCache
 }
 
 var _ store.Store = (*Store)(nil)
@@ -75,12 +86,12 @@ func OpenWith(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeeds, bktCounts} {
+		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeedAction, bktNeedOwner, bktCounts} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
-		return nil
+		return upgrade(tx)
 	})
 	if err != nil {
 		_ = db.Close()
@@ -135,7 +146,20 @@ func seqKey(worker string, seq uint64) []byte {
 
 func outboxPrefix(worker string) []byte { return []byte(worker + "\x00") }
 
-func ownerKey(owner, id string) []byte { return []byte(owner + "\x00" + id) }
+func ownerPrefix(owner string) []byte { return []byte(owner + "\x00") }
+
+// ownerKey is a repo's key in the owner index: owned repos sort by ring position.
+func ownerKey(owner string, pos uint64, id string) []byte {
+	return append(binary.BigEndian.AppendUint64(ownerPrefix(owner), pos), id...)
+}
+
+// needBucket is the needs-decision index bucket of need.
+func needBucket(tx *bbolt.Tx, need store.Need) *bbolt.Bucket {
+	if need == store.NeedOwner {
+		return tx.Bucket(bktNeedOwner)
+	}
+	return tx.Bucket(bktNeedAction)
+}
 
 // validID keeps ids usable inside the \x00-separated composite keys.
 func validID(kind, id string) error {
@@ -170,15 +194,6 @@ func (s *Store) CASElection(ctx context.Context, expectVersion int64, e store.El
 	return e, nil
 }
 
-func (s *Store) GetRing(ctx context.Context) (store.Ring, error) {
-	var r store.Ring
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		_, err := getJSON(tx.Bucket(bktMeta), keyRing, &r)
-		return err
-	})
-	return r, err
-}
-
 func (s *Store) GetListSync(ctx context.Context) (store.ListSync, error) {
 	var l store.ListSync
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
@@ -195,18 +210,13 @@ func (s *Store) Apply(ctx context.Context, term int64, muts []store.Mutation) er
 		return fmt.Errorf("bolt: apply touches %d items, max %d: %w", n, store.MaxApplyItems, store.ErrTooLarge)
 	}
 	return s.update(ctx, func(tx *bbolt.Tx) error {
-		var e store.Election
-		ok, err := getJSON(tx.Bucket(bktMeta), keyElection, &e)
-		if err != nil {
-			return err
-		}
-		if !ok || e.Term != term {
-			return fmt.Errorf("bolt: apply with term %d, stored term %d: %w", term, e.Term, store.ErrFenced)
+		if err := checkTerm(tx, term); err != nil {
+			return fmt.Errorf("bolt: apply: %w", err)
 		}
 		// Returning an error rolls the whole transaction back, so a failed condition
 		// anywhere leaves nothing written.
 		for i, m := range muts {
-			if err := apply(tx, m); err != nil {
+			if err := s.apply(tx, m); err != nil {
 				return fmt.Errorf("bolt: apply mutation %d (%T): %w", i, m, err)
 			}
 		}
@@ -214,14 +224,23 @@ func (s *Store) Apply(ctx context.Context, term int64, muts []store.Mutation) er
 	})
 }
 
-func apply(tx *bbolt.Tx, m store.Mutation) error {
+// checkTerm is the fence of every coordinator write: the stored election term must be term.
+func checkTerm(tx *bbolt.Tx, term int64) error {
+	var e store.Election
+	ok, err := getJSON(tx.Bucket(bktMeta), keyElection, &e)
+	if err != nil {
+		return err
+	}
+	if !ok || e.Term != term {
+		return fmt.Errorf("write with term %d, stored term %d: %w", term, e.Term, store.ErrFenced)
+	}
+	return nil
+}
+
+func (s *Store) apply(tx *bbolt.Tx, m store.Mutation) error {
 	switch m := m.(type) {
 	case store.PutRing:
-		if err := checkVersion(tx, keyRing, m.ExpectVersion); err != nil {
-			return err
-		}
-		m.Ring.Version = m.ExpectVersion + 1
-		return putJSON(tx.Bucket(bktMeta), keyRing, m.Ring)
+		return s.putRing(tx, m)
 	case store.PutListSync:
 		if err := checkVersion(tx, keyListSync, m.ExpectVersion); err != nil {
 			return err
@@ -229,14 +248,18 @@ func apply(tx *bbolt.Tx, m store.Mutation) error {
 		m.ListSync.Version = m.ExpectVersion + 1
 		return putJSON(tx.Bucket(bktMeta), keyListSync, m.ListSync)
 	case store.SetWorkerState:
-		w, err := workerForHeartbeat(tx, m.ID, m.ExpectHeartbeat)
+		w, err := workerForBeats(tx, m.ID, m.ExpectBeats)
 		if err != nil {
 			return err
 		}
 		w.State = m.State
+		w.SilentSince, w.SilentBeats = m.SilentSince, 0
+		if !m.SilentSince.IsZero() {
+			w.SilentBeats = m.ExpectBeats
+		}
 		return putJSON(tx.Bucket(bktWorkers), []byte(w.ID), w)
 	case store.DeleteWorker:
-		w, err := workerForHeartbeat(tx, m.ID, m.ExpectHeartbeat)
+		w, err := workerForBeats(tx, m.ID, m.ExpectBeats)
 		if err != nil {
 			return err
 		}
@@ -325,15 +348,15 @@ func worker(tx *bbolt.Tx, id string) (store.Worker, error) {
 	return w, nil
 }
 
-func workerForHeartbeat(tx *bbolt.Tx, id string, expect time.Time) (store.Worker, error) {
+// workerForBeats reads a worker for a liveness decision: if expect is not zero, no
+// heartbeat may have come since the coordinator saw the count expect.
+func workerForBeats(tx *bbolt.Tx, id string, expect uint64) (store.Worker, error) {
 	w, err := worker(tx, id)
 	if err != nil {
 		return w, err
 	}
-	// Equal, not ==: the stored time lost its monotonic reading and location.
-	if !expect.IsZero() && !w.HeartbeatAt.Equal(expect) {
-		return w, fmt.Errorf("worker %s heartbeat is %s, want %s: %w",
-			id, w.HeartbeatAt.Format(time.RFC3339Nano), expect.Format(time.RFC3339Nano), store.ErrConflict)
+	if expect != 0 && w.Beats != expect {
+		return w, fmt.Errorf("worker %s heartbeat count is %d, want %d: %w", id, w.Beats, expect, store.ErrConflict)
 	}
 	return w, nil
 }
@@ -394,15 +417,17 @@ func repoForEpoch(tx *bbolt.Tx, id string, expectOwner *string, expectEpoch int6
 // the needs-decision index and the per-state counters exact. Every repo write goes
 // through here.
 func writeRepo(tx *bbolt.Tx, old, nu *store.Repo) error {
-	byOwner, needs, counts := tx.Bucket(bktByOwner), tx.Bucket(bktNeeds), tx.Bucket(bktCounts)
+	counts := tx.Bucket(bktCounts)
 	if old != nil {
 		if old.Owner != "" {
-			if err := byOwner.Delete(ownerKey(old.Owner, old.ID)); err != nil {
+			if err := tx.Bucket(bktByOwner).Delete(ownerKey(old.Owner, old.RingPos(), old.ID)); err != nil {
 				return err
 			}
 		}
-		if err := needs.Delete([]byte(old.ID)); err != nil {
-			return err
+		if old.NeedsDecision() {
+			if err := needBucket(tx, old.Need()).Delete([]byte(old.ID)); err != nil {
+				return err
+			}
 		}
 		if err := addCount(counts, old.State, -1); err != nil {
 			return err
@@ -411,20 +436,26 @@ func writeRepo(tx *bbolt.Tx, old, nu *store.Repo) error {
 	if nu == nil {
 		return tx.Bucket(bktRepos).Delete([]byte(old.ID))
 	}
-	if nu.Owner != "" {
-		if err := byOwner.Put(ownerKey(nu.Owner, nu.ID), []byte{}); err != nil {
-			return err
-		}
-	}
-	if nu.NeedsDecision() {
-		if err := needs.Put([]byte(nu.ID), []byte{}); err != nil {
-			return err
-		}
+	if err := indexRepo(tx, nu); err != nil {
+		return err
 	}
 	if err := addCount(counts, nu.State, 1); err != nil {
 		return err
 	}
 	return putJSON(tx.Bucket(bktRepos), []byte(nu.ID), nu)
+}
+
+// indexRepo adds r to the owner and needs-decision indexes it belongs in.
+func indexRepo(tx *bbolt.Tx, r *store.Repo) error {
+	if r.Owner != "" {
+		if err := tx.Bucket(bktByOwner).Put(ownerKey(r.Owner, r.RingPos(), r.ID), []byte{}); err != nil {
+			return err
+		}
+	}
+	if r.NeedsDecision() {
+		return needBucket(tx, r.Need()).Put([]byte(r.ID), []byte{})
+	}
+	return nil
 }
 
 func addCount(b *bbolt.Bucket, state store.RepoState, d int64) error {
@@ -471,7 +502,7 @@ func (s *Store) ClaimSlot(ctx context.Context, w store.Worker, maxSlots int) (st
 		if err := meta.Put(keySlots, bits); err != nil {
 			return err
 		}
-		w.Slot = slot
+		w.Slot, w.Beats = slot, 1
 		return putJSON(workers, []byte(w.ID), w)
 	})
 	if err != nil {
@@ -484,6 +515,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (s
 	var w store.Worker
 	err := s.updateWorker(ctx, id, func(w2 *store.Worker) {
 		w2.HeartbeatAt = hb.At
+		w2.Beats++
 		w2.DiskUsed, w2.DiskTotal = hb.DiskUsed, hb.DiskTotal
 		w2.Fetching, w2.QueueLen = hb.Fetching, hb.QueueLen
 		w2.Staleness = hb.Staleness
@@ -572,6 +604,15 @@ func (s *Store) ReadOutbox(ctx context.Context, worker string, after uint64, lim
 // ---- repos ----
 
 func (s *Store) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error) {
+	return s.createRepo(ctx, nil, r)
+}
+
+func (s *Store) CreateRepoFenced(ctx context.Context, term int64, r store.Repo) (store.Repo, bool, error) {
+	return s.createRepo(ctx, func(tx *bbolt.Tx) error { return checkTerm(tx, term) }, r)
+}
+
+// createRepo is CreateRepo after the condition check, if any, holds.
+func (s *Store) createRepo(ctx context.Context, check func(*bbolt.Tx) error, r store.Repo) (store.Repo, bool, error) {
 	if err := validID("repo", r.ID); err != nil {
 		return store.Repo{}, false, err
 	}
@@ -581,6 +622,11 @@ func (s *Store) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool,
 	var existing store.Repo
 	created := false
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		if check != nil {
+			if err := check(tx); err != nil {
+				return fmt.Errorf("bolt: create repo %s: %w", r.ID, err)
+			}
+		}
 		ok, err := getJSON(tx.Bucket(bktRepos), []byte(r.ID), &existing)
 		if err != nil || ok {
 			return err
@@ -640,19 +686,49 @@ func (s *Store) ListRepos(ctx context.Context, cursor string, limit int) ([]stor
 }
 
 func (s *Store) ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]store.Repo, string, error) {
+	return s.ListReposByOwnerRange(ctx, owner, 0, store.MaxPos, cursor, limit)
+}
+
+// The cursor of an owner listing is the last repo's ring position (16 hex digits)
+// followed by its id: its key in the owner index.
+
+func (s *Store) ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	prefix := ownerPrefix(owner)
+	start := binary.BigEndian.AppendUint64(bytes.Clone(prefix), from)
+	if cursor != "" {
+		pos, id, err := store.ParsePosCursor(cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("bolt: %w", err)
+		}
+		start = ownerKey(owner, pos, id)
+	}
 	var rs []store.Repo
 	var next string
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		var err error
-		next, err = scan(tx.Bucket(bktByOwner), []byte(owner+"\x00"), cursor, limit, func(id string, _ []byte) error {
-			r, err := getRepo(tx, id)
+		c := tx.Bucket(bktByOwner).Cursor()
+		k, _ := c.Seek(start)
+		if cursor != "" && bytes.Equal(k, start) {
+			k, _ = c.Next()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(k) >= len(prefix)+8; k, _ = c.Next() {
+			pos := binary.BigEndian.Uint64(k[len(prefix):])
+			if pos > to {
+				break
+			}
+			if len(rs) == limit {
+				next = store.PosCursor(rs[len(rs)-1].RingPos(), rs[len(rs)-1].ID)
+				break
+			}
+			r, err := getRepo(tx, string(k[len(prefix)+8:]))
 			if err != nil {
 				return fmt.Errorf("bolt: owner index of %s: %w", owner, err)
 			}
 			rs = append(rs, r)
-			return nil
-		})
-		return err
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, "", err
@@ -660,10 +736,12 @@ func (s *Store) ListReposByOwner(ctx context.Context, owner string, cursor strin
 	return rs, next, nil
 }
 
-func (s *Store) ListReposNeedingDecision(ctx context.Context, limit int) ([]store.Repo, error) {
+func (s *Store) ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error) {
 	var rs []store.Repo
+	var next string
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		_, err := scan(tx.Bucket(bktNeeds), nil, "", limit, func(id string, _ []byte) error {
+		var err error
+		next, err = scan(needBucket(tx, need), nil, cursor, limit, func(id string, _ []byte) error {
 			r, err := getRepo(tx, id)
 			if err != nil {
 				return fmt.Errorf("bolt: needs-decision index: %w", err)
@@ -674,9 +752,9 @@ func (s *Store) ListReposNeedingDecision(ctx context.Context, limit int) ([]stor
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return rs, nil
+	return rs, next, nil
 }
 
 // ListStalest scans every repo (O(n) reads, O(limit) memory): bbolt has no secondary
@@ -770,8 +848,19 @@ func scan(b *bbolt.Bucket, prefix []byte, after string, limit int, fn func(key s
 }
 
 func (s *Store) RequestDelete(ctx context.Context, id string) error {
-	return s.updateRepo(ctx, id, false, func(r *store.Repo) error { r.State = store.RepoDeleting; return nil })
+	return s.updateRepo(ctx, id, false, markDeleting)
 }
+
+func (s *Store) RequestDeleteFenced(ctx context.Context, term int64, id string) error {
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		if err := checkTerm(tx, term); err != nil {
+			return fmt.Errorf("bolt: request delete %s: %w", id, err)
+		}
+		return updateRepoIn(tx, id, false, markDeleting)
+	})
+}
+
+func markDeleting(r *store.Repo) error { r.State = store.RepoDeleting; return nil }
 
 func (s *Store) RequestSync(ctx context.Context, id string) error {
 	return s.updateRepo(ctx, id, false, func(r *store.Repo) error { r.SyncRequested = true; return nil })
@@ -805,20 +894,22 @@ func (s *Store) HandBack(ctx context.Context, id, owner string, epoch int64, rea
 // updateRepo applies fn to a repo through writeRepo. A missing repo is ErrNotFound
 // except under a fence, where the owner no longer holding it is ErrConflict.
 func (s *Store) updateRepo(ctx context.Context, id string, fenced bool, fn func(*store.Repo) error) error {
-	return s.update(ctx, func(tx *bbolt.Tx) error {
-		old, err := getRepo(tx, id)
-		if fenced && errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("bolt: repo %s is gone: %w", id, store.ErrConflict)
-		}
-		if err != nil {
-			return err
-		}
-		nu := old
-		if err := fn(&nu); err != nil {
-			return err
-		}
-		return writeRepo(tx, &old, &nu)
-	})
+	return s.update(ctx, func(tx *bbolt.Tx) error { return updateRepoIn(tx, id, fenced, fn) })
+}
+
+func updateRepoIn(tx *bbolt.Tx, id string, fenced bool, fn func(*store.Repo) error) error {
+	old, err := getRepo(tx, id)
+	if fenced && errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("bolt: repo %s is gone: %w", id, store.ErrConflict)
+	}
+	if err != nil {
+		return err
+	}
+	nu := old
+	if err := fn(&nu); err != nil {
+		return err
+	}
+	return writeRepo(tx, &old, &nu)
 }
 
 func (s *Store) CountRepos(ctx context.Context) (map[store.RepoState]int, error) {

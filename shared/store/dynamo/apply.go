@@ -50,14 +50,15 @@ func (s *Store) Apply(ctx context.Context, term int64, muts []store.Mutation) er
 	}
 
 	rings := map[int]*ringWrite{} // prepared once: the version written does not change between attempts
-	written := false              // their chunks are in the table
 	maybeCommitted := false       // a transaction succeeded, or failed without saying whether it ran
 	defer func() {
 		// Chunks no head can point to are dropped at once; after an ambiguous failure
 		// they are left to the next ring write's sweep, in case the head did land.
-		if written && !maybeCommitted {
+		if !maybeCommitted {
 			for _, rw := range rings {
-				s.dropChunks(cleanupContext(ctx), rw)
+				if rw.written {
+					s.dropChunks(cleanupContext(ctx), rw)
+				}
 			}
 		}
 	}()
@@ -82,14 +83,13 @@ func (s *Store) Apply(ctx context.Context, term int64, muts []store.Mutation) er
 		if len(muts) == 0 {
 			return nil // the fence held and there is nothing to write
 		}
-		if !written {
-			for _, rw := range rings {
+		for _, rw := range p.fresh {
+			if !rw.written {
+				rw.written = true // even on failure: some may be in, to drop
 				if err := s.writeChunks(ctx, rw); err != nil {
-					written = true // some may be in: drop them
 					return err
 				}
 			}
-			written = true
 		}
 		out, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems:          p.actions,
@@ -160,6 +160,7 @@ type txPlan struct {
 	term  int64
 	got   map[string]item
 	rings map[int]*ringWrite
+	fresh []*ringWrite // rings whose chunks must be in the table before the transaction
 
 	workers   map[string]*workerWork
 	repos     map[string]*repoWork
@@ -179,8 +180,8 @@ type workerWork struct {
 	read    storedWorker
 	cur     storedWorker
 	deleted bool
-	hb      time.Time // a heartbeat some mutation required (zero: none)
-	state   bool      // fields changed
+	beats   uint64 // a heartbeat count some mutation required (zero: none)
+	state   bool   // fields changed
 	head    bool
 	trimmed bool
 	entries []store.OutboxEntry
@@ -226,23 +227,30 @@ func (p *txPlan) build(muts []store.Mutation) error {
 	return nil
 }
 
+// termCheck is the fence of a coordinator write outside Apply (the list sync's creates
+// and deletes): a ConditionCheck that the election item still carries term.
+func (s *Store) termCheck(term int64) types.TransactWriteItem {
+	var x expr
+	return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName: aws.String(s.table), Key: electionKey(), ConditionExpression: aws.String(x.eq(eTerm, avN(term))),
+		ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+	}}
+}
+
 // fence is action 0: the election item must still carry the term. Counter deltas of the
 // repo states this Apply changes ride on it (an Update costs what a ConditionCheck does).
 func (p *txPlan) fence() types.TransactWriteItem {
-	var x expr
-	cond := x.eq(eTerm, avN(p.term))
 	var adds []string
+	var x expr
 	for _, st := range slices.Sorted(maps.Keys(p.deltas)) {
 		if d := p.deltas[st]; d != 0 {
 			adds = append(adds, x.n(counterAttr(st))+" "+x.v(avN(int64(d))))
 		}
 	}
 	if len(adds) == 0 {
-		return types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-			TableName: aws.String(p.s.table), Key: electionKey(), ConditionExpression: aws.String(cond),
-			ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
-		}}
+		return p.s.termCheck(p.term)
 	}
+	cond := x.eq(eTerm, avN(p.term))
 	return types.TransactWriteItem{Update: &types.Update{
 		TableName: aws.String(p.s.table), Key: electionKey(), ConditionExpression: aws.String(cond),
 		UpdateExpression:         aws.String("ADD " + strings.Join(adds, ", ")),
@@ -285,17 +293,16 @@ func (p *txPlan) worker(id string) (*workerWork, error) {
 	return w, nil
 }
 
-// heartbeat checks a mutation's expected heartbeat against the working copy and
+// heartbeats checks a mutation's expected heartbeat count against the working copy and
 // remembers it as a condition of the write.
-func (w *workerWork) heartbeat(expect time.Time) error {
-	if expect.IsZero() {
+func (w *workerWork) heartbeats(expect uint64) error {
+	if expect == 0 {
 		return nil
 	}
-	// Equal, not ==: the stored time lost its monotonic reading and location.
-	if !w.cur.HeartbeatAt.Equal(expect) {
-		return conflictf("worker %s heartbeat is %s, want %s", w.cur.ID, fmtTime(w.cur.HeartbeatAt), fmtTime(expect))
+	if w.cur.Beats != expect {
+		return conflictf("worker %s heartbeat count is %d, want %d", w.cur.ID, w.cur.Beats, expect)
 	}
-	w.hb = expect
+	w.beats = expect
 	return nil
 }
 
@@ -350,16 +357,20 @@ func (p *txPlan) mutation(i int, m store.Mutation) error {
 		if err != nil {
 			return err
 		}
-		if err := w.heartbeat(m.ExpectHeartbeat); err != nil {
+		if err := w.heartbeats(m.ExpectBeats); err != nil {
 			return err
 		}
 		w.cur.State, w.state = m.State, true
+		w.cur.SilentSince, w.cur.SilentBeats = m.SilentSince, 0
+		if !m.SilentSince.IsZero() {
+			w.cur.SilentBeats = m.ExpectBeats
+		}
 	case store.DeleteWorker:
 		w, err := p.worker(m.ID)
 		if err != nil {
 			return err
 		}
-		if err := w.heartbeat(m.ExpectHeartbeat); err != nil {
+		if err := w.heartbeats(m.ExpectBeats); err != nil {
 			return err
 		}
 		w.deleted = true
@@ -461,37 +472,46 @@ func (p *txPlan) emitRing() error {
 	rw := p.rings[p.ringIdx]
 	if rw == nil {
 		var err error
-		if rw, err = prepareRing(p.ringValue, p.ring.cur); err != nil {
+		if rw, err = prepareRing(p.ringValue); err != nil {
 			return err
 		}
 		p.rings[p.ringIdx] = rw
 	}
+	version := p.ring.cur
+	head, fresh, err := rw.head(p.ringValue, version, p.got[keyString(ringHeadKey())])
+	if err != nil {
+		return err
+	}
+	if fresh {
+		p.fresh = append(p.fresh, rw)
+	}
 	var x expr
 	p.add(types.TransactWriteItem{Put: &types.Put{
-		TableName: aws.String(p.s.table), Item: rw.head,
+		TableName: aws.String(p.s.table), Item: head,
 		ConditionExpression:      aws.String(versionCond(&x, p.ring.read)),
 		ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
 	}})
-	version := p.ring.cur
-	written := p.ringValue
-	written.Version = version
+	if getNum(head, hChunks) == "" {
+		// Inline: no chunks to cache; those of older chunked rings go.
+		p.after = append(p.after, func(ctx context.Context) { p.s.sweepChunks(ctx, version) })
+		return nil
+	}
+	cver, nonce, written := chunkVersion(head), getS(head, hNonce), p.ringValue
 	p.after = append(p.after, func(ctx context.Context) {
-		if rw.nonce != "" {
-			p.s.cacheRing(written, rw.nonce)
-		}
-		p.s.sweepChunks(ctx, version)
+		p.s.cacheBody(cver, nonce, written)
+		p.s.sweepChunks(ctx, cver)
 	})
 	return nil
 }
 
 // emitWorker writes only the fields the coordinator changed (heartbeats write the others
-// concurrently), conditioned on the registration, and on the heartbeat, head and trim
-// point the mutations relied on.
+// concurrently), conditioned on the registration, and on the heartbeat count, head and
+// trim point the mutations relied on.
 func (p *txPlan) emitWorker(w *workerWork) error {
 	var x expr
 	cond := x.eq(wInc, avS(w.read.Inc))
-	if !w.hb.IsZero() {
-		cond += " AND " + x.eq(wHB, avT(w.hb))
+	if w.beats != 0 {
+		cond += " AND " + x.eq(wBeats, avU(w.beats))
 	}
 	k := workerKey(w.read.ID)
 	if w.deleted {
@@ -514,7 +534,9 @@ func (p *txPlan) emitWorker(w *workerWork) error {
 	}
 	var sets []string
 	if w.state {
-		sets = append(sets, x.eq(wState, avS(string(w.cur.State))))
+		// Zero values, not REMOVE, clear a silence: they read back as zero alike.
+		sets = append(sets, x.eq(wState, avS(string(w.cur.State))),
+			x.eq(wSilentBeats, avU(w.cur.SilentBeats)), x.eq(wSilentSince, avT(w.cur.SilentSince)))
 	}
 	if w.head {
 		cond += " AND " + x.eq(wHead, avU(w.read.OutboxHead))

@@ -231,18 +231,37 @@ func TestRingChunks(t *testing.T) {
 			}
 		}
 
+		// The same members and tokens with a new batch and scans: only the head is
+		// written; it points at the chunks already there.
+		v2 := s.chunkKeys(t)
+		same := big2
+		same.Batch, same.Scans = 4000, []store.Scan{{Owner: "w-0001", From: 10, To: 99}, {Owner: "w-0002", From: 0, To: store.MaxPos}}
+		mustNoErr(t, s.Apply(ctx, term, []store.Mutation{store.PutRing{Ring: same, ExpectVersion: 2}}), "ring with new scans")
+		same.Version = 3
+		if got = read(); !reflect.DeepEqual(got, same) {
+			t.Fatalf("ring with new scans read back differs: batch %d scans %+v", got.Batch, got.Scans)
+		}
+		if now := s.chunkKeys(t); !slices.Equal(now, v2) {
+			t.Fatalf("an unchanged ring body rewrote its chunks: %v, then %v", v2, now)
+		}
+		head, err := s.GetRingHead(ctx)
+		mustNoErr(t, err, "GetRingHead")
+		if head.Version != 3 || head.Batch != 4000 || !reflect.DeepEqual(head.Scans, same.Scans) || head.Tokens != nil {
+			t.Fatalf("ring head = version %d batch %d scans %+v with %d tokens", head.Version, head.Batch, head.Scans, len(head.Tokens))
+		}
+
 		// A losing writer's chunks are never visible, and a stale version is refused.
-		err = s.Apply(ctx, term, []store.Mutation{store.PutRing{Ring: bigRing(1000, 3), ExpectVersion: 1}})
+		err = s.Apply(ctx, term, []store.Mutation{store.PutRing{Ring: bigRing(1000, 3), ExpectVersion: 2}})
 		if !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("PutRing on a stale version = %v, want ErrConflict", err)
 		}
 		small := store.Ring{Hash: "h", Members: []store.Member{{ID: "w1"}}, Tokens: []store.Token{{Pos: 7, Member: "w1"}}}
-		mustNoErr(t, s.Apply(ctx, term, []store.Mutation{store.PutRing{Ring: small, ExpectVersion: 2}}), "small ring")
+		mustNoErr(t, s.Apply(ctx, term, []store.Mutation{store.PutRing{Ring: small, ExpectVersion: 3}}), "small ring")
 		if left := s.chunkKeys(t); len(left) != 0 {
 			t.Fatalf("chunks left after an inline ring replaced the chunked ones: %v", left)
 		}
 		got = read()
-		small.Version = 3
+		small.Version = 4
 		if !reflect.DeepEqual(got, small) {
 			t.Fatalf("small ring = %+v, want %+v", got, small)
 		}
@@ -346,7 +365,7 @@ func TestApplyFoldsMutationsOnOneItem(t *testing.T) {
 		mustNoErr(t, err, "CreateRepo")
 		e := store.OutboxEntry{Op: store.OpAdd, RepoID: r.ID}
 		mustNoErr(t, s.Apply(ctx, term, []store.Mutation{
-			store.SetWorkerState{ID: "w1", State: store.WorkerActive, ExpectHeartbeat: hb.HeartbeatAt},
+			store.SetWorkerState{ID: "w1", State: store.WorkerActive, ExpectBeats: hb.Beats},
 			store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{e, e}},
 			store.AppendOutbox{Worker: "w1", ExpectHead: 2, Entries: []store.OutboxEntry{e}},
 			store.TrimOutbox{Worker: "w1", Through: 1},

@@ -128,7 +128,7 @@ func TestConsumedCapacity(t *testing.T) {
 	measure("tick read: GetRing (empty)", func() error { _, err := s.GetRing(ctx); return err })
 	measure("tick read: ListWorkers (1 worker)", func() error { _, err := s.ListWorkers(ctx); return err })
 	measure("tick read: ListReposNeedingDecision (10 pending)", func() error {
-		_, err := s.ListReposNeedingDecision(ctx, 1000)
+		_, _, err := s.ListReposNeedingDecision(ctx, store.NeedOwner, "", 1000)
 		return err
 	})
 	measure("Apply: 10 AssignRepo + AppendOutbox of 10 entries", func() error {

@@ -135,9 +135,10 @@ func repoItem(r store.Repo, rev int64) (item, error) {
 	if r.Owner != "" {
 		m[rOwner] = avS(r.Owner)
 		m[attrOwnerKey] = avS(r.Owner)
+		m[attrPosKey] = avS(posKey(r.RingPos()))
 	}
 	if r.NeedsDecision() {
-		m[attrNeedKey] = avS(needValue)
+		m[attrNeedKey] = avS(needValue(r.Need()))
 	}
 	if r.State != store.RepoDeleting {
 		m[attrStaleKey] = avS(staleKey(r.ID))
@@ -183,6 +184,7 @@ func counterAttr(st store.RepoState) string { return "n_" + string(st) }
 const (
 	wID, wSlot, wStarted, wHB, wState, wDiskUsed, wDiskTotal = "wid", "slot", "started", "hb", "state", "disk_used", "disk_total"
 	wFetching, wQueue, wAck, wHead, wTrimmed, wInc           = "fetching", "queue_len", "ack", "head", "trimmed", "inc"
+	wBeats, wSilentBeats, wSilentSince                       = "beats", "silent_beats", "silent_since"
 	// The worker's staleness summary: repos, never, and the percentiles in milliseconds.
 	wStRepos, wStNever, wStP50, wStP99, wStMax = "stale_n", "stale_never", "stale_p50", "stale_p99", "stale_max"
 )
@@ -210,6 +212,8 @@ func workerItem(w store.Worker, inc string) item {
 	m[wHead] = avU(w.OutboxHead)
 	m[wTrimmed] = avU(w.TrimmedTo)
 	m[wInc] = avS(inc)
+	m[wBeats] = avU(w.Beats)
+	m[wSilentBeats], m[wSilentSince] = avU(w.SilentBeats), avT(w.SilentSince)
 	maps.Copy(m, stalenessAttrs(w.Staleness))
 	return m
 }
@@ -235,6 +239,9 @@ func decodeWorker(m item) (storedWorker, error) {
 		AckSeq:      d.u64(wAck),
 		OutboxHead:  d.u64(wHead),
 		TrimmedTo:   d.u64(wTrimmed),
+		Beats:       d.u64(wBeats),
+		SilentBeats: d.u64(wSilentBeats),
+		SilentSince: d.t(wSilentSince),
 		Staleness: store.Staleness{Repos: int(d.i64(wStRepos)), Never: int(d.i64(wStNever)),
 			P50: time.Duration(d.i64(wStP50)) * time.Millisecond, P99: time.Duration(d.i64(wStP99)) * time.Millisecond,
 			Max: time.Duration(d.i64(wStMax)) * time.Millisecond},

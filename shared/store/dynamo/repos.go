@@ -18,6 +18,16 @@ import (
 
 // CreateRepo puts the repo if its id is free and counts it, in one transaction.
 func (s *Store) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error) {
+	return s.createRepo(ctx, nil, r)
+}
+
+// CreateRepoFenced is CreateRepo with a third action in its transaction: a
+// ConditionCheck that the election term is still term (as Apply's fence).
+func (s *Store) CreateRepoFenced(ctx context.Context, term int64, r store.Repo) (store.Repo, bool, error) {
+	return s.createRepo(ctx, &term, r)
+}
+
+func (s *Store) createRepo(ctx context.Context, term *int64, r store.Repo) (store.Repo, bool, error) {
 	if err := validID("repo", r.ID); err != nil {
 		return store.Repo{}, false, err
 	}
@@ -38,16 +48,22 @@ func (s *Store) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool,
 			}
 		}
 		var x expr
+		var actions []types.TransactWriteItem
+		if term != nil {
+			// First: a canceled transaction may report only its first failed condition
+			// (minidyn does), and a stale term must read as such even for an existing id.
+			actions = append(actions, s.termCheck(*term))
+		}
+		put := len(actions)
+		actions = append(actions,
+			types.TransactWriteItem{Put: &types.Put{
+				TableName: aws.String(s.table), Item: it,
+				ConditionExpression: aws.String(x.notExists()), ExpressionAttributeNames: x.Names(),
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			}},
+			s.countAction(r.ID, "", r.State))
 		out, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: []types.TransactWriteItem{
-				{Put: &types.Put{
-					TableName: aws.String(s.table), Item: it,
-					ConditionExpression: aws.String(x.notExists()), ExpressionAttributeNames: x.Names(),
-					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-				}},
-				s.countAction(r.ID, "", r.State),
-			},
-			ReturnConsumedCapacity: s.rcc(),
+			TransactItems: actions, ReturnConsumedCapacity: s.rcc(),
 		})
 		if err == nil {
 			s.consumed("CreateRepo/TransactWriteItems", out.ConsumedCapacity...)
@@ -61,8 +77,10 @@ func (s *Store) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool,
 		switch {
 		case o.other != "":
 			return store.Repo{}, false, fmt.Errorf("dynamo: create repo %s: %s: %w", r.ID, o.other, err)
-		case slices.Contains(o.failed, 0):
-			existing := reasons[0].Item
+		case term != nil && slices.Contains(o.failed, 0):
+			return store.Repo{}, false, fmt.Errorf("dynamo: create repo %s with term %d: the election moved on: %w", r.ID, *term, store.ErrFenced)
+		case slices.Contains(o.failed, put):
+			existing := reasons[put].Item
 			if len(existing) == 0 {
 				if existing, err = s.getItem(ctx, "CreateRepo", repoKey(r.ID)); err != nil {
 					return store.Repo{}, false, err
@@ -109,67 +127,128 @@ func (s *Store) GetRepo(ctx context.Context, id string) (store.Repo, error) {
 
 // ---- listings: a keys-only index, then a consistent BatchGetItem ----
 
-// The cursor of a repo listing is the id of the last repo the index returned.
+// listing is one index query: its key condition, how a cursor maps to the query's start
+// key and back, and which fetched repos still match (the index may lag).
+type listing struct {
+	op, index string
+	in        *dynamodb.QueryInput
+	start     func(cursor string) (item, error)
+	cursor    func(last item) string
+	keep      func(store.Repo) bool
+}
+
+// byID is a listing of one partition of an index sorted by repo id; the cursor is the
+// last id.
+func byID(op, index, hashAttr, hashValue string, keep func(store.Repo) bool) listing {
+	var x expr
+	return listing{op: op, index: index,
+		in: &dynamodb.QueryInput{
+			KeyConditionExpression:    aws.String(x.eq(hashAttr, avS(hashValue))),
+			ExpressionAttributeNames:  x.Names(),
+			ExpressionAttributeValues: x.Values(),
+		},
+		start: func(cursor string) (item, error) {
+			k := repoKey(cursor)
+			k[hashAttr], k[attrRepoID] = avS(hashValue), avS(cursor)
+			return k, nil
+		},
+		cursor: func(last item) string { return getS(last, attrRepoID) },
+		keep:   keep,
+	}
+}
 
 // ListRepos pages through the by_id index (one partition, keys only: it is written only
 // when a repo is created or deleted). Like every index it is eventually consistent: a
 // repo created a moment ago may be missing from a listing.
 func (s *Store) ListRepos(ctx context.Context, cursor string, limit int) ([]store.Repo, string, error) {
-	return s.listIndex(ctx, "ListRepos", indexByID, attrAllKey, allValue, cursor, limit, nil)
+	return s.list(ctx, byID("ListRepos", indexByID, attrAllKey, allValue, nil), cursor, limit)
 }
 
-// ListReposByOwner pages through the by_owner index (one partition per owner).
+// ListReposByOwner pages through the owner's partition of the by_owner_pos index.
 func (s *Store) ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]store.Repo, string, error) {
-	if owner == "" {
+	return s.listByOwner(ctx, "ListReposByOwner", owner, 0, store.MaxPos, cursor, limit)
+}
+
+// ListReposByOwnerRange is one Query of the owner's partition of by_owner_pos with the
+// sort key BETWEEN the range's ends.
+func (s *Store) ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error) {
+	return s.listByOwner(ctx, "ListReposByOwnerRange", owner, from, to, cursor, limit)
+}
+
+func (s *Store) listByOwner(ctx context.Context, op, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error) {
+	if owner == "" || from > to {
 		return nil, "", nil // unowned repos are not in the index
 	}
-	return s.listIndex(ctx, "ListReposByOwner", indexByOwner, attrOwnerKey, owner, cursor, limit,
-		func(r store.Repo) bool { return r.Owner == owner })
+	var x expr
+	cond := x.eq(attrOwnerKey, avS(owner))
+	if from > 0 || to < store.MaxPos {
+		cond += " AND " + x.n(attrPosKey) + " BETWEEN " + x.v(avS(posKey(from))) + " AND " + x.v(avS(posKey(to)))
+	}
+	l := listing{op: op, index: indexByOwner,
+		in: &dynamodb.QueryInput{
+			KeyConditionExpression:    aws.String(cond),
+			ExpressionAttributeNames:  x.Names(),
+			ExpressionAttributeValues: x.Values(),
+		},
+		start: func(cursor string) (item, error) {
+			pos, id, err := store.ParsePosCursor(cursor)
+			if err != nil {
+				return nil, fmt.Errorf("dynamo: %s: %w", op, err)
+			}
+			k := repoKey(id)
+			k[attrOwnerKey], k[attrPosKey] = avS(owner), avS(posKey(pos))
+			return k, nil
+		},
+		cursor: func(last item) string {
+			return getS(last, attrPosKey) + strings.TrimPrefix(getS(last, attrPK), pkRepoPre)
+		},
+		keep: func(r store.Repo) bool {
+			pos := r.RingPos()
+			return r.Owner == owner && from <= pos && pos <= to
+		},
+	}
+	return s.list(ctx, l, cursor, limit)
 }
 
-// ListReposNeedingDecision reads the sparse needs_decision index: only repos for which
-// NeedsDecision holds carry its key attribute.
-func (s *Store) ListReposNeedingDecision(ctx context.Context, limit int) ([]store.Repo, error) {
-	rs, _, err := s.listIndex(ctx, "ListReposNeedingDecision", indexNeeds, attrNeedKey, needValue, "", limit,
-		func(r store.Repo) bool { return r.NeedsDecision() })
-	return rs, err
+// ListReposNeedingDecision reads one partition of the sparse needs_decision index: only
+// repos for which NeedsDecision holds carry its key attribute, "N" or "P" by Need.
+func (s *Store) ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error) {
+	return s.list(ctx, byID("ListReposNeedingDecision", indexNeeds, attrNeedKey, needValue(need),
+		func(r store.Repo) bool { return r.NeedsDecision() && r.Need() == need }), cursor, limit)
 }
 
-// listIndex reads up to limit repos from an index partition after cursor, fetches them
-// with strongly consistent reads, and keeps those that still match (the index may lag).
-func (s *Store) listIndex(ctx context.Context, op, index, hashAttr, hashValue, cursor string, limit int, keep func(store.Repo) bool) ([]store.Repo, string, error) {
+// list reads up to limit repos of a listing after cursor, fetches them with strongly
+// consistent reads, and keeps those that still match.
+func (s *Store) list(ctx context.Context, l listing, cursor string, limit int) ([]store.Repo, string, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	var x expr
-	in := &dynamodb.QueryInput{
-		IndexName:                 aws.String(index),
-		KeyConditionExpression:    aws.String(x.eq(hashAttr, avS(hashValue))),
-		ExpressionAttributeNames:  x.Names(),
-		ExpressionAttributeValues: x.Values(),
-	}
+	in := l.in
+	in.IndexName = aws.String(l.index)
 	if cursor != "" {
-		in.ExclusiveStartKey = repoKey(cursor)
-		in.ExclusiveStartKey[hashAttr] = avS(hashValue)
-		in.ExclusiveStartKey[attrRepoID] = avS(cursor)
+		k, err := l.start(cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		in.ExclusiveStartKey = k
 	}
 	rs := []store.Repo{}
 	for {
 		in.Limit = aws.Int32(int32(min(limit-len(rs), 1000)))
-		out, err := s.queryPage(ctx, op, in)
+		out, err := s.queryPage(ctx, l.op, in)
 		if err != nil {
 			return nil, "", err
 		}
 		ids := make([]string, 0, len(out.Items))
 		for _, it := range out.Items {
-			ids = append(ids, getS(it, attrRepoID))
+			ids = append(ids, strings.TrimPrefix(getS(it, attrPK), pkRepoPre))
 		}
-		page, err := s.getRepos(ctx, op, ids)
+		page, err := s.getRepos(ctx, l.op, ids)
 		if err != nil {
 			return nil, "", err
 		}
 		for _, r := range page {
-			if keep == nil || keep(r) {
+			if l.keep == nil || l.keep(r) {
 				rs = append(rs, r)
 			}
 		}
@@ -177,7 +256,7 @@ func (s *Store) listIndex(ctx context.Context, op, index, hashAttr, hashValue, c
 			return rs, "", nil
 		}
 		if len(rs) >= limit {
-			return rs, getS(out.LastEvaluatedKey, attrRepoID), nil
+			return rs, l.cursor(out.LastEvaluatedKey), nil
 		}
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
@@ -266,7 +345,8 @@ func (s *Store) ListStalest(ctx context.Context, limit int) ([]store.Repo, error
 // a repo with a sync requested needs a decision whatever its state.
 func (s *Store) RequestSync(ctx context.Context, id string) error {
 	var x expr
-	update := "SET " + x.eq(rSync, avBool(true)) + ", " + x.eq(attrNeedKey, avS(needValue)) + ", " +
+	// With a sync requested a repo needs an action, whatever its state (Repo.Need).
+	update := "SET " + x.eq(rSync, avBool(true)) + ", " + x.eq(attrNeedKey, avS(needAction)) + ", " +
 		x.n(rRev) + " = " + x.n(rRev) + " + " + x.v(avN(1))
 	err := s.retryConflicts(ctx, func() error {
 		out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -290,10 +370,18 @@ func (s *Store) RequestSync(ctx context.Context, id string) error {
 }
 
 func (s *Store) RequestDelete(ctx context.Context, id string) error {
-	return s.updateRepo(ctx, "RequestDelete", id, false, func(r *store.Repo) error {
-		r.State = store.RepoDeleting
-		return nil
-	})
+	return s.updateRepo(ctx, "RequestDelete", id, false, nil, markDeleting)
+}
+
+// RequestDeleteFenced is RequestDelete whose write is always a transaction, with a
+// ConditionCheck that the election term is still term.
+func (s *Store) RequestDeleteFenced(ctx context.Context, term int64, id string) error {
+	return s.updateRepo(ctx, "RequestDeleteFenced", id, false, &term, markDeleting)
+}
+
+func markDeleting(r *store.Repo) error {
+	r.State = store.RepoDeleting
+	return nil
 }
 
 // ReportFetch usually changes no state (ok stays ok): then it is one UpdateItem
@@ -318,7 +406,7 @@ func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, 
 			return err
 		}
 	}
-	return s.updateRepo(ctx, "ReportFetch", id, true, apply)
+	return s.updateRepo(ctx, "ReportFetch", id, true, nil, apply)
 }
 
 // reportFetchFast writes a report that keeps the stored state. done is false when the
@@ -402,7 +490,7 @@ func finite(f float64) error {
 }
 
 func (s *Store) HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error {
-	return s.updateRepo(ctx, "HandBack", id, true, func(r *store.Repo) error {
+	return s.updateRepo(ctx, "HandBack", id, true, nil, func(r *store.Repo) error {
 		if err := r.CheckFence(owner, epoch); err != nil {
 			return err
 		}
@@ -412,10 +500,11 @@ func (s *Store) HandBack(ctx context.Context, id, owner string, epoch int64, rea
 }
 
 // updateRepo reads a repo, applies fn and writes the whole item back conditioned on the
-// revision read: a PutItem, or — when the state changes — a transaction that also moves
-// the counters. A write that raced in between sends it round again. A missing repo is
-// ErrNotFound, except under a fence, where the owner no longer holding it is ErrConflict.
-func (s *Store) updateRepo(ctx context.Context, op, id string, fenced bool, fn func(*store.Repo) error) error {
+// revision read: a PutItem, or — when the state changes or a term fences the write — a
+// transaction that also moves the counters and checks the term. A write that raced in
+// between sends it round again. A missing repo is ErrNotFound, except under an owner
+// fence, where the owner no longer holding it is ErrConflict.
+func (s *Store) updateRepo(ctx context.Context, op, id string, fenced bool, term *int64, fn func(*store.Repo) error) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if attempt >= maxAttempts {
@@ -449,7 +538,7 @@ func (s *Store) updateRepo(ctx context.Context, op, id string, fenced bool, fn f
 		}
 		var x expr
 		cond := aws.String(x.eq(rRev, avN(rev)))
-		if nu.State == old.State {
+		if nu.State == old.State && term == nil {
 			err = s.retryConflicts(ctx, func() error {
 				out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 					TableName: aws.String(s.table), Item: it, ConditionExpression: cond,
@@ -470,15 +559,19 @@ func (s *Store) updateRepo(ctx context.Context, op, id string, fenced bool, fn f
 				return fmt.Errorf("dynamo: %s %s: %w", op, id, err)
 			}
 		}
+		var actions []types.TransactWriteItem
+		if term != nil {
+			actions = append(actions, s.termCheck(*term)) // first, as in createRepo
+		}
+		actions = append(actions, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(s.table), Item: it, ConditionExpression: cond,
+			ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+		}})
+		if nu.State != old.State {
+			actions = append(actions, s.countAction(id, old.State, nu.State))
+		}
 		out, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: []types.TransactWriteItem{
-				{Put: &types.Put{
-					TableName: aws.String(s.table), Item: it, ConditionExpression: cond,
-					ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
-				}},
-				s.countAction(id, old.State, nu.State),
-			},
-			ReturnConsumedCapacity: s.rcc(),
+			TransactItems: actions, ReturnConsumedCapacity: s.rcc(),
 		})
 		if err == nil {
 			s.consumed(op+"/TransactWriteItems", out.ConsumedCapacity...)
@@ -488,8 +581,12 @@ func (s *Store) updateRepo(ctx context.Context, op, id string, fenced bool, fn f
 		if !ok {
 			return fmt.Errorf("dynamo: %s %s: %w", op, id, err)
 		}
-		if o := classify(reasons); o.other != "" {
+		o := classify(reasons)
+		switch {
+		case o.other != "":
 			return fmt.Errorf("dynamo: %s %s: %s: %w", op, id, o.other, err)
+		case term != nil && slices.Contains(o.failed, 0):
+			return fmt.Errorf("dynamo: %s %s with term %d: the election moved on: %w", op, id, *term, store.ErrFenced)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +20,9 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
-// The ring is stored as a head item (version, hash id, warm-up, batch, and either the
-// encoded members+tokens inline or a pointer to chunk items) so that a 1000-member ring
-// (≈ 62k tokens, 2.7 MB as JSON) fits DynamoDB's 400 KB items:
+// The ring is stored as a head item (version, hash id, warm-up, batch, scans, and either
+// the encoded members+tokens inline or a pointer to chunk items) so that a 1000-member
+// ring (≈ 62k tokens, 2.7 MB as JSON) fits DynamoDB's 400 KB items:
 //
 //   - members and tokens are encoded compactly (ringBlob: a string table, then each
 //     token as a varint position delta and a varint member index — about 9 bytes a
@@ -30,10 +31,13 @@ import (
 //     transaction;
 //   - a larger blob is cut into chunkBytes pieces written *before* the transaction with
 //     BatchWriteItem under keys "CHUNK#<version>#<nonce>#<i>" that no head points to yet.
-//     The transaction then writes only the head (version, nonce, chunk count, SHA-256).
-//     A stale or losing writer's chunks are never referenced, and are deleted after the
-//     next successful ring write. Readers read the head, then its chunks, both strongly
-//     consistent, and start over if a chunk has gone (a newer ring replaced it).
+//     The transaction then writes only the head (version, nonce, chunk count, SHA-256,
+//     and the version the chunks were written at). A stale or losing writer's chunks are
+//     never referenced, and are deleted after the next successful ring write. Readers
+//     read the head, then its chunks, both strongly consistent, and start over if a chunk
+//     has gone (a newer ring replaced it);
+//   - a ring whose members and tokens did not change (a new batch size, scans done)
+//     points its new head at the chunks already stored: only the head is written.
 //
 // So a PutRing is always one action of the transaction, whatever the ring's size.
 
@@ -43,6 +47,7 @@ const (
 
 	hVersion, hHash, hWarmup, hBatch = "version", "hash", "warmup", "batch"
 	hBlob, hChunks, hNonce, hSum     = "blob", "chunks", "nonce", "sum"
+	hChunkVersion, hScans            = "cver", "scans" // cver absent: the head's own version
 	cData                            = "data"
 	ringFormat                       = 1
 )
@@ -185,46 +190,80 @@ func chunkPrefix(version int64, nonce string) string {
 	return fmt.Sprintf("%s%020d#%s#", skChunkPre, version, nonce)
 }
 
-// ringWrite is a prepared PutRing: the head item and the chunks it needs.
+// ringWrite is a prepared PutRing: the encoded members and tokens, and the chunks they
+// need unless inline or already stored.
 type ringWrite struct {
-	head   item
-	chunks []item // written before the transaction; nil when inline
-	nonce  string
+	blob    []byte
+	sum     [32]byte
+	nonce   string // of the chunks below, once cut
+	chunks  []item
+	written bool // the chunks are in the table
 }
 
-func prepareRing(r store.Ring, version int64) (*ringWrite, error) {
+func prepareRing(r store.Ring) (*ringWrite, error) {
 	blob, err := encodeRing(r)
 	if err != nil {
 		return nil, fmt.Errorf("dynamo: encode ring: %w", err)
 	}
-	head := ringHeadKey()
+	return &ringWrite{blob: blob, sum: sha256.Sum256(blob)}, nil
+}
+
+// head returns the head item of r at version. stored is the head it replaces (nil if
+// none): chunks it points to that hold the same blob are pointed to again. fresh is set
+// when the head needs rw's own chunks, cut here once.
+func (rw *ringWrite) head(r store.Ring, version int64, stored item) (head item, fresh bool, err error) {
+	head = ringHeadKey()
 	head[hVersion] = avN(version)
 	head[hHash] = avS(r.Hash)
 	head[hWarmup] = avT(r.WarmupUntil)
 	head[hBatch] = avN(int64(r.Batch))
-	rw := &ringWrite{head: head}
-	if len(blob) <= inlineRingBytes {
-		head[hBlob] = avB(blob)
-		return rw, nil
+	if len(r.Scans) > 0 {
+		raw, err := json.Marshal(r.Scans)
+		if err != nil {
+			return nil, false, fmt.Errorf("dynamo: encode ring scans: %w", err)
+		}
+		head[hScans] = avB(raw)
 	}
-	var nb [8]byte
-	if _, err := rand.Read(nb[:]); err != nil {
-		return nil, err
+	if len(rw.blob) <= inlineRingBytes {
+		head[hBlob] = avB(rw.blob)
+		return head, false, nil
 	}
-	rw.nonce = hex.EncodeToString(nb[:])
-	prefix := chunkPrefix(version, rw.nonce)
-	for i := 0; len(blob) > 0; i++ {
-		n := min(len(blob), chunkBytes)
-		c := key(pkRing, fmt.Sprintf("%s%06d", prefix, i))
-		c[cData] = avB(blob[:n])
-		rw.chunks = append(rw.chunks, c)
-		blob = blob[n:]
+	if stored != nil && getNum(stored, hChunks) != "" && bytes.Equal(getB(stored, hSum), rw.sum[:]) {
+		for _, a := range []string{hChunks, hNonce, hSum} {
+			head[a] = stored[a]
+		}
+		head[hChunkVersion] = avN(chunkVersion(stored))
+		return head, false, nil
 	}
-	sum := sha256.Sum256(joinChunks(rw.chunks))
+	if rw.nonce == "" {
+		var nb [8]byte
+		if _, err := rand.Read(nb[:]); err != nil {
+			return nil, false, err
+		}
+		rw.nonce = hex.EncodeToString(nb[:])
+		prefix := chunkPrefix(version, rw.nonce)
+		for i, blob := 0, rw.blob; len(blob) > 0; i++ {
+			n := min(len(blob), chunkBytes)
+			c := key(pkRing, fmt.Sprintf("%s%06d", prefix, i))
+			c[cData] = avB(blob[:n])
+			rw.chunks = append(rw.chunks, c)
+			blob = blob[n:]
+		}
+	}
 	head[hChunks] = avN(int64(len(rw.chunks)))
 	head[hNonce] = avS(rw.nonce)
-	head[hSum] = avB(sum[:])
-	return rw, nil
+	head[hSum] = avB(rw.sum[:])
+	head[hChunkVersion] = avN(version)
+	return head, true, nil
+}
+
+// chunkVersion is the version a chunked head's chunks were written at.
+func chunkVersion(head item) int64 {
+	d := decoder{what: "ring head", m: head}
+	if getNum(head, hChunkVersion) != "" {
+		return d.i64(hChunkVersion)
+	}
+	return d.i64(hVersion)
 }
 
 func joinChunks(chunks []item) []byte {
@@ -255,11 +294,16 @@ func (s *Store) GetRing(ctx context.Context) (store.Ring, error) {
 	}
 }
 
-func (s *Store) readRing(ctx context.Context) (store.Ring, error) {
-	head, err := s.getItem(ctx, "GetRing", ringHeadKey())
+// GetRingHead reads the head item alone: one small GetItem.
+func (s *Store) GetRingHead(ctx context.Context) (store.Ring, error) {
+	head, err := s.getItem(ctx, "GetRingHead", ringHeadKey())
 	if err != nil || head == nil {
 		return store.Ring{}, err
 	}
+	return decodeHead(head)
+}
+
+func decodeHead(head item) (store.Ring, error) {
 	d := decoder{what: "ring head", m: head}
 	r := store.Ring{
 		Version:     d.i64(hVersion),
@@ -267,18 +311,40 @@ func (s *Store) readRing(ctx context.Context) (store.Ring, error) {
 		WarmupUntil: d.t(hWarmup),
 		Batch:       int(d.i64(hBatch)),
 	}
+	if d.err != nil {
+		return store.Ring{}, d.err
+	}
+	if raw := getB(head, hScans); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &r.Scans); err != nil {
+			return store.Ring{}, fmt.Errorf("dynamo: decode ring scans: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func (s *Store) readRing(ctx context.Context) (store.Ring, error) {
+	head, err := s.getItem(ctx, "GetRing", ringHeadKey())
+	if err != nil || head == nil {
+		return store.Ring{}, err
+	}
+	r, err := decodeHead(head)
+	if err != nil {
+		return store.Ring{}, err
+	}
+	d := decoder{what: "ring head", m: head}
 	nchunks := d.i64(hChunks)
 	if d.err != nil {
 		return store.Ring{}, d.err
 	}
 	blob := getB(head, hBlob)
-	nonce := getS(head, hNonce)
+	nonce, cver := getS(head, hNonce), chunkVersion(head)
 	if nchunks > 0 {
-		if cached, ok := s.cachedRing(r.Version, nonce); ok {
-			return cached, nil
+		if b, ok := s.cachedBody(cver, nonce); ok {
+			r.Members, r.Tokens = b.Members, b.Tokens
+			return r, nil
 		}
 		var chunks []item
-		err := s.queryAll(ctx, "GetRing", beginsWith(pkRing, chunkPrefix(r.Version, nonce)), func(it item) error {
+		err := s.queryAll(ctx, "GetRing", beginsWith(pkRing, chunkPrefix(cver, nonce)), func(it item) error {
 			chunks = append(chunks, it)
 			return nil
 		})
@@ -294,43 +360,39 @@ func (s *Store) readRing(ctx context.Context) (store.Ring, error) {
 		return store.Ring{}, err
 	}
 	if nchunks > 0 {
-		s.cacheRing(r, nonce)
+		s.cacheBody(cver, nonce, r)
 	}
 	return r, nil
 }
 
-// ringCache keeps the last chunked ring read or written by this Store: a coordinator
-// reads the ring every tick and it rarely changes, so a warm process pays for the head
-// (one small GetItem) instead of every chunk. A ring version with its nonce never
-// changes content, so the cache is never stale; it is only ever behind, and the head read
-// tells.
+// ringCache keeps the members and tokens of the last chunked ring read or written by
+// this Store: a coordinator reads the ring every tick and it rarely changes, so a warm
+// process pays for the head (one small GetItem) instead of every chunk. Chunks with
+// their version and nonce never change content, so the cache is never stale; it is only
+// ever behind, and the head read tells.
 type ringCache struct {
 	mu      sync.Mutex
-	version int64
+	version int64 // of the chunks
 	nonce   string
-	ring    store.Ring
+	members []store.Member
+	tokens  []store.Token
 }
 
-func (s *Store) cachedRing(version int64, nonce string) (store.Ring, bool) {
+// cachedBody returns copies: callers own what they get.
+func (s *Store) cachedBody(version int64, nonce string) (store.Ring, bool) {
 	s.ring.mu.Lock()
 	defer s.ring.mu.Unlock()
 	if s.ring.nonce == "" || s.ring.version != version || s.ring.nonce != nonce {
 		return store.Ring{}, false
 	}
-	return cloneRing(s.ring.ring), true
+	return store.Ring{Members: slices.Clone(s.ring.members), Tokens: slices.Clone(s.ring.tokens)}, true
 }
 
-func (s *Store) cacheRing(r store.Ring, nonce string) {
+func (s *Store) cacheBody(version int64, nonce string, r store.Ring) {
 	s.ring.mu.Lock()
 	defer s.ring.mu.Unlock()
-	s.ring.version, s.ring.nonce, s.ring.ring = r.Version, nonce, cloneRing(r)
-}
-
-// cloneRing copies the slices: callers own what they get.
-func cloneRing(r store.Ring) store.Ring {
-	r.Members = slices.Clone(r.Members)
-	r.Tokens = slices.Clone(r.Tokens)
-	return r
+	s.ring.version, s.ring.nonce = version, nonce
+	s.ring.members, s.ring.tokens = slices.Clone(r.Members), slices.Clone(r.Tokens)
 }
 
 // writeChunks stores a prepared ring's chunks ahead of its transaction.
@@ -338,9 +400,10 @@ func (s *Store) writeChunks(ctx context.Context, rw *ringWrite) error {
 	return s.batchWrite(ctx, "Apply/PutRing", putRequests(rw.chunks))
 }
 
-// sweepChunks deletes the chunks of versions older than version, which no head will
-// point to again (superseded rings, and the losers of races for older versions). Chunks of
-// this version or newer may belong to a write in flight and are kept for the next sweep.
+// sweepChunks deletes the chunks of versions older than version, the version of the
+// chunks the head now points to: no head will point to older ones again (superseded
+// rings, and the losers of races for older versions). Chunks of this version or newer
+// may belong to a write in flight and are kept for the next sweep.
 // A reader still reading an older head notices its chunks are gone and starts over.
 func (s *Store) sweepChunks(ctx context.Context, version int64) {
 	s.deleteMatching(ctx, "Apply/PutRing", between(pkRing, skChunkPre, fmt.Sprintf("%s%020d", skChunkPre, version)), nil)

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
 // Key attributes, index names and index key attributes (docs/store-dynamodb.md).
@@ -16,10 +18,13 @@ const (
 	attrPK = "pk"
 	attrSK = "sk"
 
-	// by_owner: the repos of one owner, by id. Set only while the repo has an owner.
-	indexByOwner = "by_owner"
+	// by_owner_pos: the repos of one owner, by ring position (Repo.RingPos, 16 hex
+	// digits), so an arc of the ring is a range. Set only while the repo has an owner.
+	indexByOwner = "by_owner_pos"
 	attrOwnerKey = "g_owner"
-	// needs_decision: the repos for which Repo.NeedsDecision holds, by id (sparse).
+	attrPosKey   = "g_pos"
+	// needs_decision: the repos for which Repo.NeedsDecision holds, by id (sparse), in
+	// two partitions by Repo.Need.
 	indexNeeds  = "needs_decision"
 	attrNeedKey = "g_need"
 	// by_id: every repo, by id (ListRepos).
@@ -30,7 +35,7 @@ const (
 	attrStaleKey  = "g_stale"
 	attrStaleSort = "g_stale_sk"
 
-	attrRepoID = "id" // sort key of by_owner, needs_decision and by_id
+	attrRepoID = "id" // sort key of needs_decision and by_id
 
 	// attrTTL holds the epoch second after which DynamoDB may delete an outbox entry.
 	attrTTL = "expire_at"
@@ -50,8 +55,9 @@ const (
 	pkOutPre   = "OUTBOX#"
 	skChunkPre = "CHUNK#"
 
-	needValue = "N"
-	allValue  = "R"
+	needAction = "N" // g_need of store.NeedAction
+	needOwner  = "P" // g_need of store.NeedOwner
+	allValue   = "R"
 )
 
 func key(pk, sk string) item { return item{attrPK: avS(pk), attrSK: avS(sk)} }
@@ -71,6 +77,18 @@ func outboxPK(worker, inc string) string { return pkOutPre + inc + "#" + worker 
 func seqSK(seq uint64) string { return fmt.Sprintf("%020d", seq) }
 
 func keyString(k item) string { return getS(k, attrPK) + "\x00" + getS(k, attrSK) }
+
+// posKey is the by_owner_pos sort key of a ring position: fixed-width hex, so string
+// order is position order.
+func posKey(pos uint64) string { return fmt.Sprintf("%016x", pos) }
+
+// needValue is the needs_decision partition of need.
+func needValue(need store.Need) string {
+	if need == store.NeedOwner {
+		return needOwner
+	}
+	return needAction
+}
 
 // CreateTable creates the table (on-demand billing, the four keys-only indexes), waits
 // until it and its indexes are ACTIVE, and enables TTL on the outbox entries' expiry
@@ -96,12 +114,12 @@ func (s *Store) CreateTable(ctx context.Context) error {
 		TableName:   aws.String(s.table),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
-			sAttr(attrPK), sAttr(attrSK), sAttr(attrRepoID), sAttr(attrOwnerKey), sAttr(attrNeedKey),
+			sAttr(attrPK), sAttr(attrSK), sAttr(attrRepoID), sAttr(attrOwnerKey), sAttr(attrPosKey), sAttr(attrNeedKey),
 			sAttr(attrAllKey), sAttr(attrStaleKey), sAttr(attrStaleSort),
 		},
 		KeySchema: keys(attrPK, attrSK),
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			gsi(indexByOwner, attrOwnerKey, attrRepoID),
+			gsi(indexByOwner, attrOwnerKey, attrPosKey),
 			gsi(indexNeeds, attrNeedKey, attrRepoID),
 			gsi(indexByID, attrAllKey, attrRepoID),
 			gsi(indexStalest, attrStaleKey, attrStaleSort),

@@ -81,7 +81,7 @@ func (s *Store) ClaimSlot(ctx context.Context, w store.Worker, maxSlots int) (st
 			}
 			return store.Worker{}, fmt.Errorf("dynamo: claim slot for %s: all %d slots taken: %w", w.ID, maxSlots, store.ErrNoSlot)
 		}
-		w.Slot = slot
+		w.Slot, w.Beats = slot, 1
 		slotItem := slotKey(slot)
 		slotItem[wID], slotItem[wInc] = avS(w.ID), avS(inc)
 		var wx, sx expr
@@ -127,6 +127,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (s
 		var x expr
 		set := "SET " + x.eq(wHB, avT(hb.At)) + ", " + x.eq(wDiskUsed, avN(hb.DiskUsed)) + ", " + x.eq(wDiskTotal, avN(hb.DiskTotal)) +
 			", " + x.eq(wFetching, avN(int64(hb.Fetching))) + ", " + x.eq(wQueue, avN(int64(hb.QueueLen)))
+		add := " ADD " + x.n(wBeats) + " " + x.v(avN(1))
 		st := stalenessAttrs(hb.Staleness)
 		for _, a := range slices.Sorted(maps.Keys(st)) {
 			set += ", " + x.eq(a, st[a])
@@ -137,6 +138,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (s
 			set += ", " + x.n(wAck) + " = " + ack
 			cond += " AND " + x.n(wAck) + " <= " + ack
 		}
+		set += add
 		var out *dynamodb.UpdateItemOutput
 		err := s.retryConflicts(ctx, func() error {
 			var err error

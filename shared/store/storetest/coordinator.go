@@ -40,10 +40,19 @@ func testEmptyStore(t *testing.T, s store.Store) {
 	if err != nil || len(rs) != 0 || next != "" {
 		t.Fatalf("ListReposByOwner on empty = %v, %q, %v", rs, next, err)
 	}
-	rs, err = s.ListReposNeedingDecision(ctx, 10)
-	if err != nil || len(rs) != 0 {
-		t.Fatalf("ListReposNeedingDecision on empty = %v, %v", rs, err)
+	for _, need := range []store.Need{store.NeedAction, store.NeedOwner} {
+		rs, next, err = s.ListReposNeedingDecision(ctx, need, "", 10)
+		if err != nil || len(rs) != 0 || next != "" {
+			t.Fatalf("ListReposNeedingDecision(%d) on empty = %v, %q, %v", need, rs, next, err)
+		}
 	}
+	rs, next, err = s.ListReposByOwnerRange(ctx, "w-none", 0, store.MaxPos, "", 10)
+	if err != nil || len(rs) != 0 || next != "" {
+		t.Fatalf("ListReposByOwnerRange on empty = %v, %q, %v", rs, next, err)
+	}
+	head, err := s.GetRingHead(ctx)
+	noErr(t, err, "GetRingHead")
+	equal(t, "empty ring head", head, store.Ring{}, normRing)
 	counts, err := s.CountRepos(ctx)
 	noErr(t, err, "CountRepos")
 	for st, n := range counts {
@@ -99,7 +108,8 @@ func testCASElectionRace(t *testing.T, s store.Store) {
 }
 
 func sampleRing(n int) store.Ring {
-	r := store.Ring{Version: 99, Hash: fmt.Sprintf("xxh64-%d", n), WarmupUntil: t0.Add(5 * time.Minute), Batch: 50 + n}
+	r := store.Ring{Version: 99, Hash: fmt.Sprintf("xxh64-%d", n), WarmupUntil: t0.Add(5 * time.Minute), Batch: 50 + n,
+		Scans: []store.Scan{{Owner: "w-0", From: uint64(n), To: store.MaxPos}, {Owner: "w-9", From: 0, To: 0}}}
 	for i := range 3 {
 		id := fmt.Sprintf("w-%d", i)
 		r.Members = append(r.Members, store.Member{ID: id, Slot: i})
@@ -117,6 +127,22 @@ func testPutRing(t *testing.T, s store.Store) {
 	got, err := s.GetRing(ctx)
 	noErr(t, err, "GetRing")
 	equal(t, "stored ring", got, want, normRing)
+	head, err := s.GetRingHead(ctx)
+	noErr(t, err, "GetRingHead")
+	wantHead := want
+	wantHead.Members, wantHead.Tokens = nil, nil
+	equal(t, "ring head", head, wantHead, normRing)
+
+	// A new head over the same members and tokens (a new batch, scans done).
+	same := want
+	same.Batch, same.Scans = 7000, nil
+	mustApply(t, s, term, store.PutRing{Ring: same, ExpectVersion: 1})
+	same.Version = 2
+	got, err = s.GetRing(ctx)
+	noErr(t, err, "GetRing")
+	equal(t, "ring with a new head", got, same, normRing)
+	mustApply(t, s, term, store.PutRing{Ring: want, ExpectVersion: 2})
+	want.Version = 3
 
 	// The caller owns what it got back.
 	got.Members[0].ID, got.Tokens[0].Pos = "mutated", 12345
@@ -124,17 +150,17 @@ func testPutRing(t *testing.T, s store.Store) {
 	noErr(t, err, "GetRing")
 	equal(t, "ring after mutating a returned copy", got, want, normRing)
 
-	for _, stale := range []int64{0, 2} {
+	for _, stale := range []int64{0, 2, 4} {
 		err = s.Apply(ctx, term, []store.Mutation{store.PutRing{Ring: sampleRing(2), ExpectVersion: stale}})
-		wantErr(t, err, store.ErrConflict, fmt.Sprintf("PutRing(expect %d) at version 1", stale))
+		wantErr(t, err, store.ErrConflict, fmt.Sprintf("PutRing(expect %d) at version 3", stale))
 	}
 	got, err = s.GetRing(ctx)
 	noErr(t, err, "GetRing")
 	equal(t, "ring after refused PutRing", got, want, normRing)
 
-	mustApply(t, s, term, store.PutRing{Ring: sampleRing(2), ExpectVersion: 1})
+	mustApply(t, s, term, store.PutRing{Ring: sampleRing(2), ExpectVersion: 3})
 	want = sampleRing(2)
-	want.Version = 2
+	want.Version = 4
 	got, err = s.GetRing(ctx)
 	noErr(t, err, "GetRing")
 	equal(t, "second ring", got, want, normRing)
@@ -256,9 +282,9 @@ func testApplyAtomic(t *testing.T, s store.Store) {
 		{"PutRing stale version", store.PutRing{Ring: sampleRing(2), ExpectVersion: 1}},
 		{"PutListSync stale version", store.PutListSync{ListSync: store.ListSync{Commit: "c2"}, ExpectVersion: 3}},
 		{"SetWorkerState missing worker", store.SetWorkerState{ID: "w-none", State: store.WorkerDead}},
-		{"SetWorkerState stale heartbeat", store.SetWorkerState{ID: "w2", State: store.WorkerDead, ExpectHeartbeat: hb2.HeartbeatAt.Add(-time.Second)}},
+		{"SetWorkerState stale heartbeat count", store.SetWorkerState{ID: "w2", State: store.WorkerDead, ExpectBeats: hb2.Beats - 1}},
 		{"DeleteWorker missing worker", store.DeleteWorker{ID: "w-none"}},
-		{"DeleteWorker stale heartbeat", store.DeleteWorker{ID: "w2", ExpectHeartbeat: hb2.HeartbeatAt.Add(time.Nanosecond)}},
+		{"DeleteWorker stale heartbeat count", store.DeleteWorker{ID: "w2", ExpectBeats: hb2.Beats + 1}},
 		{"AssignRepo missing repo", store.AssignRepo{ID: "r-none", Owner: "w2", State: store.RepoCloning}},
 		{"AssignRepo wrong owner", store.AssignRepo{ID: r2.ID, ExpectOwner: "w1", ExpectEpoch: 1, Owner: "w1", State: store.RepoCloning}},
 		{"AssignRepo wrong epoch", store.AssignRepo{ID: r2.ID, ExpectOwner: "w2", ExpectEpoch: 0, Owner: "w1", State: store.RepoCloning}},
@@ -342,4 +368,65 @@ func testCanceledContext(t *testing.T, s store.Store) {
 		t.Fatalf("ClaimSlot with a canceled context succeeded")
 	}
 	wantUnchanged(t, "calls with a canceled context", snapshot{Outboxes: map[string][]store.OutboxEntry{}, Repos: []store.Repo{}, Counts: map[store.RepoState]int{}}, s)
+}
+
+// testStaleTermWritesNothing: once another coordinator took the next term, no write the
+// old leader can make lands — each kind of mutation alone, and the list sync's fenced
+// creates and deletes — and the current term's do.
+func testStaleTermWritesNothing(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	old := lead(t, s)
+	claim(t, s, "w1")
+	w := heartbeat(t, s, "w1", t0)
+	rs := createRepos(t, s, 3)
+	mustApply(t, s, old,
+		store.AssignRepo{ID: rs[0].ID, Owner: "w1", State: store.RepoOK},
+		store.AppendOutbox{Worker: "w1", Entries: []store.OutboxEntry{{Op: store.OpAdd, RepoID: rs[0].ID, Epoch: 1}}},
+		store.PutRing{Ring: sampleRing(1)},
+		store.PutListSync{ListSync: store.ListSync{Commit: "c1"}},
+	)
+	e, err := s.GetElection(ctx)
+	noErr(t, err, "GetElection")
+	cur, err := s.CASElection(ctx, e.Version, store.Election{Term: old + 1, VotedFor: "coord-b", LeaseUntil: t0.Add(time.Minute)})
+	noErr(t, err, "CASElection(next term)")
+
+	muts := []store.Mutation{
+		store.PutRing{Ring: sampleRing(2), ExpectVersion: 1},
+		store.PutListSync{ListSync: store.ListSync{Commit: "c2"}, ExpectVersion: 1},
+		store.SetWorkerState{ID: "w1", State: store.WorkerDead, ExpectBeats: w.Beats},
+		store.AssignRepo{ID: rs[1].ID, Owner: "w1", State: store.RepoCloning},
+		store.DeleteRepo{ID: rs[0].ID, ExpectEpoch: 1},
+		store.AppendOutbox{Worker: "w1", ExpectHead: 1, Entries: []store.OutboxEntry{{Op: store.OpDel, RepoID: rs[0].ID}}},
+		store.TrimOutbox{Worker: "w1", Through: 1},
+		store.DeleteWorker{ID: "w1"}, // last: the others need the worker
+	}
+	before := snap(t, s)
+	for _, m := range muts {
+		wantErr(t, s.Apply(ctx, old, []store.Mutation{m}), store.ErrFenced, fmt.Sprintf("%T with the stale term", m))
+	}
+	_, _, err = s.CreateRepoFenced(ctx, old, newRepo(50))
+	wantErr(t, err, store.ErrFenced, "CreateRepoFenced with the stale term")
+	_, _, err = s.CreateRepoFenced(ctx, old, rs[2]) // an existing id: still refused, not "exists"
+	wantErr(t, err, store.ErrFenced, "CreateRepoFenced of an existing id with the stale term")
+	wantErr(t, s.RequestDeleteFenced(ctx, old, rs[2].ID), store.ErrFenced, "RequestDeleteFenced with the stale term")
+	wantUnchanged(t, "writes with the stale term", before, s)
+
+	// The current term's writes land, one kind at a time.
+	for _, m := range muts {
+		mustApply(t, s, cur.Term, m)
+	}
+	got, created, err := s.CreateRepoFenced(ctx, cur.Term, newRepo(50))
+	if err != nil || !created || got.ID != newRepo(50).ID {
+		t.Fatalf("CreateRepoFenced with the current term = %+v, created %v, %v", got, created, err)
+	}
+	if _, created, err := s.CreateRepoFenced(ctx, cur.Term, newRepo(50)); err != nil || created {
+		t.Fatalf("CreateRepoFenced of an existing id = created %v, %v; want the stored repo", created, err)
+	}
+	noErr(t, s.RequestDeleteFenced(ctx, cur.Term, rs[2].ID), "RequestDeleteFenced with the current term")
+	if r := getRepo(t, s, rs[2].ID); r.State != store.RepoDeleting {
+		t.Fatalf("repo after RequestDeleteFenced: state %s, want deleting", r.State)
+	}
+	noErr(t, s.RequestDeleteFenced(ctx, cur.Term, rs[2].ID), "RequestDeleteFenced of a repo being deleted")
+	wantErr(t, s.RequestDeleteFenced(ctx, cur.Term, "r-none"), store.ErrNotFound, "RequestDeleteFenced of an unknown repo")
+	checkIndexes(t, s, "w1")
 }

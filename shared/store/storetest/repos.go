@@ -151,12 +151,23 @@ func testListReposByOwner(t *testing.T, s store.Store) {
 		muts = append(muts, store.AssignRepo{ID: r.ID, Owner: owner, State: store.RepoCloning})
 	}
 	mustApply(t, s, term, muts...)
+	byID := map[string]store.Repo{}
+	for _, r := range rs {
+		byID[r.ID] = r
+	}
 	for _, owner := range []string{"w1", "w2", "w3"} {
+		var want []store.Repo
+		for _, id := range owners[owner] {
+			want = append(want, byID[id])
+		}
+		slices.SortFunc(want, byPos)
 		for _, limit := range []int{1, 2, 3, 5, 6, 100, 0} {
 			got := pageAll(t, "ListReposByOwner", limit, func(c string) ([]store.Repo, string, error) {
 				return s.ListReposByOwner(ctx, owner, c, limit)
 			})
-			wantIDs(t, fmt.Sprintf("ListReposByOwner(%s, limit %d)", owner, limit), got, owners[owner])
+			if !slices.Equal(ids(got), ids(want)) {
+				t.Fatalf("ListReposByOwner(%s, limit %d) = %v, want %v (by ring position)", owner, limit, ids(got), ids(want))
+			}
 			for _, r := range got {
 				if r.Owner != owner || r.OwnerEpoch != 1 || r.State != store.RepoCloning {
 					t.Fatalf("ListReposByOwner(%s) returned %+v", owner, r)
@@ -165,6 +176,128 @@ func testListReposByOwner(t *testing.T, s store.Store) {
 		}
 	}
 	checkIndexes(t, s, "w1", "w2", "w3")
+}
+
+// testListReposByOwnerRange reads arcs of the ring: every range of positions, ends
+// included, holds exactly the owner's repos whose RingPos lies in it, whatever the page.
+func testListReposByOwnerRange(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	rs := createRepos(t, s, 30)
+	var muts []store.Mutation
+	var mine []store.Repo
+	for i, r := range rs {
+		owner := "w1"
+		if i%3 == 2 {
+			owner = "w2"
+		}
+		salt := i % 2 // a salted repo sits at the position of its salted key
+		muts = append(muts, store.AssignRepo{ID: r.ID, Owner: owner, State: store.RepoOK, Salt: salt})
+		r.Salt = salt
+		if owner == "w1" {
+			mine = append(mine, r)
+		}
+	}
+	mustApply(t, s, term, muts...)
+	slices.SortFunc(mine, byPos)
+	pos := func(i int) uint64 { return mine[i].RingPos() }
+	n := len(mine)
+	ranges := [][2]uint64{
+		{0, store.MaxPos},
+		{pos(0), pos(0)},           // one repo, both ends on it
+		{pos(3), pos(7)},           // ends on repos
+		{pos(3) + 1, pos(7) - 1},   // ends just inside
+		{pos(n - 1), store.MaxPos}, // the top end
+		{0, pos(0) - 1},            // nothing below the first
+		{pos(5) + 1, pos(6) - 1},   // nothing between neighbours
+		{pos(2), pos(n - 2)},
+	}
+	for _, rg := range ranges {
+		var want []string
+		for _, r := range mine {
+			if p := r.RingPos(); rg[0] <= p && p <= rg[1] {
+				want = append(want, r.ID)
+			}
+		}
+		for _, limit := range []int{1, 2, 4, 1000} {
+			got := pageAll(t, "ListReposByOwnerRange", limit, func(c string) ([]store.Repo, string, error) {
+				return s.ListReposByOwnerRange(ctx, "w1", rg[0], rg[1], c, limit)
+			})
+			if !slices.Equal(ids(got), want) && !(len(got) == 0 && len(want) == 0) {
+				t.Fatalf("ListReposByOwnerRange(w1, [%d, %d], limit %d) = %v, want %v", rg[0], rg[1], limit, ids(got), want)
+			}
+			for _, r := range got {
+				if r.Owner != "w1" {
+					t.Fatalf("range listing of w1 returned a repo of %s", r.Owner)
+				}
+			}
+		}
+	}
+	// Moving a repo to another position (a new salt) or owner moves it in the index.
+	r := mine[4]
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 1, Owner: "w1", State: store.RepoOK, Salt: r.Salt + 5})
+	r.Salt += 5
+	got := pageAll(t, "ListReposByOwnerRange", 0, func(c string) ([]store.Repo, string, error) {
+		return s.ListReposByOwnerRange(ctx, "w1", r.RingPos(), r.RingPos(), c, 0)
+	})
+	wantIDs(t, "range at a re-salted repo's new position", got, []string{r.ID})
+	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 2, Owner: "w2", State: store.RepoOK, Salt: r.Salt})
+	got = pageAll(t, "ListReposByOwnerRange", 0, func(c string) ([]store.Repo, string, error) {
+		return s.ListReposByOwnerRange(ctx, "w1", 0, store.MaxPos, c, 0)
+	})
+	if slices.Contains(ids(got), r.ID) || len(got) != n-1 {
+		t.Fatalf("after moving %s to w2, w1 lists %d repos (%v)", r.ID, len(got), slices.Contains(ids(got), r.ID))
+	}
+	checkIndexes(t, s, "w1", "w2")
+}
+
+// testListReposNeedingDecision pages through both parts of the index: pending repos
+// (waiting for an owner) apart from those that need an action, so a million pending
+// never delay a delete.
+func testListReposNeedingDecision(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	term := lead(t, s)
+	rs := createRepos(t, s, 12)
+	mustApply(t, s, term,
+		store.AssignRepo{ID: rs[0].ID, Owner: "w1", State: store.RepoOK},
+		store.AssignRepo{ID: rs[1].ID, Owner: "w1", State: store.RepoOK},
+		store.AssignRepo{ID: rs[2].ID, Owner: "w1", State: store.RepoOK},
+		store.AssignRepo{ID: rs[3].ID, Owner: "w1", State: store.RepoOK},
+	)
+	noErr(t, s.RequestSync(ctx, rs[0].ID), "RequestSync")
+	noErr(t, s.RequestDelete(ctx, rs[1].ID), "RequestDelete")
+	noErr(t, s.HandBack(ctx, rs[2].ID, "w1", 1, "full"), "HandBack")
+	noErr(t, s.RequestSync(ctx, rs[11].ID), "RequestSync of a pending repo") // needs an action now
+	action := []string{rs[0].ID, rs[1].ID, rs[2].ID, rs[11].ID}
+	var pending []string
+	for _, r := range rs[4:11] {
+		pending = append(pending, r.ID)
+	}
+	for _, limit := range []int{1, 2, 3, 100, 0} {
+		got := pageAll(t, "ListReposNeedingDecision", limit, func(c string) ([]store.Repo, string, error) {
+			return s.ListReposNeedingDecision(ctx, store.NeedAction, c, limit)
+		})
+		wantIDs(t, fmt.Sprintf("needing an action (limit %d)", limit), got, action)
+		got = pageAll(t, "ListReposNeedingDecision", limit, func(c string) ([]store.Repo, string, error) {
+			return s.ListReposNeedingDecision(ctx, store.NeedOwner, c, limit)
+		})
+		wantIDs(t, fmt.Sprintf("pending (limit %d)", limit), got, pending)
+	}
+	// A cursor survives writes between pages.
+	page, next, err := s.ListReposNeedingDecision(ctx, store.NeedOwner, "", 3)
+	if err != nil || len(page) != 3 || next == "" {
+		t.Fatalf("first page of pending = %d, %q, %v", len(page), next, err)
+	}
+	mustApply(t, s, term, store.AssignRepo{ID: page[1].ID, Owner: "w2", State: store.RepoCloning})
+	rest := pageAll(t, "ListReposNeedingDecision", 2, func(c string) ([]store.Repo, string, error) {
+		if c == "" {
+			c = next
+		}
+		return s.ListReposNeedingDecision(ctx, store.NeedOwner, c, 2)
+	})
+	wantIDs(t, "pending across a write", append([]store.Repo{page[0], page[2]}, rest...),
+		slices.DeleteFunc(slices.Clone(pending), func(id string) bool { return id == page[1].ID }))
+	checkIndexes(t, s, "w1", "w2")
 }
 
 func testAssignRepo(t *testing.T, s store.Store) {
@@ -497,12 +630,29 @@ func testIndexesStayExact(t *testing.T, s store.Store) {
 	assign("w1", store.RepoCloning, true, 12, 15, 16)
 }
 
+// needing lists both parts of the needs-decision index, checking each holds only its
+// own; it returns them by id.
 func needing(t *testing.T, s store.Store) []store.Repo {
 	t.Helper()
-	rs, err := s.ListReposNeedingDecision(t.Context(), 0)
-	noErr(t, err, "ListReposNeedingDecision")
-	slices.SortFunc(rs, func(a, b store.Repo) int { return cmp.Compare(a.ID, b.ID) })
-	return rs
+	var all []store.Repo
+	for _, need := range []store.Need{store.NeedAction, store.NeedOwner} {
+		rs := pageAll(t, "ListReposNeedingDecision", 0, func(c string) ([]store.Repo, string, error) {
+			return s.ListReposNeedingDecision(t.Context(), need, c, 0)
+		})
+		for _, r := range rs {
+			if !r.NeedsDecision() || r.Need() != need {
+				t.Fatalf("ListReposNeedingDecision(%d) returned %+v (needs decision %v, need %d)", need, r, r.NeedsDecision(), r.Need())
+			}
+		}
+		all = append(all, rs...)
+	}
+	slices.SortFunc(all, func(a, b store.Repo) int { return cmp.Compare(a.ID, b.ID) })
+	return all
+}
+
+// byPos orders repos as an owner listing does: by ring position, then id.
+func byPos(a, b store.Repo) int {
+	return cmp.Or(cmp.Compare(a.RingPos(), b.RingPos()), cmp.Compare(a.ID, b.ID))
 }
 
 // checkIndexes derives what each index must hold from a full listing and compares.
@@ -511,41 +661,38 @@ func checkIndexes(t *testing.T, s store.Store, owners ...string) {
 	ctx := t.Context()
 	all := pageAll(t, "ListRepos", 3, func(c string) ([]store.Repo, string, error) { return s.ListRepos(ctx, c, 3) })
 	byID := map[string]store.Repo{}
-	var needIDs []string
+	needIDs := map[store.Need][]string{}
 	counts := map[store.RepoState]int{}
 	for _, r := range all {
 		byID[r.ID] = r
 		if r.NeedsDecision() {
-			needIDs = append(needIDs, r.ID)
+			needIDs[r.Need()] = append(needIDs[r.Need()], r.ID)
 		}
 		counts[r.State]++
 	}
 	for _, owner := range owners {
-		var want []string
+		var want []store.Repo
 		for _, r := range all {
 			if r.Owner == owner {
-				want = append(want, r.ID)
+				want = append(want, r)
 			}
 		}
+		slices.SortFunc(want, byPos)
 		got := pageAll(t, "ListReposByOwner", 2, func(c string) ([]store.Repo, string, error) { return s.ListReposByOwner(ctx, owner, c, 2) })
-		wantIDs(t, "ListReposByOwner("+owner+")", got, want)
+		if !slices.Equal(ids(got), ids(want)) {
+			t.Fatalf("ListReposByOwner(%s) = %v, want %v in ring-position order", owner, ids(got), ids(want))
+		}
 		for _, r := range got {
 			equal(t, "repo from the owner index", r, byID[r.ID], normRepo)
 		}
 	}
-	needs := needing(t, s)
-	wantIDs(t, "ListReposNeedingDecision", needs, needIDs)
-	for _, r := range needs {
-		equal(t, "repo from the needs-decision index", r, byID[r.ID], normRepo)
-	}
-	few, err := s.ListReposNeedingDecision(ctx, 2)
-	noErr(t, err, "ListReposNeedingDecision(2)")
-	if len(few) != min(2, len(needIDs)) {
-		t.Fatalf("ListReposNeedingDecision(2) returned %d of %d", len(few), len(needIDs))
-	}
-	for _, r := range few {
-		if !slices.Contains(needIDs, r.ID) {
-			t.Fatalf("ListReposNeedingDecision(2) returned %s, which needs no decision", r.ID)
+	for _, need := range []store.Need{store.NeedAction, store.NeedOwner} {
+		got := pageAll(t, "ListReposNeedingDecision", 2, func(c string) ([]store.Repo, string, error) {
+			return s.ListReposNeedingDecision(ctx, need, c, 2)
+		})
+		wantIDs(t, fmt.Sprintf("ListReposNeedingDecision(%d)", need), got, needIDs[need])
+		for _, r := range got {
+			equal(t, "repo from the needs-decision index", r, byID[r.ID], normRepo)
 		}
 	}
 	wantCounts(t, s, counts)

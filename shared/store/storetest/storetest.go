@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PutRingRace", testPutRingRace},
 		{"PutListSync", testPutListSync},
 		{"ApplyFenced", testApplyFenced},
+		{"StaleTermWritesNothing", testStaleTermWritesNothing},
 		{"ApplyAtomic", testApplyAtomic},
 		{"ApplyTooLarge", testApplyTooLarge},
 		{"CanceledContext", testCanceledContext},
@@ -50,6 +51,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"OneRepoPerMirrorPath", testOneRepoPerMirrorPath},
 		{"ListReposPaging", testListReposPaging},
 		{"ListReposByOwner", testListReposByOwner},
+		{"ListReposByOwnerRange", testListReposByOwnerRange},
+		{"ListReposNeedingDecision", testListReposNeedingDecision},
 		{"AssignRepo", testAssignRepo},
 		{"DeleteRepo", testDeleteRepo},
 		{"RequestDeleteAndSync", testRequestDeleteAndSync},
@@ -201,7 +204,7 @@ func normRepos(rs []store.Repo) []store.Repo {
 }
 
 func normWorker(w store.Worker) store.Worker {
-	w.StartedAt, w.HeartbeatAt = w.StartedAt.UTC(), w.HeartbeatAt.UTC()
+	w.StartedAt, w.HeartbeatAt, w.SilentSince = w.StartedAt.UTC(), w.HeartbeatAt.UTC(), w.SilentSince.UTC()
 	return w
 }
 
@@ -217,6 +220,9 @@ func normRing(r store.Ring) store.Ring {
 	}
 	if len(r.Tokens) == 0 {
 		r.Tokens = nil
+	}
+	if len(r.Scans) == 0 {
+		r.Scans = nil
 	}
 	return r
 }
@@ -312,9 +318,7 @@ func snap(t *testing.T, s store.Store) snapshot {
 		sn.Outboxes[w.ID] = normEntries(readOutbox(t, s, w.ID, 0, 0))
 	}
 	sn.Repos = normRepos(pageAll(t, "ListRepos", 0, func(c string) ([]store.Repo, string, error) { return s.ListRepos(ctx, c, 0) }))
-	needs, err := s.ListReposNeedingDecision(ctx, 0)
-	noErr(t, err, "ListReposNeedingDecision")
-	sn.Needs = slices.Sorted(slices.Values(ids(needs)))
+	sn.Needs = slices.Sorted(slices.Values(ids(needing(t, s))))
 	counts, err := s.CountRepos(ctx)
 	noErr(t, err, "CountRepos")
 	sn.Counts = map[store.RepoState]int{}

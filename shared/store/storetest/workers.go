@@ -18,7 +18,7 @@ func testClaimSlot(t *testing.T, s store.Store) {
 	a := store.Worker{ID: "w-a", Slot: 99, StartedAt: t0, HeartbeatAt: t0, DiskTotal: 1 << 40}
 	got, err := s.ClaimSlot(ctx, a, maxSlots)
 	noErr(t, err, "ClaimSlot(w-a)")
-	a.Slot, a.State = 0, store.WorkerJoining // lowest slot; state defaults to joining
+	a.Slot, a.State, a.Beats = 0, store.WorkerJoining, 1 // lowest slot; joining by default; registering is a beat
 	equal(t, "claimed w-a", got, a, normWorker)
 	equal(t, "stored w-a", getWorker(t, s, "w-a"), a, normWorker)
 
@@ -145,27 +145,28 @@ func testHeartbeat(t *testing.T, s store.Store) {
 	want := claimed
 	want.HeartbeatAt, want.DiskUsed, want.DiskTotal, want.Fetching, want.QueueLen, want.AckSeq = hb.At, 10, 100, 2, 5, 3
 	want.Staleness = st
-	want.OutboxHead = 2
+	want.OutboxHead, want.Beats = 2, 2
 	equal(t, "Heartbeat result", got, want, normWorker)
 	equal(t, "stored after Heartbeat", getWorker(t, s, "w1"), want, normWorker)
 
-	// The heartbeat a caller saw works as a condition, monotonic reading or not.
-	mustApply(t, s, term, store.SetWorkerState{ID: "w1", State: store.WorkerActive, ExpectHeartbeat: hb.At})
+	// The heartbeat count a caller saw works as a condition.
+	mustApply(t, s, term, store.SetWorkerState{ID: "w1", State: store.WorkerActive, ExpectBeats: 2})
 	want.State = store.WorkerActive
 
-	// A late heartbeat with an older ack updates the rest but not AckSeq.
-	hb2 := store.Heartbeat{At: hb.At.Add(time.Second), DiskUsed: 20, DiskTotal: 100, Fetching: 0, QueueLen: 1, AckSeq: 1,
+	// A late heartbeat with an older ack (or an older time: the worker's clock is its
+	// own) updates the rest but not AckSeq, and counts.
+	hb2 := store.Heartbeat{At: hb.At.Add(-time.Hour), DiskUsed: 20, DiskTotal: 100, Fetching: 0, QueueLen: 1, AckSeq: 1,
 		Staleness: store.Staleness{Repos: 41, P50: time.Second, P99: time.Minute, Max: time.Hour}}
 	got, err = s.Heartbeat(ctx, "w1", hb2)
 	noErr(t, err, "Heartbeat with an older ack")
-	want.HeartbeatAt, want.DiskUsed, want.Fetching, want.QueueLen, want.Staleness = hb2.At, 20, 0, 1, hb2.Staleness
+	want.HeartbeatAt, want.DiskUsed, want.Fetching, want.QueueLen, want.Beats, want.Staleness = hb2.At, 20, 0, 1, 3, hb2.Staleness
 	equal(t, "Heartbeat with an older ack", got, want, normWorker)
 	equal(t, "stored after older ack", getWorker(t, s, "w1"), want, normWorker)
 
 	got, err = s.Heartbeat(ctx, "w1", store.Heartbeat{At: hb2.At.Add(time.Second), AckSeq: 7})
 	noErr(t, err, "Heartbeat with a newer ack")
-	if got.AckSeq != 7 || got.State != store.WorkerActive {
-		t.Fatalf("after newer ack: AckSeq %d state %s, want 7 active", got.AckSeq, got.State)
+	if got.AckSeq != 7 || got.State != store.WorkerActive || got.Beats != 4 {
+		t.Fatalf("after newer ack: AckSeq %d state %s beats %d, want 7 active 4", got.AckSeq, got.State, got.Beats)
 	}
 
 	noErr(t, s.Leave(ctx, "w1"), "Leave")
@@ -199,25 +200,31 @@ func testSetWorkerState(t *testing.T, s store.Store) {
 	term := lead(t, s)
 	claim(t, s, "w1")
 	want := heartbeat(t, s, "w1", t0)
+	if want.Beats != 2 {
+		t.Fatalf("beats after a claim and a heartbeat = %d, want 2", want.Beats)
+	}
 
 	mustApply(t, s, term, store.SetWorkerState{ID: "w1", State: store.WorkerActive})
 	want.State = store.WorkerActive
 	equal(t, "after SetWorkerState", getWorker(t, s, "w1"), want, normWorker)
 
-	// The same instant in another zone is the same heartbeat.
-	mustApply(t, s, term, store.SetWorkerState{ID: "w1", State: store.WorkerSuspect, ExpectHeartbeat: t0.UTC()})
+	// A suspect worker carries the coordinator's record of its silence.
+	mustApply(t, s, term, store.SetWorkerState{ID: "w1", State: store.WorkerSuspect, ExpectBeats: 2, SilentSince: t0.Add(time.Minute)})
+	want.State, want.SilentBeats, want.SilentSince = store.WorkerSuspect, 2, t0.Add(time.Minute)
+	equal(t, "after SetWorkerState suspect", getWorker(t, s, "w1"), want, normWorker)
 
-	// A newer heartbeat cancels a decision taken on the older one.
-	want = heartbeat(t, s, "w1", t0.Add(time.Nanosecond))
-	if want.State != store.WorkerSuspect {
-		t.Fatalf("state after SetWorkerState on a matching heartbeat = %s, want suspect", want.State)
+	// A heartbeat since cancels a decision taken on the older count, whatever the
+	// heartbeat's own time says.
+	want = heartbeat(t, s, "w1", t0.Add(-time.Hour))
+	if want.State != store.WorkerSuspect || want.Beats != 3 || want.SilentBeats != 2 {
+		t.Fatalf("after a heartbeat: %+v, want suspect, 3 beats, silent at 2", want)
 	}
-	err := s.Apply(ctx, term, []store.Mutation{store.SetWorkerState{ID: "w1", State: store.WorkerDead, ExpectHeartbeat: t0}})
-	wantErr(t, err, store.ErrConflict, "SetWorkerState on a stale heartbeat")
+	err := s.Apply(ctx, term, []store.Mutation{store.SetWorkerState{ID: "w1", State: store.WorkerDead, ExpectBeats: 2}})
+	wantErr(t, err, store.ErrConflict, "SetWorkerState on a stale heartbeat count")
 	equal(t, "after refused SetWorkerState", getWorker(t, s, "w1"), want, normWorker)
-	mustApply(t, s, term, store.SetWorkerState{ID: "w1", State: store.WorkerDead, ExpectHeartbeat: t0.Add(time.Nanosecond)})
-	want.State = store.WorkerDead
-	equal(t, "after SetWorkerState on the current heartbeat", getWorker(t, s, "w1"), want, normWorker)
+	mustApply(t, s, term, store.SetWorkerState{ID: "w1", State: store.WorkerDead, ExpectBeats: 3})
+	want.State, want.SilentBeats, want.SilentSince = store.WorkerDead, 0, time.Time{}
+	equal(t, "after SetWorkerState on the current count (silence cleared)", getWorker(t, s, "w1"), want, normWorker)
 
 	err = s.Apply(ctx, term, []store.Mutation{store.SetWorkerState{ID: "w-none", State: store.WorkerDead}})
 	wantErr(t, err, store.ErrConflict, "SetWorkerState of an unknown worker")
@@ -240,14 +247,14 @@ func testDeleteWorker(t *testing.T, s store.Store) {
 
 	before := snap(t, s)
 	for _, m := range []store.DeleteWorker{
-		{ID: "w1", ExpectHeartbeat: t0.Add(-time.Nanosecond)},
+		{ID: "w1", ExpectBeats: hb1.Beats - 1},
 		{ID: "w-none"},
 	} {
 		wantErr(t, s.Apply(ctx, term, []store.Mutation{m}), store.ErrConflict, fmt.Sprintf("DeleteWorker %+v", m))
 	}
 	wantUnchanged(t, "refused DeleteWorker", before, s)
 
-	mustApply(t, s, term, store.DeleteWorker{ID: "w1", ExpectHeartbeat: hb1.HeartbeatAt})
+	mustApply(t, s, term, store.DeleteWorker{ID: "w1", ExpectBeats: hb1.Beats})
 	_, err := s.GetWorker(ctx, "w1")
 	wantErr(t, err, store.ErrNotFound, "GetWorker after DeleteWorker")
 	if es, err := s.ReadOutbox(ctx, "w1", 0, 0); len(es) != 0 || (err != nil && !errors.Is(err, store.ErrNotFound)) {

@@ -1,0 +1,57 @@
+package coordinator
+
+import (
+	"sync"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// liveness judges workers by the coordinator's clock alone (seed 004's heartbeat sum):
+// a worker is as fresh as the moment this coordinator first saw its heartbeat count at
+// the value it has now. Worker timestamps are never compared with the coordinator's
+// clock, so a worker whose clock is hours off is judged like any other, and a late
+// heartbeat never moves anything back.
+//
+// What it remembers is a cache: lost on a restart, every worker counts as seen at the
+// first tick after it (a death is then declared up to one grace late, never early). A
+// silence already recorded with a suspect worker (Worker.SilentSince) survives restarts
+// and other coordinators.
+type liveness struct {
+	mu   sync.Mutex
+	seen map[string]sighting
+}
+
+type sighting struct {
+	started time.Time // the registration the count belongs to
+	beats   uint64
+	at      time.Time // on the coordinator's clock
+}
+
+// observe returns, for each worker, since when its count has not moved.
+func (l *liveness) observe(workers []store.Worker, now time.Time) map[string]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old := l.seen
+	l.seen = make(map[string]sighting, len(workers))
+	out := make(map[string]time.Time, len(workers))
+	for _, w := range workers {
+		s, ok := old[w.ID]
+		if !ok || s.beats != w.Beats || !s.started.Equal(w.StartedAt) {
+			s = sighting{started: w.StartedAt, beats: w.Beats, at: now}
+		}
+		if !w.SilentSince.IsZero() && w.SilentBeats == w.Beats && w.SilentSince.Before(s.at) {
+			s.at = w.SilentSince // recorded by a coordinator that saw it first
+		}
+		l.seen[w.ID] = s
+		out[w.ID] = s.at
+	}
+	return out
+}
+
+// forget drops what was seen (a restarted coordinator).
+func (l *liveness) forget() {
+	l.mu.Lock()
+	l.seen = nil
+	l.mu.Unlock()
+}

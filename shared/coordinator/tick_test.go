@@ -1,0 +1,287 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/ring"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+	"github.com/mirrorfleet/mirrorfleet/shared/timer"
+)
+
+// tickFleet is a coordinator on a real bbolt store with workers played by their store
+// calls (they heartbeat before every tick).
+type tickFleet struct {
+	t     *testing.T
+	st    *bolt.Store
+	clk   *clock.Virtual
+	c     *Coordinator
+	live  []string
+	repos int
+	nextW int
+}
+
+func newTickFleet(t *testing.T, workers, repos int, cfg Config) *tickFleet {
+	t.Helper()
+	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "fleet.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := clock.NewVirtual(t0)
+	cfg.Warmup = NoWarmup
+	f := &tickFleet{t: t, st: st, clk: clk, c: &Coordinator{ID: "c", Store: st, Timer: timer.NewLocal(), Clock: clk, Config: cfg,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	for range workers {
+		f.addWorker()
+	}
+	f.addRepos(repos)
+	f.settle(100)
+	return f
+}
+
+func (f *tickFleet) addWorker() string {
+	f.nextW++
+	id := fmt.Sprintf("w%03d", f.nextW)
+	if _, err := f.st.ClaimSlot(f.t.Context(), store.Worker{ID: id, StartedAt: f.clk.Now()}, 1024); err != nil {
+		f.t.Fatal(err)
+	}
+	f.live = append(f.live, id)
+	return id
+}
+
+func (f *tickFleet) addRepos(n int) {
+	for i := range n {
+		url := fmt.Sprintf("https://example.org/r/%d", f.repos+i)
+		if _, _, err := f.st.CreateRepo(f.t.Context(), store.Repo{ID: store.RepoID(url), URL: url, State: store.RepoPending}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.repos += n
+}
+
+// tick advances 10 s, has the live workers heartbeat, and ticks.
+func (f *tickFleet) tick() Report {
+	f.t.Helper()
+	return f.tickCtx(f.t.Context())
+}
+
+func (f *tickFleet) tickCtx(ctx context.Context) Report {
+	f.t.Helper()
+	f.clk.Advance(10 * time.Second)
+	for _, id := range f.live {
+		w, err := f.st.Heartbeat(f.t.Context(), id, store.Heartbeat{At: f.clk.Now()})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		// Ack everything, so outboxes get trimmed.
+		if _, err := f.st.Heartbeat(f.t.Context(), id, store.Heartbeat{At: f.clk.Now(), AckSeq: w.OutboxHead}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	rep, err := f.c.Tick(ctx)
+	if err != nil || !rep.Leader || rep.Stale != "" {
+		f.t.Fatalf("tick: %+v, %v", rep, err)
+	}
+	return rep
+}
+
+// settle ticks until a tick has nothing left to do.
+func (f *tickFleet) settle(max int) int {
+	f.t.Helper()
+	for i := 1; i <= max; i++ {
+		r := f.tick()
+		if r.Moved+r.Deleted == 0 && !r.Incomplete && r.PendingLeft == 0 && r.Writes == 0 {
+			return i
+		}
+	}
+	f.t.Fatalf("not settled after %d ticks", max)
+	return 0
+}
+
+// placed checks every repo sits with its ring owner.
+func (f *tickFleet) placed() {
+	f.t.Helper()
+	sr, err := f.st.GetRing(f.t.Context())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rg, err := ring.FromStore(sr)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cursor := ""
+	for {
+		page, next, err := f.st.ListRepos(f.t.Context(), cursor, 1000)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		for _, r := range page {
+			if want := ownerOf(rg, r, r.Salt); r.Owner != want {
+				f.t.Fatalf("repo %s owned by %q, ring says %q", r.ID, r.Owner, want)
+			}
+		}
+		if next == "" {
+			return
+		}
+		cursor = next
+	}
+}
+
+// A join and a death read the repos that move, not the donors' whole assignment.
+func TestMembershipTicksReadWhatMoves(t *testing.T) {
+	f := newTickFleet(t, 10, 4000, Config{})
+	if q := f.tick(); q.Read != 0 || q.Writes != 0 {
+		t.Fatalf("quiet tick read %d repos and made %d writes", q.Read, q.Writes)
+	}
+	f.addWorker()
+	join := f.tick()
+	if join.Moved == 0 || join.Incomplete || float64(join.Read) > 1.5*float64(join.Moved) {
+		t.Fatalf("join: read %d repos, moved %d, incomplete %v", join.Read, join.Moved, join.Incomplete)
+	}
+	f.settle(10)
+	f.placed()
+
+	victim := f.live[3]
+	f.live = append(f.live[:3], f.live[4:]...)
+	var death Report
+	for range 100 {
+		if r := f.tick(); r.Moved > 0 {
+			death = r
+			break
+		}
+	}
+	if death.Moved == 0 || death.Incomplete || float64(death.Read) > 1.5*float64(death.Moved) {
+		t.Fatalf("death of %s: read %d repos, moved %d", victim, death.Read, death.Moved)
+	}
+	f.settle(10)
+	f.placed()
+	t.Logf("join: moved %d, read %d; death: moved %d, read %d", join.Moved, join.Read, death.Moved, death.Read)
+}
+
+// With a read cap far below what a change moves, the ring is written at once and the
+// moves spread over ticks, each within the cap, until every repo is in place.
+func TestCappedTicksResume(t *testing.T) {
+	f := newTickFleet(t, 4, 3000, Config{MaxReads: 100, ReadPage: 40})
+	before, err := f.st.GetRingHead(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.addWorker()
+	first := f.tick()
+	head, err := f.st.GetRingHead(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Version <= before.Version || len(head.Scans) == 0 || !first.Incomplete || first.Cut != "max reads" {
+		t.Fatalf("first tick of a capped join: ring %d -> %d with %d scans, incomplete %v, cut %q",
+			before.Version, head.Version, len(head.Scans), first.Incomplete, first.Cut)
+	}
+	moved, ticks := first.Moved, 1
+	for r := first; r.Incomplete; ticks++ {
+		r = f.tick()
+		if r.Read > 100 {
+			t.Fatalf("tick read %d repos, over the cap of 100", r.Read)
+		}
+		moved += r.Moved
+	}
+	head, _ = f.st.GetRingHead(t.Context())
+	if len(head.Scans) != 0 || ticks < 5 {
+		t.Fatalf("after %d ticks: %d scans left", ticks, len(head.Scans))
+	}
+	f.placed()
+	t.Logf("a join of %d moves in %d ticks of at most 100 reads", moved, ticks)
+}
+
+// A tick whose deadline has (nearly) come still writes worker states and the ring, and
+// leaves the moves to the next tick.
+func TestDeadlineLeavesMovesForTheNextTick(t *testing.T) {
+	f := newTickFleet(t, 4, 1000, Config{})
+	f.addWorker()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second) // inside the 5 s reserve
+	defer cancel()
+	r := f.tickCtx(ctx)
+	if r.Moved != 0 || r.Cut != "deadline" || !r.Incomplete || r.Members != 5 {
+		t.Fatalf("tick past its deadline: moved %d, cut %q, incomplete %v, %d members", r.Moved, r.Cut, r.Incomplete, r.Members)
+	}
+	if next := f.tick(); next.Moved == 0 || next.Incomplete {
+		t.Fatalf("the next tick: moved %d, incomplete %v", next.Moved, next.Incomplete)
+	}
+	f.placed()
+}
+
+// Repos that can get no action (overflow with every re-hash on the only worker) do not
+// keep the tick from the repos after them in the index.
+func TestStuckOverflowDoesNotStarveTheRest(t *testing.T) {
+	f := newTickFleet(t, 1, 300, Config{MaxReads: 50, ReadPage: 25})
+	ctx := t.Context()
+	owned, _, err := f.st.ListReposByOwner(ctx, f.live[0], "", 1000)
+	if err != nil || len(owned) != 300 {
+		t.Fatalf("%d repos owned, %v", len(owned), err)
+	}
+	for _, r := range owned[:250] {
+		if err := f.st.HandBack(ctx, r.ID, r.Owner, r.OwnerEpoch, "disk full"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var victims []string
+	for _, r := range owned[250:] {
+		if err := f.st.RequestDelete(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		victims = append(victims, r.ID)
+	}
+	for range 20 {
+		f.tick()
+	}
+	for _, id := range victims {
+		if _, err := f.st.GetRepo(ctx, id); err == nil {
+			t.Fatalf("repo %s still waits for its deletion behind the overflow repos", id)
+		}
+	}
+}
+
+// slowApply is a store whose repo writes take longer than a tick's whole budget, as a
+// slow or throttled store's would.
+type slowApply struct {
+	Store
+	delay time.Duration
+	calls int
+}
+
+func (s *slowApply) Apply(ctx context.Context, term int64, muts []store.Mutation) error {
+	for _, m := range muts {
+		if _, ok := m.(store.AssignRepo); ok {
+			s.calls++
+			time.Sleep(s.delay)
+			break
+		}
+	}
+	return s.Store.Apply(ctx, term, muts)
+}
+
+// A tick stops writing moves at its deadline within a page of reads, not after the
+// page's dozens of writes; the repos it did not reach are decided by later ticks.
+func TestDeadlineStopsWithinAPage(t *testing.T) {
+	f := newTickFleet(t, 3, 0, Config{Budget: 3 * time.Second, ReadPage: 1000})
+	f.addRepos(600) // one page of pending repos: 600 moves, about 18 Apply calls
+	// The first repo write alone outlasts the budget, however long the tick took before it.
+	slow := &slowApply{Store: f.st, delay: 3 * time.Second}
+	f.c.Store = slow
+	r := f.tick()
+	// The write under way when the deadline came lands, and so does what it had batched.
+	if r.Cut != "deadline" || !r.Incomplete || slow.calls > 2 || r.Moved == 0 || r.Moved >= 100 {
+		t.Fatalf("first tick: cut %q, incomplete %v, %d repo writes, moved %d; want it stopped after the first write",
+			r.Cut, r.Incomplete, slow.calls, r.Moved)
+	}
+	f.c.Store = f.st
+	f.settle(100)
+	f.placed()
+}
