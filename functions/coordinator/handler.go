@@ -46,7 +46,7 @@ type Deps struct {
 // any event; its coordinator's caches (the decoded ring, liveness sightings) only make
 // warm invocations cheaper. It is safe for concurrent invocations.
 //
-// Leadership (docs/adr/0099-lambda-leadership.md): every environment of the function
+// Leadership (docs/adr/0019-lambda-leadership.md): every environment of the function
 // campaigns in one group, the function's name, so an invocation in an environment other
 // than the last leader's — a death timer fired while another environment was warm —
 // takes the next term at once and acts, instead of following until the lease lapses.

@@ -1,4 +1,4 @@
-// Package worker is the fetch worker's runtime (DESIGN.md §5): it joins the fleet in a
+// Package worker is the fetch worker's runtime (docs/architecture.md, Worker): it joins the fleet in a
 // slot, heartbeats, learns its assignment from its outbox (partial resync) or from the
 // owner index (full resync), and keeps its repos fresh through a priority queue.
 package worker
