@@ -9,9 +9,14 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
 all: test
 
-## run: the local fleet (coordinator, workers, API) on the embedded store
+## run: the local fleet (coordinator, workers, API) on the embedded store; flags in
+## ARGS (make run ARGS="--workers 5 --allow-private-hosts"). The binary is built, then
+## run in make's place (exec): a SIGTERM or Ctrl-C reaches the fleet itself, which stops
+## cleanly and frees its port and store (go run would leave it running).
+BIN ?= build/host/mirrorfleet
 run:
-	$(GO) run ./cmd/mirrorfleet run
+	$(GO) build -o $(BIN) ./cmd/mirrorfleet
+	exec $(BIN) run $(ARGS)
 
 ## test: every test tier this machine can run
 test: vet unit infra synth

@@ -1,4 +1,4 @@
-// Command infra is the CDK app that deploys mirrorfleet to AWS (DESIGN.md §2). Run it
+// Command infra is the CDK app that deploys mirrorfleet to AWS (infra/README.md). Run it
 // through the CDK CLI from this directory (cdk.json): npx cdk synth|deploy|destroy.
 package main
 

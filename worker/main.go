@@ -1,4 +1,4 @@
-// Command worker is a fetch worker on its own (DESIGN.md §2, §5), the same process as
+// Command worker is a fetch worker on its own (docs/architecture.md, Worker), the same process as
 // `mirrorfleet worker`, which the ECS tasks run: it reads its configuration from the
 // environment (worker/README.md), joins the fleet in the DynamoDB table, and keeps its
 // share of the mirrors under /mnt/mirrors (EFS) fresh until it is stopped.

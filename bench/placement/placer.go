@@ -52,16 +52,9 @@ func placeParallel(hs []uint64, out []int32, owner func(uint64) int32) {
 	wg.Wait()
 }
 
-// mix is the splitmix64 finalizer: a cheap bijection with full avalanche, used for worker
-// scores, jump hash's random stream and the uniform reference placement.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+// mix is the ring's splitmix64 finalizer, used for worker scores, jump hash's random
+// stream and the uniform reference placement.
+func mix(x uint64) uint64 { return ring.Mix(x) }
 
 // golden is 2^64/φ, the splitmix64 stream increment.
 const golden = 0x9e3779b97f4a7c15

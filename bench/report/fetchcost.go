@@ -23,91 +23,76 @@ func fetchCostSection(r *Report) (string, results.Meta, error) {
 	if len(v.Sizes) == 0 {
 		return "", v.Meta, fmt.Errorf("fetchcost: no sizes")
 	}
-	var b strings.Builder
-	b.WriteString("## 3. Fetch cost\n\n")
-	fmt.Fprintf(&b, "What mirroring costs with go-git (%s), through the `Mirrorer` the workers run (`shared/mirror`, "+
-		"with the worker's URL policy and HTTP client), against the git CLI (%s): `git clone --mirror`, "+
-		"`git fetch --prune` in that mirror, and `git ls-remote`. Both sides fetch the same generated repositories "+
-		"from one `git http-backend` (smart HTTP) on 127.0.0.1. Every operation runs in a child process of its own "+
-		"and its memory is that process tree's, so go-git and git are measured the same way. Ratios are "+
-		"**go-git / CLI**: above 1, go-git costs more.\n\n", v.GoGitVersion, strings.TrimPrefix(v.GitVersion, "git version "))
-	b.WriteString(fcRepoTable(v.Sizes))
-	b.WriteString(fcHeadline(v.Sizes))
 	charts, err := fcCharts(r, v.Sizes)
 	if err != nil {
 		return "", v.Meta, err
 	}
-	b.WriteString(charts)
+	type size struct {
+		S                 results.FetchCostSize
+		Rows              [][4]string
+		ListRate, ListCPU string
+	}
+	var sizes []size
 	for _, s := range v.Sizes {
-		fmt.Fprintf(&b, "### %s (%s pack)\n\n", s.Name, fcMiB(s.Repo.PackBytes))
-		b.WriteString(fcSizeTable(s))
+		sizes = append(sizes, size{S: s, Rows: fcSizeRows(s), ListRate: fcNum(s.Polls.GoGitList.PerSecond),
+			ListCPU: fcMs(s.Polls.GoGitList.CPUMillisPerPoll)})
 	}
-	b.WriteString("### What it means\n\n")
-	b.WriteString(fcExplain(v))
-	if len(v.Notes) > 0 {
-		b.WriteString("How it was measured:\n\n")
-		for _, n := range v.Notes {
-			b.WriteString("- " + n + "\n")
-		}
-		fmt.Fprintf(&b, "- No-change poll loops ran %s s each; the run took %.0f s.\n", fcNum(v.PollSeconds), v.Meta.Seconds)
-		fmt.Fprintf(&b, "- 1-minute load average %s at the start and %s at the end, on %d cores%s.\n\n", fcNum(v.LoadStart),
-			fcNum(v.LoadEnd), v.Meta.Cores, fcLoadRemark(v))
-	}
-	return b.String(), v.Meta, nil
+	losses, wins := fcVerdicts(v.Sizes)
+	md, err := render("fetchcost", struct {
+		V                   results.FetchCost
+		Git                 string
+		Names               []string
+		Short               [][2]string
+		Charts              string
+		Sizes               []size
+		Notable, NotableWin float64
+		Losses, Wins        []string
+		Memory              *fcMemory
+		Poll                *fcPolling
+		PollSeconds         string
+		LoadStart, LoadEnd  string
+		LoadRemark          string
+	}{v, strings.TrimPrefix(v.GitVersion, "git version "), fcNames(v.Sizes), fcShort(v.Sizes), charts, sizes,
+		fcNotable, 1 / fcNotable, losses, wins, fcMemoryOf(v), fcPollOf(v),
+		fcNum(v.PollSeconds), fcNum(v.LoadStart), fcNum(v.LoadEnd), fcLoadRemark(v)})
+	return md, v.Meta, err
 }
 
-func fcRepoTable(sizes []results.FetchCostSize) string {
-	var b strings.Builder
-	b.WriteString("| repository | pack | commits | objects | refs | text files | binary assets | generated in |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, s := range sizes {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", s.Name, fcMiB(s.Repo.PackBytes),
-			fmtInt(s.Repo.Commits), fmtInt(s.Repo.Objects), fmtInt(s.Repo.Refs), fmtInt(s.Repo.TextFiles),
-			fcMiB(s.Repo.BinaryBytes), fcSecs(s.Repo.GenerateSeconds))
-	}
-	b.WriteString("\nHistories are generated from scratch on every run (`git fast-import`): source-like text files edited a " +
-		"few lines per commit, incompressible binary assets added and replaced over the history, annotated release " +
-		"tags and release branches.\n\n")
-	return b.String()
-}
-
-// fcHeadline is the short answer: the ratios per size.
-func fcHeadline(sizes []results.FetchCostSize) string {
-	var b strings.Builder
-	b.WriteString("In short (go-git / CLI, per size " + fcNames(sizes) + "):\n\n")
-	row := func(label string, f func(s results.FetchCostSize) string) {
+// fcShort is the short answer: the ratios per size, one metric a line.
+func fcShort(sizes []results.FetchCostSize) [][2]string {
+	var out [][2]string
+	row := func(label string, f func(s results.FetchCostSize) float64) {
 		parts := make([]string, len(sizes))
 		for i, s := range sizes {
-			parts[i] = f(s)
+			parts[i] = fcRatio(f(s))
 		}
-		fmt.Fprintf(&b, "- %s: %s\n", label, strings.Join(parts, " / "))
+		out = append(out, [2]string{label, strings.Join(parts, " / ")})
 	}
-	row("initial mirror, wall time", func(s results.FetchCostSize) string { return fcRatio(s.Clone.Ratio.Wall) })
-	row("initial mirror, peak memory (all processes)", func(s results.FetchCostSize) string { return fcRatio(s.Clone.Ratio.TreeRSS) })
-	row("fetch after a small change, wall time", func(s results.FetchCostSize) string { return fcRatio(s.Fetch.Ratio.Wall) })
-	row("fetch after a small change, peak memory (all processes)", func(s results.FetchCostSize) string { return fcRatio(s.Fetch.Ratio.TreeRSS) })
-	row("no-change poll, CPU per poll vs `git fetch`", func(s results.FetchCostSize) string { return fcRatio(s.Polls.CPUVsFetch) })
-	row("no-change poll, CPU per poll vs `git ls-remote`", func(s results.FetchCostSize) string { return fcRatio(s.Polls.CPUVsLsRemote) })
-	row("no-change polls per second, go-git / `git ls-remote` (above 1: go-git polls faster)", func(s results.FetchCostSize) string {
-		return fcRatio(s.Polls.RateVsLsRemote)
+	row("initial mirror, wall time", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.Wall })
+	row("initial mirror, peak memory (all processes)", func(s results.FetchCostSize) float64 { return s.Clone.Ratio.TreeRSS })
+	row("fetch after a small change, wall time", func(s results.FetchCostSize) float64 { return s.Fetch.Ratio.Wall })
+	row("fetch after a small change, peak memory (all processes)", func(s results.FetchCostSize) float64 { return s.Fetch.Ratio.TreeRSS })
+	row("no-change poll, CPU per poll vs `git fetch`", func(s results.FetchCostSize) float64 { return s.Polls.CPUVsFetch })
+	row("no-change poll, CPU per poll vs `git ls-remote`", func(s results.FetchCostSize) float64 { return s.Polls.CPUVsLsRemote })
+	row("no-change polls per second, go-git / `git ls-remote` (above 1: go-git polls faster)", func(s results.FetchCostSize) float64 {
+		return s.Polls.RateVsLsRemote
 	})
-	b.WriteString("\n")
-	return b.String()
+	return out
 }
 
-func fcNames(sizes []results.FetchCostSize) string {
+func fcNames(sizes []results.FetchCostSize) []string {
 	names := make([]string, len(sizes))
 	for i, s := range sizes {
 		names[i] = s.Name
 	}
-	return strings.Join(names, " / ")
+	return names
 }
 
-// fcSizeTable puts go-git and the CLI side by side for one repository.
-func fcSizeTable(s results.FetchCostSize) string {
-	var b strings.Builder
-	b.WriteString("| | go-git (Mirrorer) | git CLI | go-git / CLI |\n|---|---:|---:|---:|\n")
-	row := func(label, g, c, ratio string) { fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", label, g, c, ratio) }
+// fcSizeRows put go-git and the CLI side by side for one repository: label, go-git,
+// CLI, ratio.
+func fcSizeRows(s results.FetchCostSize) [][4]string {
+	var rows [][4]string
+	row := func(label, g, c, ratio string) { rows = append(rows, [4]string{label, g, c, ratio}) }
 	op := func(name string, p results.FetchCostPair) {
 		row(fmt.Sprintf("%s: wall time (median of %d)", name, p.GoGit.Runs), fcSecs(p.GoGit.WallSeconds), fcSecs(p.CLI.WallSeconds), fcRatio(p.Ratio.Wall))
 		row(name+": CPU time", fcSecs(p.GoGit.CPUSeconds), fcSecs(p.CLI.CPUSeconds), fcRatio(p.Ratio.CPU))
@@ -124,10 +109,7 @@ func fcSizeTable(s results.FetchCostSize) string {
 	row("No-change poll vs `git ls-remote`: CPU per poll", fcMs(p.GoGit.CPUMillisPerPoll), fcMs(p.LsRemote.CPUMillisPerPoll), fcRatio(p.CPUVsLsRemote))
 	row("Polling: peak RSS (go-git: the polling process; CLI: one `git fetch`)", fcMiB(p.GoGit.MaxRSSBytes), fcMiB(p.GitFetch.MaxRSSBytes),
 		fcRatio(fcDiv(float64(p.GoGit.MaxRSSBytes), float64(p.GitFetch.MaxRSSBytes))))
-	fmt.Fprintf(&b, "\ngo-git's ref listing alone (`Remote.List`, no mirror opened): %s polls/s, %s CPU per poll. "+
-		"Pack received: go-git %s, CLI %s (upstream %s).\n\n", fcNum(p.GoGitList.PerSecond), fcMs(p.GoGitList.CPUMillisPerPoll),
-		fcMiB(s.Clone.GoGit.PackBytes), fcMiB(s.Clone.CLI.PackBytes), fcMiB(s.Repo.PackBytes))
-	return b.String()
+	return rows
 }
 
 // fcCharts draws the ratios per size and peak memory against pack size.
@@ -153,7 +135,7 @@ func fcCharts(r *Report, sizes []results.FetchCostSize) (string, error) {
 		}
 		bars.Series = append(bars.Series, bs)
 	}
-	ratios, err := r.Plot("fetchcost-ratios.svg", "go-git / git CLI ratios per repository size", bars.SVG())
+	ratios, err := r.Plot("fetchcost-ratios.svg", "go-git / git CLI ratios per repository size", bars)
 	if err != nil {
 		return "", err
 	}
@@ -177,29 +159,11 @@ func fcCharts(r *Report, sizes []results.FetchCostSize) (string, error) {
 		}
 		mem.Series = append(mem.Series, ser)
 	}
-	memory, err := r.Plot("fetchcost-memory.svg", "peak memory of go-git and the git CLI against pack size", mem.SVG())
+	memory, err := r.Plot("fetchcost-memory.svg", "peak memory of go-git and the git CLI against pack size", mem)
 	if err != nil {
 		return "", err
 	}
 	return ratios + "\n" + memory + "\n", nil
-}
-
-// fcExplain interprets the figures: where go-git loses, and what that means for a
-// worker task.
-func fcExplain(v results.FetchCost) string {
-	var b strings.Builder
-	losses, wins := fcVerdicts(v.Sizes)
-	if len(losses) > 0 {
-		b.WriteString("**Where go-git loses** (≥ " + fcRatio(fcNotable) + "): " + strings.Join(losses, "; ") + ".\n\n")
-	} else {
-		b.WriteString("**go-git loses nowhere** by " + fcRatio(fcNotable) + " or more.\n\n")
-	}
-	if len(wins) > 0 {
-		b.WriteString("**Where go-git wins** (≤ " + fcRatio(1/fcNotable) + "): " + strings.Join(wins, "; ") + ".\n\n")
-	}
-	b.WriteString(fcMemoryText(v))
-	b.WriteString(fcPollText(v))
-	return b.String()
 }
 
 // fcVerdicts lists, per metric, the sizes where go-git costs notably more or less.
@@ -238,32 +202,36 @@ func fcVerdicts(sizes []results.FetchCostSize) (losses, wins []string) {
 	return losses, wins
 }
 
-// fcMemoryText sizes a worker task for first clones of the largest repository.
-func fcMemoryText(v results.FetchCost) string {
+// fcMemory sizes a worker task for first clones of the largest repository.
+type fcMemory struct {
+	S                                  results.FetchCostSize
+	GoGit, CLI, GoGitAll, CLIAll, Task int64
+	Fetchers, Fit                      int
+}
+
+func fcMemoryOf(v results.FetchCost) *fcMemory {
 	s := v.Sizes[len(v.Sizes)-1]
 	w := v.Worker
 	g, c := s.Clone.GoGit.TreeRSSBytes, s.Clone.CLI.TreeRSSBytes
 	if g <= 0 || c <= 0 || w.TaskMemoryMiB <= 0 || w.Fetchers <= 0 {
-		return ""
+		return nil
 	}
 	task := int64(w.TaskMemoryMiB) << 20
-	return fmt.Sprintf("**Memory and worker sizing.** go-git's first mirror of the %s repository (%s pack) peaked at %s, "+
-		"the CLI's whole process tree at %s. A worker runs up to %d fetches at once in one process, so %d first mirrors "+
-		"of repositories like it would need about %s with go-git (the default task has %s; %s such clones fit) against "+
-		"about %s with the CLI. Polls and small fetches stay small (see the tables); the risk is a burst of first "+
-		"mirrors of big repositories, as when a worker joins and takes over part of the ring, or a large list is "+
-		"imported. Options: size the task for it, cap concurrent first mirrors below `Fetchers`, or mirror "+
-		"repositories above some size with the CLI. These are upper estimates: concurrent clones in one process "+
-		"share the Go runtime's baseline, and the page cache of the mirror file system is not counted.\n\n",
-		s.Name, fcMiB(s.Repo.PackBytes), fcMiB(g), fcMiB(c), w.Fetchers, w.Fetchers, fcMiB(int64(w.Fetchers)*g),
-		fcMiB(task), fmtInt(int(task/g)), fcMiB(int64(w.Fetchers)*c))
+	return &fcMemory{S: s, GoGit: g, CLI: c, GoGitAll: int64(w.Fetchers) * g, CLIAll: int64(w.Fetchers) * c, Task: task,
+		Fetchers: w.Fetchers, Fit: int(task / g)}
 }
 
-// fcPollText turns CPU per poll into repos a worker can keep polled.
-func fcPollText(v results.FetchCost) string {
+// fcPolling turns CPU per poll into repos a worker can keep polled.
+type fcPolling struct {
+	VCPU   string
+	Parts  []string
+	Mirror *struct{ Name, Share, List string }
+}
+
+func fcPollOf(v results.FetchCost) *fcPolling {
 	w := v.Worker
 	if w.TaskVCPU <= 0 || w.MinIntervalSeconds <= 0 {
-		return ""
+		return nil
 	}
 	var parts []string
 	for _, s := range v.Sizes {
@@ -277,24 +245,15 @@ func fcPollText(v results.FetchCost) string {
 			fcNum(perSec), fmtInt(int(perSec*w.MinIntervalSeconds)), fcDuration(w.MinIntervalSeconds)))
 	}
 	if len(parts) == 0 {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "**Polling capacity.** A no-change poll's client CPU, on a %s-vCPU task with nothing else to do "+
-		"(the wall-clock polls/s above also include the server's work on the same cores): %s.\n\n",
-		fcNum(w.TaskVCPU), strings.Join(parts, "; "))
+	out := &fcPolling{VCPU: fcNum(w.TaskVCPU), Parts: parts}
 	s := v.Sizes[len(v.Sizes)-1]
 	sync, list := s.Polls.GoGit.CPUMillisPerPoll, s.Polls.GoGitList.CPUMillisPerPoll
 	if sync > 0 && list > 0 {
-		share := math.Max(0, 1-list/sync)
-		fmt.Fprintf(&b, "On the %s repository, %s of a no-change Sync's CPU is the mirror's side, not the ref "+
-			"advertisement (go-git's `Remote.List` alone takes %s): opening the mirror, reading its refs, computing "+
-			"`LastCommitAt` (which loads the pack index of the freshly opened mirror) and measuring its size. That part "+
-			"grows with the object count, which is why go-git's poll cost rises with repository size while "+
-			"`git ls-remote`'s does not; keeping the mirror's newest-commit time with its refs would make a no-change "+
-			"poll independent of the repository's size.\n\n", s.Name, fcPct(share), fcMs(list))
+		out.Mirror = &struct{ Name, Share, List string }{s.Name, fcPct(math.Max(0, 1-list/sync)), fcMs(list)}
 	}
-	return b.String()
+	return out
 }
 
 // fcLoadRemark warns when other work competed for the CPU during the run.

@@ -10,8 +10,25 @@ import (
 // headlines is the report's summary: the ratios each part exists to measure, read from
 // the same JSON as the sections below.
 func headlines(r *Report) (string, error) {
-	var md strings.Builder
-	md.WriteString("## Headlines\n\n")
+	type fresh struct {
+		Budget              float64
+		Default             string
+		LagMeanH            float64
+		OverOptimum         []string
+		Rate, Cbrt, Uniform float64
+	}
+	type tick struct {
+		Lo, Hi         *results.TickCell
+		QuietX, NaiveX float64
+	}
+	var h struct {
+		Freshness        []fresh
+		PlacementKeys    int
+		Placement        []string
+		FetchCost, Bills []string
+		Tick             *tick
+		Hostile, Serve   string
+	}
 
 	var f results.Freshness
 	if err := r.Load("freshness", &f); err != nil {
@@ -34,10 +51,9 @@ func headlines(r *Report) (string, error) {
 				parts = append(parts, fmt.Sprintf("%s %.2f× (p99 %.2f×)", s.key, x.LagMeanH/o.LagMeanH, x.LagP99H/o.LagP99H))
 			}
 		}
-		fmt.Fprintf(&md, "- **Freshness, %g polls/repo/day:** `%s` (default) mean lag %.2f h; over the optimum: %s; "+
-			"`rate` %.2f×, `cbrt` %.2f×, uniform %.2f× ours (stationary).\n", b, def, ours.LagMeanH, strings.Join(parts, ", "),
-			secs[0].runs["rate"][b].LagMeanH/ours.LagMeanH, secs[0].runs["cbrt"][b].LagMeanH/ours.LagMeanH,
-			secs[0].runs["uniform"][b].LagMeanH/ours.LagMeanH)
+		h.Freshness = append(h.Freshness, fresh{Budget: b, Default: def, LagMeanH: ours.LagMeanH, OverOptimum: parts,
+			Rate: secs[0].runs["rate"][b].LagMeanH / ours.LagMeanH, Cbrt: secs[0].runs["cbrt"][b].LagMeanH / ours.LagMeanH,
+			Uniform: secs[0].runs["uniform"][b].LagMeanH / ours.LagMeanH})
 	}
 
 	var p results.Placement
@@ -57,7 +73,7 @@ func headlines(r *Report) (string, error) {
 		}
 		pm = append(pm, fmt.Sprintf("%.3f (plain 160-vnode ring %.3f) at %d workers", ours, plain, n))
 	}
-	fmt.Fprintf(&md, "- **Placement, %s keys:** ring peak/mean %s.\n", fmtInt(p.Keys), strings.Join(pm, ", "))
+	h.PlacementKeys, h.Placement = p.Keys, pm
 
 	var fc results.FetchCost
 	if err := r.Load("fetchcost", &fc); err != nil {
@@ -67,7 +83,7 @@ func headlines(r *Report) (string, error) {
 	for _, s := range fc.Sizes {
 		fs = append(fs, fmt.Sprintf("%s: %.2f× the time, %.2f× the memory", s.Name, s.Clone.Ratio.Wall, s.Clone.Ratio.TreeRSS))
 	}
-	fmt.Fprintf(&md, "- **Fetch cost, go-git ÷ git CLI, first mirror:** %s.\n", strings.Join(fs, "; "))
+	h.FetchCost = fs
 
 	var sc results.StoreCost
 	if err := r.Load("storecost", &sc); err != nil {
@@ -77,7 +93,7 @@ func headlines(r *Report) (string, error) {
 	for _, b := range sc.Bills {
 		bs = append(bs, fmt.Sprintf("%s at %s%s (DynamoDB $%.2f)", scUSD(b.TotalUSD), scBillLabel(b), scGoal(b), b.DynamoDBUSD))
 	}
-	fmt.Fprintf(&md, "- **Monthly AWS bill:** %s.\n", strings.Join(bs, ", "))
+	h.Bills = bs
 
 	var tl results.TickLatency
 	if err := r.Load("ticklatency", &tl); err != nil {
@@ -97,22 +113,18 @@ func headlines(r *Report) (string, error) {
 		}
 	}
 	if lo != nil && hi != nil && lo.Quiet.P50Ms > 0 && lo.NaiveQuiet.P50Ms > 0 {
-		fmt.Fprintf(&md, "- **Coordinator tick, %d workers, %s → %s repos:** quiet tick p50 %.3f → %.3f ms (×%.1f); "+
-			"a tick that reads every repo %.1f → %.1f ms (×%.0f).\n", lo.Workers, fmtInt(lo.Repos), fmtInt(hi.Repos),
-			lo.Quiet.P50Ms, hi.Quiet.P50Ms, hi.Quiet.P50Ms/lo.Quiet.P50Ms,
-			lo.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms, hi.NaiveQuiet.P50Ms/lo.NaiveQuiet.P50Ms)
+		h.Tick = &tick{Lo: lo, Hi: hi, QuietX: hi.Quiet.P50Ms / lo.Quiet.P50Ms, NaiveX: hi.NaiveQuiet.P50Ms / lo.NaiveQuiet.P50Ms}
 	}
 
-	var h results.Hostile
-	if err := r.Load("hostile", &h); err != nil {
+	var ho results.Hostile
+	if err := r.Load("hostile", &ho); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(&md, "- **Hostile inputs:** %s\n", strings.Trim(hostileHeadline(h), "*"))
+	h.Hostile = strings.Trim(hostileHeadline(ho), "*")
 	var sv results.Serve
 	if err := r.Load("serve", &sv); err != nil {
 		return "", err
 	}
-	md.WriteString(serveHeadline(sv))
-	md.WriteString("\n")
-	return md.String(), nil
+	h.Serve = serveHeadline(sv)
+	return render("headlines", h)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -18,96 +19,43 @@ func hostileSection(r *Report) (string, results.Meta, error) {
 	if len(v.Upstreams) == 0 || len(v.Clients) == 0 || len(v.Chaos) == 0 {
 		return "", v.Meta, fmt.Errorf("hostile: no upstream attacks, client attacks or chaos runs")
 	}
-	var b strings.Builder
-	b.WriteString("## 6. Hostile inputs\n\n")
-	b.WriteString("Each attack of issue 15, run by `bench/hostile` against real servers on 127.0.0.1 in one process: the " +
-		"upstreams of `shared/hostile` synced by a `mirror.Mirrorer` through the URL policy's HTTP client, a list repository of " +
-		"bad lines synced by the list sync, the client attacks against a local fleet's API. *Refused* means the attack ended in a " +
-		"classified error, a 4xx, or connections the server closed, as it should.\n\n")
-	b.WriteString(hostileHeadline(v) + "\n\n")
-
-	b.WriteString("### Upstreams\n\n| attack | what it sends | refused | outcome | after | heap peak | RSS peak |\n|---|---|---|---|---:|---:|---:|\n")
-	for _, a := range v.Upstreams {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | `%s` | %s | %s | %s |\n", a.Name, scCell(a.What), yesNo(a.Refused), a.Outcome,
-			hSeconds(a.Seconds), hMiB(a.HeapPeakMiB), hMiB(a.RSSPeakMiB))
+	type chaos struct {
+		results.HostileChaos
+		Killed, Errors            int
+		ThrottledText, Invariants string
 	}
-	b.WriteString("\n<details><summary>The errors, as the repos' records show them</summary>\n\n")
-	for _, a := range v.Upstreams {
-		fmt.Fprintf(&b, "- `%s`: %s\n", a.Name, scCell(a.Detail))
+	var runs []chaos
+	for _, c := range v.Chaos {
+		x := chaos{HostileChaos: c, ThrottledText: "—", Invariants: "held"}
+		for _, n := range c.Kills {
+			x.Killed += n
+		}
+		for _, n := range c.StoreErrors {
+			x.Errors += n
+		}
+		if c.StoreCalls > 0 {
+			x.ThrottledText = fmt.Sprintf("%s of %s", fmtInt(c.Throttled), fmtInt(c.StoreCalls))
+		}
+		if c.Violations != "" {
+			x.Invariants = "**broken**: " + scCell(cut(c.Violations, 200))
+		}
+		runs = append(runs, x)
 	}
-	b.WriteString("\n</details>\n\n")
-
-	l := v.List
-	b.WriteString("### A list of bad lines\n\n")
-	fmt.Fprintf(&b, "A list repository whose `repos.txt` is %s lines in %s (%s in git), all but two bad: the sync took %s, "+
-		"counted %s bad lines, kept %s for the status, added the %d good URLs; heap peak %s, RSS peak %s.\n\n",
-		fmtInt(l.Lines), hBytes(l.Bytes), hBytes(l.PackBytes), hSeconds(l.Seconds), fmtInt(l.BadLines), fmtInt(l.Kept), l.Applied,
-		hMiB(l.HeapPeakMiB), hMiB(l.RSSPeakMiB))
-
-	b.WriteString("### API clients\n\n| attack | what it does | refused | sent | refused or cut | outcome | took | heap peak | RSS peak |\n|---|---|---|---:|---:|---|---:|---:|---:|\n")
-	for _, a := range v.Clients {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n", a.Name, scCell(a.What), yesNo(a.Refused), fmtInt(a.Sent),
-			fmtInt(a.Handled), scCell(a.Outcome), hSeconds(a.Seconds), hMiB(a.HeapPeakMiB), hMiB(a.RSSPeakMiB))
-	}
-	b.WriteString("\nMeanwhile, for each: ")
 	var during []string
 	for _, a := range v.Clients {
 		during = append(during, fmt.Sprintf("`%s`: %s", a.Name, a.Detail))
 	}
-	b.WriteString(scCell(strings.Join(during, "; ")) + ".\n\n")
-
-	b.WriteString("### Chaos in the simulation\n\n")
-	b.WriteString("`sim.Chaos` (the run the tests check): workers killed at every stage of a clone and of a fetch in turn and " +
-		"restarted inside or past the grace, the coordinator crashed at one of its next writes every round, repos added and " +
-		"deleted throughout; then the fleet settles and every repo is polled again.\n\n")
-	b.WriteString("| store | clock skew | rounds | workers killed | restarts | coordinator crashes | store calls throttled | store errors reaching the fleet | repos | lost | deleted but kept | not mirrored | invariants |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, c := range v.Chaos {
-		kills, errs := 0, 0
-		for _, n := range c.Kills {
-			kills += n
-		}
-		for _, n := range c.StoreErrors {
-			errs += n
-		}
-		throttled := "—"
-		if c.StoreCalls > 0 {
-			throttled = fmt.Sprintf("%s of %s", fmtInt(c.Throttled), fmtInt(c.StoreCalls))
-		}
-		inv := "held"
-		if c.Violations != "" {
-			inv = "**broken**: " + scCell(cut(c.Violations, 200))
-		}
-		fmt.Fprintf(&b, "| %s | ±%.0f s | %d | %d | %d | %d | %s | %d | %s | **%d** | %d | %d | %s |\n", c.Store, c.ClockSkewSeconds,
-			c.Rounds, kills, c.Restarts, c.CoordinatorCrashes, throttled, errs, fmtInt(c.Repos), c.Lost, c.LeftOver, c.NotMirrored, inv)
+	var stages []string
+	for _, k := range slices.Sorted(maps.Keys(v.Chaos[0].Kills)) {
+		stages = append(stages, fmt.Sprintf("`%s` %d", k, v.Chaos[0].Kills[k]))
 	}
-	b.WriteString("\nWorkers killed, by stage of the sync (first run):\n\n")
-	stages := slices.Sorted(func(yield func(string) bool) {
-		for k := range v.Chaos[0].Kills {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	var ks []string
-	for _, k := range stages {
-		ks = append(ks, fmt.Sprintf("`%s` %d", k, v.Chaos[0].Kills[k]))
-	}
-	b.WriteString(strings.Join(ks, ", ") + ".\n\n")
-
-	b.WriteString("### Limits in force\n\n| limit | value |\n|---|---|\n")
-	for _, l := range v.Limits {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", l.Name, l.Value)
-	}
-	b.WriteString("\n")
-	if len(v.Notes) > 0 {
-		b.WriteString("Notes:\n\n")
-		for _, n := range v.Notes {
-			b.WriteString("- " + n + "\n")
-		}
-		fmt.Fprintf(&b, "- The benchmark ran for %.0f s.\n\n", v.Meta.Seconds)
-	}
-	return b.String(), v.Meta, nil
+	md, err := render("hostile", struct {
+		V                results.Hostile
+		Headline, During string
+		Chaos            []chaos
+		Stages           []string
+	}{v, hostileHeadline(v), strings.Join(during, "; "), runs, stages})
+	return md, v.Meta, err
 }
 
 // hostileHeadline counts the attacks refused, the highest heap peak among them, and

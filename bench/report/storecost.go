@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -24,67 +25,29 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 	if len(v.Measurements) == 0 || len(v.Bills) == 0 {
 		return "", v.Meta, fmt.Errorf("storecost: no measurements or no bills")
 	}
-	var b strings.Builder
-	b.WriteString("## 4. Store cost\n\n")
-	fmt.Fprintf(&b, "Request units of the fleet's store operations, measured with `ReturnConsumedCapacity` on %s: the real "+
-		"coordinator, workers and DynamoDB store run in the deterministic simulation (`shared/sim`), each fleet on a fresh table, "+
-		"the coordinator's timers on the real Scheduler timer over a fake of the Scheduler API. Every DynamoDB call is "+
-		"also recomputed by AWS's billing rules from the items it read or wrote (read back before and after each write), because "+
-		"DynamoDB Local bills a transaction a flat amount. **The bill uses the AWS-rule figures.** Units are per event; "+
-		"where an event was seen many times, the mean.\n\n", v.DynamoDBLocal)
-	b.WriteString(scHeadline(v))
-
-	b.WriteString("### Request units per operation\n\n")
-	b.WriteString(scUnitsTable(v.Measurements))
-	b.WriteString(scOpsDetails(v.Measurements))
-	if len(v.Rules) > 0 {
-		b.WriteString("AWS billing rules applied:\n\n")
-		for _, rule := range v.Rules {
-			b.WriteString("- " + rule + "\n")
-		}
-		b.WriteString("\n")
-	}
-	if len(v.ItemSizes) > 0 {
-		b.WriteString("Record sizes observed in a settled fleet's table (AWS item size rules):\n\n")
-		b.WriteString("| record | items | mean bytes | max bytes |\n|---|---:|---:|---:|\n")
-		for _, s := range v.ItemSizes {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", s.Kind, fmtInt(s.Count), scNum(s.MeanSize), fmtInt(s.MaxSize))
-		}
-		b.WriteString("\n")
-	}
-
-	b.WriteString("### Monthly bill\n\n")
 	chart, err := scBillChart(r, v.Bills)
 	if err != nil {
 		return "", v.Meta, err
 	}
-	b.WriteString(chart)
-	b.WriteString(scBillTable(v.Bills))
-	b.WriteString(scStackTable(v.Bills))
-	b.WriteString(scDynamoTable(scPlain(v.Bills)))
-	b.WriteString(scBillDetails(v.Bills))
-
-	b.WriteString("### Baseline: a design that writes the repo record on every poll\n\n")
-	base, err := scBaseline(r, v)
+	sens, err := scSensitivity(r, v.Sensitivity)
 	if err != nil {
 		return "", v.Meta, err
 	}
-	b.WriteString(base)
-
-	b.WriteString("### Assumptions\n\n")
-	b.WriteString("| input | value | unit | source |\n|---|---:|---|---|\n")
-	for _, a := range v.Assumptions {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", a.Key, scNum(a.Value), a.Unit, scCell(a.Note))
+	type ops struct {
+		M results.StoreCostMeasurement
+		T mdTable
 	}
-	b.WriteString("\n")
-
-	b.WriteString("### Prices\n\n")
-	taken := ""
-	if len(v.Prices) > 0 {
-		taken = v.Prices[0].Taken
+	var opTables []ops
+	for _, m := range v.Measurements {
+		if len(m.Ops) > 0 {
+			opTables = append(opTables, ops{M: m, T: scOpsTable(m)})
+		}
 	}
-	fmt.Fprintf(&b, "us-east-1, on-demand list prices, taken %s. *Unconfirmed* marks a price no source seen that day stated.\n\n", taken)
-	b.WriteString("| service | item | price | unit | source | |\n|---|---|---:|---|---|---|\n")
+	type price struct {
+		P      results.StoreCostPrice
+		Status string
+	}
+	var prices []price
 	for _, p := range v.Prices {
 		status := "confirmed"
 		if !p.Confirmed {
@@ -93,24 +56,39 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 		if p.Note != "" {
 			status += ": " + p.Note
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | <%s> | %s |\n", p.Service, p.Item, scPrice(p.USD), p.Unit, p.Source, scCell(status))
+		prices = append(prices, price{P: p, Status: status})
 	}
-	b.WriteString("\n")
-
-	if len(v.Notes) > 0 {
-		b.WriteString("Notes:\n\n")
-		for _, n := range v.Notes {
-			b.WriteString("- " + n + "\n")
-		}
-		fmt.Fprintf(&b, "- The benchmark ran for %.0f s.\n", v.Meta.Seconds)
-		b.WriteString("\n")
+	taken := ""
+	if len(v.Prices) > 0 {
+		taken = v.Prices[0].Taken
 	}
-	return b.String(), v.Meta, nil
+	md, err := render("storecost", struct {
+		V                   results.StoreCost
+		H                   scHeadlineFigures
+		Units               mdTable
+		Ops                 []ops
+		Chart               string
+		Bill, Stack, Dynamo mdTable
+		Details             []scDetail
+		Baseline            [][]string
+		Sensitivity         *scSensitivityFigures
+		Taken               string
+		Prices              []price
+	}{v, scHeadline(v), scUnitsTable(v.Measurements), opTables, chart, scBillTable(v.Bills), scStackTable(v.Bills),
+		scDynamoTable(scPlain(v.Bills)), scBillDetails(v.Bills), scBaseline(v), sens, taken, prices})
+	return md, v.Meta, err
 }
 
-// scHeadline states the per-operation figures and the bill in a few sentences.
-func scHeadline(v results.StoreCost) string {
-	var b strings.Builder
+// scHeadlineFigures states the per-operation figures and the bill in a few sentences.
+type scHeadlineFigures struct {
+	Ops      []string
+	NoChange string
+	Naive    string
+	Sizes    []string
+}
+
+func scHeadline(v results.StoreCost) scHeadlineFigures {
+	var h scHeadlineFigures
 	find := func(prefix string) (results.StoreCostMeasurement, bool) {
 		var best results.StoreCostMeasurement
 		ok := false
@@ -123,51 +101,42 @@ func scHeadline(v results.StoreCost) string {
 		}
 		return best, ok
 	}
-	var parts []string
 	for _, k := range []struct{ key, what string }{
 		{"idle_tick", "a quiet coordinator tick"}, {"heartbeat", "a heartbeat"},
 		{"poll_nochange", "a no-change poll"}, {"poll_change", "a poll that found a change"},
 		{"add_repo", "adding a repo"},
 	} {
 		if m, ok := find(k.key); ok {
-			parts = append(parts, fmt.Sprintf("%s %s RRU + %s WRU", k.what, scNum(m.Total.AWSRCU), scNum(m.Total.AWSWCU)))
+			h.Ops = append(h.Ops, fmt.Sprintf("%s %s RRU + %s WRU", k.what, scNum(m.Total.AWSRCU), scNum(m.Total.AWSWCU)))
 		}
 	}
-	if len(parts) > 0 {
-		b.WriteString("By AWS's rules: " + strings.Join(parts, "; ") + ".")
-		if m, ok := find("poll_nochange"); ok {
-			if m.Total.Calls == 0 {
-				fmt.Fprintf(&b, " The %s no-change polls observed made no store call at all.", fmtInt(m.Count))
-			} else {
-				fmt.Fprintf(&b, " The %s no-change polls observed made %s store calls each on average.", fmtInt(m.Count), scNum(float64(m.Total.Calls)))
-			}
+	if m, ok := find("poll_nochange"); ok {
+		if m.Total.Calls == 0 {
+			h.NoChange = fmt.Sprintf(" The %s no-change polls observed made no store call at all.", fmtInt(m.Count))
+		} else {
+			h.NoChange = fmt.Sprintf(" The %s no-change polls observed made %s store calls each on average.", fmtInt(m.Count), scNum(float64(m.Total.Calls)))
 		}
-		b.WriteString("\n\n")
 	}
 	if bill := v.Bills[0]; bill.NaiveDynamoDBUSD > 0 && bill.DynamoDBUSD > 0 {
 		u := bill.Unthrottled
-		fmt.Fprintf(&b, "Against the naive design that writes the repo record on every poll: at the billed %s polls a day, DynamoDB costs %s "+
-			"of what the naive design costs at %s repos (%s against %s)", scNum(bill.PollsPerDay), scPct(bill.DynamoDBUSD/bill.NaiveDynamoDBUSD),
-			fmtInt(bill.Repos), scUSD(bill.DynamoDBUSD), scUSD(bill.NaiveDynamoDBUSD))
+		h.Naive = fmt.Sprintf("at the billed %s polls a day, DynamoDB costs %s of what the naive design costs at %s repos (%s against %s)",
+			scNum(bill.PollsPerDay), scPct(bill.DynamoDBUSD/bill.NaiveDynamoDBUSD), fmtInt(bill.Repos), scUSD(bill.DynamoDBUSD),
+			scUSD(bill.NaiveDynamoDBUSD))
 		if u.NaiveUSD > 0 {
-			fmt.Fprintf(&b, "; with the workers unthrottled (%s polls a day) the poll writes cost %s against the naive %s (%s)",
+			h.Naive += fmt.Sprintf("; with the workers unthrottled (%s polls a day) the poll writes cost %s against the naive %s (%s)",
 				scNum(u.PollsPerDay), scUSD(u.PollWritesUSD), scUSD(u.NaiveUSD), scPct(u.PollWritesUSD/u.NaiveUSD))
 		}
-		b.WriteString(".\n\n")
 	}
-	var sizes []string
 	for _, bill := range v.Bills {
-		top := slices.MaxFunc(bill.Components, func(a, b results.StoreCostComponent) int { return scCmp(a.USD, b.USD) })
+		top := slices.MaxFunc(bill.Components, func(a, b results.StoreCostComponent) int { return cmp.Compare(a.USD, b.USD) })
 		share := 0.0
 		if bill.TotalUSD > 0 {
 			share = 100 * top.USD / bill.TotalUSD
 		}
-		sizes = append(sizes, fmt.Sprintf("%s: **%s/month**%s (%d workers; largest: %s %s, %.0f%%; DynamoDB %s)",
+		h.Sizes = append(h.Sizes, fmt.Sprintf("%s: **%s/month**%s (%d workers; largest: %s %s, %.0f%%; DynamoDB %s)",
 			scBillLabel(bill), scUSD(bill.TotalUSD), scGoal(bill), bill.Workers, top.Name, scUSD(top.USD), share, scUSD(bill.DynamoDBUSD)))
 	}
-	b.WriteString("Monthly bill of the stack as `cdk synth` makes it with its defaults, with the git server and load balancer " +
-		"(serving) and without — " + strings.Join(sizes, "; ") + ".\n\n")
-	return b.String()
+	return h
 }
 
 // scBillLabel names a bill: its fleet size, and serving when the stack serves the mirrors.
@@ -190,16 +159,14 @@ func scGoal(b results.StoreCostBill) string {
 }
 
 // scStackTable is what each bill took from the synthesized template.
-func scStackTable(bills []results.StoreCostBill) string {
-	var b strings.Builder
-	b.WriteString("What each bill read from the synthesized template (`infra/stackfacts`):\n\n| stack |")
-	b.WriteString(scSizeHeader(bills))
+func scStackTable(bills []results.StoreCostBill) mdTable {
+	t := scSizeTable("stack", bills)
 	row := func(label string, f func(results.StoreCostStack) string) {
-		b.WriteString("| " + label + " |")
+		r := []string{label}
 		for _, bill := range bills {
-			b.WriteString(" " + f(bill.Stack) + " |")
+			r = append(r, f(bill.Stack))
 		}
-		b.WriteString("\n")
+		t.Rows = append(t.Rows, r)
 	}
 	spot := func(on bool) string {
 		if on {
@@ -235,24 +202,12 @@ func scStackTable(bills []results.StoreCostBill) string {
 	row("EFS to IA / Archive after", func(s results.StoreCostStack) string {
 		return fmt.Sprintf("%d / %d days", s.EFSIADays, s.EFSArchiveDays)
 	})
-	b.WriteString("\n")
-	return b.String()
+	return t
 }
 
-func scCmp(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func scUnitsTable(ms []results.StoreCostMeasurement) string {
-	var b strings.Builder
-	b.WriteString("| event | repos | workers | events | moved | DynamoDB Local RCU / WCU | AWS rules RRU / WRU | of which index WRU | calls (writes) | Scheduler API calls | local ms |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+func scUnitsTable(ms []results.StoreCostMeasurement) mdTable {
+	t := mdTable{Header: []string{"event", "repos", "workers", "events", "moved", "DynamoDB Local RCU / WCU", "AWS rules RRU / WRU",
+		"of which index WRU", "calls (writes)", "Scheduler API calls", "local ms"}, Align: scAlign(1, 10)}
 	for _, m := range ms {
 		moved := "—"
 		if m.Moved > 0 {
@@ -262,34 +217,22 @@ func scUnitsTable(ms []results.StoreCostMeasurement) string {
 		if m.Note != "" {
 			name += " (" + m.Note + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s / %s | **%s / %s** | %s | %d (%d) | %s | %s |\n",
-			scCell(name), fmtInt(m.Repos), m.Workers, fmtInt(m.Count), moved,
-			scNum(m.Total.LocalRCU), scNum(m.Total.LocalWCU), scNum(m.Total.AWSRCU), scNum(m.Total.AWSWCU),
-			scNum(m.Total.AWSIndexWCU), m.Total.Calls, m.Total.WriteCalls, scNum(m.SchedulerAPICalls), scNum(m.WallMillis))
+		t.Rows = append(t.Rows, []string{scCell(name), fmtInt(m.Repos), strconv.Itoa(m.Workers), fmtInt(m.Count), moved,
+			scNum(m.Total.LocalRCU) + " / " + scNum(m.Total.LocalWCU), "**" + scNum(m.Total.AWSRCU) + " / " + scNum(m.Total.AWSWCU) + "**",
+			scNum(m.Total.AWSIndexWCU), fmt.Sprintf("%d (%d)", m.Total.Calls, m.Total.WriteCalls), scNum(m.SchedulerAPICalls), scNum(m.WallMillis)})
 	}
-	b.WriteString("\n*local ms* is wall time against DynamoDB Local with the meter's extra reads, not AWS latency. " +
-		"A tick that moves repos also reads and writes in proportion to what it moves; *moved* is the repos it reassigned.\n\n")
-	return b.String()
+	return t
 }
 
-// scOpsDetails splits each event by store operation ("Method/API").
-func scOpsDetails(ms []results.StoreCostMeasurement) string {
-	var b strings.Builder
-	b.WriteString("<details><summary>Split by store operation</summary>\n\n")
-	for _, m := range ms {
-		if len(m.Ops) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "**%s** (`%s`)\n\n| operation | calls | DynamoDB Local RCU / WCU | AWS rules RRU / WRU | index WRU | bytes |\n|---|---:|---:|---:|---:|---:|\n",
-			scCell(m.Name), m.Key)
-		for _, op := range m.Ops {
-			fmt.Fprintf(&b, "| `%s` | %d | %s / %s | %s / %s | %s | %s |\n", op.Op, op.Calls, scNum(op.LocalRCU), scNum(op.LocalWCU),
-				scNum(op.AWSRCU), scNum(op.AWSWCU), scNum(op.AWSIndexWCU), scNum(op.Bytes))
-		}
-		b.WriteString("\n")
+// scOpsTable splits an event by store operation ("Method/API").
+func scOpsTable(m results.StoreCostMeasurement) mdTable {
+	t := mdTable{Header: []string{"operation", "calls", "DynamoDB Local RCU / WCU", "AWS rules RRU / WRU", "index WRU", "bytes"},
+		Align: scAlign(1, 5)}
+	for _, op := range m.Ops {
+		t.Rows = append(t.Rows, []string{"`" + op.Op + "`", strconv.Itoa(op.Calls), scNum(op.LocalRCU) + " / " + scNum(op.LocalWCU),
+			scNum(op.AWSRCU) + " / " + scNum(op.AWSWCU), scNum(op.AWSIndexWCU), scNum(op.Bytes)})
 	}
-	b.WriteString("</details>\n\n")
-	return b.String()
+	return t
 }
 
 // scComponents is every component key in order of first appearance, with its name.
@@ -320,29 +263,36 @@ func scComponent(cs []results.StoreCostComponent, key string) (results.StoreCost
 	return results.StoreCostComponent{}, false
 }
 
-func scSizeHeader(bills []results.StoreCostBill) string {
-	var b strings.Builder
-	for _, bill := range bills {
-		fmt.Fprintf(&b, " %s |", scBillLabel(bill))
-	}
-	b.WriteString("\n|---|")
-	for range bills {
-		b.WriteString("---:|")
-	}
-	b.WriteString("\n")
-	return b.String()
+// mdTable is a Markdown table: a header, each column's alignment row cell ("---",
+// "---:") and the rows; the "table" template prints it.
+type mdTable struct {
+	Header, Align []string
+	Rows          [][]string
 }
 
-func scBillTable(bills []results.StoreCostBill) string {
-	var b strings.Builder
-	b.WriteString("USD per month:\n\n| component |")
-	b.WriteString(scSizeHeader(bills))
+// scAlign is left columns left-aligned, then right ones right-aligned.
+func scAlign(left, right int) []string {
+	a := slices.Repeat([]string{"---"}, left)
+	return append(a, slices.Repeat([]string{"---:"}, right)...)
+}
+
+// scSizeTable is a table with one column per bill.
+func scSizeTable(first string, bills []results.StoreCostBill) mdTable {
+	t := mdTable{Header: []string{first}, Align: scAlign(1, len(bills))}
+	for _, bill := range bills {
+		t.Header = append(t.Header, scBillLabel(bill))
+	}
+	return t
+}
+
+func scBillTable(bills []results.StoreCostBill) mdTable {
+	t := scSizeTable("component", bills)
 	row := func(label string, f func(results.StoreCostBill) string) {
-		b.WriteString("| " + label + " |")
+		r := []string{label}
 		for _, bill := range bills {
-			b.WriteString(" " + f(bill) + " |")
+			r = append(r, f(bill))
 		}
-		b.WriteString("\n")
+		t.Rows = append(t.Rows, r)
 	}
 	row("workers (Fargate tasks)", func(x results.StoreCostBill) string { return strconv.Itoa(x.Workers) })
 	row("polls per repo per day", func(x results.StoreCostBill) string { return scNum(x.PollsPerDay) })
@@ -366,8 +316,7 @@ func scBillTable(bills []results.StoreCostBill) string {
 		}
 		return "≤ " + scUSD(x.GoalUSD) + ": **missed**"
 	})
-	b.WriteString("\n")
-	return b.String()
+	return t
 }
 
 // scPlain are the bills without serving: the DynamoDB figures do not depend on it.
@@ -384,46 +333,47 @@ func scPlain(bills []results.StoreCostBill) []results.StoreCostBill {
 	return out
 }
 
-func scDynamoTable(bills []results.StoreCostBill) string {
-	var b strings.Builder
-	b.WriteString("The DynamoDB line, broken down (USD per month):\n\n| DynamoDB part |")
-	b.WriteString(scSizeHeader(bills))
+func scDynamoTable(bills []results.StoreCostBill) mdTable {
+	t := scSizeTable("DynamoDB part", bills)
 	keys, names := scComponents(bills, true)
 	for _, k := range keys {
-		b.WriteString("| " + names[k] + " |")
+		r := []string{names[k]}
 		for _, bill := range bills {
 			if c, ok := scComponent(bill.DynamoDB, k); ok {
-				b.WriteString(" " + scUSD(c.USD) + " |")
+				r = append(r, scUSD(c.USD))
 			} else {
-				b.WriteString(" — |")
+				r = append(r, "—")
 			}
 		}
-		b.WriteString("\n")
+		t.Rows = append(t.Rows, r)
 	}
-	b.WriteString("| **DynamoDB total** |")
+	total := []string{"**DynamoDB total**"}
 	for _, bill := range bills {
-		b.WriteString(" **" + scUSD(bill.DynamoDBUSD) + "** |")
+		total = append(total, "**"+scUSD(bill.DynamoDBUSD)+"**")
 	}
-	b.WriteString("\n\n")
-	return b.String()
+	t.Rows = append(t.Rows, total)
+	return t
 }
 
-// scBillDetails gives the quantities behind each figure.
-func scBillDetails(bills []results.StoreCostBill) string {
-	var b strings.Builder
-	b.WriteString("<details><summary>Quantities behind each figure</summary>\n\n")
+// scDetail gives the quantities behind each figure of one bill.
+type scDetail struct {
+	Label string
+	Rows  [][]string
+}
+
+func scBillDetails(bills []results.StoreCostBill) []scDetail {
+	var out []scDetail
 	for _, bill := range bills {
-		fmt.Fprintf(&b, "**%s**\n\n| component | USD | quantities |\n|---|---:|---|\n", scBillLabel(bill))
+		d := scDetail{Label: scBillLabel(bill)}
 		for _, c := range bill.Components {
-			fmt.Fprintf(&b, "| %s | %s | %s |\n", c.Name, scUSD(c.USD), scCell(c.Detail))
+			d.Rows = append(d.Rows, []string{c.Name, scUSD(c.USD), scCell(c.Detail)})
 		}
 		for _, c := range bill.DynamoDB {
-			fmt.Fprintf(&b, "| DynamoDB: %s | %s | %s |\n", c.Name, scUSD(c.USD), scCell(c.Detail))
+			d.Rows = append(d.Rows, []string{"DynamoDB: " + c.Name, scUSD(c.USD), scCell(c.Detail)})
 		}
-		b.WriteString("\n")
+		out = append(out, d)
 	}
-	b.WriteString("</details>\n\n")
-	return b.String()
+	return out
 }
 
 // scBillChart draws $/month by component per fleet size, on a log axis: the sizes span
@@ -449,7 +399,7 @@ func scBillChart(r *Report, bills []results.StoreCostBill) (string, error) {
 		}
 		ch.Series = append(ch.Series, s)
 	}
-	md, err := r.Plot("storecost-bill.svg", "Monthly AWS bill by component for each fleet size", ch.SVG())
+	md, err := r.Plot("storecost-bill.svg", "Monthly AWS bill by component for each fleet size", ch)
 	if err != nil {
 		return "", err
 	}
@@ -460,27 +410,31 @@ func scBillChart(r *Report, bills []results.StoreCostBill) (string, error) {
 }
 
 // scBaseline compares this design's DynamoDB cost with the naive one at the bill's
-// poll rate, at the rate unthrottled workers reach, and over a range of poll rates.
-func scBaseline(r *Report, v results.StoreCost) (string, error) {
-	var b strings.Builder
-	b.WriteString("A naive design writes the repo record after every poll; this one writes only when something changed, " +
-		"or when the record is older than the checkpoint interval (invariant 6). Both costs use the measured units of a " +
-		"poll's `ReportFetch` (a checkpoint write and a change write are the same `UpdateItem`).\n\n")
-	b.WriteString("| | polls / repo / day | DynamoDB, this design | DynamoDB, naive | naive ÷ this |\n|---|---:|---:|---:|---:|\n")
+// poll rate and at the rate unthrottled workers reach.
+func scBaseline(v results.StoreCost) [][]string {
+	var rows [][]string
 	for _, bill := range scPlain(v.Bills) {
-		fmt.Fprintf(&b, "| %s repos, as billed above | %s | %s | %s | %s |\n", fmtInt(bill.Repos), scNum(bill.PollsPerDay),
-			scUSD(bill.DynamoDBUSD), scUSD(bill.NaiveDynamoDBUSD), scRatio(bill.NaiveDynamoDBUSD, bill.DynamoDBUSD))
+		rows = append(rows, []string{fmtInt(bill.Repos) + " repos, as billed above", scNum(bill.PollsPerDay),
+			scUSD(bill.DynamoDBUSD), scUSD(bill.NaiveDynamoDBUSD), scRatio(bill.NaiveDynamoDBUSD, bill.DynamoDBUSD)})
 	}
 	for _, bill := range scPlain(v.Bills) {
 		u := bill.Unthrottled
-		fmt.Fprintf(&b, "| %s repos, workers unthrottled (poll writes only) | %s | %s | %s | %s |\n", fmtInt(bill.Repos),
-			scNum(u.PollsPerDay), scUSD(u.PollWritesUSD), scUSD(u.NaiveUSD), scRatio(u.NaiveUSD, u.PollWritesUSD))
+		rows = append(rows, []string{fmtInt(bill.Repos) + " repos, workers unthrottled (poll writes only)",
+			scNum(u.PollsPerDay), scUSD(u.PollWritesUSD), scUSD(u.NaiveUSD), scRatio(u.NaiveUSD, u.PollWritesUSD)})
 	}
-	b.WriteString("\n*Unthrottled*: the same workers polling as fast as they can (the deployed default sets no rate limit), " +
-		"capped by the minimum interval.\n\n")
-	s := v.Sensitivity
+	return rows
+}
+
+// scSensitivityFigures is the naive baseline over a range of poll rates: a chart and
+// its table.
+type scSensitivityFigures struct {
+	Chart string
+	T     mdTable
+}
+
+func scSensitivity(r *Report, s results.StoreCostSensitivity) (*scSensitivityFigures, error) {
 	if len(s.PollsPerDay) == 0 {
-		return b.String(), nil
+		return nil, nil
 	}
 	ch := plot.Line{Title: fmt.Sprintf("DynamoDB cost of poll writes, %s repos", fmtInt(s.Repos)),
 		XLabel: "polls per repo per day (log)", YLabel: "USD per month (log)", LogX: true, LogY: true,
@@ -488,29 +442,23 @@ func scBaseline(r *Report, v results.StoreCost) (string, error) {
 			{Name: "this design (changes + checkpoints)", X: s.PollsPerDay, Y: s.OursUSD},
 			{Name: "naive (every poll writes)", X: s.PollsPerDay, Y: s.NaiveUSD, Dash: true},
 		}}
-	md, err := r.Plot("storecost-baseline.svg", "DynamoDB cost of poll writes against the poll rate, this design and the naive one", ch.SVG())
+	md, err := r.Plot("storecost-baseline.svg", "DynamoDB cost of poll writes against the poll rate, this design and the naive one", ch)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	b.WriteString(md + "\n")
-	fmt.Fprintf(&b, "| polls / repo / day |")
+	t := mdTable{Header: []string{"polls / repo / day"}, Align: scAlign(1, len(s.PollsPerDay))}
+	ours, naive := []string{"this design"}, []string{"naive"}
 	for _, p := range s.PollsPerDay {
-		b.WriteString(" " + scNum(p) + " |")
+		t.Header = append(t.Header, scNum(p))
 	}
-	b.WriteString("\n|---|")
-	for range s.PollsPerDay {
-		b.WriteString("---:|")
-	}
-	b.WriteString("\n| this design |")
 	for _, x := range s.OursUSD {
-		b.WriteString(" " + scUSD(x) + " |")
+		ours = append(ours, scUSD(x))
 	}
-	b.WriteString("\n| naive |")
 	for _, x := range s.NaiveUSD {
-		b.WriteString(" " + scUSD(x) + " |")
+		naive = append(naive, scUSD(x))
 	}
-	b.WriteString("\n\n")
-	return b.String(), nil
+	t.Rows = [][]string{ours, naive}
+	return &scSensitivityFigures{Chart: md, T: t}, nil
 }
 
 func scPct(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }

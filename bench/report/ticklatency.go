@@ -20,51 +20,30 @@ func tickLatencySection(r *Report) (string, results.Meta, error) {
 	if len(v.Cells) == 0 {
 		return "", v.Meta, fmt.Errorf("ticklatency: no cells")
 	}
-	var b strings.Builder
-	b.WriteString("## 5. Coordinator tick latency\n\n")
-	fmt.Fprintf(&b, "Wall-clock time of one `Coordinator.Tick` (the code the coordinator Lambda runs) on %s, for %s repos × "+
-		"%s workers, in a settled fleet. A tick reads the repos needing a decision from an index and the repos of the "+
-		"workers whose ring arcs changed, so it should cost in proportion to what changed, not to the fleet. "+
-		"The baseline beside it is a **naive tick**: the same code with the index read replaced by a scan of every "+
-		"repo, and a bare **full scan** of the repo table. Percentiles are nearest-rank: with fewer than 100 samples "+
-		"the p99 is the slowest sample.\n\n", v.Store, tickInts(v.Repos), tickInts(v.Workers))
-	b.WriteString(tickConclusion(v))
-
 	charts, err := tickCharts(r, v)
 	if err != nil {
 		return "", v.Meta, err
 	}
-	b.WriteString(charts)
-
-	b.WriteString("### Quiet ticks (nothing changed) and the full-scan baseline\n\n")
-	b.WriteString(tickQuietTable(v.Cells))
-	b.WriteString("### Ticks with k changes\n\n")
+	type kind struct {
+		results.ChangeKind
+		Rows [][]string
+	}
+	var kinds []kind
 	for _, k := range v.Kinds {
-		fmt.Fprintf(&b, "**%s** — %s. p50 / p99 in ms; k = 0 is the quiet tick.\n\n", k.Name, k.Description)
-		b.WriteString(tickChangeTable(v.Cells, k.Name))
+		kinds = append(kinds, kind{ChangeKind: k, Rows: tickChangeRows(v.Cells, k.Name)})
 	}
-	b.WriteString("### Worker join and death\n\n")
-	b.WriteString("A join admits one new worker, which takes 1/(n+1) of the ring from up to 64 donors; a death is the " +
-		"tick that finds a silent worker past its grace and moves its repos. Both write the new ring first, then read " +
-		"the repos of each moved arc with one range read of the owner and ring-position index. **Repos read** counts " +
-		"the repo records the tick loaded; **µs per moved repo** is the median of tick time over repos moved.\n\n")
-	b.WriteString(tickMembershipTable(v.Cells))
-	b.WriteString(tickBulk(v.BulkAdd))
-	b.WriteString(tickHeap(v.Cells))
-
-	b.WriteString(tickDynamo(v.Dynamo))
-	if len(v.NotRun) > 0 {
-		b.WriteString("**Not run:** " + strings.Join(v.NotRun, "; ") + ".\n\n")
-	}
-	if len(v.Notes) > 0 {
-		b.WriteString("How it was measured:\n\n")
-		for _, n := range v.Notes {
-			b.WriteString("- " + n + "\n")
-		}
-		b.WriteString(tickSetup(v))
-		b.WriteString(fmt.Sprintf("- Seed %d; the run took %.0f s.\n\n", v.Seed, v.Meta.Seconds))
-	}
-	return b.String(), v.Meta, nil
+	md, err := render("ticklatency", struct {
+		V      results.TickLatency
+		C      string
+		Charts string
+		Bulk   string
+		Heap   string
+		Ks     []int
+		Kinds  []kind
+		Dynamo tickDynamoFigures
+		Setup  string
+	}{v, tickConclusion(v), charts, tickBulk(v.BulkAdd), tickHeap(v.Cells), tickKs(v.Cells), kinds, tickDynamo(v.Dynamo), tickSetup(v)})
+	return md, v.Meta, err
 }
 
 // tickMs formats milliseconds with about three significant digits.
@@ -398,7 +377,7 @@ func tickCharts(r *Report, v results.TickLatency) (string, error) {
 		}
 		ln.Series = append(ln.Series, naive)
 		line, err := r.Plot(fmt.Sprintf("ticklatency-%d-workers.svg", w),
-			fmt.Sprintf("tick p50 against repos at %d workers, one line per number of changes, naive full-scan tick dashed", w), ln.SVG())
+			fmt.Sprintf("tick p50 against repos at %d workers, one line per number of changes, naive full-scan tick dashed", w), ln)
 		if err != nil {
 			return "", err
 		}
@@ -407,122 +386,72 @@ func tickCharts(r *Report, v results.TickLatency) (string, error) {
 	return b.String(), nil
 }
 
-func tickQuietTable(cells []results.TickCell) string {
-	var b strings.Builder
-	b.WriteString("| repos | workers | samples | p50 ms | p99 ms | repos read | naive p50 ms | naive p99 ms | naive repos read | " +
-		"full scan p50 ms | naive / ours (p50) |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, c := range cells {
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			fmtInt(c.Repos), fmtInt(c.Workers), c.Quiet.Samples, tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms),
-			tickCount(c.Quiet.ReposRead), tickMs(c.NaiveQuiet.P50Ms), tickMs(c.NaiveQuiet.P99Ms), tickCount(c.NaiveQuiet.ReposRead),
-			tickMs(c.FullScan.P50Ms), tickRatio(c.NaiveQuiet.P50Ms, c.Quiet.P50Ms))
-	}
-	b.WriteString("\n")
-	return b.String()
-}
-
-func tickChangeTable(cells []results.TickCell, kind string) string {
+// tickChangeRows are the cells of the table of one kind of change, row by row.
+func tickChangeRows(cells []results.TickCell, kind string) [][]string {
 	ks := tickKs(cells)
-	var b strings.Builder
-	b.WriteString("| repos | workers | k = 0 |")
-	for _, k := range ks {
-		fmt.Fprintf(&b, " k = %s |", fmtInt(k))
-	}
-	b.WriteString(" Apply calls at the largest k | samples |\n|---:|---:|---:|")
-	for range ks {
-		b.WriteString("---:|")
-	}
-	b.WriteString("---:|---|\n")
+	var rows [][]string
 	for _, c := range cells {
-		fmt.Fprintf(&b, "| %s | %s | %s / %s |", fmtInt(c.Repos), fmtInt(c.Workers), tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms))
+		row := []string{fmtInt(c.Repos), fmtInt(c.Workers), tickMs(c.Quiet.P50Ms) + " / " + tickMs(c.Quiet.P99Ms)}
 		var samples []string
 		writes := "—"
 		for _, k := range ks {
 			ch, ok := tickChange(c, kind, k)
 			if !ok {
-				b.WriteString(" — |")
+				row = append(row, "—")
 				continue
 			}
-			fmt.Fprintf(&b, " %s / %s |", tickMs(ch.P50Ms), tickMs(ch.P99Ms))
+			row = append(row, tickMs(ch.P50Ms)+" / "+tickMs(ch.P99Ms))
 			samples = append(samples, strconv.Itoa(ch.Samples))
 			writes = tickCount(ch.Writes)
 		}
-		fmt.Fprintf(&b, " %s | %s |\n", writes, strings.Join(samples, ", "))
+		rows = append(rows, append(row, writes, strings.Join(samples, ", ")))
 	}
-	b.WriteString("\n")
-	return b.String()
+	return rows
 }
 
-func tickMembershipTable(cells []results.TickCell) string {
-	var b strings.Builder
-	b.WriteString("| repos | workers | event | repos moved | repos read | p50 ms | p99 ms | µs per moved repo | samples |\n")
-	b.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|\n")
-	for _, c := range cells {
-		for _, e := range []struct {
-			name string
-			m    results.Membership
-		}{{"join", c.Join}, {"death", c.Death}} {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", fmtInt(c.Repos), fmtInt(c.Workers), e.name,
-				tickCount(e.m.Moved), tickCount(e.m.ReposRead), tickMs(e.m.P50Ms), tickMs(e.m.P99Ms), tickMs(e.m.UsPerMovedP50), e.m.Samples)
-		}
+// tickMembership is a cell's join or death.
+func tickMembership(c results.TickCell, event string) results.Membership {
+	if event == "join" {
+		return c.Join
 	}
-	b.WriteString("\n")
-	return b.String()
+	return c.Death
 }
 
-// tickDynamo renders the DynamoDB Local grid, or why it did not run.
-func tickDynamo(d *results.TickDynamo) string {
-	var b strings.Builder
-	b.WriteString("### On DynamoDB Local\n\n")
+// tickDynamoFigures is the DynamoDB Local grid, or why it did not run.
+type tickDynamoFigures struct {
+	NotRun  string
+	Ks      []int
+	Rows    [][]string
+	Growth  *struct{ Lo, Hi results.TickCell }
+	Stopped string
+}
+
+func tickDynamo(d *results.TickDynamo) tickDynamoFigures {
 	if d == nil || len(d.Cells) == 0 {
 		reason := "no result recorded"
 		if d != nil && d.Skipped != "" {
 			reason = d.Skipped
 		}
-		fmt.Fprintf(&b, "Not run: %s.\n\n", strings.TrimSuffix(reason, "."))
-		return b.String()
+		return tickDynamoFigures{NotRun: strings.TrimSuffix(reason, ".")}
 	}
-	b.WriteString("The same measurements on a smaller grid, on DynamoDB Local (a JVM on the same machine), so every store " +
-		"call is an HTTP round trip and every Apply a transaction. Absolute figures say little about DynamoDB itself; " +
-		"the shape is the point. p50 / p99 in ms.\n\n")
-	ks := tickKs(d.Cells)
-	b.WriteString("| repos | workers | quiet |")
-	for _, k := range ks {
-		fmt.Fprintf(&b, " add k = %s |", fmtInt(k))
-	}
-	for _, k := range ks {
-		fmt.Fprintf(&b, " delete k = %s |", fmtInt(k))
-	}
-	b.WriteString(" naive tick | full scan | join (moved / read) | death (moved / read) |\n|---:|---:|---:|")
-	for range 2 * len(ks) {
-		b.WriteString("---:|")
-	}
-	b.WriteString("---:|---:|---:|---:|\n")
+	f := tickDynamoFigures{Ks: tickKs(d.Cells), Stopped: strings.TrimSuffix(d.Skipped, ".")}
 	for _, c := range d.Cells {
-		fmt.Fprintf(&b, "| %s | %s | %s / %s |", fmtInt(c.Repos), fmtInt(c.Workers), tickMs(c.Quiet.P50Ms), tickMs(c.Quiet.P99Ms))
+		row := []string{fmtInt(c.Repos), fmtInt(c.Workers), tickMs(c.Quiet.P50Ms) + " / " + tickMs(c.Quiet.P99Ms)}
 		for _, kind := range []string{"add", "delete"} {
-			for _, k := range ks {
+			for _, k := range f.Ks {
 				if ch, ok := tickChange(c, kind, k); ok {
-					fmt.Fprintf(&b, " %s / %s |", tickMs(ch.P50Ms), tickMs(ch.P99Ms))
+					row = append(row, tickMs(ch.P50Ms)+" / "+tickMs(ch.P99Ms))
 				} else {
-					b.WriteString(" — |")
+					row = append(row, "—")
 				}
 			}
 		}
-		fmt.Fprintf(&b, " %s / %s | %s | %s (%s / %s) | %s (%s / %s) |\n", tickMs(c.NaiveQuiet.P50Ms), tickMs(c.NaiveQuiet.P99Ms),
-			tickMs(c.FullScan.P50Ms), tickMs(c.Join.P50Ms), tickCount(c.Join.Moved), tickCount(c.Join.ReposRead),
-			tickMs(c.Death.P50Ms), tickCount(c.Death.Moved), tickCount(c.Death.ReposRead))
+		f.Rows = append(f.Rows, append(row, tickMs(c.NaiveQuiet.P50Ms)+" / "+tickMs(c.NaiveQuiet.P99Ms), tickMs(c.FullScan.P50Ms),
+			fmt.Sprintf("%s (%s / %s)", tickMs(c.Join.P50Ms), tickCount(c.Join.Moved), tickCount(c.Join.ReposRead)),
+			fmt.Sprintf("%s (%s / %s)", tickMs(c.Death.P50Ms), tickCount(c.Death.Moved), tickCount(c.Death.ReposRead))))
 	}
-	b.WriteString("\n")
 	if lo, hi := d.Cells[0], d.Cells[len(d.Cells)-1]; hi.Repos > lo.Repos && hi.Workers == lo.Workers {
-		fmt.Fprintf(&b, "From %s to %s repos at %s workers the quiet tick's p50 goes from %s ms to %s ms (%s), the naive "+
-			"tick's from %s ms to %s ms (%s).\n\n", fmtInt(lo.Repos), fmtInt(hi.Repos), fmtInt(lo.Workers),
-			tickMs(lo.Quiet.P50Ms), tickMs(hi.Quiet.P50Ms), tickRatio(hi.Quiet.P50Ms, lo.Quiet.P50Ms),
-			tickMs(lo.NaiveQuiet.P50Ms), tickMs(hi.NaiveQuiet.P50Ms), tickRatio(hi.NaiveQuiet.P50Ms, lo.NaiveQuiet.P50Ms))
+		f.Growth = &struct{ Lo, Hi results.TickCell }{lo, hi}
 	}
-	if d.Skipped != "" {
-		fmt.Fprintf(&b, "The grid stopped early: %s.\n\n", strings.TrimSuffix(d.Skipped, "."))
-	}
-	return b.String()
+	return f
 }

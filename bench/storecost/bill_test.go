@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,9 +14,14 @@ import (
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 // testPrices are round numbers so the bill can be checked by hand.
-func testPrices() []results.StoreCostPrice {
+func testPrices(t *testing.T) []results.StoreCostPrice {
+	t.Helper()
+	sheet, err := loadPrices()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ps []results.StoreCostPrice
-	for _, p := range prices {
+	for _, p := range sheet {
 		p.USD = 0
 		switch p.Key {
 		case "ddb_wru":
@@ -89,7 +95,7 @@ func TestWorkers(t *testing.T) {
 
 // A bill small enough to check by hand: 1000 repos, 2 workers, no changes, no deaths.
 func TestBillByHand(t *testing.T) {
-	md, p := testModel(), testPrices()
+	md, p := testModel(), testPrices(t)
 	mu := measured{Tick: units{RRU: 5, WRU: 1}, Heartbeat: units{RRU: 1, WRU: 1}, Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
 	b := md.bill(1000, mu, p, testStack())
 	ticks := 730.0 * 60           // 43,800
@@ -144,7 +150,7 @@ func TestBillByHand(t *testing.T) {
 }
 
 func TestSensitivityNaiveGrowsOursCaps(t *testing.T) {
-	md, p := testModel(), testPrices()
+	md, p := testModel(), testPrices(t)
 	mu := measured{Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
 	s := md.sensitivity(1000, []float64{2, 24, 288}, mu, p)
 	if !near(s.NaiveUSD[2], s.NaiveUSD[0]*144) || !near(s.OursUSD[1], s.OursUSD[2]) || !near(s.OursUSD[2], s.OursUSD[0]*2) {
@@ -190,7 +196,7 @@ func TestQty(t *testing.T) {
 // The default stack's shape: Spot workers and git server with public IPs, a load
 // balancer over two subnets, no NAT gateway. Round prices, checked by hand.
 func TestBillOfASpotStackWithServing(t *testing.T) {
-	md, p := testModel(), testPrices()
+	md, p := testModel(), testPrices(t)
 	md.ServeLCU = 0.05
 	set := func(key string, usd float64) {
 		for i := range p {
@@ -245,7 +251,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 func TestEFSClasses(t *testing.T) {
 	md := testModel()
 	md.MirrorMB, md.StandardMBPerRepo, md.ArchiveShare, md.ChangeKB, md.ChangingShare = 50, 0.5, 0.6, 500, 0.13
-	p := testPrices()
+	p := testPrices(t)
 	for i := range p {
 		switch p[i].Key {
 		case "efs_standard":
@@ -299,5 +305,16 @@ func TestStackInputsCountTheDashboard(t *testing.T) {
 	f.DashboardMetrics = f.DashboardMetrics[1:]
 	if _, err := stackInputsFrom(f, "test", 3); err == nil || !strings.Contains(err.Error(), names[0]) {
 		t.Errorf("a dashboard without %s: %v", names[0], err)
+	}
+
+	// Without a git server the dashboard need not graph what only the server emits; with
+	// one it must.
+	f.DashboardMetrics = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(servedMetrics, n) })
+	if _, err := stackInputsFrom(f, "test", 3); err != nil {
+		t.Errorf("no git server, no serving metrics: %v", err)
+	}
+	f.Services = append(f.Services, stackfacts.Service{ID: "S", Desired: 1, MinTasks: 1, MaxTasks: 1, Command: []string{"serve"}})
+	if _, err := stackInputsFrom(f, "test", 3); err == nil || !strings.Contains(err.Error(), metrics.ServeBytes) {
+		t.Errorf("a git server whose metrics the dashboard leaves out: %v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
@@ -15,19 +14,14 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/sim"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler/schedulerfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
-// endpointEnv names the DynamoDB Local endpoint (as shared/store/dynamo/dynamotest does).
-const endpointEnv = "MIRRORFLEET_DYNAMODB_ENDPOINT"
-
-// DynamoDB Local keeps one database per access key and region.
-const (
-	accessKey = "test"
-	region    = "us-east-1"
-)
+// endpointEnv names the DynamoDB Local endpoint.
+const endpointEnv = dynamotest.EndpointEnv
 
 // Scheduler identities of the fake: only their shape is checked.
 const (
@@ -36,17 +30,11 @@ const (
 	roleARN       = "arn:aws:iam::000000000000:role/mirrorfleet-scheduler"
 )
 
-// newClient is a DynamoDB client for endpoint over rt. Response checksums are not
-// checked: DynamoDB Local's error responses carry CRC32s that do not match.
+// newClient is DynamoDB Local's client (dynamotest's: its credentials and region) for
+// endpoint over rt.
 func newClient(endpoint string, rt http.RoundTripper) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{
-		Region:       region,
-		BaseEndpoint: aws.String(endpoint),
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: accessKey, SecretAccessKey: accessKey, Source: "storecost"}, nil
-		}),
-		DisableValidateResponseChecksum: true,
-		HTTPClient:                      &http.Client{Transport: rt, Timeout: 2 * time.Minute},
+	return dynamotest.Client(endpoint, func(o *dynamodb.Options) {
+		o.HTTPClient = &http.Client{Transport: rt, Timeout: 2 * time.Minute}
 	})
 }
 

@@ -65,6 +65,10 @@ func run(out, sizeList string, workers int, log *slog.Logger) error {
 	if workers < 2 {
 		return errors.New("-workers: at least 2 (one of them dies)")
 	}
+	prices, err := loadPrices()
+	if err != nil {
+		return err
+	}
 	meta := results.Collect()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()

@@ -44,23 +44,11 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sumSizes(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sumSizes(v.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sumSizes(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
@@ -188,4 +176,13 @@ func scalar(v types.AttributeValue) string {
 		return "B" + string(v.Value)
 	}
 	return ""
+}
+
+// sumSizes is the size of a set: the sum of its members' sizes.
+func sumSizes[T any](set []T, size func(T) int) int {
+	n := 0
+	for _, x := range set {
+		n += size(x)
+	}
+	return n
 }

@@ -49,6 +49,11 @@ var stateCounts = map[string]int{
 		store.RepoOverflow, store.RepoDeleting}),
 }
 
+// servedMetrics are the metrics only the git server emits: a stack without one has no
+// such metric to bill.
+var servedMetrics = []string{metrics.ServeRequests, metrics.ServeBytes, metrics.ServeRejected, metrics.PackCacheHits,
+	metrics.PackCacheMisses, metrics.PackGenerationSeconds}
+
 // serveRequests is the custom metric the git server emits with a dimension of its own:
 // one per status class.
 const serveRequests = metrics.ServeRequests
@@ -95,6 +100,9 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 		st.FS = f.FileSystems[0]
 	}
 	for _, d := range metrics.Defs() {
+		if st.Serve == nil && slices.Contains(servedMetrics, d.Name) {
+			continue // no git server, nothing emits it
+		}
 		if !slices.Contains(f.DashboardMetrics, d.Name) {
 			errs = append(errs, fmt.Errorf("the dashboard does not graph %s: the bill would not count it", d.Name))
 		}

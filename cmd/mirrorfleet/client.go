@@ -3,19 +3,23 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
-	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
 // bulkChunk is how many URLs one add request carries; progress is shown per chunk.
@@ -30,21 +34,132 @@ type client struct {
 	json   bool
 }
 
+// command is one client command: its words, its own flags and what it does.
+type command struct {
+	name  string // "repos add", "workers", ...
+	args  string // what follows the name in the usage line
+	help  string
+	flags func(fs *flag.FlagSet) // its own flags, besides the common ones
+	run   func(c *client, ctx context.Context, args []string) error
+	nargs func(n int) bool // nil: no arguments
+}
+
+// Sub-command flags, set by the flag sets of the commands that have them.
+type clientFlags struct {
+	file  string
+	state string
+	host  string
+	limit int
+	all   bool
+}
+
+func commands(f *clientFlags) []command {
+	one := func(n int) bool { return n == 1 }
+	return []command{
+		{name: "repos add", args: "URL... | --file F", help: "add repos (bulk adds show progress)",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&f.file, "file", "", "read URLs from this file (one per line, # comments)")
+			},
+			nargs: func(int) bool { return true },
+			run:   func(c *client, ctx context.Context, a []string) error { return c.add(ctx, a, f.file) }},
+		{name: "repos ls", args: "[--state S] [--host H] [--limit N]", help: "list repos, by URL",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&f.state, "state", "", "only repos in this state (pending, cloning, ok, failing, gone, overflow, deleting)")
+				fs.StringVar(&f.host, "host", "", "only repos on this upstream host (github.com, or host:port)")
+				fs.IntVar(&f.limit, "limit", 0, "at most this many repos (0: all)")
+			},
+			run: func(c *client, ctx context.Context, _ []string) error { return c.list(ctx, f.state, f.host, f.limit) }},
+		{name: "repos show", args: "ID|URL", help: "one repo: state, last error, mirror path, clone URL", nargs: one,
+			run: func(c *client, ctx context.Context, a []string) error { return c.show(ctx, a[0]) }},
+		{name: "repos rm", args: "ID|URL", help: "stop mirroring a repo and delete its mirror (no undo)", nargs: one,
+			run: func(c *client, ctx context.Context, a []string) error {
+				return c.request(ctx, http.MethodDelete, a[0], "", "deleting %s (%s): its record and mirror are removed\n")
+			}},
+		{name: "repos sync", args: "ID|URL", help: "fetch a repo now", nargs: one,
+			run: func(c *client, ctx context.Context, a []string) error {
+				return c.request(ctx, http.MethodPost, a[0], "/sync", "sync requested for %s (%s)\n")
+			}},
+		{name: "workers", args: "[--all]", help: "the workers and their health (dead ones with --all)",
+			flags: func(fs *flag.FlagSet) {
+				fs.BoolVar(&f.all, "all", false, "list dead workers too (kept an hour after they stop)")
+			},
+			run: func(c *client, ctx context.Context, _ []string) error { return c.workers(ctx, f.all) }},
+		{name: "ring", help: "the consistent-hash ring",
+			run: func(c *client, ctx context.Context, _ []string) error { return c.ring(ctx) }},
+		{name: "status", help: "fleet summary",
+			run: func(c *client, ctx context.Context, _ []string) error { return c.status(ctx) }},
+		{name: "list", help: "the repo list kept in git: commit, bad lines, held purge",
+			run: func(c *client, ctx context.Context, _ []string) error { return c.listStatus(ctx) }},
+		{name: "list confirm", args: "COMMIT", help: "let the held purge of COMMIT go ahead", nargs: one,
+			run: func(c *client, ctx context.Context, a []string) error { return c.listConfirm(ctx, a[0]) }},
+	}
+}
+
+const commonFlagsHelp = `Common flags: --api URL, --token T, --data DIR (a fleet's data directory, for its
+token), -o table|json. Without them the CLI reads $MIRRORFLEET_URL, $MIRRORFLEET_TOKEN and
+the config file (README: "Use the CLI from anywhere").
+`
+
+// clientUsage is the usage of the client commands whose name starts with prefix.
+func clientUsage(prefix string) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, c := range commands(&clientFlags{}) {
+		if c.name == prefix || strings.HasPrefix(c.name, prefix+" ") {
+			fmt.Fprintf(tw, "  mirrorfleet %s %s\t%s\n", c.name, c.args, c.help)
+		}
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// runClient runs a client command: args[0] is "repos", "workers", ... Each command has
+// its own flag set (the common flags and its own), and flags may follow its arguments.
 func runClient(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	apiURL := fs.String("api", envOr("MIRRORFLEET_API", "http://127.0.0.1:8080"), "API base URL")
-	token := fs.String("token", os.Getenv("MIRRORFLEET_TOKEN"), "API bearer token (default $MIRRORFLEET_TOKEN, else <data>/token)")
-	data := fs.String("data", ".mirrorfleet", "data directory to read a generated token from")
-	output := fs.String("o", "table", "output: table or json")
-	file := fs.String("file", "", "repos add: read URLs from this file (one per line, # comments)")
-	state := fs.String("state", "", "repos ls: only repos in this state")
-	// Flags may follow the sub-command words: parse words and flags in any order.
-	var words []string
+	f := &clientFlags{}
+	cmds := commands(f)
+	name := args[0]
 	rest := args[1:]
+	// Two-word commands: "repos add", "list confirm".
+	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		if i := slices.IndexFunc(cmds, func(c command) bool { return c.name == name+" "+rest[0] }); i >= 0 {
+			name, rest = cmds[i].name, rest[1:]
+		}
+	}
+	i := slices.IndexFunc(cmds, func(c command) bool { return c.name == name })
+	if i < 0 {
+		// "repos" alone, or with an unknown word: its sub-commands.
+		if len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help" || rest[0] == "help") {
+			fmt.Fprintf(stderr, "Usage:\n%s\n%s", clientUsage(name), commonFlagsHelp)
+			return flag.ErrHelp
+		}
+		if len(rest) == 0 {
+			return usageError{fmt.Sprintf("%s needs a sub-command:\n%s", name, clientUsage(name))}
+		}
+		return usageError{fmt.Sprintf("unknown %s sub-command %q:\n%s", name, rest[0], clientUsage(name))}
+	}
+	cmd := cmds[i]
+	fs := flag.NewFlagSet("mirrorfleet "+cmd.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	apiURL := fs.String("api", "", "API base URL (default $MIRRORFLEET_URL, the config file's url, else "+defaultAPI+")")
+	token := fs.String("token", "", "API bearer token (default $MIRRORFLEET_TOKEN, the config file's token, else <data>/token)")
+	data := fs.String("data", ".mirrorfleet", "a fleet's data directory, to read its generated token from")
+	output := fs.String("o", "table", "output: table or json")
+	if cmd.flags != nil {
+		cmd.flags(fs)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: mirrorfleet %s %s\n  %s\n\nFlags:\n", cmd.name, cmd.args, cmd.help)
+		fs.PrintDefaults()
+	}
+	// Flags may follow the arguments: parse arguments and flags in any order.
+	var words []string
 	for {
 		if err := fs.Parse(rest); err != nil {
-			return err
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return errUsageShown // the flag package has said what is wrong, and the usage
 		}
 		if fs.NArg() == 0 {
 			break
@@ -55,88 +170,37 @@ func runClient(args []string, stdout, stderr io.Writer) error {
 	if *output != "table" && *output != "json" {
 		return usageError{fmt.Sprintf("-o must be table or json, not %q", *output)}
 	}
-	if *token == "" {
-		if b, err := os.ReadFile(filepath.Join(*data, "token")); err == nil {
-			*token = strings.TrimSpace(string(b))
-		}
+	if (cmd.nargs == nil && len(words) > 0) || (cmd.nargs != nil && !cmd.nargs(len(words))) {
+		return usageError{fmt.Sprintf("usage: mirrorfleet %s %s", cmd.name, cmd.args)}
 	}
-	c := &client{base: strings.TrimRight(*apiURL, "/"), token: *token, http: &http.Client{Timeout: 60 * time.Second},
+	base, tok, err := resolve(*apiURL, *token, *data, os.Getenv)
+	if err != nil {
+		return err
+	}
+	c := &client{base: base, token: tok, http: &http.Client{Timeout: 60 * time.Second},
 		out: stdout, errOut: stderr, json: *output == "json"}
-	ctx := context.Background()
-	switch args[0] {
-	case "workers":
-		return c.workers(ctx)
-	case "ring":
-		return c.ring(ctx)
-	case "status":
-		return c.status(ctx)
-	case "list":
-		return c.listCmd(ctx, words)
-	}
-	if len(words) == 0 {
-		return usageError{"repos needs a sub-command: add, ls, show, rm or sync"}
-	}
-	sub, ids := words[0], words[1:]
-	one := func() (string, error) {
-		if len(ids) != 1 {
-			return "", usageError{fmt.Sprintf("repos %s takes one repo id", sub)}
-		}
-		return ids[0], nil
-	}
-	switch sub {
-	case "add":
-		return c.add(ctx, ids, *file)
-	case "ls", "list":
-		return c.list(ctx, *state)
-	case "show":
-		id, err := one()
-		if err != nil {
-			return err
-		}
-		return c.show(ctx, id)
-	case "rm", "delete":
-		id, err := one()
-		if err != nil {
-			return err
-		}
-		return c.simple(ctx, http.MethodDelete, "/v1/repos/"+url.PathEscape(id), "delete requested for "+id)
-	case "sync":
-		id, err := one()
-		if err != nil {
-			return err
-		}
-		return c.simple(ctx, http.MethodPost, "/v1/repos/"+url.PathEscape(id)+"/sync", "sync requested for "+id)
-	}
-	return usageError{fmt.Sprintf("unknown repos sub-command %q", sub)}
+	return cmd.run(c, context.Background(), words)
 }
 
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
+// refusedError is an error the server answered; in JSON mode its body has been printed.
+type refusedError struct{ msg string }
 
-// apiError is the API's error body.
-type apiError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+func (e refusedError) Error() string { return e.msg }
 
-func (c *client) do(ctx context.Context, method, path string, body, out any) (int, error) {
+// do sends a request and decodes a 2xx answer into out. An error answer is returned as
+// an error (and, with -o json, its body printed on stdout too, in the one format).
+func (c *client) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return 0, fmt.Errorf("bad --api %q: %w", c.base, err)
+		return fmt.Errorf("bad API URL %q: %w", c.base, err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -146,36 +210,34 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("cannot reach the API at %s (is `mirrorfleet run` running?): %w", c.base, err)
+		return fmt.Errorf("cannot reach the API at %s (is `mirrorfleet run` running? --api, $MIRRORFLEET_URL or the config file name another): %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("read response: %w", err)
+		return fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode >= 400 {
-		var e apiError
-		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			msg := fmt.Sprintf("%s (%d %s)", e.Error.Message, resp.StatusCode, e.Error.Code)
-			if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
-				msg += "; pass --token, set MIRRORFLEET_TOKEN, or point --data at the fleet's data directory"
-			}
-			return resp.StatusCode, fmt.Errorf("%s", msg)
+		var e api.ErrorBody
+		if json.Unmarshal(b, &e) != nil || e.Error == nil || e.Error.Message == "" {
+			return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 		}
-		return resp.StatusCode, fmt.Errorf("%s %s: %s", method, path, resp.Status)
-	}
-	if c.json && out == nil {
-		_, err = c.out.Write(append(bytes.TrimRight(b, "\n"), '\n'))
-		return resp.StatusCode, err
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode response: %w", err)
+		if c.json {
+			_ = c.printJSON(e)
 		}
+		msg := fmt.Sprintf("%s (%d %s)", e.Error.Message, resp.StatusCode, e.Error.Code)
+		if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
+			msg += "; pass --token, set MIRRORFLEET_TOKEN, point --data at the fleet's data directory or set token_file in the config file"
+		}
+		return refusedError{msg}
 	}
-	return resp.StatusCode, nil
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
+	}
+	return nil
 }
 
+// printJSON is the one JSON format of every command: indented, one document.
 func (c *client) printJSON(v any) error {
 	enc := json.NewEncoder(c.out)
 	enc.SetIndent("", "  ")
@@ -191,26 +253,24 @@ func (c *client) table(header string, rows [][]string) error {
 	return tw.Flush()
 }
 
-func (c *client) simple(ctx context.Context, method, path, done string) error {
-	var out map[string]any
-	if _, err := c.do(ctx, method, path, nil, &out); err != nil {
+// repoPath is the API path of a repo named by id or URL.
+func repoPath(idOrURL string) string { return "/v1/repos/" + url.PathEscape(idOrURL) }
+
+// request sends a delete or sync request for a repo; done is a format for its id and URL.
+func (c *client) request(ctx context.Context, method, idOrURL, suffix, done string) error {
+	var repo api.Repo
+	if err := c.do(ctx, http.MethodGet, repoPath(idOrURL), nil, &repo); err != nil {
+		return err
+	}
+	var out api.Accepted
+	if err := c.do(ctx, method, repoPath(repo.ID)+suffix, nil, &out); err != nil {
 		return err
 	}
 	if c.json {
 		return c.printJSON(out)
 	}
-	fmt.Fprintln(c.out, done)
+	fmt.Fprintf(c.out, done, repo.ID, repo.URL)
 	return nil
-}
-
-type addResult struct {
-	URL    string `json:"url"`
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	Error  *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
 }
 
 func (c *client) add(ctx context.Context, urls []string, file string) error {
@@ -235,73 +295,62 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 	if len(urls) == 0 {
 		return usageError{"repos add needs URLs or --file"}
 	}
-	var all []addResult
-	created, exists, failed := 0, 0, 0
+	var all api.BulkAdd
 	for start := 0; start < len(urls); start += bulkChunk {
 		end := min(start+bulkChunk, len(urls))
-		var resp struct {
-			Results []addResult `json:"results"`
-		}
-		if _, err := c.do(ctx, http.MethodPost, "/v1/repos", map[string]any{"urls": urls[start:end]}, &resp); err != nil {
+		var resp api.BulkAdd
+		if err := c.do(ctx, http.MethodPost, "/v1/repos", map[string]any{"urls": urls[start:end]}, &resp); err != nil {
 			return fmt.Errorf("after %d of %d URLs: %w", start, len(urls), err)
 		}
-		for _, r := range resp.Results {
-			switch r.Status {
-			case "created":
-				created++
-			case "exists":
-				exists++
-			default:
-				failed++
-			}
-		}
-		all = append(all, resp.Results...)
+		all.Results = append(all.Results, resp.Results...)
+		all.Created, all.Exists, all.Errors = all.Created+resp.Created, all.Exists+resp.Exists, all.Errors+resp.Errors
 		if len(urls) > bulkChunk {
-			fmt.Fprintf(c.errOut, "\radded %d/%d (%d new, %d existing, %d refused)", end, len(urls), created, exists, failed)
+			fmt.Fprintf(c.errOut, "\radded %d/%d (%d new, %d existing, %d refused)", end, len(urls), all.Created, all.Exists, all.Errors)
 		}
 	}
 	if len(urls) > bulkChunk {
 		fmt.Fprintln(c.errOut)
 	}
+	var err error
+	if all.Errors > 0 {
+		err = refusedError{fmt.Sprintf("%d URLs refused", all.Errors)}
+	}
 	if c.json {
-		return c.printJSON(map[string]any{"results": all, "created": created, "exists": exists, "errors": failed})
+		return errors.Join(c.printJSON(all), err)
 	}
 	var rows [][]string
-	for _, r := range all {
+	for _, r := range all.Results {
 		msg := ""
 		if r.Error != nil {
 			msg = r.Error.Message
 		}
-		if len(all) <= 50 || r.Error != nil {
+		if len(all.Results) <= 50 || r.Error != nil {
 			rows = append(rows, []string{r.Status, r.ID, r.URL, msg})
 		}
 	}
-	if err := c.table("STATUS\tID\tURL\tERROR", rows); err != nil {
-		return err
+	if len(rows) > 0 {
+		if err := c.table("STATUS\tID\tURL\tERROR", rows); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(c.out, "%d created, %d already present, %d refused\n", created, exists, failed)
-	if failed > 0 {
-		return fmt.Errorf("%d URLs refused", failed)
-	}
-	return nil
+	fmt.Fprintf(c.out, "%d created, %d already present, %d refused\n", all.Created, all.Exists, all.Errors)
+	return err
 }
 
-type repoJSON struct {
-	ID            string     `json:"id"`
-	URL           string     `json:"url"`
-	State         string     `json:"state"`
-	Owner         string     `json:"owner"`
-	LastSuccessAt *time.Time `json:"last_success_at"`
-	LastCommitAt  *time.Time `json:"last_commit_at"`
-	FetchFailCnt  int        `json:"fetch_fail_cnt"`
-	CloneFailCnt  int        `json:"clone_fail_cnt"`
-	LastError     string     `json:"last_error"`
-	CloneURL      *string    `json:"clone_url"`
+// hostOf is the host (with its port, if any) of a repo URL.
+func hostOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return p.Host
 }
 
-func (c *client) list(ctx context.Context, state string) error {
-	var rows [][]string
-	var raw []json.RawMessage
+func (c *client) list(ctx context.Context, state, host string, limit int) error {
+	if limit < 0 {
+		return usageError{"--limit must be 0 (all) or more"}
+	}
+	var repos []api.Repo
 	cursor := ""
 	for {
 		q := url.Values{"limit": {"1000"}}
@@ -311,79 +360,112 @@ func (c *client) list(ctx context.Context, state string) error {
 		if state != "" {
 			q.Set("state", state)
 		}
-		var page struct {
-			Repos      []json.RawMessage `json:"repos"`
-			NextCursor string            `json:"next_cursor"`
-		}
-		if _, err := c.do(ctx, http.MethodGet, "/v1/repos?"+q.Encode(), nil, &page); err != nil {
+		var page api.RepoList
+		if err := c.do(ctx, http.MethodGet, "/v1/repos?"+q.Encode(), nil, &page); err != nil {
 			return err
 		}
-		for _, m := range page.Repos {
-			raw = append(raw, m)
-			var r repoJSON
-			if err := json.Unmarshal(m, &r); err != nil {
-				return err
+		for _, r := range page.Repos {
+			if host == "" || strings.EqualFold(hostOf(r.URL), host) {
+				repos = append(repos, r)
 			}
-			clone := "-"
-			if r.CloneURL != nil {
-				clone = *r.CloneURL
-			}
-			rows = append(rows, []string{r.ID, r.State, r.Owner, ago(r.LastSuccessAt), errKind(r.LastError), r.URL, clone})
 		}
 		if page.NextCursor == "" {
 			break
 		}
 		cursor = page.NextCursor
 	}
+	slices.SortFunc(repos, func(a, b api.Repo) int { return cmp.Or(cmp.Compare(a.URL, b.URL), cmp.Compare(a.ID, b.ID)) })
+	total := len(repos)
+	if limit > 0 && limit < total {
+		repos = repos[:limit]
+	}
 	if c.json {
-		return c.printJSON(map[string]any{"repos": raw})
+		return c.printJSON(api.RepoList{Repos: repos})
+	}
+	var rows [][]string
+	for _, r := range repos {
+		rows = append(rows, []string{r.ID, string(r.State), deref(r.Owner), ago(r.LastSuccessAt), errKind(r.LastError), r.URL, deref(r.CloneURL)})
+	}
+	if total == 0 {
+		fmt.Fprintln(c.out, "no repos")
+		return nil
 	}
 	if err := c.table("ID\tSTATE\tOWNER\tLAST SUCCESS\tLAST ERROR\tURL\tCLONE URL", rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.out, "%d repos\n", len(rows))
+	if len(repos) < total {
+		fmt.Fprintf(c.out, "%d of %d repos (--limit)\n", len(repos), total)
+	} else {
+		fmt.Fprintf(c.out, "%d repos\n", total)
+	}
 	return nil
 }
 
-func (c *client) show(ctx context.Context, id string) error {
-	var m map[string]any
-	if _, err := c.do(ctx, http.MethodGet, "/v1/repos/"+url.PathEscape(id), nil, &m); err != nil {
+func (c *client) show(ctx context.Context, idOrURL string) error {
+	var r api.Repo
+	if err := c.do(ctx, http.MethodGet, repoPath(idOrURL), nil, &r); err != nil {
 		return err
 	}
 	if c.json {
-		return c.printJSON(m)
+		return c.printJSON(r)
 	}
-	keys := []string{"id", "url", "clone_url", "source", "state", "owner", "owner_epoch", "salt", "priority", "created_at",
-		"last_fetch_at", "last_success_at", "last_change_at", "last_commit_at", "fetch_fail_cnt", "clone_fail_cnt",
-		"size_bytes", "last_error", "sync_requested"}
+	mpath := "-"
+	if rel, err := mirrorpath.Rel(r.URL); err == nil {
+		mpath = "<data>/mirrors/" + rel
+	}
 	tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	for _, k := range keys {
-		if v, ok := m[k]; ok && v != nil && v != "" {
-			fmt.Fprintf(tw, "%s\t%v\n", k, v)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
 		}
+	}
+	row("id", r.ID)
+	row("url", r.URL)
+	row("state", string(r.State))
+	row("last error", r.LastError)
+	row("clone url", deref(r.CloneURL))
+	row("mirror path", mpath)
+	row("source", string(r.Source))
+	row("owner", fmt.Sprintf("%s (epoch %d)", deref(r.Owner), r.OwnerEpoch))
+	row("added", when(r.CreatedAt))
+	row("last fetch", when(r.LastFetchAt))
+	row("last success", when(r.LastSuccessAt))
+	row("last change", when(r.LastChangeAt))
+	row("last commit", when(r.LastCommitAt))
+	row("failures", fmt.Sprintf("%d clone, %d fetch (consecutive)", r.CloneFailCnt, r.FetchFailCnt))
+	row("size", fmt.Sprintf("%d bytes", r.SizeBytes))
+	row("priority", fmt.Sprintf("%.4g", r.Priority))
+	if r.SyncRequested {
+		row("sync", "requested")
 	}
 	return tw.Flush()
 }
 
-func (c *client) workers(ctx context.Context) error {
-	var resp struct {
-		Workers []struct {
-			ID        string  `json:"id"`
-			Slot      int     `json:"slot"`
-			State     string  `json:"state"`
-			Age       float64 `json:"heartbeat_age_seconds"`
-			DiskUsed  int64   `json:"disk_used"`
-			DiskTotal int64   `json:"disk_total"`
-			Fetching  int     `json:"fetching"`
-			QueueLen  int     `json:"queue_len"`
-		} `json:"workers"`
+// when is a time with how long ago it was, or "never".
+func when(t *time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return t.Local().Format(time.DateTime) + " (" + ago(t) + ")"
+}
+
+func (c *client) workers(ctx context.Context, all bool) error {
+	var resp api.WorkerList
+	if err := c.do(ctx, http.MethodGet, "/v1/workers", nil, &resp); err != nil {
+		return err
+	}
+	dead := 0
+	if !all {
+		resp.Workers = slices.DeleteFunc(resp.Workers, func(w api.Worker) bool {
+			if w.State == "dead" {
+				dead++
+				return true
+			}
+			return false
+		})
 	}
 	if c.json {
-		_, err := c.do(ctx, http.MethodGet, "/v1/workers", nil, nil)
-		return err
-	}
-	if _, err := c.do(ctx, http.MethodGet, "/v1/workers", nil, &resp); err != nil {
-		return err
+		return c.printJSON(resp)
 	}
 	var rows [][]string
 	for _, w := range resp.Workers {
@@ -391,29 +473,35 @@ func (c *client) workers(ctx context.Context) error {
 		if w.DiskTotal > 0 {
 			disk = fmt.Sprintf("%.0f%%", 100*float64(w.DiskUsed)/float64(w.DiskTotal))
 		}
-		rows = append(rows, []string{w.ID, fmt.Sprint(w.Slot), w.State, fmt.Sprintf("%.0fs ago", w.Age), fmt.Sprint(w.QueueLen), fmt.Sprint(w.Fetching), disk})
+		hb := "never"
+		if w.HeartbeatAgeSeconds != nil {
+			hb = fmt.Sprintf("%.0fs ago", *w.HeartbeatAgeSeconds)
+		}
+		rows = append(rows, []string{w.ID, fmt.Sprint(w.Slot), string(w.State), hb, fmt.Sprint(w.QueueLen), fmt.Sprint(w.Fetching), disk})
 	}
-	return c.table("ID\tSLOT\tSTATE\tHEARTBEAT\tQUEUE\tFETCHING\tDISK", rows)
+	if len(rows) == 0 {
+		fmt.Fprintln(c.out, "no workers")
+	} else if err := c.table("ID\tSLOT\tSTATE\tHEARTBEAT\tQUEUE\tFETCHING\tDISK", rows); err != nil {
+		return err
+	}
+	if dead > 0 {
+		fmt.Fprintf(c.out, "(%d dead workers not shown; --all lists them)\n", dead)
+	}
+	return nil
 }
 
 func (c *client) ring(ctx context.Context) error {
-	var resp struct {
-		Version int64 `json:"version"`
-		Tokens  int   `json:"tokens"`
-		Members []struct {
-			ID    string  `json:"id"`
-			Slot  int     `json:"slot"`
-			Share float64 `json:"share"`
-		} `json:"members"`
+	var resp api.Ring
+	if err := c.do(ctx, http.MethodGet, "/v1/ring", nil, &resp); err != nil {
+		return err
 	}
 	if c.json {
-		_, err := c.do(ctx, http.MethodGet, "/v1/ring", nil, nil)
-		return err
-	}
-	if _, err := c.do(ctx, http.MethodGet, "/v1/ring", nil, &resp); err != nil {
-		return err
+		return c.printJSON(resp)
 	}
 	fmt.Fprintf(c.out, "ring version %d, %d members, %d virtual nodes\n", resp.Version, len(resp.Members), resp.Tokens)
+	if len(resp.Members) == 0 {
+		return nil
+	}
 	var rows [][]string
 	for _, m := range resp.Members {
 		rows = append(rows, []string{m.ID, fmt.Sprint(m.Slot), fmt.Sprintf("%.2f%%", 100*m.Share)})
@@ -422,47 +510,45 @@ func (c *client) ring(ctx context.Context) error {
 }
 
 func (c *client) status(ctx context.Context) error {
-	var resp struct {
-		Leader struct {
-			ID   string `json:"id"`
-			Term int64  `json:"term"`
-		} `json:"leader"`
-		RingVersion    int64          `json:"ring_version"`
-		WorkersByState map[string]int `json:"workers_by_state"`
-		ReposByState   map[string]int `json:"repos_by_state"`
-		ReposTotal     int            `json:"repos_total"`
-		Stalest        []repoJSON     `json:"stalest"`
+	var resp api.Status
+	if err := c.do(ctx, http.MethodGet, "/v1/status", nil, &resp); err != nil {
+		return err
 	}
 	if c.json {
-		_, err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil)
-		return err
+		return c.printJSON(resp)
 	}
-	if _, err := c.do(ctx, http.MethodGet, "/v1/status", nil, &resp); err != nil {
-		return err
+	if resp.Leader != nil {
+		fmt.Fprintf(c.out, "leader %s (term %d), ring version %d\n", resp.Leader.ID, resp.Leader.Term, resp.RingVersion)
+	} else {
+		fmt.Fprintf(c.out, "no leader yet, ring version %d\n", resp.RingVersion)
 	}
-	fmt.Fprintf(c.out, "leader %s (term %d), ring version %d\n", orDash(resp.Leader.ID), resp.Leader.Term, resp.RingVersion)
 	fmt.Fprintf(c.out, "workers: %s\n", counts(resp.WorkersByState))
+	if resp.ReposTotal == 0 {
+		fmt.Fprintln(c.out, "repos:   none (add one with `mirrorfleet repos add URL`)")
+		return nil
+	}
 	fmt.Fprintf(c.out, "repos:   %d (%s)\n", resp.ReposTotal, counts(resp.ReposByState))
 	if len(resp.Stalest) > 0 {
 		fmt.Fprintln(c.out, "\nstalest:")
 		var rows [][]string
 		for _, r := range resp.Stalest {
-			rows = append(rows, []string{r.ID, r.State, ago(r.LastSuccessAt), errKind(r.LastError), r.URL})
+			rows = append(rows, []string{r.ID, string(r.State), ago(r.LastSuccessAt), errKind(r.LastError), r.URL})
 		}
 		return c.table("ID\tSTATE\tLAST SUCCESS\tLAST ERROR\tURL", rows)
 	}
 	return nil
 }
 
-func counts(m map[string]int) string {
-	if len(m) == 0 {
-		return "none"
-	}
+// counts is "3 active, 1 dead", in lifecycle order, or "none".
+func counts[S ~string](m map[S]int) string {
 	var parts []string
 	for _, k := range []string{"active", "joining", "suspect", "draining", "dead", "pending", "cloning", "ok", "failing", "gone", "overflow", "deleting"} {
-		if m[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		if m[S(k)] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", m[S(k)], k))
 		}
+	}
+	if len(parts) == 0 {
+		return "none"
 	}
 	return strings.Join(parts, ", ")
 }
@@ -484,46 +570,31 @@ func errKind(e string) string {
 	return kind
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+func (c *client) listStatus(ctx context.Context) error {
+	var st api.ListStatus
+	if err := c.do(ctx, http.MethodGet, "/v1/list", nil, &st); err != nil {
+		return err
 	}
-	return s
+	if c.json {
+		return c.printJSON(st)
+	}
+	return c.printList(st)
 }
 
-// listCmd runs `mirrorfleet list [status]` and `mirrorfleet list confirm COMMIT`.
-func (c *client) listCmd(ctx context.Context, words []string) error {
-	if len(words) == 0 || (words[0] == "status" && len(words) == 1) {
-		if c.json {
-			_, err := c.do(ctx, http.MethodGet, "/v1/list", nil, nil)
-			return err
-		}
-		var st api.ListStatus
-		if _, err := c.do(ctx, http.MethodGet, "/v1/list", nil, &st); err != nil {
-			return err
-		}
-		return c.printList(st)
+func (c *client) listConfirm(ctx context.Context, commit string) error {
+	var st api.ListStatus
+	if err := c.do(ctx, http.MethodPost, "/v1/list/confirm", map[string]string{"commit": commit}, &st); err != nil {
+		return err
 	}
-	if words[0] == "confirm" {
-		if len(words) != 2 {
-			return usageError{"list confirm takes one commit: the held purge's, as `mirrorfleet list` shows it"}
-		}
-		if c.json {
-			_, err := c.do(ctx, http.MethodPost, "/v1/list/confirm", map[string]string{"commit": words[1]}, nil)
-			return err
-		}
-		var st api.ListStatus
-		if _, err := c.do(ctx, http.MethodPost, "/v1/list/confirm", map[string]string{"commit": words[1]}, &st); err != nil {
-			return err
-		}
-		if h := st.HeldPurge; h != nil {
-			fmt.Fprintf(c.out, "confirmed: the purge of %d list repos from commit %s goes ahead at the coordinator's next tick\n", h.Remove, short(h.Commit))
-		} else {
-			fmt.Fprintln(c.out, "confirmed")
-		}
-		return nil
+	if c.json {
+		return c.printJSON(st)
 	}
-	return usageError{fmt.Sprintf("unknown list sub-command %q; use `mirrorfleet list` or `mirrorfleet list confirm COMMIT`", strings.Join(words, " "))}
+	if h := st.HeldPurge; h != nil {
+		fmt.Fprintf(c.out, "confirmed: the purge of %d list repos from commit %s goes ahead at the coordinator's next tick\n", h.Remove, short(h.Commit))
+	} else {
+		fmt.Fprintln(c.out, "confirmed")
+	}
+	return nil
 }
 
 func (c *client) printList(st api.ListStatus) error {

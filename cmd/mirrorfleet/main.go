@@ -37,18 +37,22 @@ Usage:
                                           container health check: exit 0 when F was
                                           touched recently, or U answers 200
   mirrorfleet repos add URL... | --file F add repos (bulk adds show progress)
-  mirrorfleet repos ls [--state S]        list repos
-  mirrorfleet repos show ID               one repo
-  mirrorfleet repos rm ID                 delete a repo (its mirror goes to the trash)
-  mirrorfleet repos sync ID               fetch a repo now
-  mirrorfleet workers                     the workers and their health
+  mirrorfleet repos ls [--state S] [--host H] [--limit N]
+                                          list repos, by URL
+  mirrorfleet repos show ID|URL           one repo: state, last error, mirror path, clone URL
+  mirrorfleet repos rm ID|URL             stop mirroring a repo and delete its mirror (no undo)
+  mirrorfleet repos sync ID|URL           fetch a repo now
+  mirrorfleet workers [--all]             the workers and their health (dead ones with --all)
   mirrorfleet ring                        the consistent-hash ring
   mirrorfleet status                      fleet summary
   mirrorfleet list                        the repo list kept in git: commit, bad lines, held purge
   mirrorfleet list confirm COMMIT         let the held purge of COMMIT go ahead
 
-Client commands take --api (default http://127.0.0.1:8080, or $MIRRORFLEET_API),
---token (default $MIRRORFLEET_TOKEN, else <data>/token), --data and -o table|json.
+Client commands find the fleet through --api, $MIRRORFLEET_URL, the config file
+($XDG_CONFIG_HOME/mirrorfleet/config: url, token or token_file) or http://127.0.0.1:8080,
+and its token through --token, $MIRRORFLEET_TOKEN, the config file or <--data>/token
+(default ./.mirrorfleet/token); -o table|json. 'mirrorfleet repos add -h' shows one
+command's flags.
 Run 'mirrorfleet run -h' for the fleet's flags.
 `
 
@@ -88,6 +92,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if errors.Is(err, errUsageShown) {
+		return 2
+	}
 	var ue usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "mirrorfleet: %v\n", err)
@@ -99,6 +106,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// errUsageShown is a usage error whose message and usage are printed already.
+var errUsageShown = errors.New("usage error")
 
 type usageError struct{ msg string }
 

@@ -139,9 +139,18 @@ func startFleet(t *testing.T, name, data, token string, extra ...string) *fleetP
 		"--tick", "1s", "--grace", "8s", "--warmup", "0s", "--min-interval", "1s", "--token", token,
 		// every upstream is on the test's one git server: no per-host politeness
 		"--host-concurrency", "-1", "--host-rate", "-1"}
-	p := &fleetProc{t: t, name: name, data: data, token: token, out: &output{addr: make(chan string, 1)}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary(t), append(args, extra...)...)
-	p.cmd.Env = cleanEnv()
+	p := launch(t, name, "", cleanEnv(), binary(t), append(args, extra...)...)
+	p.data, p.token = data, token
+	return p
+}
+
+// launch runs `bin args...` (a `mirrorfleet run`) in dir with env, and waits for its
+// status page line. It is killed at the end of the test if still running.
+func launch(t *testing.T, name, dir string, env []string, bin string, args ...string) *fleetProc {
+	t.Helper()
+	p := &fleetProc{t: t, name: name, out: &output{addr: make(chan string, 1)}, exited: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -165,7 +174,7 @@ func startFleet(t *testing.T, name, data, token string, extra ...string) *fleetP
 	case addr := <-p.out.addr:
 		p.base = "http://" + addr
 	case <-p.exited:
-		t.Fatalf("%s exited before serving: %v", name, p.waitErr)
+		t.Fatalf("%s exited before serving: %v\n%s", name, p.waitErr, p.out.String())
 	case <-time.After(60 * time.Second):
 		t.Fatalf("%s printed no status page line within 60s", name)
 	}

@@ -1,4 +1,4 @@
-// Command api is the API Lambda (DESIGN.md §6): API Gateway HTTP API (payload format
+// Command api is the API Lambda (shared/api/openapi.yaml): API Gateway HTTP API (payload format
 // 2.0, IAM authorization on the routes) in front of the same HTTP handler the local
 // fleet serves. Build it for provided.al2023 on arm64 as a binary named bootstrap, with
 // -tags lambda.norpc. Its environment is documented in functions/README.md.

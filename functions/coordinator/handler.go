@@ -21,6 +21,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
@@ -45,7 +46,7 @@ type Deps struct {
 // any event; its coordinator's caches (the decoded ring, liveness sightings) only make
 // warm invocations cheaper. It is safe for concurrent invocations.
 //
-// Leadership (docs/adr/0099-lambda-leadership.md): every environment of the function
+// Leadership (docs/adr/0019-lambda-leadership.md): every environment of the function
 // campaigns in one group, the function's name, so an invocation in an environment other
 // than the last leader's — a death timer fired while another environment was warm —
 // takes the next term at once and acts, instead of following until the lease lapses.
@@ -116,7 +117,7 @@ type Result struct {
 
 // Classify tells which kind of event raw is. EventBridge rule events carry
 // "source":"aws.events" and "detail-type":"Scheduled Event"; a Scheduler firing is
-// exactly the Input we armed it with, our own {"kind":...} payload (DESIGN §9).
+// exactly the Input we armed it with, our own {"kind":...} payload.
 func Classify(raw json.RawMessage) (string, error) {
 	var ev struct {
 		Source     string  `json:"source"`
@@ -230,24 +231,11 @@ func functionName(arn string) string {
 	return arn
 }
 
-// emit writes the tick's metrics. Only a leader's tick reports fleet-wide figures, so
-// two coordinators never report conflicting ones: repo counts are two reads (counters);
-// staleness is merged from the summaries the workers send with their heartbeats, one
-// query of the workers, the same at any fleet size. A failed tick is not counted in
-// Ticks (metrics.FromReport).
+// emit writes the tick's metrics (meter.Tick).
 func (h *Handler) emit(ctx context.Context, rep coordinator.Report, took time.Duration, tickErr error) {
-	samples := metrics.FromReport(rep, took, tickErr)
-	if rep.Leader && rep.Ignored == "" {
-		if counts, err := h.deps.Store.CountRepos(ctx); err != nil {
-			h.deps.Log.Warn("metrics: count repos", "err", err)
-		} else {
-			samples = append(samples, metrics.ReposByStateSamples(counts)...)
-		}
-		if ws, err := h.deps.Store.ListWorkers(ctx); err != nil {
-			h.deps.Log.Warn("metrics: staleness", "err", err)
-		} else {
-			samples = append(samples, metrics.MergeStaleness(h.deps.Clock.Now(), ws).Samples()...)
-		}
+	samples, err := meter.Tick(ctx, h.deps.Store, rep, took, tickErr, h.deps.Clock.Now())
+	if err != nil {
+		h.deps.Log.Warn("metrics", "err", err)
 	}
 	if err := h.emf.Record(samples...); err != nil {
 		h.deps.Log.Warn("metrics", "err", err)

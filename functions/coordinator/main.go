@@ -1,4 +1,4 @@
-// Command coordinator is the coordinator Lambda (DESIGN.md §2, §4): an EventBridge rule
+// Command coordinator is the coordinator Lambda (docs/architecture.md, Coordinator): an EventBridge rule
 // invokes it every minute for a tick, and EventBridge Scheduler invokes it when one of
 // its timers (a worker's death, the end of the warm-up) fires. Build it for
 // provided.al2023 on arm64 as a binary named bootstrap, with -tags lambda.norpc.

@@ -1,4 +1,4 @@
-// Package api is mirrorfleet's HTTP API (DESIGN.md §6) and status page. The same
+// Package api is mirrorfleet's HTTP API (shared/api/openapi.yaml) and status page. The same
 // http.Handler serves the local all-in-one process and, behind API Gateway, the AWS
 // deployment: it only sees the Store seam, a URL policy and an auth function.
 //

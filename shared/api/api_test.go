@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -766,4 +768,65 @@ type brokenCreate struct{}
 
 func (brokenCreate) CreateRepo(context.Context, store.Repo) (store.Repo, bool, error) {
 	return store.Repo{}, false, errors.New("disk on fire")
+}
+
+// TestRepoByURL: every /v1/repos/{id} route takes the repo's URL (path-escaped, in any
+// form that normalizes to it) in place of its id.
+func TestRepoByURL(t *testing.T) {
+	e := newEnv(t)
+	rp := e.seedRepo("https://example.com/u/one.git", store.RepoOK, "w-alpha", t0)
+	for _, u := range []string{"https://example.com/u/one.git", "https://example.com/u/one", "HTTPS://EXAMPLE.COM/u/one/"} {
+		r := e.want(e.do("GET", "/v1/repos/"+url.PathEscape(u), nil), 200, "get by URL "+u)
+		if str(r.body["id"]) != rp.ID {
+			t.Errorf("GET by %s: %s", u, r.raw)
+		}
+	}
+	esc := url.PathEscape("https://example.com/u/one")
+	e.want(e.do("POST", "/v1/repos/"+esc+"/sync", nil), 202, "sync by URL")
+	if got, _ := e.store.GetRepo(t.Context(), rp.ID); !got.SyncRequested {
+		t.Error("sync by URL did not request a sync")
+	}
+	r := e.want(e.do("GET", "/v1/repos/"+url.PathEscape("https://example.com/u/other"), nil), 404, "unknown URL")
+	if code, msg := r.errCode(); code != "not_found" || !strings.Contains(msg, "does not exist") {
+		t.Errorf("unknown URL: %s %s", code, msg)
+	}
+	r = e.want(e.do("GET", "/v1/repos/"+url.PathEscape("file:///etc/passwd"), nil), 400, "refused URL")
+	if code, _ := r.errCode(); code != "invalid_url" {
+		t.Errorf("refused URL: %s", r.raw)
+	}
+	r = e.want(e.do("GET", "/v1/repos/not-an-id", nil), 400, "neither")
+	if code, msg := r.errCode(); code != "invalid_id" || !strings.Contains(msg, "URL") {
+		t.Errorf("neither id nor URL: %s", r.raw)
+	}
+	e.want(e.do("DELETE", "/v1/repos/"+esc, nil), 202, "delete by URL")
+	if got, _ := e.store.GetRepo(t.Context(), rp.ID); got.State != store.RepoDeleting {
+		t.Errorf("delete by URL: repo is %s", got.State)
+	}
+}
+
+// TestStalestNeverFetchedByAge: repos that never succeeded are listed longest waiting
+// first (by when they were added), not in the store's id order.
+func TestStalestNeverFetchedByAge(t *testing.T) {
+	e := newEnv(t)
+	var want []string
+	for i, age := range []time.Duration{5 * time.Hour, 3 * time.Hour, time.Hour, 30 * time.Minute} {
+		u := fmt.Sprintf("https://example.com/never/r%d.git", i)
+		_, _, err := e.store.CreateRepo(t.Context(), store.Repo{ID: store.RepoID(u), URL: u, State: store.RepoPending, CreatedAt: t0.Add(-age)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, u)
+	}
+	r := e.want(e.do("GET", "/v1/status", nil), 200, "status")
+	var st Status
+	if err := json.Unmarshal(r.raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range st.Stalest {
+		got = append(got, s.URL)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("stalest = %v, want %v", got, want)
+	}
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -38,8 +40,9 @@ func TestBadInput(t *testing.T) {
 		{name: "unknown field", body: `{"url":"https://a.example/x","force":true}`, status: 400, code: "unknown_field", mention: []string{`"force"`}},
 		{name: "trailing garbage", body: `{"url":"https://a.example/x"} xyz`, status: 400, code: "invalid_json", mention: []string{"after the JSON value"}},
 		{name: "two values", body: `{"url":"https://a.example/x"}{"url":"https://a.example/y"}`, status: 400, code: "invalid_json", mention: []string{"after the JSON value"}},
-		{name: "wrong content type", body: `{"url":"https://a.example/x"}`, opts: []reqOpt{withHeader("Content-Type", "text/plain")}, status: 415, code: "unsupported_media_type", mention: []string{"text/plain", "application/json"}},
-		{name: "form content type", body: `url=https://a.example/x`, opts: []reqOpt{withHeader("Content-Type", "application/x-www-form-urlencoded")}, status: 415, code: "unsupported_media_type", mention: []string{"x-www-form-urlencoded"}},
+		{name: "wrong content type", body: `{"url":"https://a.example/x"}`, opts: []reqOpt{withHeader("Content-Type", "application/xml")}, status: 415, code: "unsupported_media_type", mention: []string{"application/xml", "application/json"}},
+		{name: "form body under curl's default type", body: `url=https://a.example/x`, opts: []reqOpt{withHeader("Content-Type", "application/x-www-form-urlencoded")}, status: 400, code: "invalid_json", mention: []string{"not JSON", "JSON object"}},
+		{name: "multipart", body: `{"url":"https://a.example/x"}`, opts: []reqOpt{withHeader("Content-Type", "multipart/form-data; boundary=x")}, status: 415, code: "unsupported_media_type", mention: []string{"multipart/form-data", "application/json"}},
 		{name: "no token", body: `{"url":"https://a.example/x"}`, opts: []reqOpt{noAuth}, status: 401, code: "unauthorized", mention: []string{"Authorization"}},
 		{name: "wrong token", body: `{"url":"https://a.example/x"}`, opts: []reqOpt{withHeader("Authorization", "Bearer "+testToken+"x")}, status: 401, code: "unauthorized", mention: []string{"invalid bearer token"}},
 		{name: "bad id", method: "GET", path: "/v1/repos/not-an-id", status: 400, code: "invalid_id", mention: []string{"not-an-id", "16 lowercase hex"}},
@@ -116,5 +119,24 @@ func TestPrivateHostsWhenAllowed(t *testing.T) {
 	}
 	if n := e.repoCount(); n != 1 {
 		t.Errorf("store holds %d repos, want 1", n)
+	}
+}
+
+// TestJSONWithoutContentType: what plain clients send by default is read as JSON:
+// `curl -d` (application/x-www-form-urlencoded), a fetch of a string (text/plain), or no
+// Content-Type at all.
+func TestJSONWithoutContentType(t *testing.T) {
+	e := newEnv(t)
+	for i, ct := range []string{"", "application/x-www-form-urlencoded", "text/plain;charset=UTF-8"} {
+		url := fmt.Sprintf("https://example.com/plain/r%d", i)
+		r := e.want(e.do("POST", "/v1/repos", []byte(`{"url":"`+url+`"}`), func(r *http.Request) {
+			r.Header.Del("Content-Type")
+			if ct != "" {
+				r.Header.Set("Content-Type", ct)
+			}
+		}), 201, "Content-Type "+ct)
+		if !strings.Contains(string(r.raw), `"url":"`+url+`"`) {
+			t.Errorf("Content-Type %q: %s", ct, r.raw)
+		}
 	}
 }

@@ -23,12 +23,8 @@ import (
 // with U+FFFD), no object may repeat a key (encoding/json keeps the last), and field
 // names must match in case (encoding/json matches "URL" to "url").
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
-			return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
-				Message: fmt.Sprintf("Content-Type %q is not JSON; send application/json", ct)}
-		}
+	if err := checkContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
@@ -55,6 +51,27 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 			Message: fmt.Sprintf("unexpected data after the JSON value at byte offset %d; send exactly one JSON object", off)}
 	}
 	return strictJSON(body, jsonFields(v))
+}
+
+// checkContentType accepts the JSON types, no Content-Type at all, and the two types
+// plain HTTP clients send by default (`curl -d` sends application/x-www-form-urlencoded,
+// a browser's fetch text/plain): the body is read as JSON in every case, and a body that
+// is not JSON is a 400 saying so. Types that announce another format (multipart, XML)
+// are a 415.
+func checkContentType(ct string) error {
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+	case mt == "application/json", strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"):
+		return nil
+	case mt == "application/x-www-form-urlencoded", mt == "text/plain":
+		return nil
+	}
+	return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+		Message: fmt.Sprintf("Content-Type %q is not JSON; send application/json (or no Content-Type)", ct)}
 }
 
 // strictJSON checks what encoding/json lets through (see decodeBody) in a body that
@@ -224,6 +241,11 @@ func jsonError(err error, dec *json.Decoder) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		off := dec.InputOffset()
 		e := badRequest("invalid_json", "request body ends in the middle of the JSON value (after %d bytes)", off)
+		e.Offset = &off
+		return e
+	case errors.As(err, &se) && se.Offset <= 1:
+		off := se.Offset
+		e := badRequest("invalid_json", `request body is not JSON (%s); send a JSON object, e.g. {"url": "https://github.com/git/git"}`, strings.TrimPrefix(se.Error(), "json: "))
 		e.Offset = &off
 		return e
 	case errors.As(err, &se):

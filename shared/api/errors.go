@@ -48,6 +48,9 @@ type errorBody struct {
 	Error *Error `json:"error"`
 }
 
+// ErrorBody is the body of every error answer, for clients to decode.
+type ErrorBody = errorBody
+
 // writeError answers with err as an *Error, or as a 500 that logs the detail under a
 // random id the client can quote, so the detail never leaks.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -14,7 +14,8 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
-type workerJSON struct {
+// Worker is a worker as GET /v1/workers shows it.
+type Worker struct {
 	ID                  string            `json:"id"`
 	Slot                int               `json:"slot"`
 	State               store.WorkerState `json:"state"`
@@ -38,9 +39,9 @@ func (s *server) listWorkers(w http.ResponseWriter, r *http.Request) error {
 	}
 	slices.SortFunc(ws, func(a, b store.Worker) int { return cmp.Or(cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.ID, b.ID)) })
 	now := s.cfg.Clock.Now()
-	out := make([]workerJSON, 0, len(ws))
+	out := make([]Worker, 0, len(ws))
 	for _, wk := range ws {
-		j := workerJSON{
+		j := Worker{
 			ID: wk.ID, Slot: wk.Slot, State: wk.State, StartedAt: optTime(wk.StartedAt), HeartbeatAt: optTime(wk.HeartbeatAt),
 			DiskUsed: wk.DiskUsed, DiskTotal: wk.DiskTotal, Fetching: wk.Fetching, QueueLen: wk.QueueLen,
 		}
@@ -49,8 +50,13 @@ func (s *server) listWorkers(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, j)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": out})
+	writeJSON(w, http.StatusOK, WorkerList{Workers: out})
 	return nil
+}
+
+// WorkerList is the answer of GET /v1/workers, by slot.
+type WorkerList struct {
+	Workers []Worker `json:"workers"`
 }
 
 // seconds rounds to milliseconds: more digits are noise for a heartbeat age.
@@ -58,7 +64,8 @@ func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 
 
 func ptr[T any](v T) *T { return &v }
 
-type memberJSON struct {
+// RingMember is one member of the ring and its share of the hash space.
+type RingMember struct {
 	ID    string  `json:"id"`
 	Slot  int     `json:"slot"`
 	Share float64 `json:"share"`
@@ -68,10 +75,11 @@ type memberJSON struct {
 // compact.
 type arc [3]any
 
-type ringJSON struct {
+// Ring is the answer of GET /v1/ring.
+type Ring struct {
 	Version     int64        `json:"version"`
 	Hash        string       `json:"hash"`
-	Members     []memberJSON `json:"members"`
+	Members     []RingMember `json:"members"`
 	Tokens      int          `json:"tokens"`
 	WarmupUntil *time.Time   `json:"warmup_until"`
 	Arcs        []arc        `json:"arcs"`
@@ -92,12 +100,12 @@ func (s *server) getRing(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("load stored ring version %d: %w", sr.Version, err)
 	}
 	shares := rg.Shares()
-	out := ringJSON{
-		Version: sr.Version, Hash: sr.Hash, Members: []memberJSON{}, Tokens: rg.NumTokens(),
+	out := Ring{
+		Version: sr.Version, Hash: sr.Hash, Members: []RingMember{}, Tokens: rg.NumTokens(),
 		WarmupUntil: optTime(sr.WarmupUntil),
 	}
 	for _, m := range rg.Members() {
-		out.Members = append(out.Members, memberJSON{ID: m.ID, Slot: m.Slot, Share: shares[m.ID]})
+		out.Members = append(out.Members, RingMember{ID: m.ID, Slot: m.Slot, Share: shares[m.ID]})
 	}
 	out.Arcs, out.ArcsExact = arcs(rg)
 	writeJSON(w, http.StatusOK, out)
@@ -139,10 +147,30 @@ func arcs(rg *ring.Ring) (out []arc, exact bool) {
 	return out, false
 }
 
+// Status is the answer of GET /v1/status.
+type Status struct {
+	Now time.Time `json:"now"`
+	// Leader is null until a coordinator has campaigned.
+	Leader         *Leader                   `json:"leader"`
+	RingVersion    int64                     `json:"ring_version"`
+	WorkersByState map[store.WorkerState]int `json:"workers_by_state"`
+	ReposByState   map[store.RepoState]int   `json:"repos_by_state"`
+	ReposTotal     int                       `json:"repos_total"`
+	Stalest        []StaleRepo               `json:"stalest"`
+}
+
+// Leader is the coordinator that holds the lease.
+type Leader struct {
+	ID         string     `json:"id"`
+	Term       int64      `json:"term"`
+	LeaseUntil *time.Time `json:"lease_until"`
+}
+
 // stalestShown is how many repos /v1/status lists as stalest.
 const stalestShown = 20
 
-type staleJSON struct {
+// StaleRepo is one of the stalest repos of GET /v1/status.
+type StaleRepo struct {
 	ID            string          `json:"id"`
 	URL           string          `json:"url"`
 	State         store.RepoState `json:"state"`
@@ -191,9 +219,9 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	el, sr, ws, counts, stale := f.election, f.ring, f.workers, f.counts, f.stalest
 	now := s.cfg.Clock.Now()
 
-	var leader any // null until a coordinator has campaigned
+	var leader *Leader
 	if el.Version > 0 {
-		leader = map[string]any{"id": el.VotedFor, "term": el.Term, "lease_until": optTime(el.LeaseUntil)}
+		leader = &Leader{ID: el.VotedFor, Term: el.Term, LeaseUntil: optTime(el.LeaseUntil)}
 	}
 	byWorker := map[store.WorkerState]int{}
 	for _, st := range workerStates {
@@ -211,23 +239,26 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		byRepo[st] += n
 		total += n
 	}
-	stalest := make([]staleJSON, 0, len(stale))
+	stalest := make([]StaleRepo, 0, len(stale))
 	for _, rp := range stale {
 		// A repo that never succeeded has been without a mirror since it was added.
 		since := rp.LastSuccessAt
 		if since.IsZero() {
 			since = rp.CreatedAt
 		}
-		stalest = append(stalest, staleJSON{
+		stalest = append(stalest, StaleRepo{
 			ID: rp.ID, URL: rp.URL, State: rp.State, Owner: optString(rp.Owner),
 			LastSuccessAt: optTime(rp.LastSuccessAt), AgeSeconds: max(0, seconds(now.Sub(since))), LastError: rp.LastError,
 			CloneURL: s.cloneURL(rp.URL),
 		})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"now": now.UTC(), "leader": leader, "ring_version": sr.Version,
-		"workers_by_state": byWorker, "repos_by_state": byRepo, "repos_total": total, "stalest": stalest,
+	// The store orders repos that never succeeded by id; shown, the one waiting longest
+	// comes first, and equal ages read in URL order.
+	slices.SortStableFunc(stalest, func(a, b StaleRepo) int {
+		return cmp.Or(cmp.Compare(b.AgeSeconds, a.AgeSeconds), cmp.Compare(a.URL, b.URL))
 	})
+	writeJSON(w, http.StatusOK, Status{Now: now.UTC(), Leader: leader, RingVersion: sr.Version,
+		WorkersByState: byWorker, ReposByState: byRepo, ReposTotal: total, Stalest: stalest})
 	return nil
 }
 

@@ -125,8 +125,8 @@ func TestOpenAPIRepoSchemaMatchesJSON(t *testing.T) {
 		ref string
 		v   any
 	}{
-		{"#/components/schemas/Repo", repoJSON{}},
-		{"#/components/schemas/Status/properties/stalest/items", staleJSON{}},
+		{"#/components/schemas/Repo", Repo{}},
+		{"#/components/schemas/Status/properties/stalest/items", StaleRepo{}},
 	} {
 		schema, _ := resolve(doc, c.ref).(map[string]any)
 		if schema == nil {

@@ -17,10 +17,11 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
-// repoJSON is a repo as the API shows it. Every field is always present; times that
-// never happened and the owner of an unassigned repo are null (documented in
-// openapi.yaml), so clients need no "missing vs zero" logic.
-type repoJSON struct {
+// Repo is a repo as the API shows it (GET /v1/repos/{id}, each of GET /v1/repos; the
+// CLI decodes the same type). Every field is always present; times that never happened
+// and the owner of an unassigned repo are null (documented in openapi.yaml), so clients
+// need no "missing vs zero" logic.
+type Repo struct {
 	ID            string          `json:"id"`
 	URL           string          `json:"url"`
 	Source        store.Source    `json:"source"`
@@ -44,8 +45,8 @@ type repoJSON struct {
 	CloneURL *string `json:"clone_url"`
 }
 
-func (s *server) toRepoJSON(r store.Repo) repoJSON {
-	return repoJSON{CloneURL: s.cloneURL(r.URL),
+func (s *server) toRepoJSON(r store.Repo) Repo {
+	return Repo{CloneURL: s.cloneURL(r.URL),
 		ID: r.ID, URL: r.URL, Source: r.Source, State: r.State, Owner: optString(r.Owner),
 		OwnerEpoch: r.OwnerEpoch, Salt: r.Salt, Priority: r.Priority, SyncRequested: r.SyncRequested,
 		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
@@ -142,11 +143,11 @@ func (s *server) listRepos(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list repos: %w", err)
 	}
-	out := make([]repoJSON, 0, len(repos))
+	out := make([]Repo, 0, len(repos))
 	for _, rp := range repos {
 		out = append(out, s.toRepoJSON(rp))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"repos": out, "next_cursor": next})
+	writeJSON(w, http.StatusOK, RepoList{Repos: out, NextCursor: next})
 	return nil
 }
 
@@ -220,7 +221,30 @@ type createRequest struct {
 	URLs *[]string `json:"urls"`
 }
 
-type bulkResult struct {
+// RepoList is the answer of GET /v1/repos: a page of repos, and the cursor of the next
+// page ("" after the last).
+type RepoList struct {
+	Repos      []Repo `json:"repos"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// BulkAdd is the answer of a bulk add (POST /v1/repos with "urls"): one result per URL,
+// in order, and their counts by status.
+type BulkAdd struct {
+	Results []BulkResult `json:"results"`
+	Created int          `json:"created"`
+	Exists  int          `json:"exists"`
+	Errors  int          `json:"errors"`
+}
+
+// Accepted is the answer of a delete or sync request: the repo and what was requested.
+type Accepted struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // deleting | sync_requested
+}
+
+// BulkResult is one URL of a bulk add.
+type BulkResult struct {
 	URL    string `json:"url"`
 	ID     string `json:"id,omitempty"`
 	Status string `json:"status"` // created | exists | error
@@ -263,10 +287,10 @@ func (s *server) createRepos(w http.ResponseWriter, r *http.Request) error {
 		e.Field = "urls"
 		return e
 	}
-	results := make([]bulkResult, 0, len(urls))
+	results := make([]BulkResult, 0, len(urls))
 	counts := map[string]int{"created": 0, "exists": 0, "error": 0}
 	for _, raw := range urls {
-		res := bulkResult{URL: raw}
+		res := BulkResult{URL: raw}
 		repo, created, err := s.create(r, raw)
 		var ae *Error
 		switch {
@@ -291,9 +315,7 @@ func (s *server) createRepos(w http.ResponseWriter, r *http.Request) error {
 	if counts["created"] > 0 {
 		s.poke()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"results": results, "created": counts["created"], "exists": counts["exists"], "errors": counts["error"],
-	})
+	writeJSON(w, http.StatusOK, BulkAdd{Results: results, Created: counts["created"], Exists: counts["exists"], Errors: counts["error"]})
 	return nil
 }
 
@@ -384,15 +406,24 @@ func (s *server) poke() {
 	}
 }
 
-// repoID reads and checks the {id} path value.
-func repoID(r *http.Request) (string, error) {
+// repoID reads the {id} path value: a repo id, or a repository URL (path-escaped), which
+// names the repo its normalized form would be stored as, as adding it would.
+func (s *server) repoID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	if !hexID(id) {
-		e := badRequest("invalid_id", "repo id %q is not 16 lowercase hex digits (ids come from POST /v1/repos)", truncate(id, 64))
-		e.Field = "id"
-		return "", e
+	if hexID(id) {
+		return id, nil
 	}
-	return id, nil
+	if strings.Contains(id, "://") {
+		norm, e := CheckURL(s.cfg.Policy, id)
+		if e != nil {
+			e.Field = "id"
+			return "", e
+		}
+		return store.RepoID(norm), nil
+	}
+	e := badRequest("invalid_id", "repo %q is neither an id (16 lowercase hex digits, from POST /v1/repos) nor a repository URL", truncate(id, 64))
+	e.Field = "id"
+	return "", e
 }
 
 func truncate(s string, n int) string {
@@ -409,7 +440,7 @@ func notFound(id string) *Error {
 // lookupRepo reads the repo the request's path names: 400 for a malformed id, 404 for an
 // unknown one.
 func (s *server) lookupRepo(r *http.Request) (string, store.Repo, error) {
-	id, err := repoID(r)
+	id, err := s.repoID(r)
 	if err != nil {
 		return "", store.Repo{}, err
 	}
@@ -433,7 +464,7 @@ func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) deleteRepo(w http.ResponseWriter, r *http.Request) error {
-	id, err := repoID(r)
+	id, err := s.repoID(r)
 	if err != nil {
 		return err
 	}
@@ -445,7 +476,7 @@ func (s *server) deleteRepo(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("request delete of repo %s: %w", id, err)
 	}
 	s.poke()
-	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": "deleting"})
+	writeJSON(w, http.StatusAccepted, Accepted{ID: id, Status: "deleting"})
 	return nil
 }
 
@@ -465,6 +496,6 @@ func (s *server) syncRepo(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("request sync of repo %s: %w", id, err)
 	}
 	s.poke()
-	writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": "sync_requested"})
+	writeJSON(w, http.StatusAccepted, Accepted{ID: id, Status: "sync_requested"})
 	return nil
 }

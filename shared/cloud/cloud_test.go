@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -13,9 +12,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
-	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
-	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
 
 func getter(vars map[string]string) func(string) string {
@@ -257,41 +254,6 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
-type fakeMirror struct{ err error }
-
-func (f fakeMirror) Sync(context.Context, fetch.Target) (fetch.Result, error) {
-	return fetch.Result{BytesReceived: 100}, f.err
-}
-func (fakeMirror) Exists(fetch.Target) bool                  { return true }
-func (fakeMirror) Trash(context.Context, fetch.Target) error { return nil }
-
-type sink struct{ samples []metrics.Sample }
-
-func (s *sink) Record(ss ...metrics.Sample) error { s.samples = append(s.samples, ss...); return nil }
-
-func TestMeteredMirror(t *testing.T) {
-	count := func(err error) map[string]float64 {
-		s := &sink{}
-		if _, gotErr := (MeteredMirror{Mirrorer: fakeMirror{err}, Sink: s}).Sync(t.Context(), fetch.Target{}); !errors.Is(gotErr, err) {
-			t.Errorf("error %v not passed through", gotErr)
-		}
-		out := map[string]float64{}
-		for _, x := range s.samples {
-			out[x.Name] += x.Value
-		}
-		return out
-	}
-	if m := count(nil); m[metrics.FetchSuccesses] != 1 || m[metrics.FetchFailures] != 0 || m[metrics.BytesFetched] != 100 {
-		t.Errorf("success: %v", m)
-	}
-	if m := count(fetch.Errorf(fetch.KindNetwork, "reset")); m[metrics.FetchFailures] != 1 || m[metrics.FetchSuccesses] != 0 {
-		t.Errorf("failure: %v", m)
-	}
-	if m := count(fetch.Errorf(fetch.KindBusy, "locked")); len(m) != 0 {
-		t.Errorf("busy counted as a fetch: %v", m)
-	}
-}
-
 // The SDK's default configuration reaches DynamoDB Local through AWS_ENDPOINT_URL, as a
 // worker process does.
 func TestNewDynamoStoreHonoursAWSEndpointURL(t *testing.T) {
@@ -336,44 +298,6 @@ func TestRunWorkerNeedsGit(t *testing.T) {
 	err := RunWorker(t.Context(), WorkerConfig{Table: "t12", MirrorRoot: t.TempDir(), PriorityPolicy: "rate"})
 	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), gitbin.EnvGit) {
 		t.Errorf("err %v", err)
-	}
-}
-
-type fakeMaintainer struct {
-	fakeMirror
-	res fetch.Maintenance
-}
-
-func (f fakeMaintainer) Maintain(context.Context, fetch.Target, fetch.MaintainRequest) (fetch.Maintenance, error) {
-	return f.res, f.err
-}
-
-func TestMeteredMaintenance(t *testing.T) {
-	count := func(mt fakeMaintainer) map[string]float64 {
-		s := &sink{}
-		if _, err := (MeteredMirror{Mirrorer: mt, Sink: s}).Maintain(t.Context(), fetch.Target{}, fetch.MaintainRequest{}); !errors.Is(err, mt.err) {
-			t.Errorf("error %v not passed through", err)
-		}
-		out := map[string]float64{}
-		for _, x := range s.samples {
-			out[x.Name] += x.Value
-		}
-		return out
-	}
-	if m := count(fakeMaintainer{res: fetch.Maintenance{PacksBefore: 9, PacksAfter: 2}}); m[metrics.MaintenanceRuns] != 1 || m[metrics.MirrorsRecloned] != 0 {
-		t.Errorf("run: %v", m)
-	}
-	if m := count(fakeMaintainer{res: fetch.Maintenance{Recloned: true}}); m[metrics.MaintenanceRuns] != 1 || m[metrics.MirrorsRecloned] != 1 {
-		t.Errorf("re-clone: %v", m)
-	}
-	if m := count(fakeMaintainer{res: fetch.Maintenance{Skipped: true}}); len(m) != 0 {
-		t.Errorf("skipped counted: %v", m)
-	}
-	if m := count(fakeMaintainer{fakeMirror: fakeMirror{fetch.Errorf(fetch.KindBusy, "locked")}}); len(m) != 0 {
-		t.Errorf("busy counted: %v", m)
-	}
-	if _, err := (MeteredMirror{Mirrorer: fakeMirror{}, Sink: &sink{}}).Maintain(t.Context(), fetch.Target{}, fetch.MaintainRequest{}); err == nil {
-		t.Error("a Mirrorer that cannot maintain: no error")
 	}
 }
 

@@ -2,7 +2,7 @@
 // functions/api) and the ECS worker (worker/): configuration from environment variables
 // with validation that names the variable at fault, DynamoDB and Scheduler clients built
 // from the default AWS configuration, and the worker process runner. The domain code
-// (shared/coordinator, shared/worker, shared/api) knows nothing of it (DESIGN.md §2).
+// (shared/coordinator, shared/worker, shared/api) knows nothing of it.
 package cloud
 
 import (

@@ -16,8 +16,8 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
-	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
@@ -298,7 +298,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, FsckEvery: cfg.FsckEvery,
 		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
-		ws, MeteredMirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
+		ws, meter.Mirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
@@ -339,45 +339,6 @@ func flushWorkerMetrics(w *worker.Worker, emf *metrics.EMF, log *slog.Logger) {
 	if err := emf.Flush(); err != nil {
 		log.Warn("metrics", "err", err)
 	}
-}
-
-// MeteredMirror reports every fetch (outcome, wall time, bytes) to Sink. A fetch
-// refused because another process holds the repo's lock did not fetch anything and is
-// not reported.
-type MeteredMirror struct {
-	worker.Mirrorer
-	Sink interface {
-		Record(...metrics.Sample) error
-	}
-}
-
-// Maintain runs the maintenance of the wrapped Mirrorer (which must be a
-// worker.Maintainer) and reports it. A run that was skipped or found the mirror busy
-// did nothing and is not reported.
-func (m MeteredMirror) Maintain(ctx context.Context, t fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error) {
-	mt, ok := m.Mirrorer.(worker.Maintainer)
-	if !ok {
-		return fetch.Maintenance{}, fmt.Errorf("%T cannot maintain mirrors", m.Mirrorer)
-	}
-	start := time.Now()
-	res, err := mt.Maintain(ctx, t, req)
-	if res.Skipped || fetch.KindOf(err) == fetch.KindBusy {
-		return res, err
-	}
-	_ = m.Sink.Record(metrics.Maintenance(time.Since(start), res.Recloned)...)
-	return res, err
-}
-
-// Sync runs the fetch and reports it.
-func (m MeteredMirror) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) {
-	start := time.Now()
-	res, err := m.Mirrorer.Sync(ctx, t)
-	if err != nil && fetch.KindOf(err) == fetch.KindBusy {
-		return res, err
-	}
-	// metrics.Fetch builds valid samples only: Record has nothing to refuse.
-	_ = m.Sink.Record(metrics.Fetch(err == nil, time.Since(start), res.BytesReceived)...)
-	return res, err
 }
 
 // AliveStore touches Path after each heartbeat the store accepted. The container's

@@ -7,7 +7,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
-// liveness judges workers by the coordinator's clock alone (seed 004's heartbeat sum):
+// liveness judges workers by the coordinator's clock alone (ADR 3):
 // a worker is as fresh as the moment this coordinator first saw its heartbeat count at
 // the value it has now. Worker timestamps are never compared with the coordinator's
 // clock, so a worker whose clock is hours off is judged like any other, and a late

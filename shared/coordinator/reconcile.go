@@ -1,6 +1,6 @@
 // Package coordinator is the fleet's control loop: one tick campaigns for leadership,
 // reads the state that needs a decision, plans with pure functions, applies the plan
-// with writes fenced by the term, and arms timers (DESIGN.md §4).
+// with writes fenced by the term, and arms timers (docs/architecture.md, Coordinator).
 package coordinator
 
 import (
@@ -16,7 +16,7 @@ import (
 
 // Config holds the coordinator's knobs. Zero fields take the defaults of DefaultConfig.
 type Config struct {
-	Warmup       time.Duration // first-start wait before anything is assigned (seed 004)
+	Warmup       time.Duration // first-start wait before anything is assigned
 	Grace        time.Duration // silence after which a worker is dead and its repos move
 	SuspectAfter time.Duration // silence after which a worker is suspect (nothing moves)
 	Lease        time.Duration // leadership lease; longer than the tick interval
@@ -120,7 +120,7 @@ type TimerOp struct {
 }
 
 // TimerPayload is the JSON a coordinator timer carries. A death timer carries the
-// heartbeat count it was armed for; a firing after the count moved is ignored (seed 000).
+// heartbeat count it was armed for; a firing after the count moved is ignored (ADR 3).
 type TimerPayload struct {
 	Kind   string `json:"kind"` // "death" | "warmup"
 	Worker string `json:"worker,omitempty"`
@@ -421,7 +421,7 @@ func (p *Planner) Decide(r store.Repo) (RepoAction, bool) {
 	}
 	prio := r.Priority
 	if !p.live[r.Owner] {
-		prio = 0 // orphan: to the front of the new owner's queue (seed 004)
+		prio = 0 // orphan: to the front of the new owner's queue
 	}
 	return p.move(r, want, r.Salt, "", prio), true
 }

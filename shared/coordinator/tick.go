@@ -34,7 +34,7 @@ type Timer interface {
 	Cancel(ctx context.Context, name string) error
 }
 
-// ListSyncer applies the upstream repo list kept in a git repository (DESIGN §4 step 6).
+// ListSyncer applies the upstream repo list kept in a git repository (docs/list-sync.md).
 // It writes with the leader's term as fencing token.
 type ListSyncer interface {
 	SyncList(ctx context.Context, term int64) error
@@ -153,7 +153,7 @@ func (b *budget) late() bool {
 // page is the size of the next read: at most a page, and what the read cap leaves.
 func (b *budget) page() int { return max(min(b.cfg.ReadPage, b.cfg.MaxReads-b.reads), 1) }
 
-// Tick runs one coordinator round (DESIGN.md §4): campaign; read the workers and the
+// Tick runs one coordinator round (docs/architecture.md, Coordinator): campaign; read the workers and the
 // ring head; decide worker states and the ring; write the worker states, then the ring
 // (with the ranges whose repos must move), then arm timers; then move repos — those of
 // the ranges, then those needing a decision — until the work is done or the tick's

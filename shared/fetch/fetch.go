@@ -5,6 +5,7 @@ package fetch
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -113,7 +114,20 @@ type Error struct {
 	Err        error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %v", e.Kind, e.Err) }
+// Error is the kind, then the message. A classified error wrapped again and classified
+// once more ("sync URL: network: list refs: ...") names its kind once, in front:
+// "network: sync URL: list refs: ...".
+func (e *Error) Error() string {
+	msg := e.Err.Error()
+	var inner *Error
+	if errors.As(e.Err, &inner) && inner.Kind == e.Kind {
+		full := inner.Error()
+		if i := strings.LastIndex(msg, full); i >= 0 {
+			msg = msg[:i] + strings.TrimPrefix(full, string(inner.Kind)+": ") + msg[i+len(full):]
+		}
+	}
+	return string(e.Kind) + ": " + msg
+}
 func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf builds a classified error.

@@ -21,13 +21,13 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
-	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
+	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
@@ -320,7 +320,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause},
-		f.Store, cloud.MeteredMirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
+		f.Store, meter.Mirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workers = append(f.workers, rw)
 	go func() {
@@ -378,16 +378,12 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 	}
 }
 
-// recordMetrics feeds /metrics after a tick: the tick's report, repos by state (kept
-// as counters by the store, so cheap), the fleet's staleness (from the workers'
-// heartbeats) and each worker's queue depth.
+// recordMetrics feeds /metrics after a tick: the tick's figures (meter.Tick) and each
+// worker's queue depth.
 func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took time.Duration, tickErr error) {
-	samples := metrics.FromReport(rep, took, tickErr)
-	if counts, err := f.Store.CountRepos(ctx); err == nil {
-		samples = append(samples, metrics.ReposByStateSamples(counts)...)
-	}
-	if ws, err := f.Store.ListWorkers(ctx); err == nil {
-		samples = append(samples, metrics.MergeStaleness(time.Now(), ws).Samples()...)
+	samples, err := meter.Tick(ctx, f.Store, rep, took, tickErr, time.Now())
+	if err != nil {
+		f.cfg.Log.Debug("metrics", "err", err)
 	}
 	for _, rw := range f.workers {
 		if id := rw.w.ID(); id != "" {
@@ -426,13 +422,15 @@ func (f *Fleet) KillWorker(i int) {
 	<-rw.done
 }
 
-// Stop shuts down cleanly: workers finish or abandon their fetches and leave (so their
-// repos move at once on the next start), the coordinator steps down, the API drains.
+// Stop shuts down cleanly: workers finish or abandon their fetches and pause (their
+// records stay, so the next start resumes the same workers with their repos and nothing
+// moves), the coordinator steps down, the API drains.
 func (f *Fleet) Stop(ctx context.Context) error {
 	f.stopCoordinator()
 	f.coordWG.Wait()
 	for _, rw := range f.workers {
-		rw.cancel(context.Canceled)
+		// Paused, not gone: the next start resumes the same workers with their repos.
+		rw.cancel(worker.ErrPaused)
 	}
 	for _, rw := range f.workers {
 		<-rw.done

@@ -389,10 +389,10 @@ func TestKilledWorkerReposMoveAfterGrace(t *testing.T) {
 	t.Logf("%v: followed", time.Since(begin))
 }
 
-// TestStopThenRestart stops a fleet cleanly (its workers leave) and restarts it on the
+// TestStopThenRestart stops a fleet cleanly (its workers pause) and restarts it on the
 // same data directory: no second warm-up (a one-hour warm-up is configured and would
-// block every assignment), the ring carries on, repos stay ok and move to the new
-// workers, and new repos are assigned at once.
+// block every assignment), the ring carries on, the same workers resume their repos
+// (nothing moves), and new repos are assigned at once.
 func TestStopThenRestart(t *testing.T) {
 	t.Parallel()
 	srv := gittest.NewServer(t)
@@ -416,8 +416,8 @@ func TestStopThenRestart(t *testing.T) {
 		t.Errorf("Stop took %v", took)
 	}
 
-	// The store as Stop left it: every worker left (draining; dead if the coordinator
-	// ticked once more), every repo ok.
+	// The store as Stop left it: every worker paused (its record as it was, so the next
+	// start resumes it), every repo ok.
 	st, err := bolt.Open(filepath.Join(data, "mirrorfleet.db"))
 	if err != nil {
 		t.Fatalf("reopen store after Stop: %v", err)
@@ -427,11 +427,12 @@ func TestStopThenRestart(t *testing.T) {
 		t.Errorf("%d worker records after Stop, want 3: %v", len(ws), ws)
 	}
 	for id, w := range ws {
-		if w.State != store.WorkerDraining && w.State != store.WorkerDead {
-			t.Errorf("worker %s is %s after a clean Stop, want draining or dead", id, w.State)
+		if w.State != store.WorkerActive {
+			t.Errorf("worker %s is %s after a clean Stop, want active (paused, to be resumed)", id, w.State)
 		}
 	}
-	for id, r := range allRepos(t, st) {
+	before := allRepos(t, st)
+	for id, r := range before {
 		if r.State != store.RepoOK {
 			t.Errorf("repo %s is %s after Stop", ups[id].Name, r.State)
 		}
@@ -442,7 +443,7 @@ func TestStopThenRestart(t *testing.T) {
 
 	// Restart with a one-hour warm-up: none happens, as the ring exists.
 	f2 := start(t, data, time.Hour, logs)
-	eventually(t, f2, 20*time.Second, "repos resume on the new workers", func() string {
+	eventually(t, f2, 20*time.Second, "repos resume on the same workers", func() string {
 		ids := f2.WorkerIDs()
 		var bad []string
 		for id, r := range allRepos(t, f2.Store) {
@@ -456,9 +457,13 @@ func TestStopThenRestart(t *testing.T) {
 		sort.Strings(bad)
 		return strings.Join(bad, "; ")
 	})
-	for _, id := range f2.WorkerIDs() {
-		if slices.Contains(oldWorkers, id) {
-			t.Errorf("worker id %s reused after its record left: want a new incarnation", id)
+	// The same names, and nothing moved: every repo keeps its owner and owner epoch.
+	if got := f2.WorkerIDs(); !slices.Equal(got, oldWorkers) {
+		t.Errorf("after a clean restart the workers are %v, want %v resumed", got, oldWorkers)
+	}
+	for id, r := range allRepos(t, f2.Store) {
+		if b, ok := before[id]; ok && (r.Owner != b.Owner || r.OwnerEpoch != b.OwnerEpoch) {
+			t.Errorf("repo %s: owner %s epoch %d before the restart, %s epoch %d after", ups[id].Name, b.Owner, b.OwnerEpoch, r.Owner, r.OwnerEpoch)
 		}
 	}
 	ring2, err := f2.Store.GetRing(context.Background())
@@ -477,10 +482,8 @@ func TestStopThenRestart(t *testing.T) {
 	for _, up := range ups {
 		up.Commit(t, "after restart", nil)
 	}
-	// 45 s, not 20: the restart moves repos twice (the first tick after the restart
-	// sees only the first worker to join), and a repo moved while its previous owner
-	// still fetches it waits out the 30 s busy retry. Both are bugs, pinned down by the
-	// skipped tests below; with them fixed this takes a few seconds.
+	// 45 s, a bound for a busy machine: the resumed workers move nothing
+	// (TestCleanRestartMovesNoRepo), so this takes a few seconds.
 	waitMirrored(t, f2, ups, 45*time.Second)
 	if err := f2.stop(); err != nil {
 		t.Fatalf("second Stop: %v", err)
@@ -545,8 +548,8 @@ func TestCrashRestartResumes(t *testing.T) {
 }
 
 // TestCrashRestartAfterCleanRestartResumes is TestCrashRestartResumes once the fleet
-// has been restarted cleanly before: its workers then run as second incarnations
-// (<host>-w1.2, ...), and those records must be resumed after a crash too.
+// has been restarted cleanly before: the resumed records must be resumed after a crash
+// too.
 func TestCrashRestartAfterCleanRestartResumes(t *testing.T) {
 	t.Parallel()
 	srv := gittest.NewServer(t)
@@ -560,7 +563,7 @@ func TestCrashRestartAfterCleanRestartResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f2 := start(t, data, coordinator.NoWarmup, logs)
-	eventually(t, f2, 45*time.Second, "repos on the second incarnations", func() string {
+	eventually(t, f2, 45*time.Second, "repos on the resumed workers", func() string {
 		for id, r := range allRepos(t, f2.Store) {
 			if r.State != store.RepoOK || !slices.Contains(f2.WorkerIDs(), r.Owner) {
 				return fmt.Sprintf("%s is %s with %q", ups[id].Name, r.State, r.Owner)
@@ -621,11 +624,10 @@ func TestBusyMirrorIsRetriedWithinMinInterval(t *testing.T) {
 	waitMirrored(t, f, ups, 5*time.Second)
 }
 
-// TestRestartMovesEachRepoOnce: after a clean stop every repo's owner has left, and the
-// restarted fleet should move each repo once, to its place on the ring of the new
-// workers. Today the coordinator's first tick runs before the workers have joined, so
-// the repos all go to the first worker in and most move again a tick later.
-func TestRestartMovesEachRepoOnce(t *testing.T) {
+// TestCleanRestartMovesNoRepo: a clean stop pauses the workers, so the restarted fleet
+// resumes them under the same ids and no repo moves (no owner epoch changes), even
+// though the coordinator's first tick may run before every worker has joined.
+func TestCleanRestartMovesNoRepo(t *testing.T) {
 	t.Parallel()
 	srv := gittest.NewServer(t)
 	logs := dumpOnFailure(t)
@@ -640,17 +642,13 @@ func TestRestartMovesEachRepoOnce(t *testing.T) {
 	}
 	f2 := start(t, data, coordinator.NoWarmup, logs)
 	waitRing(t, f2, 3)
-	eventually(t, f2, 20*time.Second, "repos on the new workers", func() string {
-		for id, r := range allRepos(t, f2.Store) {
-			if !slices.Contains(f2.WorkerIDs(), r.Owner) {
-				return ups[id].Name + " not moved yet"
-			}
-		}
-		return ""
-	})
+	for _, up := range ups {
+		up.Commit(t, "after the restart", nil)
+	}
+	waitMirrored(t, f2, ups, 20*time.Second)
 	for id, r := range allRepos(t, f2.Store) {
-		if r.OwnerEpoch != before[id].OwnerEpoch+1 {
-			t.Errorf("repo %s: owner epoch %d -> %d across the restart, want one move", ups[id].Name, before[id].OwnerEpoch, r.OwnerEpoch)
+		if b := before[id]; r.Owner != b.Owner || r.OwnerEpoch != b.OwnerEpoch {
+			t.Errorf("repo %s: owner %s epoch %d -> %s epoch %d across a clean restart, want no move", ups[id].Name, b.Owner, b.OwnerEpoch, r.Owner, r.OwnerEpoch)
 		}
 	}
 }

@@ -1,5 +1,5 @@
-// Package listsync keeps the repos listed in a git repository mirrored (DESIGN §4 step 6,
-// seed 004): the coordinator fetches the list repository on an interval, diffs the list
+// Package listsync keeps the repos listed in a git repository mirrored
+// (docs/list-sync.md, ADR 7): the coordinator fetches the list repository on an interval, diffs the list
 // files between the last applied commit and the new head, adds the new URLs as repos
 // with source=list and asks for the removed ones to be deleted — only ever repos the list
 // added. A change that would remove more than a threshold of the list's repos is held

@@ -1,6 +1,5 @@
-// Package metrics is the fleet's metrics seam (DESIGN.md §2, §4 step 7): the coordinator
-// and the workers turn what they did into Samples — named values with dimensions — and
-// hand them to a sink. Two sinks, one per deployment:
+// Package metrics is the fleet's metrics seam: the coordinator and the workers turn what
+// they did into Samples — named values with dimensions — and hand them to a sink. Two sinks, one per deployment:
 //
 //   - EMF: CloudWatch Embedded Metric Format JSON lines on an io.Writer (AWS: the Lambda's
 //     and the ECS tasks' stdout, which CloudWatch Logs turns into metrics in namespace

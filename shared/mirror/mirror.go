@@ -290,7 +290,9 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 			err = rf
 		}
 		err = classify(fmt.Errorf("sync %s: %w", u, err))
-		m.log.Warn("mirror sync failed", "id", t.ID, "url", u, "kind", fetch.KindOf(err),
+		// Debug: the caller logs the failure once, with its own context (the worker's
+		// "fetch failed").
+		m.log.Debug("mirror sync failed", "id", t.ID, "url", u, "kind", fetch.KindOf(err),
 			"err", err, "took", time.Since(start))
 		return fetch.Result{}, err
 	}

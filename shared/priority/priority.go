@@ -1,7 +1,7 @@
 // Package priority decides when a repo is fetched next. A worker keeps its repos in a
 // min-priority queue; after each fetch the policy computes the repo's next priority
 // (smaller = sooner). The values are a virtual time that only grows, so a repo that
-// changes often takes small steps and comes round again soon (seed 004).
+// changes often takes small steps and comes round again soon.
 package priority
 
 import (

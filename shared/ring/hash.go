@@ -9,3 +9,7 @@ const HashID = store.RingHashID
 // KeyHash maps a ring key (store.RingKey) to its position on the ring (store.RingHash,
 // which the stores index repos by).
 func KeyHash(key string) uint64 { return store.RingHash(key) }
+
+// Mix is the splitmix64 finalizer (store.Mix): a cheap bijection of 64-bit values with
+// full avalanche.
+func Mix(x uint64) uint64 { return store.Mix(x) }

@@ -1,6 +1,6 @@
 // Package sim runs a whole fleet — coordinators, workers, store, timers and fake
 // upstreams — in one goroutine on a virtual clock, deterministically from a seed, and
-// checks the invariants of DESIGN.md §7 as it goes. Tests use it for the fleet scenarios;
+// checks the invariants of docs/architecture.md as it goes. Tests use it for the fleet scenarios;
 // the benchmarks use it to compare scheduling policies.
 package sim
 

@@ -1,4 +1,4 @@
-// Package store defines the shared state of a mirrorfleet (DESIGN.md §3) and the Store
+// Package store defines the shared state of a mirrorfleet (docs/architecture.md, State) and the Store
 // seam that every backend (bbolt, DynamoDB) implements. The conformance suite in
 // store/storetest pins down the behaviour each backend must have.
 package store
@@ -22,7 +22,7 @@ const (
 	RepoPending  RepoState = "pending"  // known, not yet assigned to a worker
 	RepoCloning  RepoState = "cloning"  // assigned, no mirror yet
 	RepoOK       RepoState = "ok"       // mirror exists and the last fetch succeeded
-	RepoFailing  RepoState = "failing"  // consecutive failures; retried on a long cooldown
+	RepoFailing  RepoState = "failing"  // its clone failed, or FailAfter fetches in a row; retried with back-off, then a long cooldown
 	RepoGone     RepoState = "gone"     // upstream says not found; mirror kept
 	RepoOverflow RepoState = "overflow" // handed back by a full worker; awaits a re-hash
 	RepoDeleting RepoState = "deleting" // removed through the API; awaits the coordinator
@@ -74,7 +74,7 @@ type Need int
 
 const (
 	NeedAction Need = iota // overflow, being deleted or a sync requested: decided at the next tick
-	NeedOwner              // pending: assigned in growing batches (seed 004's anti-thrashing)
+	NeedOwner              // pending: assigned in growing batches (anti-thrashing)
 )
 
 // Need is the part of the needs-decision index that holds r, when NeedsDecision holds.
@@ -118,7 +118,7 @@ func RepoID(normalizedURL string) string {
 }
 
 // RingKey is the string hashed onto the ring: the normalized URL, plus a suffix once the
-// disk guard has re-hashed the repo (seed 004).
+// disk guard has re-hashed the repo.
 func RingKey(normalizedURL string, salt int) string {
 	if salt == 0 {
 		return normalizedURL
@@ -146,12 +146,18 @@ func RingHash(key string) uint64 {
 	// FNV-1a leaves the last bytes of a key mostly in the low bits, and keys differ mostly
 	// at the end ("repo-1", "repo-2"). The splitmix64 finalizer is a bijection with full
 	// avalanche, so positions are uniform over the whole circle without adding collisions.
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
+	return Mix(h)
+}
+
+// Mix is the splitmix64 finalizer: a cheap bijection of 64-bit values with full
+// avalanche.
+func Mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // WorkerState is the coordinator's view of a worker.
@@ -173,7 +179,7 @@ type Worker struct {
 	HeartbeatAt time.Time   `json:"heartbeat_at"` // the worker's own clock: shown, never judged
 	State       WorkerState `json:"state"`
 	// Beats counts the worker's heartbeats (registering is the first). Liveness is judged
-	// by when the coordinator saw it change, on the coordinator's clock (seed 004).
+	// by when the coordinator saw it change, on the coordinator's clock (ADR 3).
 	Beats uint64 `json:"beats"`
 	// SilentBeats and SilentSince are what the coordinator recorded when it found the
 	// worker silent: the count it saw, and since when (its own clock) it had not moved.
@@ -285,7 +291,7 @@ const (
 	OpSync  OutboxOp = "sync"  // fetch it as soon as possible
 )
 
-// OutboxEntry is one change delivered to a worker with its heartbeat (seed 004's buffer).
+// OutboxEntry is one change delivered to a worker with its heartbeat (ADR 2).
 type OutboxEntry struct {
 	Seq    uint64   `json:"seq"`
 	Op     OutboxOp `json:"op"`

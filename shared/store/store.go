@@ -114,7 +114,7 @@ type PutRing struct {
 }
 
 // SetWorkerState changes a worker's state. If ExpectBeats is not zero the worker's
-// heartbeat count must still be exactly that (seed 000: a heartbeat since cancels the
+// heartbeat count must still be exactly that (ADR 3: a heartbeat since cancels the
 // decision). SilentSince, with ExpectBeats, is recorded as the worker's silence
 // (Worker.SilentSince, SilentBeats); zero clears it.
 type SetWorkerState struct {

@@ -1,4 +1,4 @@
-// Package timer is the delayed-task seam (seed 000): a named one-shot timer whose later
+// Package timer is the delayed-task seam (ADR 3): a named one-shot timer whose later
 // Set replaces the earlier one. On AWS it is EventBridge Scheduler; here it is in-process.
 package timer
 

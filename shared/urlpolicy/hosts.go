@@ -65,7 +65,10 @@ var (
 	sixToFour      = netip.MustParsePrefix("2002::/16")
 )
 
-const privateSuffix = "; private and internal hosts are not allowed (they would let the mirror reach internal services)"
+// privateSuffix says why, and how to allow them where that is wanted (a lab, a test):
+// the local fleet's flag, the AWS workers' variable (deployenv.AllowPrivateHosts).
+const privateSuffix = "; private and internal hosts are not allowed (they would let the mirror reach internal services): " +
+	"start `mirrorfleet run` with --allow-private-hosts (MIRRORFLEET_ALLOW_PRIVATE_HOSTS=true on AWS) to mirror them"
 
 // checkIP applies the address rules. Zones are ignored and IPv4-mapped IPv6
 // addresses are judged as the IPv4 address they connect to.

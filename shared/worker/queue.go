@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Queue is the fetch schedule of one worker (seed 004): a min-priority queue of the repos
+// Queue is the fetch schedule of one worker: a min-priority queue of the repos
 // it owns, plus a holding heap of repos that may not be fetched before a given time
 // (per-repo minimum interval, back-off, Retry-After). It is not safe for concurrent use.
 type Queue struct {

@@ -11,6 +11,13 @@ import (
 // no goodbye, as a crash would (tests use it to kill one worker of an in-process fleet).
 var ErrKilled = errors.New("worker killed")
 
+// ErrPaused, as the cancel cause of Run's context, stops the worker cleanly (its
+// fetches drain) but without leaving the fleet: its record stays, and the next start
+// under the same id resumes it with its repos, as after a crash. The local fleet stops
+// this way: its workers come back with the process, under the same names, and nothing
+// moves. Were they not to come back, the coordinator's grace moves their repos.
+var ErrPaused = errors.New("worker paused")
+
 // Run is the worker's real-time loop: a heartbeat loop and Fetchers fetch loops, until
 // ctx ends. Then dispatching stops, in-flight fetches get Drain to finish (a fetch that is
 // cut short leaves the previous mirror intact), and the worker leaves the fleet so its
@@ -37,7 +44,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer wg.Done()
 		every(ctx, w.cfg.Heartbeat, nil, func() {
 			if err := w.Heartbeat(ctx); err != nil && ctx.Err() == nil {
-				w.log.Warn("heartbeat failed", "worker", w.ID(), "err", err)
+				w.log.Warn("heartbeat failed", "err", err)
 			}
 		})
 	}()
@@ -83,11 +90,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-time.After(w.cfg.Drain):
-		w.log.Warn("abandoning in-flight fetches", "worker", w.ID())
+		w.log.Warn("abandoning in-flight fetches")
 		cancelFetches()
 		<-done
 	}
 	wg.Wait()
+	if errors.Is(context.Cause(ctx), ErrPaused) {
+		return nil
+	}
 	leaveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	return w.Leave(leaveCtx)

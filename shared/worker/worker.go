@@ -1,4 +1,4 @@
-// Package worker is the fetch worker's runtime (DESIGN.md §5): it joins the fleet in a
+// Package worker is the fetch worker's runtime (docs/architecture.md, Worker): it joins the fleet in a
 // slot, heartbeats, learns its assignment from its outbox (partial resync) or from the
 // owner index (full resync), and keeps its repos fresh through a priority queue.
 package worker
@@ -331,7 +331,7 @@ func (w *Worker) Join(ctx context.Context) error {
 				continue
 			}
 			rec = old
-			w.log.Info("resuming worker record from a previous run", "worker", id, "state", old.State)
+			w.log.Info("resuming worker record from a previous run", "as", id, "state", old.State)
 		} else if err != nil {
 			return fmt.Errorf("join as %s: %w", id, err)
 		}
@@ -340,7 +340,7 @@ func (w *Worker) Join(ctx context.Context) error {
 		w.leaseAt = now // the slot claim is the first heartbeat the store accepted
 		w.dropAllLocked()
 		w.mu.Unlock()
-		w.log.Info("joined", "worker", rec.ID, "slot", rec.Slot)
+		w.log.Info("joined", "as", rec.ID, "slot", rec.Slot)
 		return nil
 	}
 }
@@ -392,7 +392,7 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.State == store.WorkerDead) {
 		// Declared dead while we were away: our repos have moved. Start over as a new
 		// incarnation rather than fight the coordinator for them.
-		w.log.Warn("worker was declared dead; rejoining", "worker", id)
+		w.log.Warn("worker was declared dead; rejoining", "was", id)
 		w.mu.Lock()
 		w.joined = false
 		w.dropAllLocked()
@@ -439,7 +439,7 @@ func (w *Worker) learn() {
 	w.prior, w.fitting = p, false
 	w.scores.Fade()
 	w.mu.Unlock()
-	w.log.Info("learned the prior of change rates", "worker", w.ID(), "repos", p.Repos,
+	w.log.Info("learned the prior of change rates", "repos", p.Repos,
 		"dormant_share", p.Weights[0], "changes_per_month", p.Hazard*30, "mean_pushes_per_day", p.Mean())
 }
 
@@ -515,7 +515,7 @@ func (w *Worker) fullResync(ctx context.Context, from uint64) error {
 		w.addLocked(r, r.Priority, front)
 	}
 	w.ack = from
-	w.log.Info("full resync", "worker", id, "repos", len(listed), "replay_from", from)
+	w.log.Info("full resync", "as", id, "repos", len(listed), "replay_from", from)
 	return nil
 }
 
@@ -833,6 +833,10 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		case fails >= w.cfg.FailAfter:
 			rec.State = store.RepoFailing
 			backoff = w.cfg.FailCooldown
+		case !wasCloned:
+			// No mirror yet: the repo is not mirrored at all, which its state says at
+			// once (with the error); retries keep their back-off.
+			rec.State = store.RepoFailing
 		}
 		if ra := fetch.RetryAfterOf(ferr); ra > backoff {
 			backoff = ra
@@ -863,7 +867,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	}
 
 	if ferr != nil && kind != fetch.KindBusy {
-		w.log.Info("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
+		w.log.Warn("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
 	}
 	if write {
 		w.report(ctx, j, report, now)

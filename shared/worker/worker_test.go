@@ -172,7 +172,9 @@ func TestFailuresBackOffThenFail(t *testing.T) {
 	if !f.w.RunOnce(ctx) {
 		t.Fatal("nothing to fetch")
 	}
-	if r := f.repo(t); r.CloneFailCnt != 1 || r.State != store.RepoCloning || r.LastError == "" {
+	// A clone that failed leaves no mirror: the repo says so at once, with the error,
+	// rather than stay "cloning"; its retries keep their back-off.
+	if r := f.repo(t); r.CloneFailCnt != 1 || r.State != store.RepoFailing || r.LastError != "network: connection reset" {
 		t.Fatalf("after one failure: %+v", r)
 	}
 	// Backed off: not eligible before a minute has passed.

@@ -7,27 +7,29 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot"
 )
 
 const svgNS = "http://www.w3.org/2000/svg"
 
-// elem is a parsed element with its attributes and direct text.
-type elem struct {
-	name string
-	attr map[string]string
-	text string
+// text is one <text> of a drawn chart.
+type text struct {
+	s string
+	x float64
 }
 
-// parse checks that b is a well-formed SVG document and flattens it.
-func parse(t *testing.T, b []byte) []elem {
+// parse checks that b is a well-formed SVG document with finite numbers and returns its
+// texts.
+func parse(t *testing.T, b []byte) []text {
 	t.Helper()
 	d := xml.NewDecoder(bytes.NewReader(b))
-	var out []elem
-	var stack []int
+	var out []text
+	root := ""
+	var cur *text
 	for {
 		tok, err := d.Token()
 		if err == io.EOF {
@@ -38,56 +40,56 @@ func parse(t *testing.T, b []byte) []elem {
 		}
 		switch tok := tok.(type) {
 		case xml.StartElement:
-			if tok.Name.Space != svgNS {
-				t.Fatalf("element %s in namespace %q, want %q", tok.Name.Local, tok.Name.Space, svgNS)
+			if root == "" {
+				root = tok.Name.Local
+				if tok.Name.Space != svgNS {
+					t.Fatalf("root in namespace %q, want %q", tok.Name.Space, svgNS)
+				}
 			}
-			e := elem{name: tok.Name.Local, attr: map[string]string{}}
 			for _, a := range tok.Attr {
-				e.attr[a.Name.Local] = a.Value
+				if strings.Contains(a.Value, "NaN") || strings.Contains(a.Value, "Inf") {
+					t.Errorf("<%s %s=%q>: non-finite number", tok.Name.Local, a.Name.Local, a.Value)
+				}
 			}
-			out = append(out, e)
-			stack = append(stack, len(out)-1)
-		case xml.EndElement:
-			stack = stack[:len(stack)-1]
+			if tok.Name.Local == "text" {
+				cur = &text{}
+				for _, a := range tok.Attr {
+					if a.Name.Local == "x" {
+						cur.x, _ = strconv.ParseFloat(a.Value, 64)
+					}
+				}
+			}
 		case xml.CharData:
-			if len(stack) > 0 {
-				out[stack[len(stack)-1]].text += string(tok)
+			if cur != nil {
+				cur.s += string(tok)
+			}
+		case xml.EndElement:
+			if tok.Name.Local == "text" && cur != nil {
+				out = append(out, *cur)
+				cur = nil
 			}
 		}
 	}
-	if len(out) == 0 || out[0].name != "svg" {
-		t.Fatalf("root is not <svg>")
-	}
-	root := out[0].attr
-	if root["viewBox"] != "0 0 720 420" || root["font-family"] != "sans-serif" || root["version"] != "1.1" {
-		t.Errorf("root attributes = %v", root)
-	}
-	for _, e := range out {
-		for k, v := range e.attr {
-			if strings.Contains(v, "NaN") || strings.Contains(v, "Inf") {
-				t.Errorf("<%s %s=%q>: non-finite number", e.name, k, v)
-			}
-		}
+	if root != "svg" {
+		t.Fatalf("root is <%s>, not <svg>", root)
 	}
 	return out
 }
 
-func count(es []elem, name string) int {
-	n := 0
-	for _, e := range es {
-		if e.name == name {
-			n++
-		}
+func svg(t *testing.T, c interface{ SVG() ([]byte, error) }) []byte {
+	t.Helper()
+	b, err := c.SVG()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return n
+	return b
 }
 
-func texts(es []elem) []string {
+func texts(t *testing.T, c interface{ SVG() ([]byte, error) }) []string {
+	t.Helper()
 	var s []string
-	for _, e := range es {
-		if e.name == "text" {
-			s = append(s, e.text)
-		}
+	for _, x := range parse(t, svg(t, c)) {
+		s = append(s, x.s)
 	}
 	return s
 }
@@ -99,38 +101,6 @@ func has(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// points reads the vertices of a path written as "Mx,yLx,y...".
-func points(t *testing.T, d string) [][2]float64 {
-	t.Helper()
-	var pts [][2]float64
-	for _, f := range regexp.MustCompile(`[ML]`).Split(d, -1) {
-		if f == "" {
-			continue
-		}
-		xy := strings.Split(f, ",")
-		if len(xy) != 2 {
-			t.Fatalf("bad path segment %q in %q", f, d)
-		}
-		x, err1 := strconv.ParseFloat(xy[0], 64)
-		y, err2 := strconv.ParseFloat(xy[1], 64)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("bad path segment %q", f)
-		}
-		pts = append(pts, [2]float64{x, y})
-	}
-	return pts
-}
-
-func paths(es []elem) []elem {
-	var ps []elem
-	for _, e := range es {
-		if e.name == "path" {
-			ps = append(ps, e)
-		}
-	}
-	return ps
 }
 
 func sampleLine() Line {
@@ -161,24 +131,31 @@ func sampleBars() Bars {
 
 func TestLineStructure(t *testing.T) {
 	l := sampleLine()
-	es := parse(t, l.SVG())
-	ps := paths(es)
-	if len(ps) != len(l.Series) {
-		t.Fatalf("%d paths for %d series", len(ps), len(l.Series))
+	ds := l.drawn()
+	if len(ds) != len(l.Series) {
+		t.Fatalf("%d series drawn of %d", len(ds), len(l.Series))
 	}
 	dashed := 0
-	for _, p := range ps {
-		if p.attr["stroke-dasharray"] != "" {
+	for i, d := range ds {
+		if d.Dash {
 			dashed++
+		}
+		if len(d.Runs) != 1 || len(d.Runs[0]) != len(l.Series[i].X) {
+			t.Errorf("series %q drawn as %v", d.Name, d.Runs)
+		}
+		for j, q := range d.Runs[0] {
+			if q.X != l.Series[i].X[j] || q.Y != l.Series[i].Y[j] {
+				t.Errorf("series %q point %d drawn at %v", d.Name, j, q)
+			}
 		}
 	}
 	if dashed != 1 {
-		t.Errorf("%d dashed paths, want 1", dashed)
+		t.Errorf("%d dashed series, want 1", dashed)
 	}
-	if ps[0].attr["stroke"] == ps[1].attr["stroke"] {
-		t.Errorf("series 0 and 1 share colour %s", ps[0].attr["stroke"])
+	if ds[0].Colour == ds[1].Colour {
+		t.Errorf("series 0 and 1 share colour %v", ds[0].Colour)
 	}
-	ts := texts(es)
+	ts := texts(t, l)
 	for _, want := range []string{"Staleness vs fleet size", "mirrors", "p99 staleness (s)", "round-robin", "optimum", "10", "100", "1k", "10k"} {
 		if !has(ts, want) {
 			t.Errorf("no text %q in %q", want, ts)
@@ -186,17 +163,9 @@ func TestLineStructure(t *testing.T) {
 	}
 }
 
-// seriesPoints returns the pixel positions of series i's points.
-func seriesPoints(t *testing.T, svg []byte, i int) [][2]float64 {
-	t.Helper()
-	ps := paths(parse(t, svg))
-	if len(ps) <= i {
-		t.Fatalf("only %d paths", len(ps))
-	}
-	return points(t, ps[i].attr["d"])
-}
-
-func TestLineMonotone(t *testing.T) {
+// The axes cover every drawn point, on every scale; what a log axis cannot place is
+// left out.
+func TestLineAxesCoverTheData(t *testing.T) {
 	xs := []float64{1, 2, 5, 10, 50, 200}
 	ys := []float64{-3, 0.5, 2, 7, 40, 900}
 	for _, tc := range []struct {
@@ -205,51 +174,53 @@ func TestLineMonotone(t *testing.T) {
 	}{{"linear", false, false}, {"logx", true, false}, {"logy", false, true}, {"loglog", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := Line{LogX: tc.logX, LogY: tc.logY, Series: []Series{{Name: "a", X: xs, Y: ys}}}
-			pts := seriesPoints(t, l.SVG(), 0)
+			p, _, err := l.Plot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ds := l.drawn()
 			want := len(xs)
 			if tc.logY {
 				want-- // -3 is skipped
 			}
-			if len(pts) != want {
-				t.Fatalf("%d points, want %d", len(pts), want)
+			if len(ds[0].Runs) != 1 || len(ds[0].Runs[0]) != want {
+				t.Fatalf("drawn %v, want one run of %d points", ds[0].Runs, want)
 			}
-			for j := 1; j < len(pts); j++ {
-				if pts[j][0] <= pts[j-1][0] {
-					t.Errorf("x pixel %v not right of %v", pts[j][0], pts[j-1][0])
-				}
-				if pts[j][1] >= pts[j-1][1] {
-					t.Errorf("larger value drawn at y=%v, not above y=%v", pts[j][1], pts[j-1][1])
+			for _, q := range ds[0].Runs[0] {
+				if q.X < p.X.Min || q.X > p.X.Max || q.Y < p.Y.Min || q.Y > p.Y.Max {
+					t.Errorf("point %v outside the axes [%v, %v] × [%v, %v]", q, p.X.Min, p.X.Max, p.Y.Min, p.Y.Max)
 				}
 			}
-			for _, p := range pts {
-				if p[0] < 0 || p[0] > width || p[1] < 0 || p[1] > height {
-					t.Errorf("point %v off the canvas", p)
-				}
+			if _, ok := p.Y.Scale.(plot.LogScale); ok != tc.logY {
+				t.Errorf("y log scale %v, want %v", ok, tc.logY)
 			}
+			parse(t, svg(t, l))
 		})
 	}
 }
 
 func TestLogTicksArePowersOfTen(t *testing.T) {
-	for _, r := range [][2]float64{{0.013, 250}, {3, 4}, {1, 1e12}, {1e-6, 1e-2}, {100, 100}} {
-		e := extent{min: r[0], max: r[1], ok: true}
-		for _, horizontal := range []bool{false, true} {
-			a := lineAxis(e, true, 500, horizontal)
-			if len(a.ticks) < 2 {
-				t.Errorf("%v: %d ticks", r, len(a.ticks))
+	for _, r := range [][2]float64{{0.01, 1000}, {1, 10}, {1, 1e12}, {1e-6, 1e-2}, {0.1, 10}} {
+		var labelled int
+		for _, tk := range (shortTicks{plot.TickerFunc(logTicks)}).Ticks(r[0], r[1]) {
+			if tk.Value < r[0]*(1-1e-9) || tk.Value > r[1]*(1+1e-9) {
+				t.Errorf("%v: tick %v outside", r, tk.Value)
 			}
-			if a.frac(r[0]) < 0 || a.frac(r[1]) > 1 {
-				t.Errorf("%v: domain [%v, %v] does not cover the data", r, a.lo, a.hi)
+			if tk.Label == "" {
+				continue
 			}
-			for i, k := range a.ticks {
-				if k != math.Trunc(k) {
-					t.Errorf("%v: tick 10^%v is not a power of ten", r, k)
-				}
-				v, err := strconv.ParseFloat(strings.NewReplacer("k", "e3", "M", "e6", "G", "e9", "T", "e12").Replace(a.labels[i]), 64)
-				if err != nil || math.Abs(math.Log10(v)-k) > 1e-9 {
-					t.Errorf("%v: tick 10^%v labelled %q", r, k, a.labels[i])
-				}
+			labelled++
+			k := math.Log10(tk.Value)
+			if math.Abs(k-math.Round(k)) > 1e-9 {
+				t.Errorf("%v: labelled tick %v is not a power of ten", r, tk.Value)
 			}
+			v, err := strconv.ParseFloat(strings.NewReplacer("k", "e3", "M", "e6", "G", "e9", "T", "e12").Replace(tk.Label), 64)
+			if err != nil || math.Abs(math.Log10(v)-k) > 1e-9 {
+				t.Errorf("%v: tick %v labelled %q", r, tk.Value, tk.Label)
+			}
+		}
+		if labelled < 2 {
+			t.Errorf("%v: %d labelled ticks", r, labelled)
 		}
 	}
 }
@@ -263,50 +234,51 @@ func TestLogLabel(t *testing.T) {
 	}
 }
 
-func TestLinearTicksAreNice(t *testing.T) {
-	for _, r := range [][2]float64{{0, 97}, {-3.2, 7.9}, {0.001, 0.0047}, {1000, 1000}, {0, 0}, {12000, 987654}, {-5, -1}} {
-		a := linearAxis(r[0], r[1], 330, false)
-		if a.lo > r[0] || a.hi < r[1] {
-			t.Errorf("%v: axis [%v, %v] does not cover the data", r, a.lo, a.hi)
-		}
-		if len(a.ticks) < 3 || len(a.ticks) > 12 {
-			t.Errorf("%v: %d ticks", r, len(a.ticks))
-		}
-		step := a.ticks[1] - a.ticks[0]
-		m := step / math.Pow(10, math.Floor(math.Log10(step)+1e-9))
-		if math.Abs(m-1) > 1e-6 && math.Abs(m-2) > 1e-6 && math.Abs(m-5) > 1e-6 {
-			t.Errorf("%v: step %v is not 1, 2 or 5 × 10^k", r, step)
-		}
+func TestLinearTickLabels(t *testing.T) {
+	for _, r := range [][2]float64{{0, 97}, {-3.2, 7.9}, {0.001, 0.0047}, {12000, 987654}, {-5, -1}} {
 		seen := map[string]bool{}
-		for _, l := range a.labels {
-			if seen[l] {
-				t.Errorf("%v: label %q repeats in %q", r, l, a.labels)
+		var ls []string
+		for _, tk := range (shortTicks{plot.DefaultTicks{}}).Ticks(r[0], r[1]) {
+			if tk.Label == "" {
+				continue
 			}
-			seen[l] = true
+			ls = append(ls, tk.Label)
+			if seen[tk.Label] {
+				t.Errorf("%v: label %q repeats", r, tk.Label)
+			}
+			seen[tk.Label] = true
+		}
+		if len(ls) < 2 {
+			t.Errorf("%v: labels %q", r, ls)
 		}
 	}
-	if got := linearAxis(0, 1, 330, false).labels; !has(got, "0.2") || !has(got, "0") || !has(got, "1") {
-		t.Errorf("labels for [0, 1] = %q", got)
+	var ls []string
+	for _, tk := range (shortTicks{plot.DefaultTicks{}}).Ticks(0, 50000) {
+		ls = append(ls, tk.Label)
 	}
-	if got := linearAxis(0, 50000, 330, false).labels; !has(got, "50k") {
-		t.Errorf("labels for [0, 50000] = %q", got)
+	if !has(ls, "50k") || !has(ls, "0") {
+		t.Errorf("labels for [0, 50000] = %q", ls)
+	}
+}
+
+func TestValueLabel(t *testing.T) {
+	for v, want := range map[float64]string{0: "0", 1.5: "1.5", 2.25: "2.25", 1200: "1200", 910000: "910k", 56000: "56k",
+		3.2e6: "3.2M", 0.01: "0.01", -3: "-3", 1e-5: "1e-5", 1.0 / 3: "0.333"} {
+		if got := valueLabel(v); got != want {
+			t.Errorf("valueLabel(%v) = %q, want %q", v, got, want)
+		}
 	}
 }
 
 func TestLinePadsRange(t *testing.T) {
 	l := Line{Series: []Series{{X: []float64{0, 10}, Y: []float64{1, 100}}}}
-	es := parse(t, l.SVG())
-	pts := points(t, paths(es)[0].attr["d"])
-	// The y axis must not start at 1 exactly (no padding) nor below 0.
-	ts := texts(es)
-	if !has(ts, "0") {
-		t.Errorf("y axis does not reach 0: %q", ts)
+	p, _, err := l.Plot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if has(ts, "-20") || has(ts, "-10") {
-		t.Errorf("padding crossed zero: %q", ts)
-	}
-	if pts[1][1] <= 14 {
-		t.Errorf("top point at the canvas edge: %v", pts[1])
+	// Padded, but not across zero.
+	if p.Y.Min != 0 || p.Y.Max <= 100 {
+		t.Errorf("y axis [%v, %v], want [0, >100]", p.Y.Min, p.Y.Max)
 	}
 }
 
@@ -314,18 +286,17 @@ func TestEscaping(t *testing.T) {
 	name := `a<b & "c" 'd'>`
 	l := Line{Title: name, XLabel: name, YLabel: name, Series: []Series{{Name: name, X: []float64{1, 2}, Y: []float64{1, 2}}}}
 	b := Bars{Title: name, YLabel: name, Groups: []string{name}, Series: []BarSeries{{Name: name, Values: []float64{3}}}}
-	for _, svg := range [][]byte{l.SVG(), b.SVG()} {
-		es := parse(t, svg)
+	for _, c := range []interface{ SVG() ([]byte, error) }{l, b} {
 		n := 0
-		for _, e := range es {
-			if strings.Contains(e.text, name) {
+		for _, s := range texts(t, c) {
+			if strings.Contains(s, name) {
 				n++
 			}
 		}
 		if n < 3 {
-			t.Errorf("name survives escaping %d times, want at least 3:\n%s", n, svg)
+			t.Errorf("name survives escaping %d times, want at least 3", n)
 		}
-		if bytes.Contains(svg, []byte("a<b")) {
+		if bytes.Contains(svg(t, c), []byte("a<b")) {
 			t.Errorf("unescaped < in output")
 		}
 	}
@@ -333,20 +304,11 @@ func TestEscaping(t *testing.T) {
 
 func TestDeterministic(t *testing.T) {
 	l, b := sampleLine(), sampleBars()
-	if !bytes.Equal(l.SVG(), l.SVG()) {
+	if !bytes.Equal(svg(t, l), svg(t, l)) {
 		t.Error("Line.SVG differs between calls")
 	}
-	if !bytes.Equal(b.SVG(), b.SVG()) {
+	if !bytes.Equal(svg(t, b), svg(t, b)) {
 		t.Error("Bars.SVG differs between calls")
-	}
-}
-
-func TestLimitedPrecision(t *testing.T) {
-	l := Line{Series: []Series{{X: []float64{1.0 / 3, 2.0 / 3, 1}, Y: []float64{math.Pi, math.E, math.Sqrt2}}}}
-	for _, svg := range [][]byte{l.SVG(), sampleBars().SVG()} {
-		if m := regexp.MustCompile(`\d\.\d{3,}`).Find(svg); m != nil {
-			t.Errorf("number with more than two decimals: %s", m)
-		}
 	}
 }
 
@@ -364,7 +326,7 @@ func TestEmptyAndBadInput(t *testing.T) {
 		{Series: []Series{{Name: "huge", X: []float64{-1e300, 1e300}, Y: []float64{inf, 1e-300}}}},
 	}
 	for _, l := range lines {
-		parse(t, l.SVG())
+		parse(t, svg(t, l))
 	}
 	bars := []Bars{
 		{},
@@ -376,57 +338,48 @@ func TestEmptyAndBadInput(t *testing.T) {
 		{Groups: []string{"a", "b"}, Series: []BarSeries{{Name: "x", Values: []float64{0, 0}}}},
 	}
 	for _, b := range bars {
-		parse(t, b.SVG())
+		parse(t, svg(t, b))
+	}
+	// A chart with nothing to draw says so.
+	if ts := texts(t, Line{Title: "t", Series: []Series{{Name: "nan", X: []float64{nan}, Y: []float64{1}}}}); !has(ts, "t (no data)") {
+		t.Errorf("empty chart: %q", ts)
 	}
 }
 
 func TestLineGaps(t *testing.T) {
 	l := Line{LogY: true, Series: []Series{{Name: "g", X: []float64{1, 2, 3, 4, 5}, Y: []float64{1, 2, math.NaN(), 0, 5}}}}
-	d := paths(parse(t, l.SVG()))[0].attr["d"]
-	if strings.Count(d, "M") != 2 || len(points(t, d)) != 3 {
-		t.Errorf("path %q: want the line broken at the skipped points", d)
+	runs := l.drawn()[0].Runs
+	if len(runs) != 2 || len(runs[0]) != 2 || len(runs[1]) != 1 || runs[1][0].X != 5 {
+		t.Errorf("runs %v: want the line broken at the skipped points", runs)
 	}
-}
-
-func bars(es []elem) []elem {
-	var r []elem
-	for _, e := range es {
-		if e.name == "rect" && e.attr["class"] == "bar" {
-			r = append(r, e)
-		}
-	}
-	return r
-}
-
-func attrF(t *testing.T, e elem, k string) float64 {
-	t.Helper()
-	v, err := strconv.ParseFloat(e.attr[k], 64)
-	if err != nil {
-		t.Fatalf("<%s %s=%q>: %v", e.name, k, e.attr[k], err)
-	}
-	return v
 }
 
 func TestBars(t *testing.T) {
 	b := sampleBars()
-	es := parse(t, b.SVG())
-	rs := bars(es)
-	if len(rs) != 6 {
-		t.Fatalf("%d bars, want 6", len(rs))
+	ds := b.drawn()
+	if len(ds) != 6 {
+		t.Fatalf("%d bars, want 6", len(ds))
 	}
-	// Bars come group by group; within the first series values grow.
-	for g := 1; g < 3; g++ {
-		if attrF(t, rs[2*g], "height") <= attrF(t, rs[2*(g-1)], "height") {
-			t.Errorf("bar for a larger value is not taller")
-		}
-		if attrF(t, rs[2*g], "x") <= attrF(t, rs[2*(g-1)], "x") {
-			t.Errorf("groups not left to right")
+	// Bars come group by group, one per series, with their values.
+	for i, d := range ds {
+		if d.Group != i/2 || d.Series != i%2 || d.Value != b.Series[d.Series].Values[d.Group] {
+			t.Errorf("bar %d: %+v", i, d)
 		}
 	}
-	if rs[0].attr["fill"] == rs[1].attr["fill"] {
-		t.Errorf("both series have colour %s", rs[0].attr["fill"])
+	p, _, err := b.Plot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	ts := texts(es)
+	if p.Y.Min != 0 || p.Y.Max < 910000 {
+		t.Errorf("y axis [%v, %v] does not run from zero over the bars", p.Y.Min, p.Y.Max)
+	}
+	out := string(svg(t, b))
+	for _, c := range []string{"#0072B2", "#D55E00"} { // series 0 and 1
+		if !strings.Contains(strings.ToUpper(out), "FILL:"+c) {
+			t.Errorf("no bar in %s", c)
+		}
+	}
+	ts := texts(t, b)
 	for _, want := range []string{"small", "large", "full fetch", "negotiated", "910k", "1200", "0"} {
 		if !has(ts, want) {
 			t.Errorf("no text %q in %q", want, ts)
@@ -436,15 +389,18 @@ func TestBars(t *testing.T) {
 
 func TestBarsLog(t *testing.T) {
 	b := Bars{LogY: true, Groups: []string{"a", "b", "c"}, Series: []BarSeries{{Name: "s", Values: []float64{10, 0, 1e6}}}}
-	es := parse(t, b.SVG())
-	rs := bars(es)
-	if len(rs) != 2 {
-		t.Fatalf("%d bars, want 2 (zero skipped)", len(rs))
+	ds := b.drawn()
+	if len(ds) != 2 || ds[0].Value != 10 || ds[1].Value != 1e6 || ds[1].Group != 2 {
+		t.Fatalf("bars %+v, want 10 and 1e6 (zero skipped)", ds)
 	}
-	if attrF(t, rs[0], "height") <= 0 || attrF(t, rs[1], "height") <= attrF(t, rs[0], "height") {
-		t.Errorf("log bar heights %v, %v", rs[0].attr["height"], rs[1].attr["height"])
+	p, _, err := b.Plot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	ts := texts(es)
+	if p.Y.Min <= 0 || p.Y.Min >= 10 || p.Y.Max < 1e6 {
+		t.Errorf("log axis [%v, %v]: the smallest bar must stay visible", p.Y.Min, p.Y.Max)
+	}
+	ts := texts(t, b)
 	for _, want := range []string{"1", "10", "100", "1k", "1M"} {
 		if !has(ts, want) {
 			t.Errorf("no tick %q in %q", want, ts)
@@ -454,20 +410,21 @@ func TestBarsLog(t *testing.T) {
 
 func TestBarsNegative(t *testing.T) {
 	b := Bars{Groups: []string{"up", "down"}, Series: []BarSeries{{Name: "delta", Values: []float64{5, -3}}}}
-	rs := bars(parse(t, b.SVG()))
-	if len(rs) != 2 {
-		t.Fatalf("%d bars", len(rs))
+	p, _, err := b.Plot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Both start at the zero line: the first ends there, the second begins there.
-	up, down := rs[0], rs[1]
-	if math.Abs(attrF(t, up, "y")+attrF(t, up, "height")-attrF(t, down, "y")) > 0.02 {
-		t.Errorf("bars do not meet at zero: %v %v", up.attr, down.attr)
+	if p.Y.Min > -3 || p.Y.Max < 5 {
+		t.Errorf("axis [%v, %v] does not hold both bars", p.Y.Min, p.Y.Max)
+	}
+	if ds := b.drawn(); len(ds) != 2 || ds[1].Value != -3 {
+		t.Errorf("bars %+v", ds)
 	}
 }
 
 func TestBarValueLabels(t *testing.T) {
 	few := Bars{Groups: []string{"a", "b"}, Series: []BarSeries{{Name: "s", Values: []float64{1.5, 2.25}}}}
-	if ts := texts(parse(t, few.SVG())); !has(ts, "1.5") || !has(ts, "2.25") {
+	if ts := texts(t, few); !has(ts, "1.5") || !has(ts, "2.25") {
 		t.Errorf("no value labels with 2 bars: %q", ts)
 	}
 	many := Bars{}
@@ -475,43 +432,45 @@ func TestBarValueLabels(t *testing.T) {
 		many.Groups = append(many.Groups, string(rune('a'+g)))
 	}
 	many.Series = []BarSeries{{Name: "s", Values: []float64{1.5, 2, 3, 4, 5, 6, 7}}, {Name: "t", Values: []float64{1, 2, 3, 4, 5, 6, 7}}}
-	if ts := texts(parse(t, many.SVG())); has(ts, "1.5") {
+	if ts := texts(t, many); has(ts, "1.5") {
 		t.Errorf("value labels with 14 bars: %q", ts)
 	}
 }
 
-// TestLegendOutsidePlot checks that every legend name is drawn right of or below all
-// data points.
+// TestLegendOutsidePlot checks that every legend name is drawn right of the plot (of
+// every tick label) and on the canvas; long names are shortened.
 func TestLegendOutsidePlot(t *testing.T) {
 	long := strings.Repeat("a very long series name ", 4)
-	for _, tc := range []struct {
-		name  string
-		l     Line
-		below bool
-	}{
-		{"right", sampleLine(), false},
-		{"below", Line{XLabel: "x", Series: []Series{{Name: long, X: []float64{0, 1}, Y: []float64{0, 1}}, {Name: "b", X: []float64{0, 1}, Y: []float64{1, 0}}}}, true},
+	for name, l := range map[string]Line{
+		"sample": sampleLine(),
+		"long":   {XLabel: "x", Series: []Series{{Name: long, X: []float64{0, 1}, Y: []float64{0, 1}}, {Name: "b", X: []float64{0, 1}, Y: []float64{1, 0}}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			svg := tc.l.SVG()
-			es := parse(t, svg)
-			maxX, maxY := 0.0, 0.0
-			for _, p := range paths(es) {
-				for _, q := range points(t, p.attr["d"]) {
-					maxX, maxY = math.Max(maxX, q[0]), math.Max(maxY, q[1])
+		t.Run(name, func(t *testing.T) {
+			names := map[string]bool{}
+			for _, s := range l.Series {
+				names[legendText(s.Name)] = true
+			}
+			legend, maxTick := 0, 0.0
+			ts := parse(t, svg(t, l))
+			for _, x := range ts {
+				if _, err := strconv.ParseFloat(x.s, 64); err == nil {
+					maxTick = math.Max(maxTick, x.x)
 				}
 			}
-			for _, e := range es {
-				if e.name != "text" || !strings.HasPrefix(long, strings.TrimSuffix(e.text, "…")) && !has([]string{"b", "optimum", "round-robin"}, e.text) {
+			for _, x := range ts {
+				if !names[x.s] {
 					continue
 				}
-				x, y := attrF(t, e, "x"), attrF(t, e, "y")
-				if tc.below && y <= maxY+30 || !tc.below && x <= maxX {
-					t.Errorf("legend text %q at (%v, %v) overlaps data ending at (%v, %v)", e.text, x, y, maxX, maxY)
+				legend++
+				if x.x <= maxTick {
+					t.Errorf("legend %q at x=%v, within the plot (ticks reach %v)", x.s, x.x, maxTick)
 				}
-				if x+textWidth(e.text, legendFont) > width || y > height {
-					t.Errorf("legend text %q at (%v, %v) runs off the canvas", e.text, x, y)
+				if x.x+newLegend().TextStyle.Width(x.s).Points() > width.Points()+1 {
+					t.Errorf("legend %q at x=%v runs off the canvas", x.s, x.x)
 				}
+			}
+			if legend != len(l.Series) {
+				t.Errorf("%d legend names, want %d", legend, len(l.Series))
 			}
 		})
 	}
@@ -524,8 +483,8 @@ func TestWriteSamples(t *testing.T) {
 	if dir == "" {
 		t.Skip("PLOT_SAMPLES not set")
 	}
-	for name, svg := range map[string][]byte{"plot-sample-line.svg": sampleLine().SVG(), "plot-sample-bars.svg": sampleBars().SVG()} {
-		if err := os.WriteFile(filepath.Join(dir, name), svg, 0o644); err != nil {
+	for name, c := range map[string]interface{ SVG() ([]byte, error) }{"plot-sample-line.svg": sampleLine(), "plot-sample-bars.svg": sampleBars()} {
+		if err := os.WriteFile(filepath.Join(dir, name), svg(t, c), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-// Package dynamo implements store.Store on one DynamoDB table (DESIGN.md §2, §3, §9).
+// Package dynamo implements store.Store on one DynamoDB table (docs/store-dynamodb.md).
 //
 // The table layout, the indexes and what each operation costs are described in
 // docs/store-dynamodb.md; why every coordinator write is fenced by the election term, and

@@ -1,7 +1,7 @@
-// Package scheduler is the coordinator's Timer on Amazon EventBridge Scheduler (DESIGN.md
-// §2, §9; ADR 0003): each armed timer is a one-time at() schedule in one schedule group
-// whose target is the coordinator Lambda and whose Input is the timer's payload. A fired
-// schedule deletes itself (ActionAfterCompletion DELETE).
+// Package scheduler is the coordinator's Timer on Amazon EventBridge Scheduler (ADR 3):
+// each armed timer is a one-time at() schedule in one schedule group whose target is
+// the coordinator Lambda and whose Input is the timer's payload. A fired schedule
+// deletes itself (ActionAfterCompletion DELETE).
 //
 // Delivery is at-least-once and to the minute: the handler (coordinator.OnTimer) already
 // ignores stale and repeated firings, so nothing here tries to be exactly-once.

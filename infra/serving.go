@@ -1,0 +1,226 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticloadbalancingv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+)
+
+// api: the HTTP API Lambda behind API Gateway, IAM authorization on every route.
+func (s *Stack) api() error {
+	role, logs, code, err := s.goFunction("Api", "api")
+	if err != nil {
+		return err
+	}
+	env := deployenv.API{
+		Common:       deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		PublicReads:  s.props.PublicReads,
+		CloneBaseURL: s.CloneBaseURL,
+		List:         s.props.List,
+	}.Env()
+	s.API = awslambda.NewFunction(s.Stack, jsii.String("Api"),
+		functionProps(code, role, logs, 256, 15*time.Second, "mirrorfleet HTTP API", env))
+	s.logWrite(role, logs)
+	s.grantTable(role, tableActions)
+
+	s.HTTPAPI = awsapigatewayv2.NewHttpApi(s.Stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
+		Description:        jsii.String("mirrorfleet API (SigV4)"),
+		DefaultAuthorizer:  awsapigatewayv2authorizers.NewHttpIamAuthorizer(),
+		CreateDefaultStage: jsii.Bool(false),
+	})
+	integration := awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String("ApiIntegration"), s.API, nil)
+	for _, path := range []string{"/", "/{proxy+}"} {
+		s.HTTPAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String(path),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_ANY},
+			Integration: integration,
+		})
+		if s.props.PublicReads {
+			// A method route outranks ANY: GETs skip IAM, every write keeps it.
+			s.HTTPAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+				Path:        jsii.String(path),
+				Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_GET},
+				Integration: integration,
+				Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
+			})
+		}
+	}
+	access := s.logGroup("ApiAccessLogs")
+	awsapigatewayv2.NewHttpStage(s.Stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
+		HttpApi:           s.HTTPAPI,
+		StageName:         jsii.String("$default"),
+		AutoDeploy:        jsii.Bool(true),
+		Throttle:          &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(50), BurstLimit: jsii.Number(100)},
+		AccessLogSettings: &accessLog{dest: awsapigatewayv2.NewLogGroupLogDestination(access)},
+	})
+	awscdk.NewCfnOutput(s.Stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: s.HTTPAPI.ApiEndpoint()})
+	return nil
+}
+
+// accessLog implements IAccessLogSettings: JSON access logs with the caller identity.
+type accessLog struct {
+	dest awsapigatewayv2.IAccessLogDestination
+}
+
+func (a *accessLog) Destination() awsapigatewayv2.IAccessLogDestination { return a.dest }
+
+func (a *accessLog) Format() awsapigateway.AccessLogFormat {
+	return awsapigateway.AccessLogFormat_Custom(jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","userArn":"$context.identity.userArn","requestTime":"$context.requestTime","method":"$context.httpMethod","path":"$context.path","status":"$context.status","latency":"$context.responseLatency","error":"$context.error.message"}`))
+}
+
+// serving: `mirrorfleet serve` on Fargate ARM64 (Spot, but ServeOnDemand tasks) behind
+// an internet-facing Application Load Balancer, the mirrors mounted read-only (the task
+// role cannot write through EFS either), health-checked at /healthz, scaled on CPU and
+// on requests per task. HTTPS on 443 with certificateArn (HTTP then redirects), plain
+// HTTP on 80 otherwise. The clone base URL goes to the API and to the stack's outputs.
+func (s *Stack) serving() {
+	public := &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PUBLIC}
+	lbSG := awsec2.NewSecurityGroup(s.Stack, jsii.String("ServeLoadBalancerSG"), &awsec2.SecurityGroupProps{
+		Vpc:              s.Vpc,
+		Description:      jsii.String("mirrorfleet git server load balancer: HTTP(S) from anywhere (public mirrors)"),
+		AllowAllOutbound: jsii.Bool(false),
+	})
+	lb := awselasticloadbalancingv2.NewApplicationLoadBalancer(s.Stack, jsii.String("ServeLoadBalancer"), &awselasticloadbalancingv2.ApplicationLoadBalancerProps{
+		Vpc:                     s.Vpc,
+		InternetFacing:          jsii.Bool(true),
+		VpcSubnets:              public,
+		SecurityGroup:           lbSG,
+		DropInvalidHeaderFields: jsii.Bool(true),
+		// A large clone's pack can take a while to start (object counting); git sends
+		// keep-alives, but a slow client may not read for a while either.
+		IdleTimeout: awscdk.Duration_Seconds(jsii.Number(300)),
+	})
+	var logs awss3.Bucket
+	if s.props.ServeAccessLogs {
+		logs = awss3.NewBucket(s.Stack, jsii.String("ServeAccessLogs"), &awss3.BucketProps{
+			Encryption:        awss3.BucketEncryption_S3_MANAGED, // what ELB access logs support
+			EnforceSSL:        jsii.Bool(true),
+			BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+			LifecycleRules:    &[]*awss3.LifecycleRule{{Expiration: awscdk.Duration_Days(jsii.Number(30))}},
+			RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		})
+		lb.LogAccessLogs(logs, jsii.String("serve"))
+	}
+	tg := awselasticloadbalancingv2.NewApplicationTargetGroup(s.Stack, jsii.String("ServeTargets"), &awselasticloadbalancingv2.ApplicationTargetGroupProps{
+		Vpc:        s.Vpc,
+		Port:       jsii.Number(servePort),
+		Protocol:   awselasticloadbalancingv2.ApplicationProtocol_HTTP,
+		TargetType: awselasticloadbalancingv2.TargetType_IP,
+		HealthCheck: &awselasticloadbalancingv2.HealthCheck{
+			Path:                    jsii.String("/healthz"),
+			Interval:                awscdk.Duration_Seconds(jsii.Number(15)),
+			Timeout:                 awscdk.Duration_Seconds(jsii.Number(5)),
+			HealthyThresholdCount:   jsii.Number(2),
+			UnhealthyThresholdCount: jsii.Number(3),
+		},
+		// Within Fargate's 120 s stop timeout: clones in flight finish on a task that
+		// is stopping (a Spot interruption gives two minutes).
+		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(110)),
+	})
+	host := lb.LoadBalancerDnsName()
+	if s.props.ServeDomain != "" {
+		host = jsii.String(s.props.ServeDomain)
+	}
+	if s.props.CertificateARN != "" {
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(443)), jsii.String("git clients over HTTPS"), nil)
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(80)), jsii.String("HTTP, redirected to HTTPS"), nil)
+		lb.AddListener(jsii.String("Https"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
+			Port:                jsii.Number(443),
+			Protocol:            awselasticloadbalancingv2.ApplicationProtocol_HTTPS,
+			Certificates:        &[]awselasticloadbalancingv2.IListenerCertificate{awselasticloadbalancingv2.ListenerCertificate_FromArn(jsii.String(s.props.CertificateARN))},
+			SslPolicy:           awselasticloadbalancingv2.SslPolicy_RECOMMENDED_TLS,
+			DefaultTargetGroups: &[]awselasticloadbalancingv2.IApplicationTargetGroup{tg},
+			Open:                jsii.Bool(false),
+		})
+		lb.AddListener(jsii.String("Http"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
+			Port:     jsii.Number(80),
+			Protocol: awselasticloadbalancingv2.ApplicationProtocol_HTTP,
+			DefaultAction: awselasticloadbalancingv2.ListenerAction_Redirect(&awselasticloadbalancingv2.RedirectOptions{
+				Protocol: jsii.String("HTTPS"), Port: jsii.String("443"), Permanent: jsii.Bool(true)}),
+			Open: jsii.Bool(false),
+		})
+		s.CloneBaseURL = "https://" + *host
+	} else {
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(80)), jsii.String("git clients over HTTP"), nil)
+		lb.AddListener(jsii.String("Http"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
+			Port:                jsii.Number(80),
+			Protocol:            awselasticloadbalancingv2.ApplicationProtocol_HTTP,
+			DefaultTargetGroups: &[]awselasticloadbalancingv2.IApplicationTargetGroup{tg},
+			Open:                jsii.Bool(false),
+		})
+		s.CloneBaseURL = "http://" + *host
+	}
+
+	task := s.taskDefinition("ServeTask", s.props.ServeCPU, s.props.ServeMemory, "packcache")
+	env := deployenv.Serve{
+		Common:         deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		MirrorRoot:     mirrorRoot,
+		Listen:         fmt.Sprintf(":%d", servePort),
+		PackCacheDir:   packCacheDir,
+		PackCacheBytes: s.props.PackCacheBytes,
+	}.Env()
+	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
+		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)))
+	container.AddPortMappings(&awsecs.PortMapping{ContainerPort: jsii.Number(servePort)})
+	container.AddMountPoints(
+		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(true)},
+		&awsecs.MountPoint{SourceVolume: jsii.String("packcache"), ContainerPath: jsii.String(packCacheDir), ReadOnly: jsii.Bool(false)},
+		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
+	)
+	s.grantTable(task.TaskRole(), tableReadActions) // the /git/ index lists the repos
+	s.grantMount(task.TaskRole(), false)
+
+	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("ServeSG"), &awsec2.SecurityGroupProps{
+		Vpc:              s.Vpc,
+		Description:      jsii.String("mirrorfleet git server: the load balancer only"),
+		AllowAllOutbound: jsii.Bool(true),
+	})
+	lbSG.AddEgressRule(sg, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("to the git server"), nil)
+	sg.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("from the load balancer"), nil)
+	s.FileSystem.Connections().AllowDefaultPortFrom(sg, jsii.String("NFS from the mirrorfleet git server"))
+
+	providers := []*awsecs.CapacityProviderStrategy{strategy(fargateSpot, 1, 0)}
+	if s.props.ServeOnDemand > 0 {
+		providers = append(providers, strategy(fargateOnDemand, 0, s.props.ServeOnDemand))
+	}
+	svc := s.service("Serve", s.serviceProps(task, sg, s.props.ServeMin, providers...))
+	svc.AttachToApplicationTargetGroup(tg)
+	scaling := svc.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
+		MinCapacity: jsii.Number(float64(s.props.ServeMin)),
+		MaxCapacity: jsii.Number(float64(s.props.ServeMax)),
+	})
+	scaling.ScaleOnCpuUtilization(jsii.String("ServeCpu"), &awsecs.CpuUtilizationScalingProps{
+		TargetUtilizationPercent: jsii.Number(60),
+		ScaleInCooldown:          awscdk.Duration_Minutes(jsii.Number(10)),
+		ScaleOutCooldown:         awscdk.Duration_Minutes(jsii.Number(2)),
+	})
+	scaling.ScaleOnRequestCount(jsii.String("ServeRequests"), &awsecs.RequestCountScalingProps{
+		RequestsPerTarget: jsii.Number(1000), // a minute; a clone is two or three requests
+		TargetGroup:       tg,
+		ScaleInCooldown:   awscdk.Duration_Minutes(jsii.Number(10)),
+		ScaleOutCooldown:  awscdk.Duration_Minutes(jsii.Number(2)),
+	})
+	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, AccessLogs: logs}
+	awscdk.NewCfnOutput(s.Stack, jsii.String("CloneBaseUrl"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(s.CloneBaseURL),
+		Description: jsii.String("Clone a mirror from <CloneBaseUrl>/git/<mirror path>; each repo's clone_url in the API says it in full"),
+	})
+	awscdk.NewCfnOutput(s.Stack, jsii.String("ServeLoadBalancerDns"), &awscdk.CfnOutputProps{
+		Value:       lb.LoadBalancerDnsName(),
+		Description: jsii.String("Point serveDomain (a CNAME) here"),
+	})
+}
