@@ -51,7 +51,7 @@ deploy: build
 destroy:
 	cd infra && npx --yes aws-cdk@2 destroy
 
-## bench: every benchmark, then bench/REPORT.md and its charts from the results (~15 min on 2 cores)
+## bench: every benchmark, then bench/REPORT.md and its charts from the results (~1 h on 2 cores; ticklatency's 1M-repo cells are most of it)
 # Run one after another: the figures include wall times, which a parallel run would distort.
 BENCH_RESULTS := bench/results
 bench:

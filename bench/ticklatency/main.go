@@ -77,7 +77,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 			"copied for each worker count; the coordinator's own ticks then assign them, in Apply calls of at most 99 items. " +
 			"That assignment is the bulk add: every repo pending and every worker new at once, timed tick by tick.",
 		"Peak heap is the Go heap (live and not yet collected objects, default GOGC) sampled every millisecond while ticks ran; " +
-			"the bench's own state is in it too.",
+			"the bench's own state is in it too. Each phase (bulk add, quiet, each k, baseline, membership) starts after a forced GC.",
 	}
 	if o.cell != nil {
 		res.Notes = append(res.Notes, "A (repos, workers) pair runs when each worker holds 100 to 10,000 repos: "+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
@@ -49,6 +50,9 @@ func repsFor(repos int) reps {
 // ends settled with the same number of repos and workers.
 func measureCell(ctx context.Context, log *slog.Logger, f *fleet, repos, workers int, r reps) (results.TickCell, error) {
 	cell := results.TickCell{Repos: repos, Workers: workers}
+	// Each phase starts from a collected heap, so a tick's peak heap is not the garbage of
+	// the phase before (the baseline's full scans leave a whole table of it).
+	runtime.GC()
 	quiet, err := quietTicks(ctx, f, r.quiet)
 	if err != nil {
 		return cell, err
@@ -60,6 +64,7 @@ func measureCell(ctx context.Context, log *slog.Logger, f *fleet, repos, workers
 		if k > repos || r.changes[k] == 0 {
 			continue // k above the fleet's size would no longer be "a few changes to many repos"
 		}
+		runtime.GC()
 		add, del, err := changeTicks(ctx, f, k, r.changes[k])
 		if err != nil {
 			return cell, err
@@ -78,6 +83,7 @@ func measureCell(ctx context.Context, log *slog.Logger, f *fleet, repos, workers
 	}
 	sortChanges(cell.Changes)
 
+	runtime.GC()
 	naive, scans, err := baseline(ctx, f, r.naive)
 	if err != nil {
 		return cell, err
@@ -85,6 +91,7 @@ func measureCell(ctx context.Context, log *slog.Logger, f *fleet, repos, workers
 	cell.NaiveQuiet, cell.FullScan = summarize(naive), summarize(scans)
 	log.Info("baseline", "repos", repos, "workers", workers, "naive_p50_ms", cell.NaiveQuiet.P50Ms, "scan_p50_ms", cell.FullScan.P50Ms)
 
+	runtime.GC()
 	joins, deaths, err := membershipTicks(ctx, f, r.cycles)
 	if err != nil {
 		return cell, err
