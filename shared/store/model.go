@@ -102,6 +102,35 @@ func (r Repo) CheckFence(owner string, epoch int64) error {
 	return nil
 }
 
+// ApplyReport is what a fetch report does to the repo, the same in every store: refused
+// unless owner still holds the repo at epoch (and it is not being deleted).
+func (r *Repo) ApplyReport(owner string, epoch int64, rep FetchReport) error {
+	if err := r.CheckFence(owner, epoch); err != nil {
+		return err
+	}
+	r.State, r.Priority = rep.State, rep.Priority
+	r.LastFetchAt, r.LastSuccessAt = rep.LastFetchAt, rep.LastSuccessAt
+	r.LastChangeAt, r.LastCommitAt = rep.LastChangeAt, rep.LastCommitAt
+	r.CloneFailCnt, r.FetchFailCnt = rep.CloneFailCnt, rep.FetchFailCnt
+	r.SizeBytes, r.LastError = rep.SizeBytes, rep.LastError
+	r.Stats = rep.Stats
+	return nil
+}
+
+// Assigned is the repo after assignment m, which the store applies only while the
+// repo is still at m.ExpectOwner and m.ExpectEpoch: the new owner at the next epoch.
+func (r Repo) Assigned(m AssignRepo) Repo {
+	r.Owner, r.OwnerEpoch = m.Owner, m.ExpectEpoch+1
+	r.Salt, r.Priority = m.Salt, m.Priority
+	if m.State != "" {
+		r.State = m.State
+	}
+	if m.ClearSync {
+		r.SyncRequested = false
+	}
+	return r
+}
+
 // RepoID derives the stable id of a repo from its normalized URL: a hash of the
 // mirror's path (mirrorpath.Rel), so two URLs that would share a mirror directory share
 // an id, and the store's primary key keeps one repo per directory (a second CreateRepo

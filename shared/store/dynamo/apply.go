@@ -411,15 +411,7 @@ func (p *txPlan) mutation(i int, m store.Mutation) error {
 		if old.State == store.RepoDeleting {
 			return conflictf("repo %s is being deleted", m.ID)
 		}
-		nu := old
-		nu.Owner, nu.OwnerEpoch = m.Owner, m.ExpectEpoch+1
-		nu.Salt, nu.Priority = m.Salt, m.Priority
-		if m.State != "" {
-			nu.State = m.State
-		}
-		if m.ClearSync {
-			nu.SyncRequested = false
-		}
+		nu := old.Assigned(m)
 		r.cur = nu
 	case store.DeleteRepo:
 		r, err := p.repo(m.ID)

@@ -389,16 +389,7 @@ func markDeleting(r *store.Repo) error {
 // failing, ...) also moves the counters: a read and a two-item transaction.
 func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) error {
 	apply := func(r *store.Repo) error {
-		if err := r.CheckFence(owner, epoch); err != nil {
-			return err
-		}
-		r.State, r.Priority = rep.State, rep.Priority
-		r.LastFetchAt, r.LastSuccessAt = rep.LastFetchAt, rep.LastSuccessAt
-		r.LastChangeAt, r.LastCommitAt = rep.LastChangeAt, rep.LastCommitAt
-		r.CloneFailCnt, r.FetchFailCnt = rep.CloneFailCnt, rep.FetchFailCnt
-		r.SizeBytes, r.LastError = rep.SizeBytes, rep.LastError
-		r.Stats = rep.Stats
-		return nil
+		return r.ApplyReport(owner, epoch, rep)
 	}
 	if owner != "" && rep.State != "" && rep.State != store.RepoDeleting {
 		done, err := s.reportFetchFast(ctx, id, owner, epoch, rep)

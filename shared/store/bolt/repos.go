@@ -1,0 +1,330 @@
+package bolt
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+func (s *Store) CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error) {
+	return s.createRepo(ctx, nil, r)
+}
+
+func (s *Store) CreateRepoFenced(ctx context.Context, term int64, r store.Repo) (store.Repo, bool, error) {
+	return s.createRepo(ctx, func(tx *bbolt.Tx) error { return checkTerm(tx, term) }, r)
+}
+
+// createRepo is CreateRepo after the condition check, if any, holds.
+func (s *Store) createRepo(ctx context.Context, check func(*bbolt.Tx) error, r store.Repo) (store.Repo, bool, error) {
+	if err := validID("repo", r.ID); err != nil {
+		return store.Repo{}, false, err
+	}
+	if r.State == "" {
+		r.State = store.RepoPending
+	}
+	var existing store.Repo
+	created := false
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		if check != nil {
+			if err := check(tx); err != nil {
+				return fmt.Errorf("bolt: create repo %s: %w", r.ID, err)
+			}
+		}
+		ok, err := getJSON(tx.Bucket(bktRepos), []byte(r.ID), &existing)
+		if err != nil || ok {
+			return err
+		}
+		created = true
+		return writeRepo(tx, nil, &r)
+	})
+	switch {
+	case err != nil:
+		return store.Repo{}, false, err
+	case !created:
+		return existing, false, nil
+	}
+	return r, true, nil
+}
+
+func (s *Store) GetRepo(ctx context.Context, id string) (store.Repo, error) {
+	var r store.Repo
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		r, err = getRepo(tx, id)
+		return err
+	})
+	return r, err
+}
+
+func getRepo(tx *bbolt.Tx, id string) (store.Repo, error) {
+	var r store.Repo
+	ok, err := getJSON(tx.Bucket(bktRepos), []byte(id), &r)
+	if err == nil && !ok {
+		err = fmt.Errorf("bolt: repo %s: %w", id, store.ErrNotFound)
+	}
+	return r, err
+}
+
+// The cursor of a repo listing is the id of the last repo returned.
+
+func (s *Store) ListRepos(ctx context.Context, cursor string, limit int) ([]store.Repo, string, error) {
+	var rs []store.Repo
+	var next string
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		next, err = scan(tx.Bucket(bktRepos), nil, cursor, limit, func(_ string, v []byte) error {
+			var r store.Repo
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("bolt: decode repo: %w", err)
+			}
+			rs = append(rs, r)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return rs, next, nil
+}
+
+func (s *Store) ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]store.Repo, string, error) {
+	return s.ListReposByOwnerRange(ctx, owner, 0, store.MaxPos, cursor, limit)
+}
+
+// The cursor of an owner listing is the last repo's ring position (16 hex digits)
+// followed by its id: its key in the owner index.
+
+func (s *Store) ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	prefix := ownerPrefix(owner)
+	start := binary.BigEndian.AppendUint64(bytes.Clone(prefix), from)
+	if cursor != "" {
+		pos, id, err := store.ParsePosCursor(cursor)
+		if err != nil {
+			return nil, "", fmt.Errorf("bolt: %w", err)
+		}
+		start = ownerKey(owner, pos, id)
+	}
+	var rs []store.Repo
+	var next string
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bktByOwner).Cursor()
+		k, _ := c.Seek(start)
+		if cursor != "" && bytes.Equal(k, start) {
+			k, _ = c.Next()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix) && len(k) >= len(prefix)+8; k, _ = c.Next() {
+			pos := binary.BigEndian.Uint64(k[len(prefix):])
+			if pos > to {
+				break
+			}
+			if len(rs) == limit {
+				next = store.PosCursor(rs[len(rs)-1].RingPos(), rs[len(rs)-1].ID)
+				break
+			}
+			r, err := getRepo(tx, string(k[len(prefix)+8:]))
+			if err != nil {
+				return fmt.Errorf("bolt: owner index of %s: %w", owner, err)
+			}
+			rs = append(rs, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return rs, next, nil
+}
+
+func (s *Store) ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error) {
+	var rs []store.Repo
+	var next string
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		next, err = scan(needBucket(tx, need), nil, cursor, limit, func(id string, _ []byte) error {
+			r, err := getRepo(tx, id)
+			if err != nil {
+				return fmt.Errorf("bolt: needs-decision index: %w", err)
+			}
+			rs = append(rs, r)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return rs, next, nil
+}
+
+// ListStalest scans every repo (O(n) reads, O(limit) memory): bbolt has no secondary
+// index on LastSuccessAt, and one would cost a write on every successful fetch, which is
+// the hot path. The status page asks for a handful, a few times a minute.
+func (s *Store) ListStalest(ctx context.Context, limit int) ([]store.Repo, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	// h is a max-heap of the limit stalest repos seen so far: its root is the least stale,
+	// the one to drop when a staler repo turns up.
+	h := &staleHeap{}
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		return tx.Bucket(bktRepos).ForEach(func(k, v []byte) error {
+			var r store.Repo
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("bolt: decode repo %q: %w", k, err)
+			}
+			if r.State == store.RepoDeleting {
+				return nil
+			}
+			switch {
+			case h.Len() < limit:
+				heap.Push(h, r)
+			case staler(r, (*h)[0]):
+				(*h)[0] = r
+				heap.Fix(h, 0)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []store.Repo(*h)
+	slices.SortFunc(out, func(a, b store.Repo) int {
+		if staler(a, b) {
+			return -1
+		}
+		return 1 // ids are unique, so a and b are never equally stale
+	})
+	return out, nil
+}
+
+// staler orders repos for ListStalest: older LastSuccessAt first (the zero time, never
+// succeeded, is oldest), ties broken by id so the order is total.
+func staler(a, b store.Repo) bool {
+	if c := a.LastSuccessAt.Compare(b.LastSuccessAt); c != 0 {
+		return c < 0
+	}
+	return a.ID < b.ID
+}
+
+type staleHeap []store.Repo
+
+func (h staleHeap) Len() int           { return len(h) }
+func (h staleHeap) Less(i, j int) bool { return staler(h[j], h[i]) } // max-heap
+func (h staleHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *staleHeap) Push(x any)        { *h = append(*h, x.(store.Repo)) }
+func (h *staleHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return r
+}
+
+// scan calls fn for up to limit keys under prefix that sort after prefix+after, passing
+// the key without the prefix. It returns the last key passed if more keys follow, else "".
+func scan(b *bbolt.Bucket, prefix []byte, after string, limit int, fn func(key string, v []byte) error) (string, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	start := append(bytes.Clone(prefix), after...)
+	c := b.Cursor()
+	k, v := c.Seek(start)
+	if after != "" && bytes.Equal(k, start) {
+		k, v = c.Next()
+	}
+	last := ""
+	for n := 0; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if n == limit {
+			return last, nil
+		}
+		last = string(k[len(prefix):])
+		if err := fn(last, v); err != nil {
+			return "", err
+		}
+		n++
+	}
+	return "", nil
+}
+
+func (s *Store) RequestDelete(ctx context.Context, id string) error {
+	return s.updateRepo(ctx, id, false, markDeleting)
+}
+
+func (s *Store) RequestDeleteFenced(ctx context.Context, term int64, id string) error {
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		if err := checkTerm(tx, term); err != nil {
+			return fmt.Errorf("bolt: request delete %s: %w", id, err)
+		}
+		return updateRepoIn(tx, id, false, markDeleting)
+	})
+}
+
+func markDeleting(r *store.Repo) error { r.State = store.RepoDeleting; return nil }
+
+func (s *Store) RequestSync(ctx context.Context, id string) error {
+	return s.updateRepo(ctx, id, false, func(r *store.Repo) error { r.SyncRequested = true; return nil })
+}
+
+func (s *Store) ReportFetch(ctx context.Context, id, owner string, epoch int64, rep store.FetchReport) error {
+	return s.updateRepo(ctx, id, true, func(r *store.Repo) error {
+		return r.ApplyReport(owner, epoch, rep)
+	})
+}
+
+func (s *Store) HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error {
+	return s.updateRepo(ctx, id, true, func(r *store.Repo) error {
+		if err := r.CheckFence(owner, epoch); err != nil {
+			return err
+		}
+		r.State, r.LastError = store.RepoOverflow, reason
+		return nil
+	})
+}
+
+// updateRepo applies fn to a repo through writeRepo. A missing repo is ErrNotFound
+// except under a fence, where the owner no longer holding it is ErrConflict.
+func (s *Store) updateRepo(ctx context.Context, id string, fenced bool, fn func(*store.Repo) error) error {
+	return s.update(ctx, func(tx *bbolt.Tx) error { return updateRepoIn(tx, id, fenced, fn) })
+}
+
+func updateRepoIn(tx *bbolt.Tx, id string, fenced bool, fn func(*store.Repo) error) error {
+	old, err := getRepo(tx, id)
+	if fenced && errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("bolt: repo %s is gone: %w", id, store.ErrConflict)
+	}
+	if err != nil {
+		return err
+	}
+	nu := old
+	if err := fn(&nu); err != nil {
+		return err
+	}
+	return writeRepo(tx, &old, &nu)
+}
+
+func (s *Store) CountRepos(ctx context.Context) (map[store.RepoState]int, error) {
+	m := map[store.RepoState]int{}
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		return tx.Bucket(bktCounts).ForEach(func(k, v []byte) error {
+			m[store.RepoState(k)] = int(binary.BigEndian.Uint64(v))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}

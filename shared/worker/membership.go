@@ -1,0 +1,330 @@
+// Membership: joining, heartbeats, and the assignment learnt from the outbox or a full
+// resync.
+
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// Join claims a slot and registers the worker. A live record under our id is a previous
+// run of this same worker (a restart): it is resumed and the outbox replayed from the
+// start. A dead or draining one is not ours any more: we take the next incarnation id.
+func (w *Worker) Join(ctx context.Context) error {
+	now := w.clock.Now()
+	for attempt := 0; ; attempt++ {
+		w.mu.Lock()
+		w.incarnation++
+		id := w.cfg.ID
+		if w.incarnation > 1 {
+			id = fmt.Sprintf("%s.%d", w.cfg.ID, w.incarnation)
+		}
+		w.mu.Unlock()
+		rec, err := w.store.ClaimSlot(ctx, store.Worker{ID: id, StartedAt: now, HeartbeatAt: now, State: store.WorkerJoining}, w.cfg.MaxSlots)
+		if errors.Is(err, store.ErrConflict) && attempt < 100 {
+			old, gerr := w.store.GetWorker(ctx, id)
+			if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
+				return fmt.Errorf("join as %s: %w", id, gerr)
+			}
+			// Only a process that has not joined yet may resume a record (a restart after a
+			// crash, under whatever incarnation it last ran as); one declared dead while
+			// running must take a fresh identity.
+			if gerr != nil || old.State == store.WorkerDead || old.State == store.WorkerDraining || w.everJoined {
+				continue
+			}
+			rec = old
+			w.log.Info("resuming worker record from a previous run", "as", id, "state", old.State)
+		} else if err != nil {
+			return fmt.Errorf("join as %s: %w", id, err)
+		}
+		w.mu.Lock()
+		w.id, w.joined, w.everJoined, w.ack = rec.ID, true, true, 0
+		w.leaseAt = now // the slot claim is the first heartbeat the store accepted
+		w.dropAllLocked()
+		w.mu.Unlock()
+		w.log.Info("joined", "as", rec.ID, "slot", rec.Slot)
+		return nil
+	}
+}
+
+func (w *Worker) dropAllLocked() {
+	for id, r := range w.repos {
+		if r.inFlight {
+			r.dropped = true
+		} else {
+			delete(w.repos, id)
+		}
+		w.dequeueLocked(id)
+	}
+}
+
+// Heartbeat reports liveness and applies new outbox entries (joining first if needed).
+func (w *Worker) Heartbeat(ctx context.Context) error {
+	w.mu.Lock()
+	joined := w.joined
+	w.mu.Unlock()
+	if !joined {
+		if err := w.Join(ctx); err != nil {
+			return err
+		}
+	}
+	sent := w.clock.Now()
+	hb := store.Heartbeat{At: sent}
+	if w.disk != nil {
+		used, total, err := w.disk.Usage(ctx)
+		if err == nil {
+			hb.DiskUsed, hb.DiskTotal = used, total
+		}
+	}
+	w.mu.Lock()
+	id := w.id
+	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queueLenLocked()
+	last := make([]time.Time, 0, len(w.repos))
+	for _, r := range w.repos {
+		if !r.dropped {
+			last = append(last, r.rec.LastSuccessAt)
+		}
+	}
+	w.mu.Unlock()
+	// The staleness of the repos it owns: the coordinator merges the workers' summaries
+	// into the fleet's without reading the repos.
+	hb.Staleness = store.Staleness(metrics.ComputeStaleness(hb.At, last))
+
+	rec, err := w.store.Heartbeat(ctx, id, hb)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && rec.State == store.WorkerDead) {
+		// Declared dead while we were away: our repos have moved. Start over as a new
+		// incarnation rather than fight the coordinator for them.
+		w.log.Warn("worker was declared dead; rejoining", "was", id)
+		w.mu.Lock()
+		w.joined = false
+		w.dropAllLocked()
+		w.mu.Unlock()
+		return w.Join(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	w.mu.Lock()
+	w.leaseAt = sent // measured from when it was sent: the coordinator saw it no earlier
+	w.mu.Unlock()
+	if err := w.syncOutbox(ctx, rec); err != nil {
+		return err
+	}
+	w.retryTrash(ctx)
+	w.learn()
+	w.poke()
+	return nil
+}
+
+// learn fits the prior again from the owned repos' stats when it is due (weekly, or
+// while the repos with evidence grow by a quarter, as a new fleet's first clones do).
+// The fit runs outside the lock; a worker with 10,000 repos fits in well under a second.
+func (w *Worker) learn() {
+	now := w.clock.Now()
+	w.mu.Lock()
+	var stats []priority.Stats
+	for _, r := range w.repos {
+		if !r.dropped && r.rec.Stats != (priority.Stats{}) {
+			stats = append(stats, r.rec.Stats)
+		}
+	}
+	base, scores := w.prior, w.scores
+	if w.fitting || !base.Due(now, len(stats)) {
+		w.mu.Unlock()
+		return
+	}
+	w.fitting = true
+	w.mu.Unlock()
+
+	p := priority.Fit(stats, base, now, &scores)
+	w.mu.Lock()
+	w.prior, w.fitting = p, false
+	w.scores.Fade()
+	w.mu.Unlock()
+	w.log.Info("learned the prior of change rates", "repos", p.Repos,
+		"dormant_share", p.Weights[0], "changes_per_month", p.Hazard*30, "mean_pushes_per_day", p.Mean())
+}
+
+func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
+	w.mu.Lock()
+	ack := w.ack
+	w.mu.Unlock()
+	if ack < rec.TrimmedTo {
+		// Resync from the owner index, then replay every entry still in the outbox: the
+		// index may lag (DynamoDB GSIs are eventually consistent) and the entries are
+		// idempotent, so replaying from the trim point closes the gap.
+		if err := w.fullResync(ctx, rec.TrimmedTo); err != nil {
+			return err
+		}
+		ack = rec.TrimmedTo
+	}
+	for {
+		entries, err := w.store.ReadOutbox(ctx, rec.ID, ack, 1000)
+		if err != nil {
+			return fmt.Errorf("read outbox: %w", err)
+		}
+		if len(entries) == 0 {
+			return nil
+		}
+		if entries[0].Seq != ack+1 {
+			// Entries we never saw were trimmed between the heartbeat and this read.
+			if err := w.fullResync(ctx, entries[0].Seq-1); err != nil {
+				return err
+			}
+			ack = entries[0].Seq - 1
+		}
+		for _, e := range entries {
+			if err := w.applyEntry(ctx, e); err != nil {
+				return err
+			}
+			ack = e.Seq
+		}
+		w.mu.Lock()
+		w.ack = ack
+		w.mu.Unlock()
+	}
+}
+
+// fullResync replaces the local assignment with the owner index's view and sets the ack
+// to from; the entries after it are replayed afterwards (they are idempotent).
+func (w *Worker) fullResync(ctx context.Context, from uint64) error {
+	w.stats.fullResyncs.Add(1)
+	id := w.ID()
+	listed := map[string]store.Repo{}
+	cursor := ""
+	for {
+		page, next, err := w.store.ListReposByOwner(ctx, id, cursor, 1000)
+		if err != nil {
+			return fmt.Errorf("full resync: %w", err)
+		}
+		for _, r := range page {
+			listed[r.ID] = r
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for rid, r := range w.repos {
+		if _, ok := listed[rid]; !ok {
+			w.removeLocked(rid, r)
+		}
+	}
+	front := w.queue.Min()
+	for _, r := range listed {
+		w.addLocked(r, r.Priority, front)
+	}
+	w.ack = from
+	w.log.Info("full resync", "as", id, "repos", len(listed), "replay_from", from)
+	return nil
+}
+
+func (w *Worker) removeLocked(id string, r *repoState) {
+	w.dequeueLocked(id)
+	if r.inFlight {
+		r.dropped = true
+		return
+	}
+	delete(w.repos, id)
+}
+
+// addLocked starts tracking rec, or refreshes its epoch when already tracked.
+// Priority 0 means "front of the queue" (orphans and new repos): no earlier than front,
+// the queue's Min.
+func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
+	if r, ok := w.repos[rec.ID]; ok && !r.dropped {
+		r.rec.OwnerEpoch = rec.OwnerEpoch
+		return
+	}
+	// The slot the repo is in now counts as done: a worker that starts, or takes over
+	// repos, maintains each at its next slot, not all of them at once.
+	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
+	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt, phase: ph,
+		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
+	if prio <= front {
+		w.queue.PushFront(rec.ID) // next in line, behind earlier front pushes only
+	} else {
+		w.queue.Push(rec.ID, prio, time.Time{})
+	}
+}
+
+func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
+	switch e.Op {
+	case store.OpAdd:
+		rec, err := w.store.GetRepo(ctx, e.RepoID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // deleted since; a purge entry follows or already came
+		}
+		if err != nil {
+			return fmt.Errorf("read repo %s: %w", e.RepoID, err)
+		}
+		rec.OwnerEpoch = e.Epoch
+		w.mu.Lock()
+		w.addLocked(rec, e.Priority, w.queue.Min())
+		w.mu.Unlock()
+	case store.OpDel:
+		w.mu.Lock()
+		if r, ok := w.repos[e.RepoID]; ok {
+			w.removeLocked(e.RepoID, r)
+		}
+		w.mu.Unlock()
+	case store.OpPurge:
+		w.mu.Lock()
+		if r, ok := w.repos[e.RepoID]; ok {
+			w.removeLocked(e.RepoID, r)
+		}
+		w.mu.Unlock()
+		w.trash(ctx, fetch.Target{ID: e.RepoID, URL: e.URL})
+		w.stats.purged.Add(1)
+	case store.OpSync:
+		w.mu.Lock()
+		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
+			r.rec.OwnerEpoch = e.Epoch
+			if r.inFlight {
+				r.syncAgain = true // the fetch in flight may have started before the push
+			} else {
+				w.hosts.unpark(e.RepoID)
+				w.queue.PushFront(e.RepoID)
+			}
+		}
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// trash moves a purged repo's mirror to the trash. If a fetch still holds it (busy), it
+// is retried at every heartbeat: the repo record is gone, so nobody else would.
+func (w *Worker) trash(ctx context.Context, t fetch.Target) {
+	err := w.mirror.Trash(ctx, t)
+	if err == nil {
+		return
+	}
+	if fetch.KindOf(err) == fetch.KindBusy {
+		w.mu.Lock()
+		w.pendingTrash = append(w.pendingTrash, t)
+		w.mu.Unlock()
+		w.log.Info("purge: mirror busy; retrying at the next heartbeat", "repo", t.ID)
+		return
+	}
+	w.log.Warn("purge: trash mirror", "repo", t.ID, "err", err)
+}
+
+func (w *Worker) retryTrash(ctx context.Context) {
+	w.mu.Lock()
+	todo := w.pendingTrash
+	w.pendingTrash = nil
+	w.mu.Unlock()
+	for _, t := range todo {
+		w.trash(ctx, t)
+	}
+}
