@@ -18,9 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
@@ -126,24 +128,17 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	// No WriteTimeout: a clone may stream for as long as it reads; the front sets
 	// per-request deadlines instead.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := httpguard.Server(mux, httpguard.Limits{IdleTimeout: 2 * time.Minute})
 	var wg sync.WaitGroup
 	if *emfEvery > 0 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(*emfEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if err := emf.Flush(); err != nil {
-						log.Warn("metrics", "err", err)
-					}
+			clock.Every(ctx, *emfEvery, nil, func() {
+				if err := emf.Flush(); err != nil {
+					log.Warn("metrics", "err", err)
 				}
-			}
+			})
 		}()
 	}
 	log.Info("serving git", "listen", ln.Addr().String(), "root", cfg.Root, "git", git.Version.String(),

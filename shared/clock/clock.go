@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -50,5 +51,22 @@ func (v *Virtual) Set(t time.Time) {
 	defer v.mu.Unlock()
 	if t.After(v.now) {
 		v.now = t
+	}
+}
+
+// Every calls f every d of wall-clock time, and at once when wake receives (nil:
+// never), until ctx ends: the loops of a process (heartbeats, metrics flushes), not
+// domain time.
+func Every(ctx context.Context, d time.Duration, wake <-chan struct{}, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		f()
 	}
 }

@@ -310,16 +310,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(cfg.MetricsInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-mctx.Done():
-				return
-			case <-t.C:
-				flushWorkerMetrics(w, emf, log)
-			}
-		}
+		clock.Every(mctx, cfg.MetricsInterval, nil, func() { flushWorkerMetrics(w, emf, log) })
 	}()
 	err = w.Run(ctx)
 	stopMetrics()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 )
 
 // ErrKilled, as the cancel cause of Run's context, stops the worker abruptly: no drain and
@@ -42,7 +44,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		every(ctx, w.cfg.Heartbeat, nil, func() {
+		clock.Every(ctx, w.cfg.Heartbeat, nil, func() {
 			if err := w.Heartbeat(ctx); err != nil && ctx.Err() == nil {
 				w.log.Warn("heartbeat failed", "err", err)
 			}
@@ -55,7 +57,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			defer wg.Done()
 			// One maintenance at a time, every MaintainCheck and soon after a fetch made
 			// a mirror due; stopped at once on shutdown (git leaves only temp files).
-			every(ctx, w.cfg.MaintainCheck, w.maintWake, func() { w.MaintainOnce(ctx) })
+			clock.Every(ctx, w.cfg.MaintainCheck, w.maintWake, func() { w.MaintainOnce(ctx) })
 		}()
 	}
 
@@ -116,19 +118,4 @@ func (w *Worker) idleWait() time.Duration {
 		return time.Second
 	}
 	return min(max(at.Sub(w.clock.Now()), 10*time.Millisecond), time.Second)
-}
-
-// every calls f every d, and at once when wake receives (nil: never), until ctx ends.
-func every(ctx context.Context, d time.Duration, wake <-chan struct{}, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-wake:
-		}
-		f()
-	}
 }
