@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 )
@@ -66,11 +67,13 @@ func main() {
 }
 
 func run(ctx context.Context, log *slog.Logger, o options) error {
-	res := results.TickLatency{Meta: results.Collect(), Seed: o.seed, Store: "bbolt (NoSync, temp dir)", Kinds: changeKinds}
+	res := results.TickLatency{Meta: results.Collect(), Seed: o.seed, Store: "bbolt (NoSync, temp dir)", Kinds: changeKinds,
+		TickBudgetS: coordinator.DefaultConfig().Budget.Seconds()}
 	res.Notes = []string{
 		"Only Coordinator.Tick is timed (wall clock); heartbeats, repo creation and delete requests happen between ticks, untimed.",
 		"Workers are simulated by their store calls: they heartbeat every 10 s of virtual time (ticks are 2 s apart) and ack the outbox head they saw at the previous heartbeat.",
 		"The coordinator runs with its defaults (assignment batch doubling from 1,000 per tick, at most 50,000 moves per tick) except the first-start warm-up, which is off.",
+		"A tick reads the worker records only when one changed since the last (bbolt's workers version): here every fifth tick follows the workers' heartbeats and reads and plans them all; on DynamoDB, which keeps no such version, every tick reads them.",
 		"The naive baseline is the same Tick with its needs-decision read replaced by a scan of every repo (ListRepos, 1,000 a page).",
 		"A death is timed at the tick that finds the worker past its 10 min grace; an earlier tick, past 30 s of silence, marked it suspect (nothing moves then).",
 		"Setup, untimed: the store has no batch create, so each size's repos are created one CreateRepo (one bbolt transaction) each into a template file, " +

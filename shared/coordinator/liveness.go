@@ -20,6 +20,10 @@ import (
 type liveness struct {
 	mu   sync.Mutex
 	seen map[string]sighting
+	// Last observe's maps, cleared and refilled by the next: a tick at a thousand
+	// workers would otherwise spend most of its time growing fresh maps.
+	spare map[string]sighting
+	out   map[string]time.Time
 }
 
 type sighting struct {
@@ -28,13 +32,18 @@ type sighting struct {
 	at      time.Time // on the coordinator's clock
 }
 
-// observe returns, for each worker, since when its count has not moved.
+// observe returns, for each worker, since when its count has not moved. The map is
+// valid until the next observe.
 func (l *liveness) observe(workers []store.Worker, now time.Time) map[string]time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old := l.seen
-	l.seen = make(map[string]sighting, len(workers))
-	out := make(map[string]time.Time, len(workers))
+	l.seen, l.spare = refill(l.spare, len(workers)), old
+	if l.out == nil {
+		l.out = make(map[string]time.Time, len(workers))
+	}
+	clear(l.out)
+	out := l.out
 	for _, w := range workers {
 		s, ok := old[w.ID]
 		if !ok || s.beats != w.Beats || !s.started.Equal(w.StartedAt) {
@@ -52,6 +61,15 @@ func (l *liveness) observe(workers []store.Worker, now time.Time) map[string]tim
 // forget drops what was seen (a restarted coordinator).
 func (l *liveness) forget() {
 	l.mu.Lock()
-	l.seen = nil
+	l.seen, l.spare, l.out = nil, nil, nil
 	l.mu.Unlock()
+}
+
+// refill returns m emptied, or a new map when there is none.
+func refill(m map[string]sighting, n int) map[string]sighting {
+	if m == nil {
+		return make(map[string]sighting, n)
+	}
+	clear(m)
+	return m
 }

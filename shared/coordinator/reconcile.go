@@ -28,8 +28,9 @@ type Config struct {
 	TrimEvery    uint64        // trim a worker's outbox once this many entries are acked
 	MaxLag       uint64        // unacked entries after which the outbox is cut (full resync)
 	ReadPage     int           // page size of store reads
-	// Budget is how long a tick works when its context has no deadline; with one (a
-	// Lambda invocation's), it works until Reserve before it. Worker states, the ring and
+	// Budget is how long a tick works: 8 s fits in the local fleet's 10 s tick and
+	// keeps a Lambda tick short (a bulk add takes more ticks, each no longer). With a
+	// deadline on its context (a Lambda invocation's) it also stops Reserve before that. Worker states, the ring and
 	// timers always go first; repo moves stop at the deadline and resume next tick.
 	Budget  time.Duration
 	Reserve time.Duration
@@ -52,7 +53,7 @@ func DefaultConfig() Config {
 		TrimEvery:    256,
 		MaxLag:       100000,
 		ReadPage:     1000,
-		Budget:       20 * time.Second,
+		Budget:       8 * time.Second,
 		Reserve:      5 * time.Second,
 		KeepDead:     time.Hour,
 	}
@@ -109,6 +110,22 @@ type Membership struct {
 	WorkerOps   []store.Mutation // state changes, applied first
 	Timers      []TimerOp
 	WarmingUp   bool
+	// Until is when the plan can next change on its own: a worker's silence reaching
+	// SuspectAfter or Grace, or the warm-up ending. Before it, the same workers, seen and
+	// ring give the same plan. Zero: nothing is due.
+	Until time.Time
+}
+
+// NoOp reports whether the plan changes nothing.
+func (m Membership) NoOp() bool {
+	return len(m.WorkerOps) == 0 && len(m.Timers) == 0 && !m.RingChanged
+}
+
+// soonest moves *t to at if at comes first (a zero *t is no time yet).
+func soonest(t *time.Time, at time.Time) {
+	if t.IsZero() || at.Before(*t) {
+		*t = at
+	}
 }
 
 // TimerOp arms (or, with Cancel, disarms) a named timer.
@@ -158,10 +175,20 @@ func PlanMembership(head store.Ring, cur *ring.Ring, workers []store.Worker, see
 		}
 	}
 	m.WarmingUp = now.Before(m.Stored.WarmupUntil)
+	if m.WarmingUp {
+		m.Until = m.Stored.WarmupUntil
+	}
 
-	want := map[string]store.Member{} // desired ring members
-	sorted := slices.Clone(workers)
-	slices.SortFunc(sorted, func(a, b store.Worker) int { return cmp.Compare(a.ID, b.ID) })
+	// Stores list workers by id already; sorting a copy is for any other caller. What a
+	// quiet tick does per worker is kept to map-free work: at a thousand workers it is
+	// most of the tick.
+	sorted := workers
+	byID := func(a, b store.Worker) int { return cmp.Compare(a.ID, b.ID) }
+	if !slices.IsSortedFunc(sorted, byID) {
+		sorted = slices.Clone(workers)
+		slices.SortFunc(sorted, byID)
+	}
+	want := make([]store.Member, 0, len(sorted)) // desired ring members, by id
 	for _, w := range sorted {
 		since, ok := seen[w.ID]
 		if !ok {
@@ -175,13 +202,18 @@ func PlanMembership(head store.Ring, cur *ring.Ring, workers []store.Worker, see
 			m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerDead})
 			m.Timers = append(m.Timers, TimerOp{Name: deathTimer(w.ID), Cancel: true})
 		case store.WorkerJoining, store.WorkerActive, store.WorkerSuspect:
+			if age < cfg.SuspectAfter {
+				soonest(&m.Until, since.Add(cfg.SuspectAfter))
+			} else {
+				soonest(&m.Until, since.Add(cfg.Grace))
+			}
 			switch {
 			case age >= cfg.Grace:
 				m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerDead, ExpectBeats: w.Beats})
 			case w.State == store.WorkerJoining:
 				if !m.WarmingUp && age < cfg.SuspectAfter {
 					m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerActive})
-					want[w.ID] = store.Member{ID: w.ID, Slot: w.Slot}
+					want = append(want, store.Member{ID: w.ID, Slot: w.Slot})
 				}
 			case age >= cfg.SuspectAfter:
 				if w.State == store.WorkerActive {
@@ -196,13 +228,13 @@ func PlanMembership(head store.Ring, cur *ring.Ring, workers []store.Worker, see
 					m.Timers = append(m.Timers, TimerOp{Name: deathTimer(w.ID), At: since.Add(cfg.Grace),
 						Payload: payload(TimerPayload{Kind: "death", Worker: w.ID, Beats: w.Beats})})
 				}
-				want[w.ID] = store.Member{ID: w.ID, Slot: w.Slot}
+				want = append(want, store.Member{ID: w.ID, Slot: w.Slot})
 			default:
 				if w.State == store.WorkerSuspect {
 					m.WorkerOps = append(m.WorkerOps, store.SetWorkerState{ID: w.ID, State: store.WorkerActive})
 					m.Timers = append(m.Timers, TimerOp{Name: deathTimer(w.ID), Cancel: true})
 				}
-				want[w.ID] = store.Member{ID: w.ID, Slot: w.Slot}
+				want = append(want, store.Member{ID: w.ID, Slot: w.Slot})
 			}
 		}
 	}
@@ -210,25 +242,17 @@ func PlanMembership(head store.Ring, cur *ring.Ring, workers []store.Worker, see
 		return m, nil // nothing is hashed before the warm-up ends
 	}
 
+	removes, adds := diffMembers(cur.Members(), want)
 	next := cur
 	var err error
-	for _, mem := range cur.Members() {
-		if _, ok := want[mem.ID]; !ok {
-			if next, err = next.Remove(mem.ID); err != nil {
-				return Membership{}, fmt.Errorf("remove %s from the ring: %w", mem.ID, err)
-			}
+	for _, id := range removes {
+		if next, err = next.Remove(id); err != nil {
+			return Membership{}, fmt.Errorf("remove %s from the ring: %w", id, err)
 		}
 	}
-	var adds []string
-	for id := range want {
-		if !next.Has(id) {
-			adds = append(adds, id)
-		}
-	}
-	slices.Sort(adds)
-	for _, id := range adds {
-		if next, err = next.Add(want[id]); err != nil {
-			return Membership{}, fmt.Errorf("add %s to the ring: %w", id, err)
+	for _, mem := range adds {
+		if next, err = next.Add(mem); err != nil {
+			return Membership{}, fmt.Errorf("add %s to the ring: %w", mem.ID, err)
 		}
 	}
 	if next != cur {
@@ -238,6 +262,25 @@ func PlanMembership(head store.Ring, cur *ring.Ring, workers []store.Worker, see
 		m.RingChanged = true
 	}
 	return m, nil
+}
+
+// diffMembers walks two member lists sorted by id: the ids of have missing from want,
+// and the members of want missing from have.
+func diffMembers(have, want []store.Member) (removes []string, adds []store.Member) {
+	i, j := 0, 0
+	for i < len(have) || j < len(want) {
+		switch {
+		case j == len(want) || i < len(have) && have[i].ID < want[j].ID:
+			removes = append(removes, have[i].ID)
+			i++
+		case i == len(have) || want[j].ID < have[i].ID:
+			adds = append(adds, want[j])
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return removes, adds
 }
 
 // PlanScans is the scans after the ring changed from old to next: the scans not done
@@ -323,10 +366,12 @@ type Delivery struct {
 // Planner decides, repo by repo, what a tick does with the repos it reads, against the
 // ring of a Membership. It is pure but for its batch counter.
 type Planner struct {
-	mem       Membership
-	cfg       Config
-	live      map[string]bool // members of the new ring
-	reachable map[string]bool // workers told when a repo leaves them
+	mem     Membership
+	cfg     Config
+	workers []store.Worker
+	// reachable: workers told when a repo leaves them; built by the first decision that
+	// needs it, so a tick that decides nothing does no per-worker work here.
+	reachable map[string]bool
 	// Batch is how many pending repos may still be assigned this tick.
 	Batch int
 }
@@ -334,20 +379,7 @@ type Planner struct {
 // NewPlanner returns a planner for mem; workers are the records the tick read.
 func NewPlanner(mem Membership, workers []store.Worker, cfg Config) *Planner {
 	cfg = cfg.withDefaults()
-	p := &Planner{mem: mem, cfg: cfg, live: map[string]bool{}, reachable: map[string]bool{}}
-	for _, m := range mem.New.Members() {
-		p.live[m.ID] = true
-	}
-	dead := map[string]bool{}
-	for _, op := range mem.WorkerOps {
-		if s, ok := op.(store.SetWorkerState); ok && s.State == store.WorkerDead {
-			dead[s.ID] = true
-		}
-	}
-	for _, w := range workers {
-		// A worker that still exists and is not dead gets told when a repo leaves it.
-		p.reachable[w.ID] = w.State != store.WorkerDead && w.State != store.WorkerDraining && !dead[w.ID]
-	}
+	p := &Planner{mem: mem, cfg: cfg, workers: workers}
 	p.Batch = mem.Stored.Batch
 	if p.Batch <= 0 {
 		p.Batch = cfg.FirstBatch
@@ -361,6 +393,29 @@ func NewPlanner(mem Membership, workers []store.Worker, cfg Config) *Planner {
 // Assigning reports whether the ring has members to assign to.
 func (p *Planner) Assigning() bool { return !p.mem.WarmingUp && p.mem.New.Len() > 0 }
 
+// canReach reports whether a worker is told when a repo leaves it: it still exists and
+// is not dead (nor about to be, by this tick's worker states).
+func (p *Planner) canReach(id string) bool {
+	if p.reachable == nil {
+		dead := deadByOps(p.mem.WorkerOps)
+		p.reachable = make(map[string]bool, len(p.workers))
+		for _, w := range p.workers {
+			p.reachable[w.ID] = w.State != store.WorkerDead && w.State != store.WorkerDraining && !dead[w.ID]
+		}
+	}
+	return p.reachable[id]
+}
+
+func deadByOps(ops []store.Mutation) map[string]bool {
+	dead := map[string]bool{}
+	for _, op := range ops {
+		if s, ok := op.(store.SetWorkerState); ok && s.State == store.WorkerDead {
+			dead[s.ID] = true
+		}
+	}
+	return dead
+}
+
 func (p *Planner) owner(r store.Repo, salt int) string {
 	o, _ := p.mem.New.Owner(store.RingHash(store.RingKey(r.URL, salt)))
 	return o
@@ -373,14 +428,14 @@ func (p *Planner) Decide(r store.Repo) (RepoAction, bool) {
 	switch {
 	case r.State == store.RepoDeleting:
 		target := r.Owner
-		if !p.live[target] {
+		if !p.mem.New.Has(target) {
 			target = p.owner(r, r.Salt)
 		}
 		a := RepoAction{Repo: r, Delete: &store.DeleteRepo{ID: r.ID, ExpectEpoch: r.OwnerEpoch}}
 		if target != "" {
 			a.Deliveries = append(a.Deliveries, Delivery{target, store.OutboxEntry{Op: store.OpPurge, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
 		}
-		if r.Owner != "" && r.Owner != target && p.reachable[r.Owner] {
+		if r.Owner != "" && r.Owner != target && p.canReach(r.Owner) {
 			a.Deliveries = append(a.Deliveries, Delivery{r.Owner, store.OutboxEntry{Op: store.OpDel, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
 		}
 		return a, true
@@ -420,7 +475,7 @@ func (p *Planner) Decide(r store.Repo) (RepoAction, bool) {
 		return RepoAction{}, false
 	}
 	prio := r.Priority
-	if !p.live[r.Owner] {
+	if !p.mem.New.Has(r.Owner) {
 		prio = 0 // orphan: to the front of the new owner's queue
 	}
 	return p.move(r, want, r.Salt, "", prio), true
@@ -429,7 +484,7 @@ func (p *Planner) Decide(r store.Repo) (RepoAction, bool) {
 func (p *Planner) move(r store.Repo, to string, salt int, state store.RepoState, prio float64) RepoAction {
 	a := RepoAction{Repo: r, Assign: &store.AssignRepo{ID: r.ID, ExpectOwner: r.Owner, ExpectEpoch: r.OwnerEpoch,
 		Owner: to, State: state, Salt: salt, Priority: prio, ClearSync: r.SyncRequested}}
-	if r.Owner != "" && r.Owner != to && p.reachable[r.Owner] {
+	if r.Owner != "" && r.Owner != to && p.canReach(r.Owner) {
 		a.Deliveries = append(a.Deliveries, Delivery{r.Owner, store.OutboxEntry{Op: store.OpDel, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
 	}
 	a.Deliveries = append(a.Deliveries, Delivery{to, store.OutboxEntry{Op: store.OpAdd, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch + 1, Priority: prio}})
@@ -449,12 +504,7 @@ type Cleanup struct {
 func PlanCleanup(mem Membership, workers []store.Worker, seen map[string]time.Time, now time.Time, cfg Config) Cleanup {
 	cfg = cfg.withDefaults()
 	var c Cleanup
-	dead := map[string]bool{}
-	for _, op := range mem.WorkerOps {
-		if s, ok := op.(store.SetWorkerState); ok && s.State == store.WorkerDead {
-			dead[s.ID] = true
-		}
-	}
+	dead := deadByOps(mem.WorkerOps)
 	for _, w := range workers {
 		if w.State == store.WorkerDead {
 			since, ok := seen[w.ID]

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -492,5 +493,75 @@ func TestPlanIsDeterministic(t *testing.T) {
 	m2 := plan(t, head, cur, []store.Worker{ws[3], ws[1], ws[2], ws[0]}, seen, t0)
 	if !reflect.DeepEqual(m1.Stored, m2.Stored) || !reflect.DeepEqual(m1.WorkerOps, m2.WorkerOps) || !reflect.DeepEqual(m1.New.Tokens(), m2.New.Tokens()) {
 		t.Fatal("plans differ for the same state")
+	}
+}
+
+// A plan that changes nothing stays so, for the same workers and ring, at every moment
+// before its Until: a coordinator may reuse it without reading the workers.
+func TestNoOpPlanHoldsUntilItsUntil(t *testing.T) {
+	cfg := testCfg()
+	rng := rand.New(rand.NewPCG(1, 2))
+	ago := func(max time.Duration) time.Duration { return time.Duration(rng.Int64N(int64(max))) }
+	checked := 0
+	for c := range 500 {
+		warming := c%4 == 0
+		var ws []store.Worker
+		seen := map[string]time.Time{}
+		var members []string
+		for i := range 1 + rng.IntN(6) {
+			id := fmt.Sprintf("w%d", i)
+			var w store.Worker
+			var age time.Duration
+			switch rng.IntN(4) {
+			case 0: // heartbeating
+				w, age = worker(id, store.WorkerActive, 5), ago(cfg.SuspectAfter)
+				members = append(members, id)
+			case 1: // silent, already suspect
+				w, age = worker(id, store.WorkerSuspect, 5), cfg.SuspectAfter+ago(cfg.Grace-cfg.SuspectAfter)
+				members = append(members, id)
+			case 2: // joining while the warm-up lasts, or silent too long to join
+				w, age = worker(id, store.WorkerJoining, 1), ago(cfg.Grace)
+				if !warming {
+					age = cfg.SuspectAfter + ago(cfg.Grace-cfg.SuspectAfter)
+				}
+			default:
+				w, age = worker(id, store.WorkerDead, 2), ago(3*cfg.Grace)
+			}
+			ws = append(ws, w)
+			seen[id] = t0.Add(-age)
+		}
+		head, cur := ringOf(t, members...)
+		if warming {
+			head, cur = ringOf(t)
+			head.WarmupUntil = t0.Add(ago(cfg.Warmup))
+			for i := range ws { // nothing is in the ring before the warm-up ends
+				if ws[i].State != store.WorkerDead {
+					ws[i].State = store.WorkerJoining
+				}
+			}
+		}
+		m := plan(t, head, cur, ws, seen, t0)
+		if !m.NoOp() {
+			continue
+		}
+		if m.Until.IsZero() && len(members) > 0 {
+			t.Fatalf("case %d: no-op plan with live members has no Until", c)
+		}
+		if !m.Until.IsZero() && !m.Until.After(t0) {
+			t.Fatalf("case %d: Until %v is not after now", c, m.Until)
+		}
+		checked++
+		end := m.Until
+		if end.IsZero() {
+			end = t0.Add(3 * cfg.Grace)
+		}
+		for _, at := range []time.Time{t0.Add(end.Sub(t0) / 2), end.Add(-time.Nanosecond)} {
+			if later := plan(t, head, cur, ws, seen, at); !later.NoOp() {
+				t.Fatalf("case %d: the no-op plan at now (until %v) changes at %v: %+v", c, m.Until, at, later.WorkerOps)
+			}
+		}
+	}
+	if checked < 100 {
+		t.Fatalf("only %d of 500 random fleets planned a no-op: the test checks too little", checked)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +24,7 @@ type Store interface {
 	GetRing(ctx context.Context) (store.Ring, error)
 	GetRingHead(ctx context.Context) (store.Ring, error)
 	ListWorkers(ctx context.Context) ([]store.Worker, error)
+	WorkersVersion(ctx context.Context) (uint64, error)
 	GetWorker(ctx context.Context, id string) (store.Worker, error)
 	ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error)
 	ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error)
@@ -43,8 +46,8 @@ type ListSyncer interface {
 // Coordinator runs ticks. Everything it decides on is read from the store, so a
 // restarted (or Lambda-invoked) coordinator carries on; what it keeps between ticks is
 // a cache — the decoded ring, when it saw each worker's heartbeat count change, where
-// its last pass over the needs-decision index stopped — that only makes ticks cheaper
-// and fairer. Ticks of one Coordinator run one at a time.
+// its last pass over the needs-decision index stopped, the last plan that changed
+// nothing — that only makes ticks cheaper and fairer. Ticks of one Coordinator run one at a time.
 type Coordinator struct {
 	ID     string
 	Group  string // see election.Elector.Group
@@ -61,6 +64,7 @@ type Coordinator struct {
 	live     liveness
 	cursors  [2]string // where the last pass over each part of the needs-decision index stopped
 	lastTerm int64
+	quiet    quietPlan
 }
 
 type ringCache struct {
@@ -72,7 +76,7 @@ type ringCache struct {
 func (c *Coordinator) Forget() {
 	c.run.Lock()
 	defer c.run.Unlock()
-	c.ring, c.cursors, c.lastTerm = ringCache{}, [2]string{}, 0
+	c.ring, c.cursors, c.lastTerm, c.quiet = ringCache{}, [2]string{}, 0, quietPlan{}
 	c.live.forget()
 }
 
@@ -186,17 +190,18 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	workers, err := c.Store.ListWorkers(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("read workers: %w", err)
-	}
-	seen := c.live.observe(workers, now)
-	mem, err := PlanMembership(head, cur, workers, seen, now, cfg)
+	workers, seen, mem, err := c.membership(ctx, term, head, cur, now, cfg)
 	if err != nil {
 		return rep, err
 	}
 	rep.WarmingUp, rep.RingVersion, rep.Members = mem.WarmingUp, head.Version, mem.New.Len()
-	rep.WorkersByState = countWorkers(workers, mem.WorkerOps)
+	rep.WorkersByState = maps.Clone(c.quiet.byState) // a handful of states
+	if rep.WorkersByState == nil {
+		rep.WorkersByState = countWorkers(workers, mem.WorkerOps)
+		if c.quiet.ok {
+			c.quiet.byState = rep.WorkersByState
+		}
+	}
 
 	t := &tickRun{c: c, ctx: ctx, term: term, cfg: cfg, b: b, rep: &rep, version: head.Version}
 	err = t.run(mem, workers, seen, now, head)
@@ -229,6 +234,61 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 		"pending_left", rep.PendingLeft, "scans_left", rep.ScansLeft, "incomplete", rep.Incomplete, "cut", rep.Cut,
 		"warming_up", rep.WarmingUp)
 	return rep, nil
+}
+
+// quietPlan is what a tick whose membership plan changed nothing leaves for the next.
+// While no worker record changes, the ring stays the same and no worker's silence
+// reaches a threshold (Membership.Until), the plan is that same no-op: the tick reads
+// no worker and plans nothing, so a quiet tick does not grow with the workers.
+type quietPlan struct {
+	ok      bool
+	term    int64
+	version uint64 // WorkersVersion the workers were read at
+	ring    int64
+	until   time.Time
+	workers []store.Worker
+	seen    map[string]time.Time
+	mem     Membership
+	byState map[store.WorkerState]int
+}
+
+func (q *quietPlan) holds(term int64, version uint64, ring int64, now time.Time) bool {
+	return q.ok && q.term == term && q.version == version && q.ring == ring && (q.until.IsZero() || now.Before(q.until))
+}
+
+// membership reads the workers and plans their states and the ring, or, when the store
+// shows nothing changed since a tick that planned nothing, reuses that tick's view.
+func (c *Coordinator) membership(ctx context.Context, term int64, head store.Ring, cur *ring.Ring, now time.Time, cfg Config) ([]store.Worker, map[string]time.Time, Membership, error) {
+	// Read before the workers: a write in between then shows as a new version.
+	version, err := c.Store.WorkersVersion(ctx)
+	versioned := err == nil
+	if err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		return nil, nil, Membership{}, fmt.Errorf("read workers version: %w", err)
+	}
+	if versioned {
+		if q := c.quiet; q.holds(term, version, head.Version, now) {
+			mem := q.mem
+			mem.Stored.Scans = slices.Clone(mem.Stored.Scans)
+			return q.workers, q.seen, mem, nil
+		}
+	}
+	c.quiet = quietPlan{}
+	workers, err := c.Store.ListWorkers(ctx)
+	if err != nil {
+		return nil, nil, Membership{}, fmt.Errorf("read workers: %w", err)
+	}
+	seen := c.live.observe(workers, now)
+	mem, err := PlanMembership(head, cur, workers, seen, now, cfg)
+	if err != nil {
+		return nil, nil, Membership{}, err
+	}
+	if versioned && mem.NoOp() {
+		kept := mem
+		kept.Stored.Scans = slices.Clone(mem.Stored.Scans)
+		c.quiet = quietPlan{ok: true, term: term, version: version, ring: head.Version, until: mem.Until,
+			workers: workers, seen: seen, mem: kept}
+	}
+	return workers, seen, mem, nil
 }
 
 // readRing returns the stored ring head and the ring it describes, decoding the members
@@ -298,11 +358,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 		}
 	}
 	// 4. Repos: the ranges whose owners changed, then the repos needing a decision.
-	heads := map[string]uint64{}
-	for _, w := range workers {
-		heads[w.ID] = w.OutboxHead
-	}
-	t.ap = &applier{store: c.Store, term: t.term, heads: heads, rep: t.rep, b: t.b}
+	t.ap = &applier{store: c.Store, term: t.term, workers: workers, rep: t.rep, b: t.b}
 	p := NewPlanner(mem, workers, t.cfg)
 	batch := p.Batch
 	var left []store.Scan
@@ -512,7 +568,8 @@ func sameScans(a, b []store.Scan) bool {
 type applier struct {
 	store   Store
 	term    int64
-	heads   map[string]uint64
+	workers []store.Worker
+	heads   map[string]uint64 // from workers, on first use: most ticks write no repo
 	rep     *Report
 	b       *budget
 	pending []RepoAction
@@ -529,7 +586,17 @@ func actionItems(a RepoAction, known func(string) bool) int {
 	return n
 }
 
-func (ap *applier) known(id string) bool { _, ok := ap.heads[id]; return ok }
+func (ap *applier) known(id string) bool { _, ok := ap.outboxHeads()[id]; return ok }
+
+func (ap *applier) outboxHeads() map[string]uint64 {
+	if ap.heads == nil {
+		ap.heads = make(map[string]uint64, len(ap.workers))
+		for _, w := range ap.workers {
+			ap.heads[w.ID] = w.OutboxHead
+		}
+	}
+	return ap.heads
+}
 
 func (ap *applier) add(ctx context.Context, a RepoAction) error {
 	n := actionItems(a, ap.known)
@@ -589,7 +656,7 @@ func (ap *applier) write(ctx context.Context, batch []RepoAction) error {
 		}
 	}
 	for _, w := range order {
-		muts = append(muts, store.AppendOutbox{Worker: w, ExpectHead: ap.heads[w], Entries: entries[w]})
+		muts = append(muts, store.AppendOutbox{Worker: w, ExpectHead: ap.outboxHeads()[w], Entries: entries[w]})
 	}
 	ap.rep.Writes++
 	if err := ap.store.Apply(ctx, ap.term, muts); err != nil {
@@ -602,7 +669,7 @@ func (ap *applier) write(ctx context.Context, batch []RepoAction) error {
 		return fmt.Errorf("apply repo actions: %w", err)
 	}
 	for _, w := range order {
-		ap.heads[w] += uint64(len(entries[w]))
+		ap.outboxHeads()[w] += uint64(len(entries[w]))
 	}
 	for _, a := range batch {
 		switch {
@@ -637,18 +704,19 @@ func chunks(muts []store.Mutation) [][]store.Mutation {
 }
 
 func countWorkers(ws []store.Worker, ops []store.Mutation) map[store.WorkerState]int {
-	state := map[string]store.WorkerState{}
-	for _, w := range ws {
-		state[w.ID] = w.State
-	}
+	next := map[string]store.WorkerState{} // the few states this tick changes
 	for _, op := range ops {
 		if s, ok := op.(store.SetWorkerState); ok {
-			state[s.ID] = s.State
+			next[s.ID] = s.State
 		}
 	}
 	out := map[store.WorkerState]int{}
-	for _, s := range state {
-		out[s]++
+	for _, w := range ws {
+		st := w.State
+		if s, ok := next[w.ID]; ok {
+			st = s
+		}
+		out[st]++
 	}
 	return out
 }

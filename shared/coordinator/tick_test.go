@@ -285,3 +285,75 @@ func TestDeadlineStopsWithinAPage(t *testing.T) {
 	f.settle(100)
 	f.placed()
 }
+
+// listCounter counts the coordinator's reads of the worker list.
+type listCounter struct {
+	*bolt.Store
+	lists int
+}
+
+func (l *listCounter) ListWorkers(ctx context.Context) ([]store.Worker, error) {
+	l.lists++
+	return l.Store.ListWorkers(ctx)
+}
+
+// While no worker record changes, a tick reads no worker and plans nothing, yet a
+// silence still turns into suspect and dead on time (nothing in the store changes for
+// that: only the coordinator's clock moves); any worker write ends the quiet.
+func TestQuietTicksReadNoWorkersYetJudgeSilence(t *testing.T) {
+	f := newTickFleet(t, 3, 200, Config{})
+	lc := &listCounter{Store: f.st}
+	f.c.Store = lc
+	ctx := t.Context()
+	tick := func() Report {
+		t.Helper()
+		rep, err := f.c.Tick(ctx)
+		if err != nil || !rep.Leader || rep.Stale != "" {
+			t.Fatalf("tick: %+v, %v", rep, err)
+		}
+		return rep
+	}
+	tick() // reads the workers once and keeps the quiet plan
+	lc.lists = 0
+	for range 5 { // 25 s of silence: under SuspectAfter (30 s since the last count change)
+		f.clk.Advance(5 * time.Second)
+		if rep := tick(); rep.WorkersByState[store.WorkerActive] != 3 {
+			t.Fatalf("quiet tick reports workers %v, want 3 active", rep.WorkersByState)
+		}
+	}
+	if lc.lists != 0 {
+		t.Fatalf("quiet ticks listed the workers %d times, want 0", lc.lists)
+	}
+
+	// One heartbeat is a change: the next tick reads the workers again.
+	if _, err := f.st.Heartbeat(ctx, f.live[0], store.Heartbeat{At: f.clk.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	lastBeat := f.clk.Now()
+	tick()
+	if lc.lists != 1 {
+		t.Fatalf("tick after a heartbeat listed the workers %d times, want 1", lc.lists)
+	}
+
+	// Silence: the two that did not beat turn suspect once 30 s pass since the count was
+	// last seen moving, then dead after the grace, with no write from any worker.
+	var rep Report
+	for range 3 {
+		f.clk.Advance(5 * time.Second)
+		rep = tick()
+	}
+	if got := rep.WorkersByState[store.WorkerSuspect]; got != 2 {
+		t.Fatalf("after 40 s of silence: workers %v, want 2 suspect", rep.WorkersByState)
+	}
+	for i := 0; i < 200 && rep.WorkersByState[store.WorkerDead] < 3; i++ {
+		f.clk.Advance(5 * time.Second)
+		rep = tick()
+	}
+	if rep.WorkersByState[store.WorkerDead] != 3 {
+		t.Fatalf("silent workers never declared dead: %v", rep.WorkersByState)
+	}
+	grace := DefaultConfig().Grace
+	if silent := f.clk.Now().Sub(lastBeat); silent < grace || silent > grace+5*time.Second {
+		t.Fatalf("last death declared %v after the last heartbeat, want the grace (%v) within a tick", silent, grace)
+	}
+}

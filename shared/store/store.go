@@ -54,6 +54,11 @@ type Store interface {
 	Leave(ctx context.Context, id string) error
 	GetWorker(ctx context.Context, id string) (Worker, error)
 	ListWorkers(ctx context.Context) ([]Worker, error)
+	// WorkersVersion is a number that changes with every write to any worker record,
+	// heartbeats included: a reader that saw it unchanged knows ListWorkers would return
+	// what it returned then. A backend that cannot tell cheaply returns
+	// errors.ErrUnsupported.
+	WorkersVersion(ctx context.Context) (uint64, error)
 	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]OutboxEntry, error)
 
 	// Repos. CreateRepo inserts r unless a repo with r.ID exists; it returns the stored repo

@@ -20,6 +20,9 @@ type TickLatency struct {
 	// BulkAdd: each fleet's setup seen as a bulk add (every repo pending at once, assigned
 	// by the coordinator's own ticks in its batches), on every store.
 	BulkAdd []TickBulkAdd `json:"bulk_add,omitempty"`
+	// TickBudgetS is the coordinator's budget for a tick's repo work, in seconds (its
+	// Config.Budget; the runs have no context deadline).
+	TickBudgetS float64 `json:"tick_budget_s,omitempty"`
 }
 
 // TickBulkAdd is one bulk add: Repos pending repos and Workers new workers at once, ticked

@@ -63,7 +63,7 @@ func (s *Store) apply(tx *bbolt.Tx, m store.Mutation) error {
 		if !m.SilentSince.IsZero() {
 			w.SilentBeats = m.ExpectBeats
 		}
-		return putJSON(tx.Bucket(bktWorkers), []byte(w.ID), w)
+		return putWorker(tx, w)
 	case store.DeleteWorker:
 		w, err := workerForBeats(tx, m.ID, m.ExpectBeats)
 		if err != nil {
@@ -102,7 +102,7 @@ func (s *Store) apply(tx *bbolt.Tx, m store.Mutation) error {
 				return err
 			}
 		}
-		return putJSON(tx.Bucket(bktWorkers), []byte(w.ID), w)
+		return putWorker(tx, w)
 	case store.TrimOutbox:
 		w, err := worker(tx, m.Worker)
 		if err != nil {
@@ -112,7 +112,7 @@ func (s *Store) apply(tx *bbolt.Tx, m store.Mutation) error {
 			return err
 		}
 		w.TrimmedTo = max(w.TrimmedTo, m.Through)
-		return putJSON(tx.Bucket(bktWorkers), []byte(w.ID), w)
+		return putWorker(tx, w)
 	default:
 		return fmt.Errorf("bolt: unsupported mutation type %T", m)
 	}
@@ -171,7 +171,11 @@ func deleteWorker(tx *bbolt.Tx, w store.Worker) error {
 			return err
 		}
 	}
-	return tx.Bucket(bktWorkers).Delete([]byte(w.ID))
+	b := tx.Bucket(bktWorkers)
+	if err := b.SetSequence(b.Sequence() + 1); err != nil { // see putWorker
+		return err
+	}
+	return b.Delete([]byte(w.ID))
 }
 
 // deleteOutbox drops the worker's entries with seq <= through.

@@ -42,7 +42,7 @@ func (s *Store) ClaimSlot(ctx context.Context, w store.Worker, maxSlots int) (st
 			return err
 		}
 		w.Slot, w.Beats = slot, 1
-		return putJSON(workers, []byte(w.ID), w)
+		return putWorker(tx, w)
 	})
 	if err != nil {
 		return store.Worker{}, err
@@ -81,8 +81,28 @@ func (s *Store) updateWorker(ctx context.Context, id string, fn func(*store.Work
 			return fmt.Errorf("bolt: worker %s: %w", id, store.ErrNotFound)
 		}
 		fn(&w)
-		return putJSON(b, []byte(id), w)
+		return putWorker(tx, w)
 	})
+}
+
+// putWorker writes a worker record. Every change to the workers bucket goes through it
+// or deleteWorker, which count it in the bucket's sequence: WorkersVersion.
+func putWorker(tx *bbolt.Tx, w store.Worker) error {
+	b := tx.Bucket(bktWorkers)
+	if err := b.SetSequence(b.Sequence() + 1); err != nil {
+		return err
+	}
+	return putJSON(b, []byte(w.ID), w)
+}
+
+// WorkersVersion is the workers bucket's sequence, which putWorker and deleteWorker bump.
+func (s *Store) WorkersVersion(ctx context.Context) (uint64, error) {
+	var v uint64
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		v = tx.Bucket(bktWorkers).Sequence()
+		return nil
+	})
+	return v, err
 }
 
 func (s *Store) GetWorker(ctx context.Context, id string) (store.Worker, error) {

@@ -221,6 +221,12 @@ func (s *Store) getWorker(ctx context.Context, op, id string) (*storedWorker, er
 }
 
 // ListWorkers is one strongly consistent Query of the WORKERS partition.
+// WorkersVersion is not kept: a counter every heartbeat bumps would be a second write
+// per heartbeat, all on one item. The coordinator reads the workers every tick instead.
+func (s *Store) WorkersVersion(context.Context) (uint64, error) {
+	return 0, fmt.Errorf("dynamo: workers version: %w", errors.ErrUnsupported)
+}
+
 func (s *Store) ListWorkers(ctx context.Context) ([]store.Worker, error) {
 	var ws []store.Worker
 	err := s.queryAll(ctx, "ListWorkers", partition(pkWorkers), func(it item) error {

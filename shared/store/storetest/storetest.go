@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"SetWorkerState", testSetWorkerState},
 		{"DeleteWorker", testDeleteWorker},
 		{"Outbox", testOutbox},
+		{"WorkersVersion", testWorkersVersion},
 		{"CreateRepo", testCreateRepo},
 		{"OneRepoPerMirrorPath", testOneRepoPerMirrorPath},
 		{"ListReposPaging", testListReposPaging},

@@ -380,3 +380,61 @@ func testOutbox(t *testing.T, s store.Store) {
 		t.Fatalf("w10 outbox after w1's trims = %v, want [1]", got)
 	}
 }
+
+// testWorkersVersion: every write to a worker record moves the version, so a coordinator
+// that saw it unchanged may skip reading the workers; a backend may say it keeps none.
+func testWorkersVersion(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	version := func(what string) uint64 {
+		t.Helper()
+		v, err := s.WorkersVersion(ctx)
+		noErr(t, err, "WorkersVersion after "+what)
+		return v
+	}
+	if _, err := s.WorkersVersion(ctx); errors.Is(err, errors.ErrUnsupported) {
+		// Allowed by the contract: the coordinator then lists the workers every tick.
+		t.Log("this backend keeps no workers version")
+		return
+	}
+	last := version("nothing")
+	seen := map[uint64]string{last: "an empty store"}
+	moved := func(what string) {
+		t.Helper()
+		v := version(what)
+		if prev, ok := seen[v]; ok {
+			t.Fatalf("WorkersVersion after %s = %d, as after %s: the change would go unseen", what, v, prev)
+		}
+		seen[v], last = what, v
+	}
+	stayed := func(what string) {
+		t.Helper()
+		if v := version(what); v != last {
+			t.Fatalf("WorkersVersion moved from %d to %d with %s, which writes no worker", last, v, what)
+		}
+	}
+
+	claim(t, s, "w-a")
+	moved("ClaimSlot")
+	claim(t, s, "w-b")
+	moved("a second ClaimSlot")
+	heartbeat(t, s, "w-a", t0)
+	moved("Heartbeat")
+	heartbeat(t, s, "w-a", t0) // the same report again is still a beat
+	moved("a second Heartbeat")
+	noErr(t, s.Leave(ctx, "w-b"), "Leave")
+	moved("Leave")
+	term := lead(t, s)
+	stayed("an election")
+	mustApply(t, s, term, store.SetWorkerState{ID: "w-a", State: store.WorkerActive})
+	moved("SetWorkerState")
+	mustApply(t, s, term, store.AppendOutbox{Worker: "w-a", Entries: []store.OutboxEntry{
+		{Op: store.OpAdd, RepoID: "r1", URL: "https://example.org/r1", Epoch: 1}}})
+	moved("AppendOutbox")
+	mustApply(t, s, term, store.TrimOutbox{Worker: "w-a", Through: 1})
+	moved("TrimOutbox")
+	mustApply(t, s, term, store.DeleteWorker{ID: "w-b"})
+	moved("DeleteWorker")
+	_, err := s.ClaimSlot(ctx, store.Worker{ID: "w-a"}, 8)
+	wantErr(t, err, store.ErrConflict, "ClaimSlot of an existing id")
+	stayed("a refused ClaimSlot")
+}
