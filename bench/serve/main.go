@@ -131,6 +131,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		"Client and servers share one machine; the client's work is in the wall times, not in the server CPU.",
 		"Each server process is started for one operation and stopped after it; its CPU is the rusage of the process and of every process it waited for (upload-pack, pack-objects, the pack cache hook, http-backend).",
 		"The front's pack cache starts empty for every operation, so the concurrent clones include the one generation they share.",
+		"A clone (no haves) is kept in the cache as its whole response and answered again from the file with no git process; fetches go to upload-pack and the cached packs.",
 		"Maintenance here is the fleet's own (mirror.Maintain): `git pack-refs`, `git repack --geometric=2 -d --write-midx --write-bitmap-index` and `git commit-graph write --split --reachable`.",
 		"Wall times are the client's: from starting git until the last clone of the operation finished.",
 	}

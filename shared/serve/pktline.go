@@ -75,3 +75,32 @@ func printable(b []byte) string {
 func pktLine(data string) []byte {
 	return fmt.Appendf(nil, "%04x%s", len(data)+4, data)
 }
+
+// isClone reports whether a (checked) upload-pack request asks for a pack with no
+// haves: a clone, shallow or partial included, the same bytes from every client of one
+// git version, so its whole response can be cached.
+func isClone(body []byte) bool {
+	done := false
+	for off := 0; off+4 <= len(body); {
+		n, ok := hex4(body[off : off+4])
+		if !ok {
+			return false
+		}
+		if n <= 2 {
+			off += 4
+			continue
+		}
+		if off+n > len(body) {
+			return false
+		}
+		line := string(body[off+4 : off+n])
+		switch {
+		case len(line) >= 5 && line[:5] == "have ":
+			return false
+		case line == "done" || line == "done\n":
+			done = true
+		}
+		off += n
+	}
+	return done
+}

@@ -295,7 +295,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	h.uploadPack(rw, r, dir, req, proto, body)
+	h.answer(rw, r, dir, req, proto, body)
 }
 
 // resolve maps a mirror path to its directory: it must exist under the root (after
@@ -387,12 +387,15 @@ func isTimeout(err error) bool {
 }
 
 // uploadPack runs git upload-pack for one request and streams its output.
-func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req request, proto string, body []byte) {
+// uploadPack answers with git upload-pack. With fill, the response also goes into the
+// pack cache's whole-response entry (and the hook does not cache the pack again); it
+// reports whether git answered in full, and the client got it.
+func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req request, proto string, body []byte, fill io.Writer) bool {
 	scratch, err := h.scratchDir(dir)
 	if err != nil {
 		h.cfg.Log.Error("serve: scratch git directory", "err", err)
 		fail(w, http.StatusInternalServerError, "internal error: no scratch space")
-		return
+		return false
 	}
 	defer os.RemoveAll(scratch)
 
@@ -418,6 +421,9 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.cfg.Git, args...)
 	cmd.Env = append(append([]string(nil), h.env...), packcache.EnvRepo+"="+dir)
+	if fill != nil {
+		cmd.Env = append(cmd.Env, packcache.EnvDir+"=") // the last one counts: no pack entry besides the response's
+	}
 	if proto != "" {
 		cmd.Env = append(cmd.Env, "GIT_PROTOCOL="+proto)
 	}
@@ -427,12 +433,12 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		fail(w, http.StatusInternalServerError, "internal error")
-		return
+		return false
 	}
 	if err := cmd.Start(); err != nil {
 		h.cfg.Log.Error("serve: start git upload-pack", "err", err)
 		fail(w, http.StatusInternalServerError, "internal error: git did not start")
-		return
+		return false
 	}
 
 	// The status waits for git's first bytes: a request git refuses before it says
@@ -447,14 +453,15 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		}
 		h.cfg.Log.Warn("serve: git upload-pack refused a request", "repo", req.rel, "err", werr, "stderr", msg)
 		fail(w, http.StatusBadRequest, "git upload-pack refused the request: "+msg)
-		return
+		return false
 	}
 	hd := w.Header()
-	hd.Set("Expires", "Fri, 01 Jan 1980 00:00:00 GMT")
-	hd.Set("Pragma", "no-cache")
-	hd.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+	noCache(hd)
 	rc := http.NewResponseController(w)
 	write := func(p []byte) error {
+		if fill != nil {
+			fill.Write(p) // never fails: a fill that cannot keep up just is not kept
+		}
 		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.IdleTimeout))
 		if _, err := w.Write(p); err != nil {
 			return err
@@ -474,12 +481,29 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		hd.Set("Content-Type", "application/x-git-upload-pack-result")
 		w.WriteHeader(http.StatusOK)
 	}
-	if err := stream(out, buf[:n], write); err != nil {
+	sent := stream(out, buf[:n], write)
+	if sent != nil {
 		cancel() // the client went away or stopped reading: stop git
 	}
-	if err := cmd.Wait(); err != nil && ctx.Err() == nil {
-		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", err, "stderr", firstLine(stderr.String()))
+	werr := cmd.Wait()
+	if werr != nil && ctx.Err() == nil {
+		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", werr, "stderr", firstLine(stderr.String()))
 	}
+	return sent == nil && werr == nil
+}
+
+// noCache sets the headers that keep proxies from caching a response (as git's
+// http-backend does).
+func noCache(hd http.Header) {
+	hd.Set("Expires", "Fri, 01 Jan 1980 00:00:00 GMT")
+	hd.Set("Pragma", "no-cache")
+	hd.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+}
+
+// setResultHeaders are the headers of an upload-pack result.
+func setResultHeaders(hd http.Header) {
+	noCache(hd)
+	hd.Set("Content-Type", "application/x-git-upload-pack-result")
 }
 
 // Sizes of the response stream's pieces: what git writes is read in readChunk pieces,
@@ -689,6 +713,22 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
+	return n, err
+}
+
+// ReadFrom lets a copy from a file reach the connection's sendfile.
+func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	var n int64
+	var err error
+	if rf, ok := r.ResponseWriter.(io.ReaderFrom); ok {
+		n, err = rf.ReadFrom(src)
+	} else {
+		n, err = io.Copy(struct{ io.Writer }{r.ResponseWriter}, src)
+	}
+	r.bytes += n
 	return n, err
 }
 

@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -210,5 +212,63 @@ func TestWithoutCache(t *testing.T) {
 	}
 	if e.sink.total(metrics.ServeBytes) <= 0 {
 		t.Fatalf("bytes not counted")
+	}
+}
+
+// TestCachedCloneRunsNoGit: a clone asked for again is answered from the cached whole
+// response, with no upload-pack for its pack request; it is byte-for-byte a working
+// clone. A fetch (haves) still goes to git, and a change upstream is a new entry.
+func TestCachedCloneRunsNoGit(t *testing.T) {
+	calls := filepath.Join(t.TempDir(), "calls")
+	wrapper := filepath.Join(t.TempDir(), "git")
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip(err)
+	}
+	script := fmt.Sprintf("#!/bin/sh\necho x >> %q\nexec %q \"$@\"\n", calls, real)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *Config) { c.Git = wrapper })
+	up := e.repo("example.com/again.git")
+	url := e.url("example.com/again")
+	runs := func() int {
+		b, _ := os.ReadFile(calls)
+		return strings.Count(string(b), "x")
+	}
+	clone := func(name string) (string, int) {
+		t.Helper()
+		before := runs()
+		d := filepath.Join(t.TempDir(), name)
+		e.git("", "clone", "--mirror", "--quiet", url, d)
+		if got, want := gittest.RefsOf(t, d), up.Refs(t); got != want {
+			t.Fatalf("%s: refs differ:\n%s\nwant\n%s", name, got, want)
+		}
+		gittest.Fsck(t, d)
+		return d, runs() - before
+	}
+	_, first := clone("first.git")
+	d, second := clone("second.git")
+	// The first runs upload-pack for the refs, then upload-pack and (from the hook)
+	// pack-objects for the pack; the second only the first of those.
+	if second != first-2 {
+		t.Fatalf("the repeated clone ran git %d times, the first %d: want two fewer (no upload-pack, no pack-objects)", second, first)
+	}
+	e.sink.waitTotal(t, metrics.PackCacheHits, 1)
+
+	// A fetch with haves goes to git and brings the new commit.
+	up.Commit(t, "new", map[string][]byte{"README": []byte("new\n")})
+	before := runs()
+	e.git(d, "fetch", "--quiet", "origin")
+	if runs() == before {
+		t.Fatal("a fetch ran no git")
+	}
+	if got, want := gittest.RefsOf(t, d), up.Refs(t); got != want {
+		t.Fatalf("fetch: refs differ:\n%s\nwant\n%s", got, want)
+	}
+	// The change is a new entry: the next clone has the new commit.
+	_, third := clone("third.git")
+	if third != first {
+		t.Fatalf("the clone after a change ran git %d times, want %d (a new generation)", third, first)
 	}
 }

@@ -1,0 +1,143 @@
+package packcache
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Whole responses. The server also caches a clone's whole upload-pack response (the
+// pack with its sideband framing and progress), beside the packs and under the same
+// bounds, and answers the same request from that file without running git: no
+// upload-pack, no hook, one copy from disk to the socket. Requests with haves (fetches)
+// differ from client to client and stay with the pack cache.
+
+// ResponseKey is the key of a whole response: the repository (its refs and packs, as
+// Key), the Git-Protocol header and the request body.
+func ResponseKey(repo, protocol string, body []byte) (string, error) {
+	return Key(repo, []string{"upload-pack-response", protocol}, body)
+}
+
+// Open returns the cached entry of key, marked used, and its size; false if there is
+// none.
+func (c Config) Open(key string) (*os.File, int64, bool) {
+	p := c.withDefaults().entry(key, ".pack")
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, 0, false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, false
+	}
+	now := time.Now()
+	_ = os.Chtimes(p, now, now) // least recently used goes first
+	return f, fi.Size(), true
+}
+
+// Uncacheable reports whether key's entry was found too big to cache: do not wait for
+// it, generate.
+func (c Config) Uncacheable(key string) bool {
+	_, err := os.Stat(c.withDefaults().entry(key, ".nocache"))
+	return err == nil
+}
+
+// ErrBusy is Claim's answer while another process fills the same entry.
+var ErrBusy = errors.New("pack cache: entry being filled by another request")
+
+// Claim makes the caller the one to fill key's entry: write the response through the
+// Fill, then Commit or Abort it. ErrBusy means another request fills it: Wait, then
+// Open.
+func (c Config) Claim(key string) (*Fill, error) {
+	c = c.withDefaults()
+	if err := os.MkdirAll(filepath.Dir(c.entry(key, ".pack")), 0o755); err != nil {
+		return nil, fmt.Errorf("pack cache: %w", err)
+	}
+	l, err := lockFile(c.entry(key, ".lock"), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, ErrBusy
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pack cache: %w", err)
+	}
+	if err := os.MkdirAll(c.tmpDir(), 0o755); err != nil {
+		l.unlock()
+		return nil, fmt.Errorf("pack cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(c.tmpDir(), key[:16]+"-*.resp")
+	if err != nil {
+		l.unlock()
+		return nil, fmt.Errorf("pack cache: %w", err)
+	}
+	return &Fill{c: c, key: key, lock: l, tmp: tmp}, nil
+}
+
+// Wait returns once nobody fills key's entry.
+func (c Config) Wait(key string) error {
+	l, err := lockFile(c.withDefaults().entry(key, ".lock"), syscall.LOCK_SH)
+	if err != nil {
+		return fmt.Errorf("pack cache: %w", err)
+	}
+	l.unlock()
+	return nil
+}
+
+// Fill writes one entry. Its Write never fails: past the entry size limit, or on a
+// disk error, it stops keeping what it is given and the entry is not cached.
+type Fill struct {
+	c    Config
+	key  string
+	lock *flock
+	tmp  *os.File
+	n    int64
+	over bool // past maxEntry
+	err  error
+}
+
+func (f *Fill) Write(p []byte) (int, error) {
+	if f.err != nil || f.over {
+		return len(p), nil
+	}
+	if f.n+int64(len(p)) > f.c.maxEntry() {
+		f.over = true
+		return len(p), nil
+	}
+	n, err := f.tmp.Write(p)
+	f.n += int64(n)
+	f.err = err
+	return len(p), nil
+}
+
+// Commit puts the entry in place and returns its size; false if it was not kept (too
+// big: later requests for it then generate without waiting).
+func (f *Fill) Commit() (int64, bool) {
+	defer f.release()
+	switch {
+	case f.over:
+		_ = os.WriteFile(f.c.entry(f.key, ".nocache"), nil, 0o644)
+		return 0, false
+	case f.err != nil:
+		return 0, false
+	}
+	if err := f.tmp.Sync(); err != nil {
+		return 0, false
+	}
+	if err := os.Rename(f.tmp.Name(), f.c.entry(f.key, ".pack")); err != nil {
+		return 0, false
+	}
+	evict(f.c, time.Now())
+	return f.n, true
+}
+
+// Abort drops what was written (the response failed or was cut).
+func (f *Fill) Abort() { f.release() }
+
+func (f *Fill) release() {
+	f.tmp.Close()
+	os.Remove(f.tmp.Name()) // a no-op once renamed into place
+	f.lock.unlock()
+}

@@ -1,0 +1,85 @@
+package serve
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
+)
+
+// answer serves an upload-pack request. A clone (no haves) is answered from the pack
+// cache's whole-response entry when there is one; while another request fills it, it
+// waits and is answered from it; otherwise git answers and the response is kept. Any
+// other request, or a cache that cannot be used, goes to git as it is.
+func (h *Handler) answer(w *recorder, r *http.Request, dir string, req request, proto string, body []byte) {
+	c := h.cfg.PackCache
+	if req.svc != svcUploadPack || h.hook == "" || !isClone(body) {
+		h.uploadPack(w, r, dir, req, proto, body, nil)
+		return
+	}
+	key, err := packcache.ResponseKey(dir, proto, body)
+	if err != nil {
+		h.cfg.Log.Warn("serve: pack cache bypassed", "reason", err)
+		h.uploadPack(w, r, dir, req, proto, body, nil)
+		return
+	}
+	waited := false
+	for range 3 {
+		if f, size, ok := c.Open(key); ok {
+			defer f.Close()
+			h.sendCached(w, f, size, waited)
+			return
+		}
+		if c.Uncacheable(key) {
+			break
+		}
+		fill, err := c.Claim(key)
+		if errors.Is(err, packcache.ErrBusy) {
+			waited = true
+			if err := c.Wait(key); err != nil {
+				break
+			}
+			continue
+		}
+		if err != nil {
+			h.cfg.Log.Warn("serve: pack cache bypassed", "reason", err)
+			break
+		}
+		if h.uploadPack(w, r, dir, req, proto, body, fill) {
+			fill.Commit()
+		} else {
+			fill.Abort()
+		}
+		return
+	}
+	h.uploadPack(w, r, dir, req, proto, body, nil)
+}
+
+// sendCached writes a cached response: one copy from the file to the socket (sendfile
+// where the connection allows), a slice at a time so a client that stops reading is
+// cut after IdleTimeout as with git's own output.
+func (h *Handler) sendCached(w *recorder, f *os.File, size int64, waited bool) {
+	setResultHeaders(w.Header())
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	const slice = 8 << 20
+	var sent int64
+	for sent < size {
+		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.IdleTimeout))
+		n, err := io.CopyN(w, f, min(slice, size-sent))
+		sent += n
+		if err != nil {
+			break // the client went away; the entry stays for the next one
+		}
+	}
+	res := packcache.Hit
+	if waited {
+		res = packcache.Waited
+	}
+	h.recordCache(packcache.Report{Result: res, Bytes: sent})
+}
