@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
@@ -354,4 +355,19 @@ type FetchReport struct {
 	SizeBytes     int64
 	LastError     string
 	Stats         priority.Stats
+}
+
+// CompareStaleness orders repos for ListStalest: the one waiting longest for a good
+// fetch first. Never succeeded is oldest, and among those the one added first; then by
+// last success; ties broken by id, so the order is total.
+func CompareStaleness(a, b Repo) int {
+	if c := a.LastSuccessAt.Compare(b.LastSuccessAt); c != 0 {
+		return c
+	}
+	if a.LastSuccessAt.IsZero() {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+	}
+	return strings.Compare(a.ID, b.ID)
 }

@@ -84,8 +84,8 @@ type Store interface {
 	// and Repo.Need is need, by id.
 	ListReposNeedingDecision(ctx context.Context, need Need, cursor string, limit int) ([]Repo, string, error)
 	// ListStalest returns up to limit repos (limit <= 0: a backend default) ordered by
-	// LastSuccessAt ascending — never-succeeded repos first — then by id, leaving out repos
-	// being deleted. It feeds the status page's "stalest" table. bbolt scans every repo
+	// CompareStaleness — never-succeeded repos first, the first added first — leaving out
+	// repos being deleted. It feeds the status page's "stalest" table. bbolt scans every repo
 	// (O(n)); DynamoDB is expected to serve it from an index.
 	ListStalest(ctx context.Context, limit int) ([]Repo, error)
 	RequestDelete(ctx context.Context, id string) error

@@ -211,14 +211,7 @@ func (s *Store) ListStalest(ctx context.Context, limit int) ([]store.Repo, error
 	return out, nil
 }
 
-// staler orders repos for ListStalest: older LastSuccessAt first (the zero time, never
-// succeeded, is oldest), ties broken by id so the order is total.
-func staler(a, b store.Repo) bool {
-	if c := a.LastSuccessAt.Compare(b.LastSuccessAt); c != 0 {
-		return c < 0
-	}
-	return a.ID < b.ID
-}
+func staler(a, b store.Repo) bool { return store.CompareStaleness(a, b) < 0 }
 
 type staleHeap []store.Repo
 

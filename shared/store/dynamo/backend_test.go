@@ -399,12 +399,19 @@ func TestStaleSortOrder(t *testing.T) {
 	t.Parallel()
 	times := []time.Time{{}, time.Unix(0, 0), t0.Add(-time.Hour), t0, t0.Add(time.Nanosecond), time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)}
 	for i := 1; i < len(times); i++ {
-		if a, b := staleSort(times[i-1], "z"), staleSort(times[i], "a"); a >= b {
+		if a, b := staleSort(times[i-1], t0, "z"), staleSort(times[i], t0, "a"); a >= b {
 			t.Fatalf("staleSort(%v) = %q sorts after staleSort(%v) = %q", times[i-1], a, times[i], b)
 		}
 	}
-	if a, b := staleSort(t0, "a"), staleSort(t0, "b"); a >= b {
+	if a, b := staleSort(t0, time.Time{}, "a"), staleSort(t0, time.Time{}, "b"); a >= b {
 		t.Fatalf("ties are not broken by id: %q, %q", a, b)
+	}
+	// Never succeeded: by when added, before any success.
+	if a, b := staleSort(time.Time{}, t0, "z"), staleSort(time.Time{}, t0.Add(time.Second), "a"); a >= b {
+		t.Fatalf("never-succeeded repos not ordered by when added: %q, %q", a, b)
+	}
+	if a, b := staleSort(time.Time{}, maxStaleTime, "z"), staleSort(time.Unix(0, 0), t0, "a"); a >= b {
+		t.Fatalf("a never-succeeded repo sorts after a success: %q, %q", a, b)
 	}
 }
 

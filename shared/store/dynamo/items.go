@@ -40,19 +40,23 @@ var (
 	maxStaleTime = time.Unix(0, math.MaxInt64)
 )
 
-// staleSort orders the stalest index: never-succeeded repos first, then by last success,
-// then by id. Times are fixed-width so string order is time order.
-func staleSort(lastSuccess time.Time, id string) string {
+// staleSort orders the stalest index: never-succeeded repos first, by when they were
+// added, then by last success, then by id. Times are fixed-width so string order is
+// time order.
+func staleSort(lastSuccess, created time.Time, id string) string {
 	if lastSuccess.IsZero() {
-		return "0#" + id
+		return "0" + staleTime(created) + "#" + id
 	}
-	t := lastSuccess
+	return "1" + staleTime(lastSuccess) + "#" + id
+}
+
+func staleTime(t time.Time) string {
 	if t.Before(minStaleTime) {
 		t = minStaleTime
 	} else if t.After(maxStaleTime) {
 		t = maxStaleTime
 	}
-	return fmt.Sprintf("1%020d#%s", uint64(t.UnixNano())^(1<<63), id)
+	return fmt.Sprintf("%020d", uint64(t.UnixNano())^(1<<63))
 }
 
 // Repo attribute names.
@@ -142,7 +146,7 @@ func repoItem(r store.Repo, rev int64) (item, error) {
 	}
 	if r.State != store.RepoDeleting {
 		m[attrStaleKey] = avS(staleKey(r.ID))
-		m[attrStaleSort] = avS(staleSort(r.LastSuccessAt, r.ID))
+		m[attrStaleSort] = avS(staleSort(r.LastSuccessAt, r.CreatedAt, r.ID))
 	}
 	return m, nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -289,8 +290,8 @@ func (s *Store) getRepos(ctx context.Context, op string, ids []string) ([]store.
 	return rs, nil
 }
 
-// ListStalest reads the first limit keys of each shard of the stalest index (sorted by
-// last success, then id), merges them, and fetches the first limit repos. The index
+// ListStalest reads the first limit keys of each shard of the stalest index (sorted as
+// store.CompareStaleness), merges them, and fetches the first limit repos. The index
 // holds every repo not being deleted; a repo a moment into deletion, or whose success
 // the index has not caught up with, is filtered or re-sorted on the fetched values.
 func (s *Store) ListStalest(ctx context.Context, limit int) ([]store.Repo, error) {
@@ -333,9 +334,7 @@ func (s *Store) ListStalest(ctx context.Context, limit int) ([]store.Repo, error
 		return nil, err
 	}
 	rs = slices.DeleteFunc(rs, func(r store.Repo) bool { return r.State == store.RepoDeleting })
-	slices.SortFunc(rs, func(a, b store.Repo) int {
-		return cmp.Or(a.LastSuccessAt.Compare(b.LastSuccessAt), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(rs, store.CompareStaleness)
 	return rs, nil
 }
 
@@ -413,9 +412,13 @@ func (s *Store) reportFetchFast(ctx context.Context, id, owner string, epoch int
 		x.eq(rChange, avT(rep.LastChangeAt)), x.eq(rCommit, avT(rep.LastCommitAt)),
 		x.eq(rCloneFail, avN(int64(rep.CloneFailCnt))), x.eq(rFetchFail, avN(int64(rep.FetchFailCnt))),
 		x.eq(rSize, avN(rep.SizeBytes)),
-		// state unchanged and not deleting: the repo is in the stalest index; move it there
-		x.eq(attrStaleSort, avS(staleSort(rep.LastSuccessAt, id))),
 		x.n(rRev) + " = " + x.n(rRev) + " + " + x.v(avN(1)),
+	}
+	if !rep.LastSuccessAt.IsZero() {
+		// State unchanged and not deleting: the repo is in the stalest index; move it
+		// there. Never succeeded, it stays where its creation put it (by CreatedAt, which
+		// this update does not read).
+		sets = append(sets, x.eq(attrStaleSort, avS(staleSort(rep.LastSuccessAt, time.Time{}, id))))
 	}
 	var removes []string
 	if rep.LastError != "" {
