@@ -69,7 +69,7 @@ func commands(f *clientFlags) []command {
 				fs.IntVar(&f.limit, "limit", 0, "at most this many repos (0: all)")
 			},
 			run: func(c *client, ctx context.Context, _ []string) error { return c.list(ctx, f.state, f.host, f.limit) }},
-		{name: "repos show", args: "ID|URL", help: "one repo: state, last error, mirror path, clone URL", nargs: one,
+		{name: "repos show", args: "ID|URL", help: "one repo: state, last error, mirror path, clone URL, next poll", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error { return c.show(ctx, a[0]) }},
 		{name: "repos rm", args: "ID|URL", help: "stop mirroring a repo and delete its mirror (no undo)", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error {
@@ -432,6 +432,7 @@ func (c *client) show(ctx context.Context, idOrURL string) error {
 	row("last success", when(r.LastSuccessAt))
 	row("last change", when(r.LastChangeAt))
 	row("last commit", when(r.LastCommitAt))
+	row("next poll", nextPoll(r))
 	row("failures", fmt.Sprintf("%d clone, %d fetch (consecutive)", r.CloneFailCnt, r.FetchFailCnt))
 	row("size", fmt.Sprintf("%d bytes", r.SizeBytes))
 	row("priority", fmt.Sprintf("%.4g", r.Priority))
@@ -439,6 +440,21 @@ func (c *client) show(ctx context.Context, idOrURL string) error {
 		row("sync", "requested")
 	}
 	return tw.Flush()
+}
+
+// nextPoll is the worker's estimate of the next fetch, or why there is none.
+func nextPoll(r api.Repo) string {
+	switch {
+	case r.NextPollAt != nil:
+		at := *r.NextPollAt
+		if d := time.Until(at); d > time.Second {
+			return "about " + at.Local().Format(time.DateTime) + " (in " + d.Round(time.Second).String() + ", its worker's estimate)"
+		}
+		return "now (due or in flight)"
+	case r.Owner == nil:
+		return "not yet: no worker holds it"
+	}
+	return "unknown here: only its worker knows (not in this process, or waiting for its host)"
 }
 
 // when is a time with how long ago it was, or "never".

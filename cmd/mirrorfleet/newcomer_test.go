@@ -125,6 +125,11 @@ func TestNewcomerCLI(t *testing.T) {
 			t.Errorf("repos show: %q missing:\n%s", w, out)
 		}
 	}
+	// show of a mirrored repo: when its worker expects to fetch it next.
+	out, _ = p.mustCLI(t, "repos", "show", urls[0])
+	if !regexp.MustCompile(`(?m)^next poll\s+(about \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(in \S+, its worker's estimate\)|now \(due or in flight\))$`).MatchString(out) {
+		t.Errorf("repos show: no next poll from its worker:\n%s", out)
+	}
 	out, _ = p.mustCLI(t, "repos", "sync", urls[0])
 	if !strings.Contains(out, "sync requested for") || !strings.Contains(out, urls[0]) {
 		t.Errorf("repos sync by URL:\n%s", out)

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -66,6 +67,10 @@ type Config struct {
 	Log *slog.Logger
 	// MaxBulk bounds the URLs of one bulk add; default 10000.
 	MaxBulk int
+	// NextPoll, if set, estimates when a repo is fetched next: only its worker knows
+	// (no-change polls write nothing to the store), so the local fleet, whose workers run
+	// in the same process, asks them. Nil (AWS): next_poll_at is null.
+	NextPoll func(id string) (time.Time, bool)
 	// CloneBaseURL is the base of every repo's clone_url: <base>/git/<mirror path>
 	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
 	// clone_url is null.

@@ -830,3 +830,33 @@ func TestStalestNeverFetchedByAge(t *testing.T) {
 		t.Errorf("stalest = %v, want %v", got, want)
 	}
 }
+
+// TestNextPoll: a repo's next poll comes from NextPoll (its worker) on GET of the repo,
+// and is absent where there is none to ask or it cannot say.
+func TestNextPoll(t *testing.T) {
+	due := time.Date(2026, 7, 1, 12, 0, 0, 0, time.FixedZone("CEST", 2*3600))
+	var asked []string
+	e := newEnv(t, func(c *Config) {
+		c.NextPoll = func(id string) (time.Time, bool) {
+			asked = append(asked, id)
+			return due, id != "" && len(asked) == 1
+		}
+	})
+	id := str(e.want(e.add("https://example.com/a/next.git"), 201, "add").body["id"])
+	r := e.want(e.do("GET", "/v1/repos/"+id, nil), 200, "get")
+	if got := str(r.body["next_poll_at"]); got != "2026-07-01T10:00:00Z" {
+		t.Errorf("next_poll_at = %q, want the worker's estimate in UTC", got)
+	}
+	if !slices.Equal(asked, []string{id}) {
+		t.Errorf("asked for %v, want %s", asked, id)
+	}
+	r = e.want(e.do("GET", "/v1/repos/"+id, nil), 200, "get")
+	if _, ok := r.body["next_poll_at"]; ok {
+		t.Errorf("next_poll_at present when the worker cannot say: %v", r.body["next_poll_at"])
+	}
+	plain := newEnv(t)
+	id = str(plain.want(plain.add("https://example.com/a/next.git"), 201, "add").body["id"])
+	if r := plain.want(plain.do("GET", "/v1/repos/"+id, nil), 200, "get"); r.body["next_poll_at"] != nil {
+		t.Errorf("next_poll_at without a NextPoll: %v", r.body["next_poll_at"])
+	}
+}

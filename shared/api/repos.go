@@ -43,6 +43,9 @@ type Repo struct {
 	// CloneURL is where git clones the mirror from; null where the server has no
 	// clone base URL configured.
 	CloneURL *string `json:"clone_url"`
+	// NextPollAt is its worker's estimate of the next fetch (GET /v1/repos/{id} only);
+	// null where the server cannot ask the worker.
+	NextPollAt *time.Time `json:"next_poll_at,omitempty"`
 }
 
 func (s *server) toRepoJSON(r store.Repo) Repo {
@@ -459,7 +462,13 @@ func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.toRepoJSON(repo))
+	out := s.toRepoJSON(repo)
+	if s.cfg.NextPoll != nil {
+		if at, ok := s.cfg.NextPoll(repo.ID); ok {
+			out.NextPollAt = optTime(at)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

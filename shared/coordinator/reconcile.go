@@ -27,6 +27,9 @@ type Config struct {
 	MaxSalt      int           // disk-guard re-hashes before a repo stays overflow
 	TrimEvery    uint64        // trim a worker's outbox once this many entries are acked
 	MaxLag       uint64        // unacked entries after which the outbox is cut (full resync)
+	// MaxTrim bounds the outbox entries one Apply deletes (one trim, or several packed
+	// together): on DynamoDB each entry is an item of its own, deleted by the Apply.
+	MaxTrim uint64
 	ReadPage     int           // page size of store reads
 	// Budget is how long a tick works: 8 s fits in the local fleet's 10 s tick and
 	// keeps a Lambda tick short (a bulk add takes more ticks, each no longer). With a
@@ -52,6 +55,7 @@ func DefaultConfig() Config {
 		MaxSalt:      8,
 		TrimEvery:    256,
 		MaxLag:       100000,
+		MaxTrim:      1000,
 		ReadPage:     1000,
 		Budget:       8 * time.Second,
 		Reserve:      5 * time.Second,
@@ -91,6 +95,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLag == 0 {
 		c.MaxLag = d.MaxLag
+	}
+	if c.MaxTrim == 0 {
+		c.MaxTrim = d.MaxTrim
 	}
 	return c
 }
@@ -494,10 +501,16 @@ func (p *Planner) move(r store.Repo, to string, salt int, state store.RepoState,
 // Cleanup is the end of a tick's plan: outbox trims of live workers, and the dead
 // workers whose record may go once they own nothing.
 type Cleanup struct {
-	Trims []store.Mutation
+	Trims []Trim
 	// Expired are dead workers silent past Grace + KeepDead, out of the ring: deleted
 	// once a read shows they own nothing.
 	Expired []store.Worker
+}
+
+// Trim is an outbox trim and how many entries it deletes.
+type Trim struct {
+	store.TrimOutbox
+	Entries uint64
 }
 
 // PlanCleanup is pure; seen is as for PlanMembership.
@@ -516,13 +529,20 @@ func PlanCleanup(mem Membership, workers []store.Worker, seen map[string]time.Ti
 		if dead[w.ID] {
 			continue
 		}
+		var through uint64
 		switch {
 		case w.OutboxHead > w.AckSeq && w.OutboxHead-w.AckSeq > cfg.MaxLag:
-			// Too far behind: cut the outbox; the worker notices and resyncs in full.
-			c.Trims = append(c.Trims, store.TrimOutbox{Worker: w.ID, Through: w.OutboxHead})
+			// Too far behind: cut the outbox; the worker notices (once the trims pass
+			// what it acked) and resyncs in full.
+			through = w.OutboxHead
 		case w.AckSeq > w.TrimmedTo && w.AckSeq-w.TrimmedTo >= cfg.TrimEvery:
-			c.Trims = append(c.Trims, store.TrimOutbox{Worker: w.ID, Through: w.AckSeq})
+			through = w.AckSeq
+		default:
+			continue
 		}
+		// At most MaxTrim entries a tick: the rest goes at the next ones.
+		through = min(through, w.TrimmedTo+cfg.MaxTrim)
+		c.Trims = append(c.Trims, Trim{TrimOutbox: store.TrimOutbox{Worker: w.ID, Through: through}, Entries: through - w.TrimmedTo})
 	}
 	return c
 }

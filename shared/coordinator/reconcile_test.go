@@ -565,3 +565,35 @@ func TestNoOpPlanHoldsUntilItsUntil(t *testing.T) {
 		t.Fatalf("only %d of 500 random fleets planned a no-op: the test checks too little", checked)
 	}
 }
+
+// Trims delete at most MaxTrim entries a worker a tick, and are packed so that one Apply
+// deletes at most MaxTrim: a worker far behind is cut over several ticks, never in one
+// Apply that outlasts the tick.
+func TestTrimsAreBounded(t *testing.T) {
+	cfg := testCfg()
+	cfg.TrimEvery, cfg.MaxLag, cfg.MaxTrim = 10, 500, 100
+	head, cur := ringOf(t, "acked", "behind", "small", "quiet")
+	ws := []store.Worker{
+		{ID: "acked", State: store.WorkerActive, OutboxHead: 900, AckSeq: 850, TrimmedTo: 100}, // 750 acked: 100 now
+		{ID: "behind", State: store.WorkerActive, OutboxHead: 2000, AckSeq: 30, TrimmedTo: 20}, // cut: 100 now
+		{ID: "small", State: store.WorkerActive, OutboxHead: 60, AckSeq: 40, TrimmedTo: 25},    // 15 acked
+		{ID: "quiet", State: store.WorkerActive, OutboxHead: 60, AckSeq: 60, TrimmedTo: 55},    // 5: under TrimEvery
+	}
+	mem := plan(t, head, cur, ws, seenAt(t0, ws...), t0)
+	cl := PlanCleanup(mem, ws, seenAt(t0, ws...), t0, cfg)
+	want := []Trim{
+		{store.TrimOutbox{Worker: "acked", Through: 200}, 100},
+		{store.TrimOutbox{Worker: "behind", Through: 120}, 100},
+		{store.TrimOutbox{Worker: "small", Through: 40}, 15},
+	}
+	if !reflect.DeepEqual(cl.Trims, want) {
+		t.Fatalf("trims %+v, want %+v", cl.Trims, want)
+	}
+	chunks := trimChunks(cl.Trims, cfg.MaxTrim)
+	if len(chunks) != 3 {
+		t.Fatalf("%d Apply calls for trims of 100, 100 and 15 entries at 100 an Apply, want 3: %v", len(chunks), chunks)
+	}
+	if got := trimChunks([]Trim{{Entries: 40}, {Entries: 50}, {Entries: 20}}, 100); len(got) != 2 || len(got[0]) != 2 {
+		t.Fatalf("trims of 40, 50, 20 at 100 an Apply packed as %v, want 2 then 1", got)
+	}
+}

@@ -389,8 +389,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 	}
 	// 6. Clean-up: trims, and dead workers that own nothing.
 	cl := PlanCleanup(mem, workers, seen, now, t.cfg)
-	var tail []store.Mutation
-	tail = append(tail, cl.Trims...)
+	var gone []store.Mutation
 	for _, w := range cl.Expired {
 		owned, _, err := c.Store.ListReposByOwner(ctx, w.ID, "", 1)
 		if err != nil {
@@ -398,7 +397,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 		}
 		t.rep.Read += len(owned)
 		if len(owned) == 0 {
-			tail = append(tail, store.DeleteWorker{ID: w.ID, ExpectBeats: w.Beats})
+			gone = append(gone, store.DeleteWorker{ID: w.ID, ExpectBeats: w.Beats})
 		} else if !hasScan(next.Scans, w.ID) {
 			// Repos left with a worker gone from the ring and no scan for them (a store
 			// written by an older coordinator): scan all of its repos.
@@ -411,13 +410,41 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 			return err
 		}
 	}
-	for _, chunk := range chunks(tail) {
+	// Trims and removals delete outbox entries, which on DynamoDB are items of their
+	// own: a bounded number an Apply, and none started past the deadline (the rest
+	// waits for the next tick).
+	for _, chunk := range append(trimChunks(cl.Trims, t.cfg.MaxTrim), chunks(gone)...) {
+		if t.b.late() {
+			t.rep.Incomplete = true
+			break
+		}
 		t.rep.Writes++
 		if err := c.Store.Apply(ctx, t.term, chunk); err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("clean-up: %w", err)
 		}
 	}
 	return nil
+}
+
+// trimChunks packs trims into Apply calls that delete at most max entries each.
+func trimChunks(trims []Trim, max uint64) [][]store.Mutation {
+	var out [][]store.Mutation
+	var cur []store.Mutation
+	var entries uint64
+	items := 0
+	for _, tr := range trims {
+		if len(cur) > 0 && (entries+tr.Entries > max || items+tr.Items() > store.MaxApplyItems) {
+			out = append(out, cur)
+			cur, entries, items = nil, 0, 0
+		}
+		cur = append(cur, tr.TrimOutbox)
+		entries += tr.Entries
+		items += tr.Items()
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // putRing writes head with r's members and tokens over the current version, and keeps

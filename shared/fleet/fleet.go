@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -131,6 +132,7 @@ type Fleet struct {
 	addr           net.Addr
 	server         *http.Server
 	poke           chan struct{}
+	workersMu      sync.Mutex // the API reads workers while they start
 	workers        []*runningWorker
 	cancel         context.CancelFunc
 	// stopCoordinator ends the coordinator loop and its timers (coordWG).
@@ -243,7 +245,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		ln.Close()
 		return failList(err)
 	}
-	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase}
+	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
+		NextPoll: f.NextPoll}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
@@ -322,7 +325,9 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause},
 		f.Store, meter.Mirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
+	f.workersMu.Lock()
 	f.workers = append(f.workers, rw)
+	f.workersMu.Unlock()
 	go func() {
 		defer close(rw.done)
 		if err := w.Run(wctx); err != nil {
@@ -393,6 +398,20 @@ func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took 
 	if err := f.Metrics.Record(samples...); err != nil {
 		f.cfg.Log.Debug("metrics", "err", err)
 	}
+}
+
+// NextPoll is when the in-process worker holding repo id expects to fetch it next
+// (worker.NextPoll); false if none can say.
+func (f *Fleet) NextPoll(id string) (time.Time, bool) {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		if at, ok := rw.w.NextPoll(id); ok {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Poke asks the coordinator to tick now (the API calls it after writes).

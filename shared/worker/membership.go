@@ -46,6 +46,9 @@ func (w *Worker) Join(ctx context.Context) error {
 			return fmt.Errorf("join as %s: %w", id, err)
 		}
 		w.mu.Lock()
+		if !w.everJoined {
+			w.joinedAt = now // NextPoll's fetch rate counts from here
+		}
 		w.id, w.joined, w.everJoined, w.ack = rec.ID, true, true, 0
 		w.leaseAt = now // the slot claim is the first heartbeat the store accepted
 		w.dropAllLocked()

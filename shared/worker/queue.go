@@ -103,6 +103,22 @@ func (q *Queue) Priority(id string) (float64, bool) {
 	return it.priority, true
 }
 
+// Ahead reports how many queued repos come before id (a smaller priority, or the same
+// one queued earlier) and when id may be fetched at the earliest; false if id is not
+// queued. It walks the whole queue: for a person asking, not for the fetch loop.
+func (q *Queue) Ahead(id string) (n int, notBefore time.Time, ok bool) {
+	it, ok := q.items[id]
+	if !ok {
+		return 0, time.Time{}, false
+	}
+	for _, o := range q.items {
+		if o.priority < it.priority || o.priority == it.priority && o.seq < it.seq {
+			n++
+		}
+	}
+	return n, it.notBefore, true
+}
+
 // Pop removes and returns the repo with the smallest priority among those eligible at now.
 func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {

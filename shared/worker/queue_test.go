@@ -98,3 +98,25 @@ func TestQueueMinCountsHeldRepos(t *testing.T) {
 		t.Fatalf("%s popped before the orphan", id)
 	}
 }
+
+// Ahead counts what Pop would serve first, held repos included, ties by arrival.
+func TestQueueAhead(t *testing.T) {
+	q := NewQueue()
+	q.Push("a", 5, time.Time{})
+	q.Push("b", 1, q0.Add(time.Minute)) // held, but served first once eligible
+	q.Push("c", 3, time.Time{})
+	q.Push("d", 3, time.Time{})
+	q.PushFront("e")
+	for id, want := range map[string]int{"e": 0, "b": 1, "c": 2, "d": 3, "a": 4} {
+		n, notBefore, ok := q.Ahead(id)
+		if !ok || n != want {
+			t.Errorf("Ahead(%s) = %d, %v; want %d", id, n, ok, want)
+		}
+		if id == "b" && !notBefore.Equal(q0.Add(time.Minute)) {
+			t.Errorf("Ahead(b) not before %v, want the minute it is held", notBefore)
+		}
+	}
+	if _, _, ok := q.Ahead("zz"); ok {
+		t.Error("Ahead of a repo not queued is ok")
+	}
+}

@@ -208,6 +208,7 @@ type Worker struct {
 	incarnation  int
 	joined       bool
 	everJoined   bool           // this process has joined once: later joins never resume a record
+	joinedAt     time.Time      // when it first joined
 	pendingTrash []fetch.Target // purged mirrors whose trash failed (busy); retried each heartbeat
 	ack          uint64
 	repos        map[string]*repoState
@@ -272,6 +273,41 @@ func (w *Worker) Stats() Stats {
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
 		Purged: w.stats.purged.Load(), Maintained: w.stats.maintained.Load(), MaintenanceFailures: w.stats.maintFailures.Load(),
 		Recloned: w.stats.recloned.Load(), LostReports: w.stats.lost.Load()}
+}
+
+// NextPoll estimates when the worker fetches repo id next: now if it is in flight;
+// otherwise once the repos ahead of it in the queue have gone, at the worker's fetch rate
+// (its configured Rate, or the rate it has kept since it joined), and not before the
+// repo's minimum interval. False if the worker does not hold it queued (not its repo,
+// or waiting for a host that asked for a pause) or has not fetched anything yet.
+func (w *Worker) NextPoll(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	r, ok := w.repos[id]
+	if !ok || r.dropped {
+		return time.Time{}, false
+	}
+	if r.inFlight {
+		return now, true
+	}
+	ahead, notBefore, ok := w.queue.Ahead(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	rate := w.cfg.Rate
+	if rate <= 0 {
+		up := now.Sub(w.joinedAt).Seconds()
+		if w.joinedAt.IsZero() || up <= 0 || w.stats.fetches.Load() == 0 {
+			return time.Time{}, false
+		}
+		rate = float64(w.stats.fetches.Load()) / up // fetches counts from the process's start, as joinedAt
+	}
+	at := now.Add(time.Duration(float64(ahead) / rate * float64(time.Second)))
+	if notBefore.After(at) {
+		at = notBefore
+	}
+	return at, true
 }
 
 // Prior is what the worker has learned of its repos' change rates so far.

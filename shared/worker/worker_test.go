@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -811,5 +812,69 @@ func TestPolitenessPerHost(t *testing.T) {
 	clk.Set(time.Date(2026, 6, 1, 0, 10, 0, 0, time.UTC))
 	if got := take(); len(got["forge.example"]) != 2 {
 		t.Fatalf("after the pause: %d forge fetches, want 2", len(got["forge.example"]))
+	}
+}
+
+// NextPoll: nothing to say before the first fetch; then the repo's minimum interval
+// (alone in its queue) or its place in the queue at the worker's fetch rate.
+func TestNextPollEstimate(t *testing.T) {
+	cfg := worker.Config{MinInterval: 10 * time.Minute, Rate: 0.5}
+	f := newFixture(t, cfg)
+	ctx := context.Background()
+	if _, ok := f.w.NextPoll("not-its-repo"); ok {
+		t.Fatal("NextPoll of a repo the worker does not hold")
+	}
+	at, ok := f.w.NextPoll(f.id)
+	if !ok || !at.Equal(f.clk.Now()) {
+		t.Fatalf("before its first fetch: NextPoll = %v, %v; want now (nothing ahead)", at, ok)
+	}
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("nothing fetched")
+	}
+	at, ok = f.w.NextPoll(f.id)
+	if want := f.clk.Now().Add(10 * time.Minute); !ok || !at.Equal(want) {
+		t.Fatalf("after a fetch: NextPoll = %v, %v; want its minimum interval, %v", at, ok, want)
+	}
+
+	// Three new repos queue for their clones: one every 2 s at 0.5 fetches a second.
+	el, err := f.st.GetElection(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var entries []store.OutboxEntry
+	muts := []store.Mutation{}
+	for i := range 3 {
+		url := fmt.Sprintf("https://example.org/more/%d", i)
+		id := store.RepoID(url)
+		if _, _, err := f.st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		muts = append(muts, store.AssignRepo{ID: id, Owner: "w1", State: store.RepoCloning})
+		entries = append(entries, store.OutboxEntry{Op: store.OpAdd, RepoID: id, URL: url, Epoch: 1})
+	}
+	w, err := f.st.GetWorker(ctx, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	muts = append(muts, store.AppendOutbox{Worker: "w1", ExpectHead: w.OutboxHead, Entries: entries})
+	if err := f.st.Apply(ctx, el.Term, muts); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var offsets []time.Duration
+	for _, id := range ids {
+		at, ok := f.w.NextPoll(id)
+		if !ok {
+			t.Fatalf("no NextPoll for new repo %s", id)
+		}
+		offsets = append(offsets, at.Sub(f.clk.Now()))
+	}
+	slices.Sort(offsets)
+	if want := []time.Duration{0, 2 * time.Second, 4 * time.Second}; !slices.Equal(offsets, want) {
+		t.Fatalf("new repos' next polls in %v, want %v (their places at 0.5 fetches a second)", offsets, want)
 	}
 }
