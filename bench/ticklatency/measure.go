@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -116,12 +117,23 @@ func sortChanges(cs []results.ChangeLatency) {
 }
 
 // quiesce steps, untimed, until the workers have acked everything and the coordinator
-// has trimmed their outboxes: two heartbeats (one to see the head, one to ack it) and a
-// tick. It also warms caches.
+// has trimmed their outboxes (at most Config.MaxTrim entries a worker a tick, so a bulk
+// add's outboxes take several ticks): until a whole heartbeat round and a tick after it
+// write nothing. It also warms caches.
 func quiesce(ctx context.Context, f *fleet) error {
-	for range int(2*heartbeatEvery/tickEvery) + 1 {
-		if _, err := f.step(ctx); err != nil {
+	round := int(2*heartbeatEvery/tickEvery) + 1
+	for quiet, i := 0, 0; quiet < round; i++ {
+		if i == 1000 {
+			return errors.New("quiesce: the coordinator still writes after 1,000 ticks")
+		}
+		t, err := f.step(ctx)
+		if err != nil {
 			return err
+		}
+		if t.rep.Writes > 0 || t.rep.Moved+t.rep.Deleted > 0 {
+			quiet = 0
+		} else {
+			quiet++
 		}
 	}
 	return nil
