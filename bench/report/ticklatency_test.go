@@ -144,6 +144,19 @@ func TestTickLatencyConclusionFollowsTheData(t *testing.T) {
 		t.Error("joins reading what they move not said")
 	}
 
+	// One that grows by fractions of a millisecond, far less than the repos, is said to
+	// grow slowly.
+	s := tickFixture()
+	for i := range s.Cells {
+		if s.Cells[i].Repos == 100000 {
+			s.Cells[i].Quiet.P50Ms = 0.5
+		}
+	}
+	md, _ = renderTick(t, s)
+	if !strings.Contains(md, "grows slowly with the number of repos") || strings.Contains(md, "**The quiet tick grows") {
+		t.Error("a slowly growing quiet tick not said so")
+	}
+
 	// A quiet tick that grows tenfold with the repos must be called out.
 	for i := range v.Cells {
 		if v.Cells[i].Repos == 100000 {
