@@ -27,14 +27,15 @@ type Config struct {
 	MaxSalt      int           // disk-guard re-hashes before a repo stays overflow
 	TrimEvery    uint64        // trim a worker's outbox once this many entries are acked
 	MaxLag       uint64        // unacked entries after which the outbox is cut (full resync)
-	// MaxTrim bounds the outbox entries one Apply deletes (one trim, or several packed
-	// together): on DynamoDB each entry is an item of its own, deleted by the Apply.
-	MaxTrim uint64
 	ReadPage     int           // page size of store reads
+	// MaxTrim bounds the outbox entries a worker's trim deletes in a tick, and one Apply
+	// deletes: on DynamoDB each entry is an item of its own, deleted by the Apply.
+	MaxTrim uint64
 	// Budget is how long a tick works: 8 s fits in the local fleet's 10 s tick and
 	// keeps a Lambda tick short (a bulk add takes more ticks, each no longer). With a
-	// deadline on its context (a Lambda invocation's) it also stops Reserve before that. Worker states, the ring and
-	// timers always go first; repo moves stop at the deadline and resume next tick.
+	// deadline on its context (a Lambda invocation's) it also stops Reserve before that.
+	// Worker states, the ring and timers always go first; repo moves and trims stop at
+	// the deadline and resume next tick.
 	Budget  time.Duration
 	Reserve time.Duration
 	// KeepDead is how long a dead worker's record stays visible once it owns nothing.
