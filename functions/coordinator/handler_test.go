@@ -410,7 +410,8 @@ func emfValues(t *testing.T, buf *bytes.Buffer, name string) []float64 {
 }
 
 // The fleet's staleness comes from the summaries the workers sent with their
-// heartbeats, aged by the time since: no repo is read for it.
+// heartbeats: no repo is read for it. A heartbeating worker's are taken as sent, never
+// aged by the worker's own timestamp (here 10 s old).
 func TestStalenessFromHeartbeats(t *testing.T) {
 	st := boltStore(t)
 	e := newEnv(t, st)
@@ -423,7 +424,7 @@ func TestStalenessFromHeartbeats(t *testing.T) {
 	if _, err := e.invoke(t, scheduledEvent); err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]float64{"StalenessP50": 3610, "StalenessP99": 3*3600 + 10, "StalenessMax": 5*3600 + 10} {
+	for name, want := range map[string]float64{"StalenessP50": 3600, "StalenessP99": 3 * 3600, "StalenessMax": 5 * 3600} {
 		if got := emfValues(t, e.emf, name); len(got) != 1 || got[0] != want {
 			t.Errorf("%s = %v, want [%v]", name, got, want)
 		}

@@ -240,8 +240,14 @@ func TestComputeStaleness(t *testing.T) {
 
 func TestMergeStaleness(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	w := func(id string, state store.WorkerState, hbAgo time.Duration, s Staleness) store.Worker {
-		return store.Worker{ID: id, State: state, HeartbeatAt: now.Add(-hbAgo), Staleness: store.Staleness(s)}
+	// silent: for a suspect, how long the coordinator has seen it silent; the worker's
+	// own heartbeat timestamp is off by as much, which must change nothing.
+	w := func(id string, state store.WorkerState, silent time.Duration, s Staleness) store.Worker {
+		wk := store.Worker{ID: id, State: state, HeartbeatAt: now.Add(-silent - 11*time.Minute), Staleness: store.Staleness(s)}
+		if state == store.WorkerSuspect {
+			wk.SilentSince = now.Add(-silent)
+		}
+		return wk
 	}
 	a := Staleness{Repos: 100, P50: time.Minute, P99: 10 * time.Minute, Max: 20 * time.Minute, Never: 1}
 	b := Staleness{Repos: 100, P50: time.Hour, P99: 2 * time.Hour, Max: 3 * time.Hour, Never: 2}
@@ -251,8 +257,8 @@ func TestMergeStaleness(t *testing.T) {
 		want    Staleness
 	}{
 		{"none", nil, Staleness{}},
-		{"one worker: its own figures", []store.Worker{w("a", store.WorkerActive, 0, a)}, a},
-		{"aged by the heartbeat's age", []store.Worker{w("a", store.WorkerSuspect, 5*time.Minute, a)},
+		{"one worker: its own figures, whatever its clock says", []store.Worker{w("a", store.WorkerActive, 0, a)}, a},
+		{"a suspect's aged by its silence", []store.Worker{w("a", store.WorkerSuspect, 5*time.Minute, a)},
 			Staleness{Repos: 100, Never: 1, P50: 6 * time.Minute, P99: 15 * time.Minute, Max: 25 * time.Minute}},
 		{"alike workers: the same figures", []store.Worker{w("a", store.WorkerActive, 0, a), w("a2", store.WorkerJoining, 0, a)},
 			Staleness{Repos: 200, Never: 2, P50: time.Minute, P99: 10 * time.Minute, Max: 20 * time.Minute}},

@@ -62,8 +62,10 @@ func (s Staleness) Samples() []Sample {
 // MergeStaleness is the fleet's staleness at now from the summaries the workers sent
 // with their heartbeats: no repo record is read, so it costs the same at any fleet size.
 //
-// Each summary is aged by the time since its heartbeat (a silent worker's repos keep
-// getting staler). Dead and draining workers are left out: their repos have moved, or
+// A suspect worker's summary is aged by its silence, since SilentSince (the
+// coordinator's own clock): its repos keep getting staler. A heartbeating worker's is
+// taken as it is, at most one heartbeat old; the worker's timestamps are never
+// compared with now (ADR 3), so a worker whose clock is off skews nothing. Dead and draining workers are left out: their repos have moved, or
 // move at the next tick, and their new owners report them. Max is exact (the largest
 // aged maximum). A percentile of the union cannot be recovered from per-worker
 // percentiles, so P50 and P99 are upper bounds: the smallest candidate value v (some
@@ -87,7 +89,10 @@ func MergeStaleness(now time.Time, workers []store.Worker) Staleness {
 		if s.Repos == 0 {
 			continue
 		}
-		age := max(now.Sub(w.HeartbeatAt), 0)
+		var age time.Duration
+		if w.State == store.WorkerSuspect && !w.SilentSince.IsZero() {
+			age = max(now.Sub(w.SilentSince), 0)
+		}
 		p := part{n: s.Repos, p50: s.P50 + age, p99: s.P99 + age, max: s.Max + age}
 		parts = append(parts, p)
 		out.Repos += p.n
