@@ -204,7 +204,12 @@ func runFleet(args []string, stderr io.Writer) error {
 		lc := f.List.Config()
 		fmt.Fprintf(stderr, "  repo list:   %s (%s, every %s; `mirrorfleet list` shows it)\n", lc.Repo, strings.Join(lc.Paths, ", "), lc.Interval)
 	}
-	fmt.Fprintf(stderr, "Add a repo:  mirrorfleet repos add https://github.com/git/git --data %s\nStop with Ctrl-C.\n\n", cfg.Data)
+	// The CLI finds a fleet elsewhere than its default address only if told.
+	where := "--data " + cfg.Data
+	if api := "http://" + f.Addr(); api != defaultAPI {
+		where = "--api " + api + " " + where
+	}
+	fmt.Fprintf(stderr, "Add a repo:  mirrorfleet repos add https://github.com/git/git %s\nStop with Ctrl-C.\n\n", where)
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(stderr, "shutting down…")

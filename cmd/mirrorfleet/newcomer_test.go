@@ -43,6 +43,10 @@ func TestNewcomerCLI(t *testing.T) {
 	p := startFleet(t, "newcomer fleet", data, e2eToken, "--allow-private-hosts")
 	p.waitRing(t, 3)
 	step("fleet started")
+	// The start-up hint works as printed: the fleet is not at the CLI's default address.
+	if hint := "Add a repo:  mirrorfleet repos add https://github.com/git/git --api " + p.base + " --data " + data; !strings.Contains(p.out.String(), hint) {
+		t.Errorf("start-up hint lacks %q:\n%s", hint, p.out.String())
+	}
 
 	out, _ := p.mustCLI(t, "status")
 	if !strings.Contains(out, "repos:   none") || strings.Contains(out, "()") {
