@@ -195,12 +195,10 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	rep.WarmingUp, rep.RingVersion, rep.Members = mem.WarmingUp, head.Version, mem.New.Len()
-	rep.WorkersByState = maps.Clone(c.quiet.byState) // a handful of states
-	if rep.WorkersByState == nil {
+	if c.quiet.ok { // this tick's plan is the kept no-op
+		rep.WorkersByState = maps.Clone(c.quiet.byState) // a handful of states
+	} else {
 		rep.WorkersByState = countWorkers(workers, mem.WorkerOps)
-		if c.quiet.ok {
-			c.quiet.byState = rep.WorkersByState
-		}
 	}
 
 	t := &tickRun{c: c, ctx: ctx, term: term, cfg: cfg, b: b, rep: &rep, version: head.Version}
@@ -286,7 +284,7 @@ func (c *Coordinator) membership(ctx context.Context, term int64, head store.Rin
 		kept := mem
 		kept.Stored.Scans = slices.Clone(mem.Stored.Scans)
 		c.quiet = quietPlan{ok: true, term: term, version: version, ring: head.Version, until: mem.Until,
-			workers: workers, seen: seen, mem: kept}
+			workers: workers, seen: seen, mem: kept, byState: countWorkers(workers, nil)}
 	}
 	return workers, seen, mem, nil
 }

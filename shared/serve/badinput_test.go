@@ -314,3 +314,35 @@ func TestToken(t *testing.T) {
 		t.Fatalf("client outside the allow-list: %d %s", status, body)
 	}
 }
+
+// isClone: only a request that ends its negotiation (done) without a have is a clone.
+func TestIsClone(t *testing.T) {
+	pkts := func(lines ...string) []byte {
+		var b []byte
+		for _, l := range lines {
+			if l == "" {
+				b = append(b, "0000"...)
+				continue
+			}
+			b = append(b, pktLine(l)...)
+		}
+		return b
+	}
+	want := "want 1111111111111111111111111111111111111111\n"
+	for _, c := range []struct {
+		name string
+		body []byte
+		want bool
+	}{
+		{"v2 clone", pkts("command=fetch\n", "agent=git/2.39\n", want, "done\n", ""), true},
+		{"v0 clone", pkts(want, "", "done\n"), true},
+		{"v2 fetch with a have", pkts("command=fetch\n", want, "have 2222222222222222222222222222222222222222\n", "done\n", ""), false},
+		{"negotiation not done", pkts("command=fetch\n", want, ""), false},
+		{"ls-refs", pkts("command=ls-refs\n", ""), false},
+		{"cut short", append(pkts(want), "00ff"...), false},
+	} {
+		if got := isClone(c.body); got != c.want {
+			t.Errorf("%s: isClone = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"strings"
 )
 
 // maxPktLen is the largest pkt-line git allows: 4 bytes of length and 65516 of data
@@ -12,7 +13,11 @@ const maxPktLen = 65520
 // four hex digits, 0000 (flush), 0001 (delim), 0002 (response end) or 4 to 65520,
 // and nothing cut short or trailing. upload-pack would refuse such a body too, but
 // later and with less clear words, after a process has been started for it.
-func checkPktLines(body []byte) error {
+func checkPktLines(body []byte) error { return walkPktLines(body, nil) }
+
+// walkPktLines is checkPktLines that also hands each data line's payload to data
+// (when not nil).
+func walkPktLines(body []byte, data func(line []byte)) error {
 	if len(body) == 0 {
 		return fmt.Errorf("the request body is empty: git-upload-pack wants pkt-lines")
 	}
@@ -35,6 +40,9 @@ func checkPktLines(body []byte) error {
 			return fmt.Errorf("pkt-line at byte %d: length %d is over git's maximum of %d", off, n, maxPktLen)
 		case off+n > len(body):
 			return fmt.Errorf("pkt-line at byte %d: length %d runs past the end of the body (%d bytes)", off, n, len(body))
+		}
+		if data != nil {
+			data(body[off+4 : off+n])
 		}
 		off += n
 	}
@@ -76,31 +84,18 @@ func pktLine(data string) []byte {
 	return fmt.Appendf(nil, "%04x%s", len(data)+4, data)
 }
 
-// isClone reports whether a (checked) upload-pack request asks for a pack with no
-// haves: a clone, shallow or partial included, the same bytes from every client of one
-// git version, so its whole response can be cached.
+// isClone reports whether an upload-pack request asks for a pack with no haves: a
+// clone, shallow or partial included, the same bytes from every client of one git
+// version, so its whole response can be cached.
 func isClone(body []byte) bool {
-	done := false
-	for off := 0; off+4 <= len(body); {
-		n, ok := hex4(body[off : off+4])
-		if !ok {
-			return false
-		}
-		if n <= 2 {
-			off += 4
-			continue
-		}
-		if off+n > len(body) {
-			return false
-		}
-		line := string(body[off+4 : off+n])
-		switch {
-		case len(line) >= 5 && line[:5] == "have ":
-			return false
-		case line == "done" || line == "done\n":
+	done, haves := false, false
+	err := walkPktLines(body, func(line []byte) {
+		switch l := string(line); {
+		case strings.HasPrefix(l, "have "):
+			haves = true
+		case l == "done" || l == "done\n":
 			done = true
 		}
-		off += n
-	}
-	return done
+	})
+	return err == nil && done && !haves
 }

@@ -386,8 +386,7 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// uploadPack runs git upload-pack for one request and streams its output.
-// uploadPack answers with git upload-pack. With fill, the response also goes into the
+// uploadPack runs git upload-pack for one request and streams its output. With fill, the response also goes into the
 // pack cache's whole-response entry (and the hook does not cache the pack again); it
 // reports whether git answered in full, and the client got it.
 func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req request, proto string, body []byte, fill io.Writer) bool {

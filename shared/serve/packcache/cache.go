@@ -105,6 +105,71 @@ func lockFile(path string, how int) (*flock, error) {
 
 func (l *flock) unlock() { l.f.Close() }
 
+// Entries, for the hooks' packs and the server's whole responses alike.
+
+// Open returns the cached entry of key, marked used, and its size; false if there is
+// none.
+func (c Config) Open(key string) (*os.File, int64, bool) {
+	p := c.withDefaults().entry(key, ".pack")
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, 0, false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, false
+	}
+	now := time.Now()
+	_ = os.Chtimes(p, now, now) // least recently used goes first
+	return f, fi.Size(), true
+}
+
+// Uncacheable reports whether key's entry was found too big to cache: do not wait for
+// it, generate.
+func (c Config) Uncacheable(key string) bool {
+	_, err := os.Stat(c.withDefaults().entry(key, ".nocache"))
+	return err == nil
+}
+
+// markUncacheable records that key's entry is too big to cache.
+func (c Config) markUncacheable(key string) {
+	_ = os.WriteFile(c.entry(key, ".nocache"), nil, 0o644)
+}
+
+// ErrBusy is Claim's answer while another process fills the same entry, or when it
+// has just finished: Wait, then Open.
+var ErrBusy = errors.New("pack cache: entry being filled by another request")
+
+// lockEntry takes key's lock for the one process that fills the entry.
+func (c Config) lockEntry(key string) (*flock, error) {
+	if err := os.MkdirAll(filepath.Dir(c.entry(key, ".pack")), 0o755); err != nil {
+		return nil, fmt.Errorf("pack cache: %w", err)
+	}
+	l, err := lockFile(c.entry(key, ".lock"), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return nil, ErrBusy
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pack cache: %w", err)
+	}
+	if _, err := os.Stat(c.entry(key, ".pack")); err == nil {
+		l.unlock() // filled between the caller's look and this lock
+		return nil, ErrBusy
+	}
+	return l, nil
+}
+
+// Wait returns once nobody fills key's entry.
+func (c Config) Wait(key string) error {
+	l, err := lockFile(c.withDefaults().entry(key, ".lock"), syscall.LOCK_SH)
+	if err != nil {
+		return fmt.Errorf("pack cache: %w", err)
+	}
+	l.unlock()
+	return nil
+}
+
 // evict removes entries unused for longer than the TTL, then the least recently used
 // until the packs fit in MaxBytes, and leftovers of hooks that died. One eviction at a
 // time; a hook that finds one running skips its own.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -143,12 +142,11 @@ func (h *hook) direct(stdin io.Reader, stdout io.Writer) (int, Report) {
 // cached answers from the cache, waits for a generation in progress, or generates.
 func (h *hook) cached(key string, in []byte, stdout io.Writer) (int, Report) {
 	c := h.cfg
-	if err := os.MkdirAll(filepath.Dir(c.entry(key, ".pack")), 0o755); err != nil {
-		return h.direct(bytes.NewReader(in), stdout)
-	}
 	waited := false
 	for range 3 {
-		if n, ok, err := sendCached(c.entry(key, ".pack"), stdout); ok {
+		if f, _, ok := c.Open(key); ok {
+			n, err := io.Copy(stdout, f)
+			f.Close()
 			res := Hit
 			if waited {
 				res = Waited
@@ -158,41 +156,23 @@ func (h *hook) cached(key string, in []byte, stdout io.Writer) (int, Report) {
 			}
 			return 0, Report{Result: res, Bytes: n}
 		}
-		if _, err := os.Stat(c.entry(key, ".nocache")); err == nil {
+		if c.Uncacheable(key) {
 			break
 		}
-		l, err := lockFile(c.entry(key, ".lock"), syscall.LOCK_EX|syscall.LOCK_NB)
+		l, err := c.lockEntry(key)
 		if err == nil {
-			if _, err := os.Stat(c.entry(key, ".pack")); err == nil {
-				l.unlock() // finished between our look and our lock
-				continue
-			}
 			return h.generate(key, in, l, stdout)
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		if !errors.Is(err, ErrBusy) {
 			break
 		}
 		// Another hook generates this pack: wait until it lets go of the lock.
 		waited = true
-		if l, err = lockFile(c.entry(key, ".lock"), syscall.LOCK_SH); err != nil {
+		if c.Wait(key) != nil {
 			break
 		}
-		l.unlock()
 	}
 	return h.direct(bytes.NewReader(in), stdout)
-}
-
-// sendCached streams the cached pack at path, if there is one, and marks it used.
-func sendCached(path string, stdout io.Writer) (int64, bool, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false, nil
-	}
-	defer f.Close()
-	now := time.Now()
-	_ = os.Chtimes(path, now, now) // least recently used goes first
-	n, err := io.Copy(stdout, f)
-	return n, true, err
 }
 
 // generate runs pack-objects into a spool file while streaming it out, then makes the
@@ -241,7 +221,7 @@ func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int,
 	}
 	if sp.spilled() {
 		// Too big to cache: tell the hooks that wait for it not to wait next time.
-		os.WriteFile(c.entry(key, ".nocache"), nil, 0o644)
+		c.markUncacheable(key)
 		return exitStatus(werr), rep
 	}
 	if err := tmp.Sync(); err != nil {

@@ -1,11 +1,8 @@
 package packcache
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -21,48 +18,14 @@ func ResponseKey(repo, protocol string, body []byte) (string, error) {
 	return Key(repo, []string{"upload-pack-response", protocol}, body)
 }
 
-// Open returns the cached entry of key, marked used, and its size; false if there is
-// none.
-func (c Config) Open(key string) (*os.File, int64, bool) {
-	p := c.withDefaults().entry(key, ".pack")
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, 0, false
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, false
-	}
-	now := time.Now()
-	_ = os.Chtimes(p, now, now) // least recently used goes first
-	return f, fi.Size(), true
-}
-
-// Uncacheable reports whether key's entry was found too big to cache: do not wait for
-// it, generate.
-func (c Config) Uncacheable(key string) bool {
-	_, err := os.Stat(c.withDefaults().entry(key, ".nocache"))
-	return err == nil
-}
-
-// ErrBusy is Claim's answer while another process fills the same entry.
-var ErrBusy = errors.New("pack cache: entry being filled by another request")
-
 // Claim makes the caller the one to fill key's entry: write the response through the
 // Fill, then Commit or Abort it. ErrBusy means another request fills it: Wait, then
 // Open.
 func (c Config) Claim(key string) (*Fill, error) {
 	c = c.withDefaults()
-	if err := os.MkdirAll(filepath.Dir(c.entry(key, ".pack")), 0o755); err != nil {
-		return nil, fmt.Errorf("pack cache: %w", err)
-	}
-	l, err := lockFile(c.entry(key, ".lock"), syscall.LOCK_EX|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return nil, ErrBusy
-	}
+	l, err := c.lockEntry(key)
 	if err != nil {
-		return nil, fmt.Errorf("pack cache: %w", err)
+		return nil, err
 	}
 	if err := os.MkdirAll(c.tmpDir(), 0o755); err != nil {
 		l.unlock()
@@ -74,16 +37,6 @@ func (c Config) Claim(key string) (*Fill, error) {
 		return nil, fmt.Errorf("pack cache: %w", err)
 	}
 	return &Fill{c: c, key: key, lock: l, tmp: tmp}, nil
-}
-
-// Wait returns once nobody fills key's entry.
-func (c Config) Wait(key string) error {
-	l, err := lockFile(c.withDefaults().entry(key, ".lock"), syscall.LOCK_SH)
-	if err != nil {
-		return fmt.Errorf("pack cache: %w", err)
-	}
-	l.unlock()
-	return nil
 }
 
 // Fill writes one entry. Its Write never fails: past the entry size limit, or on a
@@ -118,7 +71,7 @@ func (f *Fill) Commit() (int64, bool) {
 	defer f.release()
 	switch {
 	case f.over:
-		_ = os.WriteFile(f.c.entry(f.key, ".nocache"), nil, 0o644)
+		f.c.markUncacheable(f.key)
 		return 0, false
 	case f.err != nil:
 		return 0, false

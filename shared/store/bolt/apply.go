@@ -171,8 +171,8 @@ func deleteWorker(tx *bbolt.Tx, w store.Worker) error {
 			return err
 		}
 	}
-	b := tx.Bucket(bktWorkers)
-	if err := b.SetSequence(b.Sequence() + 1); err != nil { // see putWorker
+	b, err := changeWorkers(tx)
+	if err != nil {
 		return err
 	}
 	return b.Delete([]byte(w.ID))

@@ -88,14 +88,20 @@ func (s *Store) updateWorker(ctx context.Context, id string, fn func(*store.Work
 // putWorker writes a worker record. Every change to the workers bucket goes through it
 // or deleteWorker, which count it in the bucket's sequence: WorkersVersion.
 func putWorker(tx *bbolt.Tx, w store.Worker) error {
-	b := tx.Bucket(bktWorkers)
-	if err := b.SetSequence(b.Sequence() + 1); err != nil {
+	b, err := changeWorkers(tx)
+	if err != nil {
 		return err
 	}
 	return putJSON(b, []byte(w.ID), w)
 }
 
-// WorkersVersion is the workers bucket's sequence, which putWorker and deleteWorker bump.
+// changeWorkers returns the workers bucket for a write, its sequence moved.
+func changeWorkers(tx *bbolt.Tx) (*bbolt.Bucket, error) {
+	b := tx.Bucket(bktWorkers)
+	return b, b.SetSequence(b.Sequence() + 1)
+}
+
+// WorkersVersion is the workers bucket's sequence, which putWorker and deleteWorker move.
 func (s *Store) WorkersVersion(ctx context.Context) (uint64, error) {
 	var v uint64
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
