@@ -15,14 +15,14 @@ const maxPktLen = 65520
 // later and with less clear words, after a process has been started for it.
 func checkPktLines(body []byte) error { return walkPktLines(body, nil) }
 
-// walkPktLines is checkPktLines that also hands each data line's payload to data
-// (when not nil).
-func walkPktLines(body []byte, data func(line []byte)) error {
+// walkPktLines is checkPktLines that also hands each packet to each (when not nil): its
+// length field n (0 flush, 1 delim, 2 response end, else the line's) and a data line's
+// payload.
+func walkPktLines(body []byte, each func(n int, line []byte)) error {
 	if len(body) == 0 {
 		return fmt.Errorf("the request body is empty: git-upload-pack wants pkt-lines")
 	}
-	packets := 0
-	for off := 0; off < len(body); packets++ {
+	for off := 0; off < len(body); {
 		if len(body)-off < 4 {
 			return fmt.Errorf("pkt-line at byte %d: %d bytes left, a length takes 4", off, len(body)-off)
 		}
@@ -32,6 +32,9 @@ func walkPktLines(body []byte, data func(line []byte)) error {
 		}
 		switch {
 		case n <= 2: // flush, delim, response end
+			if each != nil {
+				each(n, nil)
+			}
 			off += 4
 			continue
 		case n == 3:
@@ -41,8 +44,8 @@ func walkPktLines(body []byte, data func(line []byte)) error {
 		case off+n > len(body):
 			return fmt.Errorf("pkt-line at byte %d: length %d runs past the end of the body (%d bytes)", off, n, len(body))
 		}
-		if data != nil {
-			data(body[off+4 : off+n])
+		if each != nil {
+			each(n, body[off+4:off+n])
 		}
 		off += n
 	}
@@ -84,18 +87,46 @@ func pktLine(data string) []byte {
 	return fmt.Appendf(nil, "%04x%s", len(data)+4, data)
 }
 
-// isClone reports whether an upload-pack request asks for a pack with no haves: a
-// clone, shallow or partial included, the same bytes from every client of one git
-// version, so its whole response can be cached.
-func isClone(body []byte) bool {
+// cloneRequest reports whether an upload-pack request asks for a pack with no haves (a
+// clone, shallow or partial included), and if so returns the request as the response
+// cache keys it: without the client's agent= and session-id=, which name the client
+// and its run, not what it asks for (upload-pack's answer does not depend on them), so
+// clients of different git versions asking the same share one cached response.
+func cloneRequest(body []byte) (key []byte, ok bool) {
 	done, haves := false, false
-	err := walkPktLines(body, func(line []byte) {
-		switch l := string(line); {
+	err := walkPktLines(body, func(n int, line []byte) {
+		if n <= 2 {
+			key = fmt.Appendf(key, "%04x", n)
+			return
+		}
+		l := string(line)
+		switch {
 		case strings.HasPrefix(l, "have "):
 			haves = true
 		case l == "done" || l == "done\n":
 			done = true
+		case clientOnly(strings.TrimSuffix(l, "\n")):
+			return // v2: a capability line of its own
+		case strings.HasPrefix(l, "want ") && strings.Contains(l, "="):
+			// v0: the first want carries the capabilities after the object id.
+			f := strings.Fields(l)
+			kept := f[:0]
+			for _, c := range f {
+				if !clientOnly(c) {
+					kept = append(kept, c)
+				}
+			}
+			l = strings.Join(kept, " ") + "\n"
 		}
+		key = append(key, pktLine(l)...)
 	})
-	return err == nil && done && !haves
+	if err != nil || !done || haves {
+		return nil, false
+	}
+	return key, true
+}
+
+// clientOnly reports whether a capability names the client rather than the request.
+func clientOnly(c string) bool {
+	return strings.HasPrefix(c, "agent=") || strings.HasPrefix(c, "session-id=")
 }

@@ -17,11 +17,12 @@ import (
 // other request, or a cache that cannot be used, goes to git as it is.
 func (h *Handler) answer(w *recorder, r *http.Request, dir string, req request, proto string, body []byte) {
 	c := h.cfg.PackCache
-	if req.svc != svcUploadPack || h.hook == "" || !isClone(body) {
+	keyed, clone := cloneRequest(body)
+	if req.svc != svcUploadPack || h.hook == "" || !clone {
 		h.uploadPack(w, r, dir, req, proto, body, nil)
 		return
 	}
-	key, err := packcache.ResponseKey(dir, proto, body)
+	key, err := packcache.ResponseKey(dir, proto, keyed)
 	if err != nil {
 		h.cfg.Log.Warn("serve: pack cache bypassed", "reason", err)
 		h.uploadPack(w, r, dir, req, proto, body, nil)

@@ -236,11 +236,11 @@ func TestCachedCloneRunsNoGit(t *testing.T) {
 		b, _ := os.ReadFile(calls)
 		return strings.Count(string(b), "x")
 	}
-	clone := func(name string) (string, int) {
+	clone := func(name string, env ...string) (string, int) {
 		t.Helper()
 		before := runs()
 		d := filepath.Join(t.TempDir(), name)
-		e.git("", "clone", "--mirror", "--quiet", url, d)
+		gittest.Run(t, e.home, "", env, "clone", "--mirror", "--quiet", url, d)
 		if got, want := gittest.RefsOf(t, d), up.Refs(t); got != want {
 			t.Fatalf("%s: refs differ:\n%s\nwant\n%s", name, got, want)
 		}
@@ -255,6 +255,12 @@ func TestCachedCloneRunsNoGit(t *testing.T) {
 		t.Fatalf("the repeated clone ran git %d times, the first %d: want two fewer (no upload-pack, no pack-objects)", second, first)
 	}
 	e.sink.waitTotal(t, metrics.PackCacheHits, 1)
+	// Another client (another agent string, as another git version sends) asking the
+	// same is answered from the same entry.
+	if _, other := clone("other-client.git", "GIT_USER_AGENT=git/0.0-another-client"); other != second {
+		t.Fatalf("a clone by another client ran git %d times, the repeated clone %d: want the cached response", other, second)
+	}
+	e.sink.waitTotal(t, metrics.PackCacheHits, 2)
 
 	// A fetch with haves goes to git and brings the new commit.
 	up.Commit(t, "new", map[string][]byte{"README": []byte("new\n")})

@@ -13,7 +13,8 @@ import (
 // differ from client to client and stay with the pack cache.
 
 // ResponseKey is the key of a whole response: the repository (its refs and packs, as
-// Key), the Git-Protocol header and the request body.
+// Key), the Git-Protocol header and the request (what the client asks for, not who
+// it is: the caller leaves out the client's agent).
 func ResponseKey(repo, protocol string, body []byte) (string, error) {
 	return Key(repo, []string{"upload-pack-response", protocol}, body)
 }
