@@ -279,3 +279,23 @@ func TestCostsAreMeasuredOnARealWorkerAndRealMirrors(t *testing.T) {
 		t.Fatalf("walks %+v", w)
 	}
 }
+
+// The drift bound's filter, run on an upstream that never changes rate, is the
+// stationary bound (computed another way); with drift the bound is well above it, and
+// the silent repos take a larger share of the polls.
+func TestDriftBoundAgreesWithTheStationaryOne(t *testing.T) {
+	pop := NewPopulation(3000, 5, targets)
+	days := []float64{40, 60}
+	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, rand.New(rand.NewPCG(5, 1)))
+	want := bound(pop, 50, 2, rand.New(rand.NewPCG(5, 2)))
+	if math.Abs(steady.Ratio/want.Ratio-1) > 0.03 || math.Abs(steady.DormantPolls-want.DormantPolls) > 0.01 {
+		t.Fatalf("filtered bound without changes %.3f (dormant %.3f), stationary bound %.3f (dormant %.3f)",
+			steady.Ratio, steady.DormantPolls, want.Ratio, want.DormantPolls)
+	}
+	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, rand.New(rand.NewPCG(5, 1)))
+	if drifting.Ratio < steady.Ratio*1.2 || drifting.DormantPolls < 2*steady.DormantPolls {
+		t.Fatalf("bound with drift %.3f (dormant %.3f), without %.3f (dormant %.3f): drift should cost",
+			drifting.Ratio, drifting.DormantPolls, steady.Ratio, steady.DormantPolls)
+	}
+	t.Logf("bound %.3f without drift (stationary %.3f), %.3f with", steady.Ratio, want.Ratio, drifting.Ratio)
+}

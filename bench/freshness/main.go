@@ -164,6 +164,12 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		x.Section = b.section
 		res.Bound = append(res.Bound, x)
 	}
+	if drifting != nil {
+		// Three days across the measured window: the silent share moves as repos wake.
+		x := driftBound(pop, drifting, drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6}, brng)
+		x.Section = "drift"
+		res.Bound = append(res.Bound, x)
+	}
 	for _, j := range jobs {
 		rs := runs[j.k]
 		for k := range rs {

@@ -170,21 +170,8 @@ func analyticOptimum(pop Population, pollsPerDay float64) float64 {
 // repos show only their silence since they were made. Each repo is drawn draws times.
 func bound(pop Population, day float64, draws int, rng *rand.Rand) results.FreshnessBound {
 	const k = 400 // a fine grid of the true log-normal, and the dormant point
-	grid := make([]float64, k)
-	w := make([]float64, k+1)
-	lo, hi := pop.Mu-5*pop.Sigma, pop.Mu+5*pop.Sigma
-	sum := 0.0
-	for j := range grid {
-		x := lo + (hi-lo)*float64(j)/float64(k-1)
-		grid[j] = math.Exp(x)
-		z := (x - pop.Mu) / pop.Sigma
-		w[j] = math.Exp(-z * z / 2)
-		sum += w[j]
-	}
+	grid, w := activeGrid(pop, k, 5)
 	dormant := targets.Dormant
-	for j := range grid {
-		w[j] *= (1 - dormant) / sum
-	}
 	posterior := func(n int, t float64) float64 {
 		top := math.Inf(-1)
 		l := make([]float64, k)
@@ -227,4 +214,126 @@ func bound(pop Population, day float64, draws int, rng *rand.Rand) results.Fresh
 		}
 	}
 	return results.FreshnessBound{SeenDays: window + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf}
+}
+
+// driftBound is bound for the drift section: the mean lag, over the optimum's, of the
+// best static allocation knowing the true model (the population's prior, that a repo
+// draws a new rate from it perMonth times a month) and the exact time of every push,
+// averaged over the days given. Each repo's belief is filtered forward from day 0 (the
+// history before it as in bound, counts drawn at the repo's first rate), so a repo that
+// woke up is known as soon as it pushes, and one that has not pushed since it woke is,
+// to anything but the optimum, one of the silent many.
+func driftBound(pop Population, up Upstream, perMonth float64, days []float64, rng *rand.Rand) results.FreshnessBound {
+	const k = 48 // the log-normal on a grid, and the dormant point (index k)
+	var rate, weight, decay [k + 1]float64
+	r, w := activeGrid(pop, k, 4)
+	copy(rate[:], r)
+	copy(weight[:], w)
+	weight[k] = targets.Dormant
+	const dt = 0.25 // days per filter step
+	for j := range rate {
+		decay[j] = math.Exp(-rate[j] * dt)
+	}
+	rho := -math.Expm1(-perMonth / 30 * dt)
+	window := fetch.HistoryWindow.Hours() / 24
+
+	sf := make([]float64, len(days))
+	slf := make([]float64, len(days))
+	ssq := make([]float64, len(days))
+	sdorm := make([]float64, len(days))
+	for i, l := range up {
+		// The belief at day 0, from the history a first clone lists.
+		var b [k + 1]float64
+		n, t := 0, pop.Quiet[i]
+		if r := pop.Rates[i]; r > 0 {
+			t = window
+			for x := rng.ExpFloat64(); x < r*t; x += rng.ExpFloat64() {
+				n++
+			}
+		}
+		top := math.Inf(-1)
+		for j := range b {
+			if n > 0 && j == k {
+				continue
+			}
+			b[j] = float64(n)*math.Log(max(rate[j], 1e-300)) - rate[j]*t
+			top = max(top, b[j])
+		}
+		for j := range b {
+			if n > 0 && j == k {
+				b[j] = 0
+			} else {
+				b[j] = weight[j] * math.Exp(b[j]-top)
+			}
+		}
+		normalise(b[:])
+		next, now := 0, 0.0
+		for d, day := range days {
+			for ; now < day; now += dt {
+				pushes := 0
+				for next < len(l.Pushes) && l.Pushes[next].At < now+dt {
+					pushes++
+					next++
+				}
+				for j := range b {
+					b[j] *= decay[j] * math.Pow(rate[j], float64(pushes))
+				}
+				normalise(b[:])
+				for j := range b {
+					b[j] = (1-rho)*b[j] + rho*weight[j]
+				}
+			}
+			m := 0.0
+			for j := range b {
+				m += b[j] * rate[j]
+			}
+			f := math.Sqrt(m)
+			sf[d] += f
+			if r := l.RateAt(day); r > 0 {
+				slf[d] += r / f
+				ssq[d] += math.Sqrt(r)
+			} else {
+				sdorm[d] += f
+			}
+		}
+	}
+	var out results.FreshnessBound
+	for d := range days {
+		out.Ratio += sf[d] * slf[d] / (ssq[d] * ssq[d]) / float64(len(days))
+		out.DormantPolls += sdorm[d] / sf[d] / float64(len(days))
+	}
+	out.SeenDays = window + days[len(days)/2]
+	return out
+}
+
+// normalise scales b to sum to 1.
+func normalise(b []float64) {
+	s := 0.0
+	for _, v := range b {
+		s += v
+	}
+	if s > 0 {
+		for j := range b {
+			b[j] /= s
+		}
+	}
+}
+
+// activeGrid is the population's log-normal on k rates spread over ±width σ, with
+// weights summing to the active share.
+func activeGrid(pop Population, k int, width float64) (rates, weights []float64) {
+	rates, weights = make([]float64, k), make([]float64, k)
+	lo, hi := pop.Mu-width*pop.Sigma, pop.Mu+width*pop.Sigma
+	sum := 0.0
+	for j := range k {
+		x := lo + (hi-lo)*float64(j)/float64(k-1)
+		rates[j] = math.Exp(x)
+		z := (x - pop.Mu) / pop.Sigma
+		weights[j] = math.Exp(-z * z / 2)
+		sum += weights[j]
+	}
+	for j := range weights {
+		weights[j] *= (1 - targets.Dormant) / sum
+	}
+	return rates, weights
 }

@@ -325,6 +325,21 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			rest, f, lower, lower/do.LagMeanH, freshGoals["drift"], def, d.LagMeanH/do.LagMeanH,
 			100*d.LearnedHazardPerMonth, 100*v.Setup.DriftPerMonth, 24*p99, 100*do.FirstPushShare, 24*p99,
 			100*do.FirstPushShare, need, p99Verdict(need)))
+		for _, x := range v.Bound {
+			if x.Section != "drift" {
+				continue
+			}
+			md = append(md, fmt.Sprintf("**Drift, measured bound.** A policy that knew the true model (the population's prior, "+
+				"and that a repo draws a new rate from it %.0f%% of months) and the exact time of every push, its belief "+
+				"filtered forward from the first clone, allocating f ∝ √E[λ | pushes], would be at **%.2f×** the "+
+				"optimum, with %.1f%% of its polls on repos that are dormant (a repo that woke up and has not pushed yet "+
+				"looks like the silent many; the same filter without changes gives the stationary bound). The goal of "+
+				"%.2f is out of reach by %.0f%% for any policy with a worker's information; `%s` is at %.2f× at %g, "+
+				"%.0f%% above that bound, spending %.1f%% of its polls on dormant repos.",
+				100*v.Setup.DriftPerMonth, x.Ratio, 100*x.DormantPolls, freshGoals["drift"],
+				100*(x.Ratio/freshGoals["drift"]-1), def, d.LagMeanH/do.LagMeanH, b,
+				100*(d.LagMeanH/do.LagMeanH/x.Ratio-1), 100*d.DormantPolls))
+		}
 	}
 	md = append(md, fmt.Sprintf("**The tail.** `%s` polls every repo at least as often as one pushing once in 27 years (1e-4 a "+
 		"day), so no wait grows without bound, and a slow repo at least for 2e-3 pushes a day times the chance that "+

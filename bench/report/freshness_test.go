@@ -19,7 +19,7 @@ func freshFixture() results.Freshness {
 		Population: results.FreshnessPopulation{DormantShare: 0.5, Sigma: 1.6, TopFraction: 0.025, TargetTopShare: 0.5,
 			TargetMonthly: 0.13, MeasuredTopShare: 0.517, MeasuredMonthly: 0.1312, WindowCommits: 12345},
 		Optimum: []results.FreshnessAnalytic{{Budget: 0.5, LagMeanH: 6.05}, {Budget: 2, LagMeanH: 1.51}},
-		Bound:   []results.FreshnessBound{{Section: "coldstart", SeenDays: 1840, Ratio: 1.16, DormantPolls: 0.09}, {Section: "runs", SeenDays: 2235, Ratio: 1.12, DormantPolls: 0.067}},
+		Bound:   []results.FreshnessBound{{Section: "coldstart", SeenDays: 1840, Ratio: 1.16, DormantPolls: 0.09}, {Section: "runs", SeenDays: 2235, Ratio: 1.12, DormantPolls: 0.067}, {Section: "drift", SeenDays: 2235, Ratio: 1.81, DormantPolls: 0.305}},
 		Costs: results.FreshnessCosts{Policy: "bayes", BytesPerRepo: 612, ReposMeasured: 10000, NextNs: 1500, FoldNs: 2500, FitMs: 80,
 			Walks: []results.FreshnessWalk{{Repo: "medium", Commits: 2097, Refs: 50, NewCommits: 3, NewWalkMs: 0.4, HistoryListed: 1000, HistoryMs: 21, FullWalkMs: 44}}},
 	}
@@ -64,6 +64,7 @@ func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 		"| medium | 2,097 | 50 | 3 | 0.40 | 1,000 | 21.0 | 44.0 |",
 		"would be at **1.12×** the optimum",
 		"8.0% of the commits come in a repo's first push",
+		"would be at **1.81×** the optimum, with 30.5% of its polls",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("section lacks %q\n%s", want, md)

@@ -132,9 +132,11 @@ type FreshnessAnalytic struct {
 // policy could make knowing the population's true prior and every push a repo made
 // over the span it could have seen (a first clone's history plus the polls): polls at
 // f ∝ √E[λ | pushes seen], a Monte Carlo over the population's distribution. Dormant
-// repos are known only by their silence.
+// repos are known only by their silence. For drift, the belief is filtered forward from
+// the exact push times under the true model (the prior and its rate of changes), and the
+// ratio is averaged over three days of the window.
 type FreshnessBound struct {
-	Section      string  `json:"section"` // runs or coldstart
+	Section      string  `json:"section"` // runs, coldstart or drift
 	SeenDays     float64 `json:"seen_days"`
 	Ratio        float64 `json:"ratio"`
 	DormantPolls float64 `json:"dormant_poll_share"`
