@@ -335,7 +335,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 				"optimum, with %.1f%% of its polls on repos that are dormant (a repo that woke up and has not pushed yet "+
 				"looks like the silent many; the same filter without changes gives the stationary bound). The goal of "+
 				"%.2f is out of reach by %.0f%% for any policy with a worker's information; `%s` is at %.2f× at %g, "+
-				"%.0f%% above that bound, spending %.1f%% of its polls on dormant repos.",
+				"%.1f%% above that bound, spending %.1f%% of its polls on dormant repos.",
 				100*v.Setup.DriftPerMonth, x.Ratio, 100*x.DormantPolls, freshGoals["drift"],
 				100*(x.Ratio/freshGoals["drift"]-1), def, d.LagMeanH/do.LagMeanH, b,
 				100*(d.LagMeanH/do.LagMeanH/x.Ratio-1), 100*d.DormantPolls))

@@ -29,8 +29,11 @@ const (
 	// Window is how long the evidence of a possible change of behaviour collects before
 	// it is judged: kept as a change (the older evidence is dropped) or merged.
 	Window = 14 * 24 * time.Hour
-	// OldHalfLife is how fast evidence older than the window fades.
-	OldHalfLife = 365 * 24 * time.Hour
+	// OldHalfLife is how fast evidence older than the window fades: slowly, as long as
+	// a first clone's history reaches back, since judging each window is what drops the
+	// evidence of a repo that changed; the fading only bounds the weight of a past
+	// older than any history read.
+	OldHalfLife = 5 * 365 * 24 * time.Hour
 	// SessionGap separates pushes: commits closer in time than this are counted as one.
 	SessionGap = 4 * time.Hour
 	// maxQuiet bounds the quiet stretch a first clone counts as evidence.

@@ -55,11 +55,14 @@ type Prior struct {
 
 // DefaultPrior is what a worker believes before it has learned its own: a third of the
 // repos dormant, the others log-normal around a push every hundred days with a wide
-// spread, and one repo in fifty changing behaviour a month. Deliberately vague: the
-// first clones' histories outweigh it.
+// spread, and one repo in a thousand changing behaviour a month. Deliberately vague
+// about rates: the first clones' histories outweigh it. Its hazard is the least the
+// fleet can learn: a new fleet judges its first clones' histories with it, and a
+// larger one cuts them at chance bursts and drops the years before them. The fleet
+// learns its own within its first few thousand polls.
 func DefaultPrior() *Prior { return &defaultPrior }
 
-var defaultPrior = Prior{Weights: logNormal(1.0/3, math.Log(0.01), 2), Hazard: 0.02 / 30}
+var defaultPrior = Prior{Weights: logNormal(1.0/3, math.Log(0.01), 2), Hazard: hazards[0] / 30}
 
 // logNormal is a belief with share dormant on the dormant rate and the rest log-normal.
 func logNormal(dormant, mu, sigma float64) belief {
