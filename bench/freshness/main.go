@@ -83,7 +83,8 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		MinIntervalMin: 5, Budgets: budgets, ColdStartDays: d.cold,
 		Batch: results.FreshnessBatch{MeanCommits: batch.MeanCommits, NewestDelayMin: batch.NewestDelayMin, GapMin: batch.GapMin,
 			Sigma: batch.Sigma, BranchShare: batch.BranchShare, BranchDelayDays: batch.BranchDelayDays},
-		HistoryWindowDays: fetch.HistoryWindow.Hours() / 24, MaxHistoryCommits: fetch.MaxHistoryCommits, MaxNewCommits: fetch.MaxNewCommits}
+		HistoryWindowDays: fetch.HistoryWindow.Hours() / 24, MaxHistoryCommits: fetch.MaxHistoryCommits, MaxNewCommits: fetch.MaxNewCommits,
+		MinRate: priority.MinRate, GuardRate: priority.GuardRate}
 	var drifting Upstream
 	if drift > 0 {
 		setup.DriftPerMonth, setup.DriftBudgets = drift, budgets

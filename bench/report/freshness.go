@@ -341,13 +341,15 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 				100*(d.LagMeanH/do.LagMeanH/x.Ratio-1), 100*d.DormantPolls))
 		}
 	}
-	md = append(md, fmt.Sprintf("**The tail.** `%s` polls every repo at least as often as one pushing once in 27 years (1e-4 a "+
-		"day), so no wait grows without bound, and a slow repo at least for 2e-3 pushes a day times the chance that "+
-		"it pushes at least once in 2,000 days (the tail guard, about 1%% of the mean); its p99 is %.2f× the "+
-		"optimum's in the stationary section at %g (`rate` %.2f×, `cbrt` %.2f×). The p99 is set by slow repos that a "+
-		"worker cannot tell from dormant ones: a stronger guard shortens it, by taking polls from the busy repos that set "+
-		"the mean.",
-		def, ours.LagP99H/opt.LagP99H, b, runs["rate"][b].LagP99H/opt.LagP99H, runs["cbrt"][b].LagP99H/opt.LagP99H))
+	st := v.Setup
+	md = append(md, fmt.Sprintf("**The tail.** `%s` polls every repo at least as often as one pushing once in %.0f years (%g a "+
+		"day), so no wait grows without bound, and a slow repo at least for %g pushes a day times the chance that "+
+		"it pushes at least once in %.0f days (the tail guard); its p99 is %.2f× the optimum's in the stationary "+
+		"section at %g (`rate` %.2f×, `cbrt` %.2f×). The p99 is set by slow repos that a worker cannot tell from "+
+		"dormant ones: the guard polls them for the chance that they are active, with polls taken from the busy repos "+
+		"that set the mean.",
+		def, 1/st.MinRate/365, st.MinRate, st.GuardRate, 4/st.GuardRate, ours.LagP99H/opt.LagP99H, b,
+		runs["rate"][b].LagP99H/opt.LagP99H, runs["cbrt"][b].LagP99H/opt.LagP99H))
 	uni := runs["uniform"][b]
 	md = append(md, fmt.Sprintf("Against the earlier policies at %g: `%s` %.2f h, `rate` %.2f h, `cbrt` %.2f h, uniform %.2f h "+
 		"(the optimum %.2f h; uniform ÷ optimum = %.2f, the most any policy could gain here: for periodic polls it is "+

@@ -15,7 +15,7 @@ func freshFixture() results.Freshness {
 		Setup: results.FreshnessSetup{Repos: 1000, WarmupDays: 10, WindowDays: 30, DrainDays: 5, MinIntervalMin: 5,
 			Budgets: []float64{0.5, 2}, DriftPerMonth: 0.1, DriftBudgets: []float64{0.5, 2}, ColdStartDays: 30,
 			Batch:             results.FreshnessBatch{MeanCommits: 2, NewestDelayMin: 20, GapMin: 30, Sigma: 1.5, BranchShare: 0.1, BranchDelayDays: 2},
-			HistoryWindowDays: 1825, MaxHistoryCommits: 1000, MaxNewCommits: 1000},
+			HistoryWindowDays: 1825, MaxHistoryCommits: 1000, MaxNewCommits: 1000, MinRate: 1e-4, GuardRate: 5e-3},
 		Population: results.FreshnessPopulation{DormantShare: 0.5, Sigma: 1.6, TopFraction: 0.025, TargetTopShare: 0.5,
 			TargetMonthly: 0.13, MeasuredTopShare: 0.517, MeasuredMonthly: 0.1312, WindowCommits: 12345},
 		Optimum: []results.FreshnessAnalytic{{Budget: 0.5, LagMeanH: 6.05}, {Budget: 2, LagMeanH: 1.51}},
@@ -65,6 +65,7 @@ func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 		"would be at **1.12×** the optimum",
 		"8.0% of the commits come in a repo's first push",
 		"would be at **1.81×** the optimum, with 30.5% of its polls",
+		"once in 27 years (0.0001 a day)", "at least for 0.005 pushes a day times the chance that it pushes at least once in 800 days",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("section lacks %q\n%s", want, md)

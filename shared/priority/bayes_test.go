@@ -276,8 +276,9 @@ func TestBayesSteps(t *testing.T) {
 
 func TestTheTailGuardLiftsProbablyActiveSlowRepos(t *testing.T) {
 	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.003 / 30}
-	// One push in four years, 1,000 days ago: slow, and probably not dead.
-	slow := Stats{Events: 1, Exposure: 460 * 86400, WinSeconds: 1000 * 86400}
+	// Two pushes in three years, the latest 300 days ago: slow, and probably
+	// not dead.
+	slow := Stats{Events: 2, Exposure: 800 * 86400, WinSeconds: 300 * 86400}
 	if r, g := prior.Rate(slow), prior.guarded(slow); !(r < GuardRate/2) || g < GuardRate/2 || g <= r {
 		t.Fatalf("slow repo: expected %.2g pushes/day, polled for %.2g; want the guard near %.2g", r, g, GuardRate)
 	}

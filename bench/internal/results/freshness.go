@@ -37,7 +37,10 @@ type FreshnessSetup struct {
 	// What a worker's mirror lists of commits (fetch's bounds).
 	HistoryWindowDays float64 `json:"history_window_days"`
 	MaxHistoryCommits int     `json:"max_history_commits"`
-	MaxNewCommits     int     `json:"max_new_commits"`
+	// The default policy's tail guard (priority.MinRate, priority.GuardRate), pushes a day.
+	MinRate       float64 `json:"min_rate_per_day,omitempty"`
+	GuardRate     float64 `json:"guard_rate_per_day,omitempty"`
+	MaxNewCommits int     `json:"max_new_commits"`
 }
 
 // FreshnessBatch is how the simulated pushes carry commits and when those were
