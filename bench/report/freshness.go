@@ -280,7 +280,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			"a slow repo as a dead one. The bound: a policy that knew the population's true prior and the exact number of "+
 			"pushes of every repo over the %.0f days it could have seen (history and polls), allocating f ∝ √E[λ | pushes], "+
 			"would be at **%.2f×** the optimum, with %.1f%% of its polls on dormant repos — so the goal of %.2f is out of "+
-			"reach by %.0f%% for any policy with a worker's information; `%s` is %.0f%% above that bound (estimating the "+
+			"reach by %.0f%% for any policy with a worker's information; `%s` is %.1f%% above that bound (estimating the "+
 			"prior, counting pushes from commit times, allowing for changes of behaviour).",
 			def, ours.LagMeanH/opt.LagMeanH, b, 100*ours.DormantPolls, ours.DormantPolls, 1/(1-ours.DormantPolls),
 			x.SeenDays, x.Ratio, 100*x.DormantPolls, freshGoals["runs"], 100*(x.Ratio/freshGoals["runs"]-1), def,
