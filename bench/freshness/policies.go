@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 // epoch anchors the simulation's days to wall-clock time for the production policies.
@@ -32,6 +33,12 @@ type scheduler interface {
 	start(i int, rng *rand.Rand) float64
 	// next is the priority after a poll; ok=false means never poll it again.
 	next(i int, old float64, s seen) (p float64, ok bool)
+}
+
+// cloner is a scheduler whose new repos are queued as a worker queues them
+// (worker.Queue.PushNew); its start is not used.
+type cloner interface {
+	cloneStep() float64
 }
 
 // rateFollower is a scheduler told when a repo's true rate changes (only the optimum).
@@ -70,10 +77,10 @@ type production struct{ p priority.Policy }
 
 func (s production) name() string { return s.p.Name() }
 
-// start spreads the new repos over the step the policy gives a repo not cloned yet.
-func (s production) start(_ int, rng *rand.Rand) float64 {
-	return rng.Float64() * s.p.Next(priority.Input{Now: at(0)})
-}
+// start is not used: production policies are cloners.
+func (s production) start(int, *rand.Rand) float64 { return 0 }
+
+func (s production) cloneStep() float64 { return worker.CloneStep(s.p, priority.DefaultPrior()) }
 
 func (s production) next(_ int, old float64, o seen) (float64, bool) {
 	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: o.stats, Prior: o.prior, Now: at(o.now)}

@@ -40,7 +40,11 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	for i := range n {
 		ids[i] = strconv.Itoa(i)
 		index[ids[i]] = i
-		q.Push(ids[i], sched.start(i, rng), time.Time{})
+		if c, ok := sched.(cloner); ok {
+			q.PushNew(ids[i], c.cloneStep()) // as a worker queues repos added in bulk
+		} else {
+			q.Push(ids[i], sched.start(i, rng), time.Time{})
+		}
 	}
 	changes := regimeChanges(up)
 	follower, _ := sched.(rateFollower)

@@ -254,9 +254,12 @@ func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
 	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
 	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt, phase: ph,
 		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
-	if prio <= front {
+	switch {
+	case prio <= front && rec.LastSuccessAt.IsZero():
+		w.queue.PushNew(rec.ID, CloneStep(w.cfg.Policy, w.prior)) // no mirror yet
+	case prio <= front:
 		w.queue.PushFront(rec.ID) // next in line, behind earlier front pushes only
-	} else {
+	default:
 		w.queue.Push(rec.ID, prio, time.Time{})
 	}
 }

@@ -2,8 +2,11 @@ package worker
 
 import (
 	"container/heap"
+	"hash/fnv"
 	"math"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
 // Queue is the fetch schedule of one worker: a min-priority queue of the repos
@@ -16,6 +19,7 @@ type Queue struct {
 	items   map[string]*qitem
 	seq     int64
 	front   int64   // front pushes so far
+	fronts  int     // items queued by PushFront and not yet popped or removed
 	last    float64 // priority of the last pop: the queue's virtual "now"
 }
 
@@ -65,9 +69,42 @@ func (q *Queue) PushFront(id string) {
 	q.push(id, q.Min(), time.Time{}, math.MinInt64/2+q.front)
 }
 
+// FrontClones is how many repos may wait at the front of a queue before a repo not
+// cloned yet is queued further back (PushNew).
+const FrontClones = 64
+
+// PushNew queues a repo not cloned yet. While fewer than FrontClones repos wait at the
+// front it goes there, so a repo added alone (or a few) is cloned at once. Past that it
+// is a bulk add: each goes at a phase of its own (from its id) within step of Min, step
+// being the policy's for a repo of unknown rate, so the clones are spread over that
+// step and the repos already cloned keep their turns in between. Cloning 10,000 repos
+// at a quarter of a poll a day takes four days; with every clone at the front, no repo
+// cloned on the first day would be fetched again before the fifth.
+func (q *Queue) PushNew(id string, step float64) {
+	if q.fronts < FrontClones || step <= 0 {
+		q.PushFront(id)
+		return
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	phase := float64(mix(h.Sum64())>>11) / (1 << 53) // uniform in [0, 1)
+	q.Push(id, q.Min()+phase*step, time.Time{})
+}
+
+// mix spreads FNV's bits (its high bits differ little between short ids like "r1" and
+// "r2"): SplitMix64's finalizer.
+func mix(x uint64) uint64 {
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
 func (q *Queue) push(id string, priority float64, notBefore time.Time, seq int64) {
 	q.Remove(id)
 	it := &qitem{id: id, priority: priority, notBefore: notBefore, seq: seq}
+	if seq < 0 {
+		q.fronts++
+	}
 	q.items[id] = it
 	if notBefore.IsZero() {
 		it.inReady = true
@@ -85,6 +122,9 @@ func (q *Queue) Remove(id string) bool {
 		return false
 	}
 	delete(q.items, id)
+	if it.seq < 0 {
+		q.fronts--
+	}
 	if it.inReady {
 		heap.Remove(&q.ready, it.index)
 	} else {
@@ -132,6 +172,9 @@ func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 	}
 	it := heap.Pop(&q.ready).(*qitem)
 	delete(q.items, it.id)
+	if it.seq < 0 {
+		q.fronts--
+	}
 	q.last = it.priority
 	return it.id, it.priority, true
 }
@@ -197,4 +240,10 @@ func popLast(h *[]*qitem) any {
 	*h = old[:len(old)-1]
 	it.index = -1
 	return it
+}
+
+// CloneStep is the step policy gives a repo not cloned yet: what one failed clone adds
+// to its wait, the step of a repo of unknown rate.
+func CloneStep(policy priority.Policy, prior *priority.Prior) float64 {
+	return policy.Next(priority.Input{CloneFailCnt: 1, Prior: prior}) - policy.Next(priority.Input{Prior: prior})
 }

@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +121,63 @@ func TestQueueAhead(t *testing.T) {
 	}
 	if _, _, ok := q.Ahead("zz"); ok {
 		t.Error("Ahead of a repo not queued is ok")
+	}
+}
+
+// A few new repos go to the front; past FrontClones a bulk add is spread over one step,
+// each at a phase of its own, and a repo already cloned keeps its turn among them.
+func TestQueuePushNewSpreadsABulkAdd(t *testing.T) {
+	q := NewQueue()
+	q.Push("cloned", 1, time.Time{}) // a repo with a mirror, due one unit from now
+	const step, bulk = 10.0, 1000
+	for i := range FrontClones + bulk {
+		q.PushNew(fmt.Sprint("new", i), step)
+	}
+	again := NewQueue()
+	for i := range FrontClones + bulk {
+		again.PushNew(fmt.Sprint("new", i), step)
+	}
+	var spread []float64
+	for i := range FrontClones + bulk {
+		id := fmt.Sprint("new", i)
+		p, _ := q.Priority(id)
+		if p2, _ := again.Priority(id); p2 != p {
+			t.Fatalf("%s: priority %v, then %v: want it from the id alone", id, p, p2)
+		}
+		if i < FrontClones {
+			if p != 0 {
+				t.Fatalf("%s (one of the first %d): priority %v, want the front", id, FrontClones, p)
+			}
+			continue
+		}
+		if p < 0 || p >= step {
+			t.Fatalf("%s: priority %v, want within [0, %v)", id, p, step)
+		}
+		spread = append(spread, p)
+	}
+	slices.Sort(spread)
+	if lo, mid, hi := spread[bulk/10], spread[bulk/2], spread[9*bulk/10]; math.Abs(lo-1) > 0.3 || math.Abs(mid-5) > 0.5 || math.Abs(hi-9) > 0.3 {
+		t.Fatalf("deciles of the bulk add at %.2f, %.2f, %.2f: want about 1, 5, 9 (uniform over the step)", lo, mid, hi)
+	}
+	// The cloned repo comes round after the front and the tenth of the bulk placed
+	// within one unit, not after all of it.
+	before := 0
+	for {
+		id, _, ok := q.Pop(q0)
+		if !ok {
+			t.Fatal("the cloned repo never came round")
+		}
+		if id == "cloned" {
+			break
+		}
+		before++
+	}
+	if before < FrontClones || before > FrontClones+bulk/5 {
+		t.Fatalf("%d repos before the cloned one; want the %d at the front and about %d of the bulk", before, FrontClones, bulk/10)
+	}
+	// With the front drained, a repo added alone is next again.
+	q.PushNew("alone", step)
+	if id, _, _ := q.Pop(q0); id != "alone" {
+		t.Fatalf("after the bulk add, a repo added alone popped after %q", id)
 	}
 }
