@@ -878,3 +878,66 @@ func TestNextPollEstimate(t *testing.T) {
 		t.Fatalf("new repos' next polls in %v, want %v (their places at 0.5 fetches a second)", offsets, want)
 	}
 }
+
+// TestBulkAddSpreadsFirstClones: new repos go to the front in the order they came while
+// fewer than worker.FrontClones wait there; past that, a bulk add's clones come in an
+// order of their own (spread over a step), and a repo that already has a mirror (an
+// orphan from a dead worker) still goes to the front.
+func TestBulkAddSpreadsFirstClones(t *testing.T) {
+	ctx := context.Background()
+	m := &hostMirror{fail: map[string]error{}}
+	st, clk, w, el := newJoined(t, worker.Config{HostRate: -1}, m, nil)
+	var muts []store.Mutation
+	var entries []store.OutboxEntry
+	add := func(rec store.Repo, state store.RepoState) {
+		t.Helper()
+		rec.ID, rec.State = store.RepoID(rec.URL), store.RepoPending
+		if _, _, err := st.CreateRepo(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		muts = append(muts, store.AssignRepo{ID: rec.ID, Owner: "w1", State: state})
+		entries = append(entries, store.OutboxEntry{Op: store.OpAdd, RepoID: rec.ID, URL: rec.URL, Epoch: 1})
+	}
+	var added []string
+	for i := range worker.FrontClones + 200 {
+		url := fmt.Sprintf("https://h%d.example/org/r", i)
+		add(store.Repo{URL: url}, store.RepoCloning)
+		added = append(added, url)
+	}
+	orphan := "https://orphan.example/org/r"
+	add(store.Repo{URL: orphan, LastSuccessAt: clk.Now().Add(-time.Hour)}, store.RepoOK)
+	for k := 0; k < len(muts); k += 40 { // a store batch holds under 100 items
+		e := min(k+40, len(muts))
+		if err := st.Apply(ctx, el.Term, append(muts[k:e:e], store.AppendOutbox{Worker: "w1", ExpectHead: uint64(k), Entries: entries[k:e]})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		j, ok := w.Next(clk.Now())
+		if !ok {
+			break
+		}
+		got = append(got, j.Target.URL)
+	}
+	if len(got) != len(added)+1 {
+		t.Fatalf("%d jobs, want %d", len(got), len(added)+1)
+	}
+	front := worker.FrontClones
+	if !slices.Equal(got[:front], added[:front]) {
+		t.Fatalf("the first %d clones did not come first, in order", front)
+	}
+	if got[front] != orphan {
+		t.Fatalf("the orphan came at %d, want %d (right behind the front)", slices.Index(got, orphan), front)
+	}
+	rest := got[front+1:]
+	if slices.Equal(rest, added[front:]) {
+		t.Fatal("the bulk add past the front came in the order it was added: not spread")
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(rest)), slices.Sorted(slices.Values(added[front:]))) {
+		t.Fatal("the bulk add past the front lost or doubled repos")
+	}
+}
