@@ -108,12 +108,21 @@ func memGiB() float64 {
 	return float64(int(kb/1024/1024*10+0.5)) / 10
 }
 
+// gitCommit is the commit the benchmark runs on, with "+dirty" when files other than
+// the benchmark's own outputs (results, report, plots) differ from it: the figures are
+// then of code no commit holds.
 func gitCommit() string {
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(out))
+	commit := strings.TrimSpace(string(out))
+	changed, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
+		":(exclude,top)bench/results", ":(exclude,top)bench/REPORT.md", ":(exclude,top)bench/plots").Output()
+	if err == nil && len(strings.TrimSpace(string(changed))) > 0 {
+		commit += "+dirty"
+	}
+	return commit
 }
 
 // Median of xs (the mean of the two middle values for an even count); 0 for none.
