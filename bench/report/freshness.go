@@ -270,10 +270,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 	}
 	runs, cold, drift := secs[0].runs, secs[1].runs, secs[2].runs
 	ours, opt := runs[def][b], runs[freshOpt][b]
-	for _, x := range v.Bound {
-		if x.Section != "runs" {
-			continue
-		}
+	if x, ok := boundOf(v, "runs"); ok {
 		md = append(md, fmt.Sprintf("**Stationary.** `%s` is at %.2f× the optimum at %g polls/repo/day; it spends %.1f%% of "+
 			"its polls on repos that never change (the optimum none), which alone costs 1/(1 − %.3f) = %.2f×. Those polls "+
 			"are not waste a worker could avoid: a repo silent for a few years is, to anything but the optimum, as likely "+
@@ -286,10 +283,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			x.SeenDays, x.Ratio, 100*x.DormantPolls, freshGoals["runs"], 100*(x.Ratio/freshGoals["runs"]-1), def,
 			100*(ours.LagMeanH/opt.LagMeanH/x.Ratio-1)))
 	}
-	for _, x := range v.Bound {
-		if x.Section != "coldstart" {
-			continue
-		}
+	if x, ok := boundOf(v, "coldstart"); ok {
 		c, co := cold[def][b], cold[freshOpt][b]
 		lo := v.Setup.Budgets[0]
 		md = append(md, fmt.Sprintf("**Cold start.** A new fleet must clone every repo before it knows anything of it; at B polls "+
@@ -325,10 +319,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			rest, f, lower, lower/do.LagMeanH, freshGoals["drift"], def, d.LagMeanH/do.LagMeanH,
 			100*d.LearnedHazardPerMonth, 100*v.Setup.DriftPerMonth, 24*p99, 100*do.FirstPushShare, 24*p99,
 			100*do.FirstPushShare, need, p99Verdict(need)))
-		for _, x := range v.Bound {
-			if x.Section != "drift" {
-				continue
-			}
+		if x, ok := boundOf(v, "drift"); ok {
 			md = append(md, fmt.Sprintf("**Drift, measured bound.** A policy that knew the true model (the population's prior, "+
 				"and that a repo draws a new rate from it %.0f%% of months) and the exact time of every push, its belief "+
 				"filtered forward from the first clone, allocating f ∝ √E[λ | pushes], would be at **%.2f×** the "+
@@ -357,6 +348,16 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 		b, def, ours.LagMeanH, runs["rate"][b].LagMeanH, runs["cbrt"][b].LagMeanH, uni.LagMeanH, opt.LagMeanH,
 		uni.LagMeanH/opt.LagMeanH, math.Exp(v.Population.Sigma*v.Population.Sigma/4)/(1-v.Population.DormantShare), v.Population.Sigma))
 	return md
+}
+
+// boundOf is the bound measured for section, if the results hold one.
+func boundOf(v results.Freshness, section string) (results.FreshnessBound, bool) {
+	for _, x := range v.Bound {
+		if x.Section == section {
+			return x, true
+		}
+	}
+	return results.FreshnessBound{}, false
 }
 
 // p99Verdict says what spending the share need of the budget on quiet repos leaves.
