@@ -20,8 +20,15 @@ type Maintainer interface {
 // its id, so the fleet's repos come due spread evenly over the interval and never
 // together, whichever worker owns them.
 func maintPhase(id string, every time.Duration) time.Duration {
-	sum := sha256.Sum256([]byte("maintenance/" + id))
-	return time.Duration(binary.BigEndian.Uint64(sum[:8]) % uint64(every))
+	return time.Duration(idHash("maintenance/", id) % uint64(every))
+}
+
+// idHash is a uniform 64-bit number from a repo id, one per purpose (salt), so that
+// what is spread by id (maintenance slots, a bulk add's clones) is spread evenly
+// whatever the ids look like.
+func idHash(salt, id string) uint64 {
+	sum := sha256.Sum256([]byte(salt + id))
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // slotStart is the start of the repo's maintenance slot that contains now: slots are

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"container/heap"
-	"hash/fnv"
 	"math"
 	"time"
 
@@ -85,18 +84,8 @@ func (q *Queue) PushNew(id string, step float64) {
 		q.PushFront(id)
 		return
 	}
-	h := fnv.New64a()
-	h.Write([]byte(id))
-	phase := float64(mix(h.Sum64())>>11) / (1 << 53) // uniform in [0, 1)
+	phase := float64(idHash("first-clone/", id)>>11) / (1 << 53) // uniform in [0, 1)
 	q.Push(id, q.Min()+phase*step, time.Time{})
-}
-
-// mix spreads FNV's bits (its high bits differ little between short ids like "r1" and
-// "r2"): SplitMix64's finalizer.
-func mix(x uint64) uint64 {
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 func (q *Queue) push(id string, priority float64, notBefore time.Time, seq int64) {
