@@ -20,9 +20,12 @@ type Target struct {
 
 // Result is what a successful Sync found.
 type Result struct {
-	Cloned        bool      // the mirror was created by this call
-	Changed       bool      // refs differ from before (always true for a clone)
-	LastCommitAt  time.Time // newest commit time over all refs; zero for an empty repo
+	Cloned  bool // the mirror was created by this call
+	Changed bool // refs differ from before (always true for a clone)
+	// LastCommitAt is the newest commit time over all refs, on a clone and when the
+	// refs changed; zero for an empty repo, and when the refs did not change (a poll
+	// that finds nothing new reads no object: the caller keeps the time it has).
+	LastCommitAt  time.Time
 	BytesReceived int64
 	SizeBytes     int64 // mirror size on disk after the sync
 	// Commits are the commits this sync brought, newest first: on a fetch those
