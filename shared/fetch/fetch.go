@@ -49,15 +49,19 @@ type MaintainRequest struct {
 	// Since skips the mirror if it was maintained at or after Since: by this worker or
 	// by the repo's previous owner. Zero: run anyway.
 	Since time.Time
-	// Fsck checks connectivity now; otherwise only when the last check is older than
-	// FsckEvery (0: never).
-	Fsck      bool
-	FsckEvery time.Duration
+	// Fsck asks for a full run (repack with bitmap, commit-graph from all refs,
+	// connectivity check) now: after a fetch found the mirror corrupt.
+	Fsck bool
+	// ScrubSince asks for a full run if the mirror's last one was before it (the start
+	// of the repo's current scrub slot); zero: none unless due otherwise.
+	ScrubSince time.Time
 }
 
 // Maintenance is what a maintenance run did.
 type Maintenance struct {
 	Skipped     bool // maintained since MaintainRequest.Since already: nothing done
+	Unchanged   bool // nothing changed since the last maintenance: no git run, nothing read
+	Steps       []string
 	PacksBefore int
 	PacksAfter  int
 	Fscked      bool
