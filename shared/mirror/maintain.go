@@ -378,7 +378,7 @@ func (m *Mirrorer) Maintain(ctx context.Context, t fetch.Target, req fetch.Maint
 		out.PacksBefore, out.PacksAfter = len(cur.Packs), len(cur.Packs)
 		return out, nil
 	}
-	now := time.Now()
+	now := m.now()
 	rep, err := Maintain(ctx, m.git, dir, opt)
 	out.PacksBefore, out.PacksAfter, out.Fscked, out.Steps = rep.PacksBefore, rep.PacksAfter, rep.Fscked, rep.Steps
 	if rep.Corrupt {
@@ -434,7 +434,7 @@ func (m *Mirrorer) reclone(ctx context.Context, t fetch.Target, dir string, out 
 		st.Failed = true
 	}
 	out.PacksAfter = countPacks(dir)
-	now := time.Now()
+	now := m.now()
 	st.LastRun, st.LastFsck = now, now
 	if fp, err := readFingerprint(dir); err == nil {
 		st.Fingerprint = &fp

@@ -86,7 +86,8 @@ type Config struct {
 	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
 	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
 	ObjectCacheBytes int64
-	// Now is the clock a first clone's history window is measured from; default time.Now.
+	// Now is the clock a first clone's history window is measured from, and the
+	// maintenance state's times (compared with the worker's slots); default time.Now.
 	Now func() time.Time
 	// Git runs maintenance (Maintain); without it Maintain fails. Fetching never
 	// needs it.

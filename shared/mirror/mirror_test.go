@@ -614,6 +614,12 @@ func TestCorruptMirror(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A poll that finds nothing new reads no object, so it cannot see the damage
+	// (maintenance's scrub does); the next change does.
+	if res, err := m.Sync(context.Background(), tg); err != nil || res.Changed {
+		t.Fatalf("no-change poll of a mirror with damaged packs: %+v, %v; want no change, nothing read", res, err)
+	}
+	u.commit(t, "after the damage", map[string][]byte{"late": []byte("late\n")})
 	_, err := m.Sync(context.Background(), tg)
 	kindIs(t, err, fetch.KindCorrupt)
 
