@@ -23,24 +23,27 @@ import (
 
 // MaintainOptions configure Maintain.
 type MaintainOptions struct {
-	// Full is the whole-mirror run (a scrub): the repack writes a reachability bitmap,
-	// the commit-graph is written from all refs, and connectivity is checked. Each of
-	// these reads the mirror's old packs whole or in part; the run without Full reads
-	// only what changed since Known (and the packs' small .idx files).
+	// Full is the whole-mirror run (a scrub): geometric repack with a reachability
+	// bitmap, the commit-graph from all refs, and the connectivity check. Each of
+	// these reads the mirror's old packs through; the run without Full reads only what
+	// changed since Known (and the packs' small .idx files).
 	Full bool
 	// Known are the pack names (pack-<hash>.pack) at the end of the last maintenance;
 	// nil: unknown (the commit-graph is then written from all refs). The packs not in
 	// Known are the new ones: the repack rolls them up and the commit-graph takes the
 	// commits in them.
 	Known []string
+	// Around, if set, runs each git step (a benchmark measuring what each one reads):
+	// it must call step once and return its error.
+	Around func(name string, step func() error) error
 }
 
 // MaintainReport is what Maintain did.
 type MaintainReport struct {
 	PacksBefore, PacksAfter int
 	Fscked                  bool
-	// Steps are the git commands run, by name ("pack-refs", "repack", "commit-graph",
-	// "fsck"), in order.
+	// Steps are the git commands run, by name ("pack-refs", "repack", "midx-write",
+	// "midx-repack", "midx-expire", "commit-graph", "fsck"), in order.
 	Steps []string
 	// Corrupt: the connectivity check failed. Maintain does nothing more about it;
 	// Mirrorer.Maintain moves such a mirror to the trash and clones it again.
@@ -62,21 +65,32 @@ var gitConfig = []string{
 }
 
 // Maintain keeps the bare repository at dir in shape for serving, with git, doing only
-// what the change since the last maintenance needs (see docs/adr/0023):
+// what the change since the last maintenance needs (docs/adr/0023):
 //
 //  1. git pack-refs --all --prune, if there are loose refs (go-git writes one per
 //     changed ref): they go into packed-refs; the refs already packed keep their
-//     peeled values, so only the new tips are read;
-//  2. git repack --geometric=2 -d --write-midx, if the pack set is not opt.Known (or
-//     opt.Full): the packs go-git leaves (one per fetch) are rolled up so each is at
-//     least twice the size of the next smaller one, with a multi-pack index (written
-//     from the .idx files). With opt.Full it also writes the reachability bitmap,
-//     which walks the whole history: it reads the old packs, so only the scrub does;
-//  3. git commit-graph write --split: from the commits in the new packs
-//     (--stdin-packs), or from all refs (--reachable) with opt.Full or no opt.Known;
-//     skipped when no pack is new;
-//  4. git fsck --connectivity-only, with opt.Full or after a failed step: a failure
-//     marks the mirror Corrupt.
+//     peeled values, so only the new tips are read.
+//
+// Then, on a changed mirror (not opt.Full), for the packs not in opt.Known (one per
+// go-git fetch), each step reading the new packs and the .idx files only:
+//
+//  2. git multi-pack-index write: the new packs join the multi-pack index;
+//  3. git multi-pack-index repack --batch-size=B, then expire: the packs smaller than
+//     B (twice the new packs' bytes) are rolled up into one, listed object by object
+//     (no history walk), and the rolled-up ones deleted; the big old packs are left
+//     alone. (git repack --geometric would read them: it walks the new commits'
+//     trees into the old packs.) The multi-pack bitmap is gone until the next scrub;
+//  4. git commit-graph write --split --stdin-packs: the commits of the new packs, a
+//     new layer of the chain.
+//
+// With opt.Full (the scrub), each of which reads the old packs through:
+//
+//  2. git repack --geometric=2 -d --write-midx --write-bitmap-index: packs rolled up
+//     geometrically, the multi-pack index and its reachability bitmap (the bitmap
+//     walks the whole history);
+//  3. git commit-graph write --split --reachable;
+//  4. git fsck --connectivity-only (also after any failed step): a failure marks the
+//     mirror Corrupt.
 //
 // Readers never see a torn state: git writes every file under a temporary name and
 // renames it in, and deletes rolled-up packs only after the new pack and index are in
@@ -89,39 +103,41 @@ func Maintain(ctx context.Context, git gitbin.Git, dir string, opt MaintainOptio
 	if git.Path == "" {
 		return rep, errors.New("maintenance needs git (none configured)")
 	}
-	known := opt.Known != nil && !opt.Full
 	var stepErr error
-	run := func(stdin string, args ...string) bool {
+	run := func(name, stdin string, args ...string) {
 		if stepErr != nil || ctx.Err() != nil {
-			return false
+			return
 		}
-		rep.Steps = append(rep.Steps, args[0])
-		stepErr = execGit(ctx, git, dir, stdin, args...)
-		return stepErr == nil
+		rep.Steps = append(rep.Steps, name)
+		stepErr = around(opt, name, func() error { return execGit(ctx, git, dir, stdin, args...) })
 	}
 	if opt.Full || hasLooseRefs(dir) {
-		run("", "pack-refs", "--all", "--prune")
+		run("pack-refs", "", "pack-refs", "--all", "--prune")
 	}
-	if opt.Full || !known || !sameNames(packs, opt.Known) {
-		bitmap := "--no-write-bitmap-index"
-		if opt.Full {
-			bitmap = "--write-bitmap-index"
+	if opt.Full {
+		run("repack", "", "repack", "-q", "--geometric=2", "-d", "--write-midx", "--write-bitmap-index")
+		run("commit-graph", "", "commit-graph", "write", "--split", "--reachable", "--no-progress")
+	} else if fresh := newNames(packs, opt.Known); len(fresh) > 0 {
+		run("midx-write", "", "multi-pack-index", "write", "--no-progress")
+		if len(packs) > 1 {
+			batch := 2*packBytes(dir, fresh) + 1
+			run("midx-repack", "", "multi-pack-index", "repack", "--no-progress", fmt.Sprintf("--batch-size=%d", batch))
+			run("midx-expire", "", "multi-pack-index", "expire", "--no-progress")
 		}
-		run("", "repack", "-q", "--geometric=2", "-d", "--write-midx", bitmap)
-	}
-	if !known {
-		run("", "commit-graph", "write", "--split", "--reachable", "--no-progress")
-	} else if fresh := newNames(packNames(dir), opt.Known); len(fresh) > 0 {
 		var idx strings.Builder // --stdin-packs takes the packs' .idx names
-		for _, p := range fresh {
+		for _, p := range newNames(packNames(dir), opt.Known) {
 			idx.WriteString(strings.TrimSuffix(p, ".pack") + ".idx\n")
 		}
-		run(idx.String(), "commit-graph", "write", "--split", "--stdin-packs", "--no-progress")
+		if idx.Len() > 0 {
+			run("commit-graph", idx.String(), "commit-graph", "write", "--split", "--stdin-packs", "--no-progress")
+		}
 	}
 	if ctx.Err() == nil && (opt.Full || stepErr != nil) {
 		rep.Fscked = true
 		rep.Steps = append(rep.Steps, "fsck")
-		if err := execGit(ctx, git, dir, "", "fsck", "--connectivity-only", "--no-dangling", "--no-progress"); err != nil {
+		if err := around(opt, "fsck", func() error {
+			return execGit(ctx, git, dir, "", "fsck", "--connectivity-only", "--no-dangling", "--no-progress")
+		}); err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ctx.Err() == nil && ee.Exited() {
 				rep.Corrupt = true
@@ -132,6 +148,24 @@ func Maintain(ctx context.Context, git gitbin.Git, dir string, opt MaintainOptio
 	rep.PacksAfter = countPacks(dir)
 	rep.Took = time.Since(start)
 	return rep, stepErr
+}
+
+// packBytes is the size of the named packs of the repository at dir.
+func packBytes(dir string, names []string) int64 {
+	var n int64
+	for _, p := range names {
+		if fi, err := os.Stat(filepath.Join(dir, "objects", "pack", p)); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+func around(opt MaintainOptions, name string, step func() error) error {
+	if opt.Around == nil {
+		return step()
+	}
+	return opt.Around(name, step)
 }
 
 // execGit runs one maintenance command in dir with a clean environment (no GIT_*
@@ -192,9 +226,6 @@ func packNames(dir string) []string {
 	}
 	return out // ReadDir sorts by name
 }
-
-// sameNames says whether two sorted name lists are equal.
-func sameNames(a, b []string) bool { return slices.Equal(a, b) }
 
 // newNames are the names in cur that are not in old.
 func newNames(cur, old []string) []string {
@@ -371,6 +402,7 @@ func (m *Mirrorer) Maintain(ctx context.Context, t fetch.Target, req fetch.Maint
 		m.log.Warn("mirror fingerprint", "id", t.ID, "err", err)
 	}
 	run, opt := planMaintenance(st, cur, req)
+	opt.Around = m.around
 	if !run {
 		// Nothing changed since the last run: no git process, no pack read, and no
 		// state written.

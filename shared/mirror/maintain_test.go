@@ -196,8 +196,8 @@ func TestPlanMaintenance(t *testing.T) {
 }
 
 // The maintenance of a changed mirror runs only the steps its change needs: the new
-// loose refs packed, the new packs rolled up (no bitmap) and graphed, no check; an
-// unchanged one runs none, and a scrub all of them.
+// loose refs packed, the new packs indexed, rolled up (the old pack left alone, no
+// bitmap) and graphed, no check; an unchanged one runs none, and a scrub all of them.
 func TestMaintainByChange(t *testing.T) {
 	_, u, m, tg := syncedBasic(t, "bychange", Config{Git: testGit(t)})
 	ctx := context.Background()
@@ -208,11 +208,14 @@ func TestMaintainByChange(t *testing.T) {
 	if res, err := m.Maintain(ctx, tg, fetch.MaintainRequest{}); err != nil || !res.Unchanged || len(res.Steps) != 0 {
 		t.Fatalf("unchanged: %+v, %v; want no step", res, err)
 	}
-	u.commit(t, "more", map[string][]byte{"more": []byte("more\n")})
-	mustSync(t, m, tg)
+	for i := range 3 {
+		u.commit(t, fmt.Sprint("more ", i), map[string][]byte{"more": []byte(fmt.Sprint(i))})
+		mustSync(t, m, tg)
+	}
 	res, err = m.Maintain(ctx, tg, fetch.MaintainRequest{})
-	if err != nil || res.Unchanged || res.Fscked || fmt.Sprint(res.Steps) != "[pack-refs repack commit-graph]" || res.PacksAfter != 2 {
-		t.Fatalf("changed: %+v, %v; want refs packed, the new pack rolled up and graphed, no check", res, err)
+	if err != nil || res.Unchanged || res.Fscked || res.PacksBefore != 4 || res.PacksAfter != 2 ||
+		fmt.Sprint(res.Steps) != "[pack-refs midx-write midx-repack midx-expire commit-graph]" {
+		t.Fatalf("changed: %+v, %v; want refs packed, the 3 new packs rolled into one beside the old and graphed, no check", res, err)
 	}
 	dir := mirrorDir(t, m, tg)
 	if bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.bitmap")); len(bitmaps) != 0 {

@@ -94,6 +94,9 @@ type Config struct {
 	Git gitbin.Git
 	// Limits bound what an upstream can make one sync receive (limits.go).
 	Limits Limits
+	// AroundStep, if set, runs each git step of Maintain (MaintainOptions.Around): a
+	// benchmark measures what each one reads. Nil in the fleet.
+	AroundStep func(name string, step func() error) error
 }
 
 // Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
@@ -108,6 +111,7 @@ type Mirrorer struct {
 	log                    *slog.Logger
 	route                  *routeAuth
 	git                    gitbin.Git
+	around                 func(string, func() error) error
 
 	bg       sync.WaitGroup
 	trashSem chan struct{} // at most one background RemoveAll at a time
@@ -140,6 +144,7 @@ func New(cfg Config) (*Mirrorer, error) {
 		limits:      cfg.Limits.withDefaults(),
 		log:         cfg.Logger,
 		git:         cfg.Git,
+		around:      cfg.AroundStep,
 		trashSem:    make(chan struct{}, 1),
 	}
 	if m.tmpDir == "" {
