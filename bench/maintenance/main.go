@@ -163,7 +163,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		return err
 	}
 	if err := add(b.measure("maintenance, unchanged", "Mirrorer.Maintain of a mirror whose fingerprint (HEAD, packed-refs, loose refs, pack names) is the one its last maintenance left",
-		func() error { return b.expect(ctx, fetch.MaintainRequest{}, func(m fetch.Maintenance) bool { return m.Unchanged }) })); err != nil {
+		func() error {
+			return b.expect(ctx, fetch.MaintainRequest{}, func(m fetch.Maintenance) bool { return m.Unchanged })
+		})); err != nil {
 		return err
 	}
 	for i := range cfg.changes {
@@ -186,7 +188,9 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		}
 	}
 	if err := add(b.measure("maintenance, changed", fmt.Sprintf("Mirrorer.Maintain after %d fetches (a go-git pack and loose refs each): only what the change needs", cfg.changes),
-		func() error { return b.expect(ctx, fetch.MaintainRequest{}, func(m fetch.Maintenance) bool { return !m.Unchanged && !m.Fscked }) })); err != nil {
+		func() error {
+			return b.expect(ctx, fetch.MaintainRequest{}, func(m fetch.Maintenance) bool { return !m.Unchanged && !m.Fscked })
+		})); err != nil {
 		return err
 	}
 	b.full = true
