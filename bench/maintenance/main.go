@@ -180,7 +180,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 			return err
 		}
 		if i == 0 {
-			if err := add(b.measure("fetch of a small change", "Mirrorer.Sync after one small commit upstream (go-git: ref advertisement, negotiation, a pack of a handful of objects, then the new commits and tip times read back)", f)); err != nil {
+			if err := add(b.measure("fetch of a small change", "Mirrorer.Sync after one small commit upstream: go-git's negotiation walks up to 100 commits back from every local ref for its haves (commits only, from the packs: go-git does not use the commit-graph), then the new pack is written and the new commits and tip times read back; no blob is read", f)); err != nil {
 				return err
 			}
 		} else if err := f(); err != nil {
@@ -513,9 +513,9 @@ func why(name string, full bool) string {
 	case name == "midx-expire":
 		return "deletes the packs whose objects all live in newer packs and rewrites the index: .idx files only"
 	case name == "commit-graph" && full:
-		return "starts from every ref: each tip's object is looked up in the packs (a page per tip), then the commits not yet in the graph are parsed"
+		return "starts from every ref and walks every reachable commit, parsing each from the packs without the graph (git 2.39) to find those not yet in it: reads every commit of the old packs (read-ahead brings in the pages around them)"
 	case name == "commit-graph":
-		return "reads the commits of the new packs only (their .idx lists them); parents already in the graph's lower layers come from the graph"
+		return "reads the commits of the new packs (their .idx lists them), and each boundary commit's parent, which git 2.39 parses from its pack without the graph: a few pages of an old pack when the parent is there"
 	case name == "fsck":
 		return "connectivity-only still walks every reachable commit and tree (blobs only by their index entry): reads the old packs through"
 	}
