@@ -251,10 +251,10 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 // newerGit is what later git releases change in these steps, from git's release notes
 // and documentation.
 var newerGit = []string{
-	"git 2.47 adds incremental multi-pack indexes (`git multi-pack-index write --incremental`): a new layer over the new packs only, instead of one index rewritten from every pack's .idx.",
-	"git 2.48–2.50 let an incremental multi-pack index carry its own reachability bitmap layer (and `git repack --write-midx=incremental` in later releases), so a bitmap for the new packs no longer walks the whole history: the scrub-only bitmap here could then follow every change.",
-	"git 2.45+ `git pack-refs --auto` and reftable (`--ref-format=reftable`, 2.45) make ref packing incremental; `git maintenance run --task=geometric-repack` (2.52) schedules the same geometric roll-up.",
-	"None of them changes the connectivity check: `git fsck --connectivity-only` walks every reachable commit and tree, so the scrub reads a mirror whole in any version.",
+	"git 2.47 writes incremental multi-pack indexes (`git multi-pack-index write --incremental`, 2024-08): a new layer over the new packs only, instead of one index rewritten from every pack's .idx. Its `expire` and `repack` refuse an incremental chain, so the roll-up here would move to `git multi-pack-index compact` (documented from 2.55).",
+	"Later releases add reachability bitmaps per incremental layer (the 2.55 manual documents `write --incremental` together with `--bitmap`): a bitmap for the new packs would no longer walk the whole history, so the bitmap, kept for the scrub here, could follow every change.",
+	"git 2.51 keeps cruft packs out of the multi-pack index (`repack.MIDXMustContainCruft`) and can build packs by path walk; neither changes what is read here.",
+	"None of them changes the connectivity check: `git fsck --connectivity-only` walks every reachable commit and tree, so a scrub reads a mirror whole in any version.",
 }
 
 // maintain runs Mirrorer.Maintain and records the cold packs it leaves.
