@@ -232,6 +232,9 @@ type Worker struct {
 	DiskQuota  string // e.g. 500G; "" = the file system's size
 	DiskUsage  string // DiskUsageWalk or DiskUsageStatfs; "" = walk
 	AliveFile  string
+	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
+	// the worker's defaults.
+	MaintainEvery, ScrubEvery time.Duration
 }
 
 // Env is the worker's environment.
@@ -243,6 +246,8 @@ func (w Worker) Env() map[string]string {
 	set(m, DiskQuota, w.DiskQuota)
 	set(m, DiskUsage, w.DiskUsage)
 	set(m, AliveFile, w.AliveFile)
+	set(m, MaintainEvery, dur(w.MaintainEvery))
+	set(m, ScrubEvery, dur(w.ScrubEvery))
 	return m
 }
 
