@@ -195,7 +195,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 	}
 	b.full = true
 	scrub := fetch.MaintainRequest{ScrubSince: time.Now().Add(time.Hour)}
-	if err := add(b.measure("scrub", "Mirrorer.Maintain when the mirror's scrub slot began (once per --scrub-every, after a failure, or asked for after a corrupt fetch): repack with a bitmap, commit-graph from all refs, connectivity check",
+	if err := add(b.measure("scrub", "Mirrorer.Maintain when the mirror's scrub slot began (once per --scrub-every, after a failure, or asked for after a corrupt fetch): repack with a bitmap, commit-graph from all refs, connectivity check. The mirror is otherwise unchanged: without the fsck, this is what the old daily run (ADR 11) read of every mirror every day",
 		func() error { return b.expect(ctx, scrub, func(m fetch.Maintenance) bool { return m.Fscked }) })); err != nil {
 		return err
 	}
@@ -214,6 +214,29 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 	}
 	b.steps = nil
 	if err := add(b.measure("clone served, no bitmap", "the same clone after a change's maintenance (which writes no bitmap)", b.clone(ctx))); err != nil {
+		return err
+	}
+
+	// The old daily run (ADR 11) on a changed mirror, for comparison: every step of the
+	// scrub, whatever changed.
+	for range cfg.changes {
+		if err := repogen.PushSmallChange(ctx, upDir, gen); err != nil {
+			return err
+		}
+		if _, err := b.m.Sync(ctx, b.target); err != nil {
+			return err
+		}
+	}
+	b.full = true
+	if err := add(b.measure("old daily run, changed", fmt.Sprintf("the whole run of ADR 11 (every day on every mirror) after %d fetches: what a changed mirror's maintenance read before (its fsck ran weekly)", cfg.changes),
+		func() error {
+			_, err := mirror.Maintain(ctx, git, b.dir, mirror.MaintainOptions{Full: true, Around: b.aroundStep})
+			return err
+		})); err != nil {
+		return err
+	}
+	b.full = false
+	if _, err := b.maintain(ctx, fetch.MaintainRequest{}); err != nil { // the state catches up
 		return err
 	}
 
