@@ -28,10 +28,10 @@ type MaintainOptions struct {
 	// these reads the mirror's old packs through; the run without Full reads only what
 	// changed since Known (and the packs' small .idx files).
 	Full bool
-	// Known are the pack names (pack-<hash>.pack) at the end of the last maintenance;
-	// nil: unknown (the commit-graph is then written from all refs). The packs not in
-	// Known are the new ones: the repack rolls them up and the commit-graph takes the
-	// commits in them.
+	// Known are the pack names (pack-<hash>.pack) at the end of the last maintenance
+	// (without Full). The packs not in Known are the new ones: they join the
+	// multi-pack index, are rolled up, and the commit-graph takes their commits; with
+	// Known nil every pack is new (Mirrorer.Maintain asks for Full instead).
 	Known []string
 	// Around, if set, runs each git step (a benchmark measuring what each one reads):
 	// it must call step once and return its error.
