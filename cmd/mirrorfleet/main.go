@@ -157,6 +157,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.List.MaxURLs, "list-max-urls", listsync.DefaultMaxURLs, "the list may hold this many valid URLs; a longer list is not applied")
 	limitFlags(fs, &cfg)
 	fs.StringVar(&cfg.CloneBaseURL, "clone-base-url", "", "base of the clone URLs (default http://<listen address>)")
+	hookFlags(fs, &cfg.WebhookSecret, &cfg.WebhookSecretFor)
 	sf := addServeFlags(fs, &cfg.Serve)
 	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", os.Getenv(cloud.EnvPackCacheDir), "pack cache directory, on local disk (default <data>/packcache)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

@@ -78,6 +78,9 @@ type Config struct {
 	// List serves /v1/list and /v1/list/confirm; nil means no list repository is
 	// configured (GET /v1/list says so).
 	List ListSync
+	// Ring, if set, tells a repo's owner to fetch it now when a sync is requested (the
+	// fast path beside the durable request the coordinator carries). Must not block long.
+	Ring func(ctx context.Context, id string)
 }
 
 // DefaultMaxBulk is Config.MaxBulk's default.

@@ -504,6 +504,9 @@ func (s *server) syncRepo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("request sync of repo %s: %w", id, err)
 	}
+	if s.cfg.Ring != nil {
+		s.cfg.Ring(r.Context(), id)
+	}
 	s.poke()
 	writeJSON(w, http.StatusAccepted, Accepted{ID: id, Status: "sync_requested"})
 	return nil

@@ -83,6 +83,10 @@ type Config struct {
 	// CloneBaseURL is the base of every clone URL; default http://<listen address>
 	// (127.0.0.1 for an unspecified address).
 	CloneBaseURL string
+	// WebhookSecret and WebhookSecretFor (host → secret) authenticate the forges' push
+	// webhooks at /v1/hooks/{forge}; with neither set the hooks answer 403.
+	WebhookSecret    string
+	WebhookSecretFor map[string]string
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -251,7 +255,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return failList(err)
 	}
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll}
+		NextPoll: f.NextPoll, Ring: f.ringSync}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
@@ -269,6 +273,11 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	root.Handle("GET /healthz", httpguard.Deadlines(health.New(nil,
 		health.Store(func(ctx context.Context) error { _, err := st.CountRepos(ctx); return err }),
 		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data))), cfg.HTTP))
+	// The forges' webhooks come from the internet through whatever proxy the operator
+	// runs, under the site's public name: a delivery is authenticated by its signature,
+	// so they answer any Host (a page in a browser cannot sign one).
+	root.Handle(api.HookPrefix, httpguard.Deadlines(api.NewHooks(api.HookConfig{Store: st, Policy: policy,
+		Secret: cfg.WebhookSecret, SecretFor: cfg.WebhookSecretFor, Ring: f.ringHook, Poke: f.Poke, Log: log}), cfg.HTTP))
 	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
 	f.server = httpguard.Server(root, cfg.HTTP)
 	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
@@ -419,6 +428,24 @@ func (f *Fleet) NextPoll(id string) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// ring tells the in-process worker that owns repo id to fetch it now (worker.FetchNow);
+// only the owner holds the repo, so the others decline. A repo between owners is left to
+// the durable request the caller made, which the coordinator carries to the new one.
+func (f *Fleet) ring(id string, hook bool) bool {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		if rw.w.FetchNow(id, hook) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Fleet) ringHook(_ context.Context, id string) { f.ring(id, true) }
+func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, false) }
 
 // Poke asks the coordinator to tick now (the API calls it after writes).
 func (f *Fleet) Poke() {

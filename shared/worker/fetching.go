@@ -48,6 +48,7 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 			continue
 		}
 		r.inFlight = true
+		r.fetchedAt = now
 		w.inFlight++
 		if w.cfg.Rate > 0 {
 			w.tokens--
@@ -247,6 +248,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
 		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
 		Stats: rec.Stats, Prior: w.prior, Now: now})
+	if ferr == nil && rec.Priority > j.Priority {
+		rec.Priority = j.Priority + (rec.Priority-j.Priority)*pollStretch(r.hookAt, now)
+	}
 	if r.syncAgain && kind != fetch.KindBusy {
 		// A sync was asked for while this fetch ran: fetch again, now.
 		r.syncAgain = false

@@ -296,12 +296,12 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		w.mu.Lock()
 		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
 			r.rec.OwnerEpoch = e.Epoch
-			if r.inFlight {
-				r.syncAgain = true // the fetch in flight may have started before the push
-			} else {
-				w.hosts.unpark(e.RepoID)
-				w.queue.PushFront(e.RepoID)
+			if r.rungAt.IsZero() || !r.fetchedAt.After(r.rungAt) || w.clock.Now().Sub(r.rungAt) > RungCovers {
+				w.fetchNowLocked(e.RepoID, r)
 			}
+			// else: the request that set the flag also rang this worker, and a fetch that
+			// started after the ring has run: it covered the request.
+			r.rungAt = time.Time{}
 		}
 		w.mu.Unlock()
 	}
