@@ -174,12 +174,12 @@ type repoState struct {
 	host        string     // upstream host, for politeness
 	lastWritten time.Time  // when the repo record was last written by us
 	inFlight    bool
-	dropped     bool // removed while a fetch was in flight
-	syncAgain   bool // a sync was asked for while a fetch was in flight
+	dropped     bool      // removed while a fetch was in flight
+	syncAgain   bool      // a sync was asked for while a fetch was in flight
 	rungAt      time.Time // last FetchNow (a hook or a sync's fast path)
 	hookAt      time.Time // last push webhook for the repo
 	fetchedAt   time.Time // when the last fetch started
-	unwritten   bool // a report that should have landed did not: the next fetch writes
+	unwritten   bool      // a report that should have landed did not: the next fetch writes
 
 	// Maintenance: the slot start last handled, when, the pack count last seen, and
 	// whether a fetch found the mirror corrupt.
