@@ -71,6 +71,9 @@ func (c HookConfig) secretFor(host string) string {
 // HookPrefix is where the hooks are served.
 const HookPrefix = "/v1/hooks/"
 
+// HookRoute is the route NewHooks serves, as openapi.yaml documents it.
+const HookRoute = "POST /v1/hooks/{forge}"
+
 type hooks struct {
 	cfg     HookConfig
 	log     *slog.Logger
