@@ -296,7 +296,7 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		w.mu.Lock()
 		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
 			r.rec.OwnerEpoch = e.Epoch
-			if r.rungAt.IsZero() || !r.fetchedAt.After(r.rungAt) || w.clock.Now().Sub(r.rungAt) > RungCovers {
+			if r.rungAt.IsZero() || r.fetchedAt.Before(r.rungAt) || w.clock.Now().Sub(r.rungAt) > RungCovers {
 				w.fetchNowLocked(e.RepoID, r)
 			}
 			// else: the request that set the flag also rang this worker, and a fetch that
