@@ -24,6 +24,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
@@ -78,6 +79,15 @@ type Config struct {
 	// CloneBaseURL is the base of every clone URL; default http://<listen address>
 	// (127.0.0.1 for an unspecified address).
 	CloneBaseURL string
+	// Events configures the outgoing events: GET /v1/events and the webhooks.
+	Events EventsConfig
+}
+
+// EventsConfig configures the outgoing events; zero fields take the defaults.
+type EventsConfig struct {
+	Backlog   int           // events kept for Last-Event-ID resumes (events.DefaultBacklog)
+	Streams   int           // open event streams at most (api.DefaultEventStreams)
+	Heartbeat time.Duration // keep-alive comment period of a stream (api.DefaultEventHeartbeat)
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -148,6 +158,8 @@ type Fleet struct {
 	// CloneBase is the base of the clone URLs.
 	CloneBase string
 	front     *serve.Handler
+	// Events numbers and fans out the mirror.updated events.
+	Events *events.Hub
 }
 
 type runningWorker struct {
@@ -245,8 +257,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		ln.Close()
 		return failList(err)
 	}
+	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics})
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll}
+		NextPoll: f.NextPoll, Events: f.Events, EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
@@ -323,7 +336,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause},
-		f.Store, meter.Mirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
+		f.Store, meter.Mirror{Mirrorer: events.Mirror{Mirrorer: f.Mirror, Hub: f.Events}, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workersMu.Lock()
 	f.workers = append(f.workers, rw)
