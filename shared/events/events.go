@@ -93,6 +93,7 @@ type Hub struct {
 	head, n int
 	subs    map[*Subscription]struct{}
 	counts  Counts
+	closed  bool
 }
 
 // Counts are the hub's running totals.
@@ -209,6 +210,11 @@ func (h *Hub) Subscribe(lastID uint64, resume bool) (*Subscription, Resume) {
 	s := &Subscription{h: h, ch: make(chan Event, h.cfg.SubscriberBuffer)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		s.closed = true
+		close(s.ch)
+		return s, Resume{}
+	}
 	var r Resume
 	if resume {
 		oldest := h.next - uint64(h.n) // id of the oldest event kept (next when none)
@@ -256,6 +262,18 @@ func (h *Hub) dropLocked(s *Subscription, lagged bool) {
 	}
 	delete(h.subs, s)
 	close(s.ch)
+}
+
+// Close ends every subscription (their channels close, not Lagged) and refuses new
+// ones: a server shutting down ends its streams, which never go idle by themselves.
+// Publishing goes on, to the backlog and the sinks.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for s := range h.subs {
+		h.dropLocked(s, false)
+	}
 }
 
 // Subscribers is the number of live subscriptions.

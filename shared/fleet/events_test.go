@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -108,10 +109,26 @@ func syncRepo(t *testing.T, f *running, id string) {
 func TestEventsStream(t *testing.T) {
 	logs := dumpOnFailure(t)
 	srv := gittest.NewServer(t)
+	hooks := make(chan events.Event, 10)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Header.Get(events.HeaderSignature) != events.Sign("hook-secret", body) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var ev events.Event
+		if err := json.Unmarshal(body, &ev); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		ev.ID, _ = strconv.ParseUint(r.Header.Get(events.HeaderEventID), 10, 64)
+		hooks <- ev
+	}))
+	defer rcv.Close()
 	f := startWith(t, logs, func(c *fleet.Config) {
 		c.Data, c.Warmup = t.TempDir(), coordinator.NoWarmup
 		c.MinInterval = time.Hour // only the syncs below fetch
-		c.Events = fleet.EventsConfig{Heartbeat: 100 * time.Millisecond}
+		c.Events = fleet.EventsConfig{Heartbeat: 100 * time.Millisecond, NotifyURLs: []string{rcv.URL + "/in"}, NotifySecret: "hook-secret"}
 	})
 	waitRing(t, f, 3)
 	up := srv.NewRepo(t, "ev/one")
@@ -168,9 +185,30 @@ func TestEventsStream(t *testing.T) {
 		t.Fatalf("resume from 1: %+v, want a missed notice without id", msg)
 	}
 
+	// The webhook receiver got the same events, signed, under the same ids.
+	got := map[uint64]events.Event{}
+	for len(got) < 3 {
+		select {
+		case ev := <-hooks:
+			got[ev.ID] = ev
+		case <-time.After(20 * time.Second):
+			t.Fatalf("webhooks received %v", got)
+		}
+	}
+	if fmt.Sprint(got[second].Refs) != want || got[first].RepoID != id {
+		t.Fatalf("webhooks received %v", got)
+	}
+
 	// The slow client held up nothing: the fetches and the other streams went on.
 	if n := f.Events.Counts().Published; n < 3 {
 		t.Fatalf("%d events published", n)
+	}
+
+	// Open streams do not hold up a shutdown: they end with it.
+	if err := f.stop(); err != nil {
+		t.Fatalf("Stop with streams open: %v", err)
+	}
+	for range s.msgs {
 	}
 }
 

@@ -88,6 +88,9 @@ type EventsConfig struct {
 	Backlog   int           // events kept for Last-Event-ID resumes (events.DefaultBacklog)
 	Streams   int           // open event streams at most (api.DefaultEventStreams)
 	Heartbeat time.Duration // keep-alive comment period of a stream (api.DefaultEventHeartbeat)
+	// NotifyURLs get every event POSTed (events.Webhooks), signed with NotifySecret.
+	NotifyURLs   []string
+	NotifySecret string
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -159,7 +162,8 @@ type Fleet struct {
 	CloneBase string
 	front     *serve.Handler
 	// Events numbers and fans out the mirror.updated events.
-	Events *events.Hub
+	Events   *events.Hub
+	webhooks *events.Webhooks
 }
 
 type runningWorker struct {
@@ -257,7 +261,17 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		ln.Close()
 		return failList(err)
 	}
-	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics})
+	var sinks []events.Sink
+	if len(cfg.Events.NotifyURLs) > 0 {
+		if f.webhooks, err = events.NewWebhooks(events.WebhookConfig{URLs: cfg.Events.NotifyURLs, Secret: cfg.Events.NotifySecret,
+			Policy: policy, Metrics: f.Metrics, Log: log}); err != nil {
+			ln.Close()
+			f.front.Close()
+			return failList(err)
+		}
+		sinks = append(sinks, f.webhooks)
+	}
+	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics, Sinks: sinks})
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
 		NextPoll: f.NextPoll, Events: f.Events, EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
 	if f.List != nil {
@@ -279,6 +293,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data))), cfg.HTTP))
 	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
 	f.server = httpguard.Server(root, cfg.HTTP)
+	f.server.RegisterOnShutdown(f.Events.Close) // event streams never go idle: end them
 	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
 		log.Warn("the API listens beyond loopback but answers loopback Host names only; name the hosts it is reached by with --allow-host",
 			"listen", cfg.Listen)
@@ -308,6 +323,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			log.Error("api server", "err", err)
 		}
 	}()
+	if f.webhooks != nil {
+		f.wg.Go(func() { f.webhooks.Run(runCtx) })
+	}
 	go func() {
 		defer f.coordWG.Done()
 		tmr.Run(coordCtx, clock.Real{}, func(ctx context.Context, fr timer.Firing) {
