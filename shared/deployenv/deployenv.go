@@ -69,6 +69,7 @@ const (
 	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
 	FsckEvery       = "MIRRORFLEET_FSCK_EVERY"       // a mirror's connectivity is checked at most this often
+	EventBus        = "MIRRORFLEET_EVENT_BUS"        // EventBridge bus (name or ARN) the mirror.updated events go to; empty: none
 
 	// What one upstream can make a fetch receive (mirror.Limits) and politeness per
 	// upstream host (worker.Config).
@@ -232,6 +233,7 @@ type Worker struct {
 	DiskQuota  string // e.g. 500G; "" = the file system's size
 	DiskUsage  string // DiskUsageWalk or DiskUsageStatfs; "" = walk
 	AliveFile  string
+	EventBus   string // name or ARN of the bus the events go to; "" = none
 }
 
 // Env is the worker's environment.
@@ -243,6 +245,7 @@ func (w Worker) Env() map[string]string {
 	set(m, DiskQuota, w.DiskQuota)
 	set(m, DiskUsage, w.DiskUsage)
 	set(m, AliveFile, w.AliveFile)
+	set(m, EventBus, w.EventBus)
 	return m
 }
 

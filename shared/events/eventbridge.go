@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -53,8 +54,9 @@ type EventBridgeConfig struct {
 // again, after a back-off, up to Attempts; what the queue cannot hold is dropped.
 // Offer never blocks. Drops, retries and deliveries are counted.
 type EventBridge struct {
-	cfg EventBridgeConfig
-	q   chan pendingEntry
+	cfg     EventBridgeConfig
+	q       chan pendingEntry
+	pending atomic.Int64 // entries queued or being tried
 }
 
 type pendingEntry struct {
@@ -93,9 +95,11 @@ func (p *EventBridge) record(name string, n int) {
 // Offer queues ev; a full queue drops it (counted).
 func (p *EventBridge) Offer(ev Event) {
 	e, size := Entry(ev, p.cfg.Bus)
+	p.pending.Add(1)
 	select {
 	case p.q <- pendingEntry{entry: e, size: size, id: ev.ID}:
 	default:
+		p.pending.Add(-1)
 		p.record(metrics.EventsDropped, 1)
 		p.cfg.Log.Warn("eventbridge queue full: event dropped", "event_id", ev.ID, "repo", ev.RepoID)
 	}
@@ -122,6 +126,22 @@ func Entry(ev Event, bus string) (types.PutEventsRequestEntry, int) {
 		e.EventBusName = aws.String(bus)
 	}
 	return e, size(detail)
+}
+
+// Pending is the number of entries queued or being tried.
+func (p *EventBridge) Pending() int { return int(p.pending.Load()) }
+
+// Flush waits until nothing is pending or ctx ends (Run must be running).
+func (p *EventBridge) Flush(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for p.Pending() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Run publishes until ctx ends.
@@ -197,6 +217,7 @@ func (p *EventBridge) put(ctx context.Context, batch []pendingEntry) []pendingEn
 	retry := func(e pendingEntry, why string) {
 		e.attempts++
 		if e.attempts >= p.cfg.Attempts {
+			p.pending.Add(-1)
 			p.record(metrics.EventsDropped, 1)
 			p.cfg.Log.Warn("eventbridge: event dropped", "event_id", e.id, "attempts", e.attempts, "err", why)
 			return
@@ -228,10 +249,12 @@ func (p *EventBridge) put(ctx context.Context, batch []pendingEntry) []pendingEn
 		case "ThrottlingException", "InternalFailure", "InternalException", "ServiceUnavailable":
 			retry(e, code+": "+aws.ToString(r.ErrorMessage))
 		default: // the entry itself is at fault: another try fails the same
+			p.pending.Add(-1)
 			p.record(metrics.EventsDropped, 1)
 			p.cfg.Log.Warn("eventbridge: entry refused", "event_id", e.id, "code", code, "message", aws.ToString(r.ErrorMessage))
 		}
 	}
+	p.pending.Add(-int64(delivered))
 	p.record(metrics.EventsDelivered, delivered)
 	return failed
 }
