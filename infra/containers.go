@@ -171,6 +171,7 @@ func (s *Stack) workers() {
 		DiskQuota:  s.props.DiskQuota,
 		DiskUsage:  deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
 		AliveFile:  aliveFile,
+		EventBus:   *s.EventBus.EventBusName(),
 	}.Env()
 	// Healthy while heartbeats land: a worker cut off from the store is replaced.
 	container := s.container(task, "worker", "WorkerLogs", 30*time.Second, env,
@@ -181,6 +182,7 @@ func (s *Stack) workers() {
 	)
 	s.grantTable(task.TaskRole(), tableActions)
 	s.grantMount(task.TaskRole(), true)
+	s.grantPutEvents(task.TaskRole())
 
 	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
 		Vpc:              s.Vpc,
