@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
@@ -17,10 +18,15 @@ var eventMetrics = []string{"EventsPublished", "EventsDelivered", "EventsRetried
 // detail-type mirror.updated; docs/events.md has a rule that matches them). It costs
 // nothing until rules match, and then per event.
 func (s *Stack) eventBus() awsevents.EventBus {
-	return awsevents.NewEventBus(s.Stack, jsii.String("EventBus"), &awsevents.EventBusProps{
+	bus := awsevents.NewEventBus(s.Stack, jsii.String("EventBus"), &awsevents.EventBusProps{
 		EventBusName: jsii.String(s.props.Fleet + "-mirrorfleet"),
 		Description:  jsii.String("mirrorfleet: mirror.updated events, one per fetch that moved refs"),
 	})
+	awscdk.NewCfnOutput(s.Stack, jsii.String("EventBusName"), &awscdk.CfnOutputProps{
+		Value:       bus.EventBusName(),
+		Description: jsii.String("the bus of the mirror.updated events (docs/events.md)"),
+	})
+	return bus
 }
 
 // grantPutEvents lets role put events on the fleet's bus, and on no other.
