@@ -104,7 +104,8 @@ func TestSlowEventClientHoldsNothing(t *testing.T) {
 	// A buffer for all: the fast client may lag while the burst lasts; the slow one is
 	// cut by its write deadline.
 	hub := events.NewHub(events.Config{FirstID: 1, SubscriberBuffer: 1024})
-	srv := streamServer(t, hub)
+	// Long enough for a reading client on a loaded machine; the slow one is cut after it.
+	srv := streamServer(t, hub, func(c *Config) { c.EventWriteTimeout = 3 * time.Second })
 	slow, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
