@@ -172,6 +172,9 @@ func (s *Stack) workers() {
 		DiskUsage:  deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
 		AliveFile:  aliveFile,
 		EventBus:   *s.EventBus.EventBusName(),
+
+		MaintainEvery: s.props.MaintainEvery,
+		ScrubEvery:    s.props.ScrubEvery,
 	}.Env()
 	// Healthy while heartbeats land: a worker cut off from the store is replaced.
 	container := s.container(task, "worker", "WorkerLogs", 30*time.Second, env,
