@@ -33,7 +33,7 @@ const (
 // Webhook defaults (WebhookConfig's zero fields).
 const (
 	DefaultWebhookQueue    = 1024 // events waiting per URL
-	DefaultWebhookAttempts = 10   // tries of one event: about 17 minutes with the back-off below
+	DefaultWebhookAttempts = 10   // tries of one event: 4 to 9 minutes of waits with the back-off below
 	DefaultWebhookBackoff  = time.Second
 	DefaultWebhookMaxWait  = 5 * time.Minute
 	DefaultWebhookTimeout  = 10 * time.Second
