@@ -27,8 +27,9 @@ const (
 
 // EventBridge publisher defaults.
 const (
-	DefaultEventBridgeQueue    = 10000
-	DefaultEventBridgeAttempts = 8
+	DefaultEventBridgeQueue      = 10000
+	DefaultEventBridgeQueueBytes = 32 << 20 // entries reach 256 KB: the count alone bounds nothing
+	DefaultEventBridgeAttempts   = 8
 )
 
 // PutEventsAPI is the part of the EventBridge client the publisher uses.
@@ -38,14 +39,16 @@ type PutEventsAPI interface {
 
 // EventBridgeConfig configures the publisher; zero fields take the defaults.
 type EventBridgeConfig struct {
-	Client   PutEventsAPI
-	Bus      string        // the event bus's name or ARN
-	Queue    int           // entries waiting; past it an event is dropped
-	Attempts int           // tries per entry, then it is dropped
-	Backoff  time.Duration // wait after a failed call; doubles, with jitter (DefaultWebhookBackoff)
-	MaxWait  time.Duration // (DefaultWebhookMaxWait)
-	Metrics  Recorder
-	Log      *slog.Logger
+	Client PutEventsAPI
+	Bus    string // the event bus's name or ARN
+	Queue  int    // entries waiting; past it an event is dropped
+	// QueueBytes bounds the entries waiting or being tried, by size.
+	QueueBytes int
+	Attempts   int           // tries per entry, then it is dropped
+	Backoff    time.Duration // wait after a failed call; doubles, with jitter (DefaultWebhookBackoff)
+	MaxWait    time.Duration // (DefaultWebhookMaxWait)
+	Metrics    Recorder
+	Log        *slog.Logger
 }
 
 // EventBridge publishes events to an event bus with PutEvents: up to 10 entries a
@@ -57,6 +60,7 @@ type EventBridge struct {
 	cfg     EventBridgeConfig
 	q       chan pendingEntry
 	pending atomic.Int64 // entries queued or being tried
+	bytes   atomic.Int64 // their sizes
 }
 
 type pendingEntry struct {
@@ -70,6 +74,9 @@ type pendingEntry struct {
 func NewEventBridge(cfg EventBridgeConfig) *EventBridge {
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultEventBridgeQueue
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = DefaultEventBridgeQueueBytes
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = DefaultEventBridgeAttempts
@@ -95,11 +102,18 @@ func (p *EventBridge) record(name string, n int) {
 // Offer queues ev; a full queue drops it (counted).
 func (p *EventBridge) Offer(ev Event) {
 	e, size := Entry(ev, p.cfg.Bus)
+	if p.bytes.Add(int64(size)) > int64(p.cfg.QueueBytes) {
+		p.bytes.Add(-int64(size))
+		p.record(metrics.EventsDropped, 1)
+		p.cfg.Log.Warn("eventbridge queue full (bytes): event dropped", "event_id", ev.ID, "repo", ev.RepoID)
+		return
+	}
 	p.pending.Add(1)
 	select {
 	case p.q <- pendingEntry{entry: e, size: size, id: ev.ID}:
 	default:
 		p.pending.Add(-1)
+		p.bytes.Add(-int64(size))
 		p.record(metrics.EventsDropped, 1)
 		p.cfg.Log.Warn("eventbridge queue full: event dropped", "event_id", ev.ID, "repo", ev.RepoID)
 	}
@@ -126,6 +140,12 @@ func Entry(ev Event, bus string) (types.PutEventsRequestEntry, int) {
 		e.EventBusName = aws.String(bus)
 	}
 	return e, size(detail)
+}
+
+// done forgets an entry delivered or dropped.
+func (p *EventBridge) done(e pendingEntry) {
+	p.pending.Add(-1)
+	p.bytes.Add(-int64(e.size))
 }
 
 // Pending is the number of entries queued or being tried.
@@ -217,7 +237,7 @@ func (p *EventBridge) put(ctx context.Context, batch []pendingEntry) []pendingEn
 	retry := func(e pendingEntry, why string) {
 		e.attempts++
 		if e.attempts >= p.cfg.Attempts {
-			p.pending.Add(-1)
+			p.done(e)
 			p.record(metrics.EventsDropped, 1)
 			p.cfg.Log.Warn("eventbridge: event dropped", "event_id", e.id, "attempts", e.attempts, "err", why)
 			return
@@ -246,15 +266,15 @@ func (p *EventBridge) put(ctx context.Context, batch []pendingEntry) []pendingEn
 		switch code {
 		case "":
 			delivered++
+			p.done(e)
 		case "ThrottlingException", "InternalFailure", "InternalException", "ServiceUnavailable":
 			retry(e, code+": "+aws.ToString(r.ErrorMessage))
 		default: // the entry itself is at fault: another try fails the same
-			p.pending.Add(-1)
+			p.done(e)
 			p.record(metrics.EventsDropped, 1)
 			p.cfg.Log.Warn("eventbridge: entry refused", "event_id", e.id, "code", code, "message", aws.ToString(r.ErrorMessage))
 		}
 	}
-	p.pending.Add(-int64(delivered))
 	p.record(metrics.EventsDelivered, delivered)
 	return failed
 }

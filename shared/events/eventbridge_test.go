@@ -172,3 +172,16 @@ func TestEventBridgeDropsAreCounted(t *testing.T) {
 		t.Fatalf("%d entries accepted", len(fake.Entries()))
 	}
 }
+
+// The queue is bounded by bytes too: entries of up to 256 KB make a count alone no bound.
+func TestEventBridgeQueueBytes(t *testing.T) {
+	var c tally
+	p := events.NewEventBridge(events.EventBridgeConfig{Client: nil, Bus: "b", QueueBytes: 300 << 10, Metrics: &c})
+	hub := events.NewHub(events.Config{FirstID: 1, Sinks: []events.Sink{p}})
+	for range 3 {
+		hub.Publish("0123456789abcdef", "https://example.com/a.git", refUpdates(900, 200)) // ~200 KB each
+	}
+	if p.Pending() != 1 || c.get("EventsDropped/eventbridge") != 2 {
+		t.Fatalf("%d pending, %v dropped; want 1 and 2", p.Pending(), c.get("EventsDropped/eventbridge"))
+	}
+}

@@ -24,6 +24,10 @@ const Type = "mirror.updated"
 // Defaults.
 const (
 	DefaultBacklog = 4096 // events kept for Last-Event-ID resumes
+	// DefaultBacklogRefs bounds the refs the backlog holds in all (about 150 bytes
+	// each): 4096 events of 1000 refs would be half a gigabyte. Past it, the oldest
+	// events leave the backlog early.
+	DefaultBacklogRefs = 100_000
 	// DefaultMaxRefs bounds the refs one event lists; a sync that moved more sets
 	// Truncated and RefCount (a mass tag import is no reason for a megabyte event).
 	// 1000 refs of ordinary names keep an event well under EventBridge's 256 KB.
@@ -64,6 +68,7 @@ type Sink interface {
 // Config configures a Hub; zero fields take the defaults.
 type Config struct {
 	Backlog          int
+	BacklogRefs      int
 	MaxRefs          int
 	SubscriberBuffer int
 	Clock            clock.Clock
@@ -91,6 +96,7 @@ type Hub struct {
 	next    uint64
 	backlog []Event // ring: backlog[(head+i)%len] for i < n, oldest first
 	head, n int
+	refs    int // refs in the backlog
 	subs    map[*Subscription]struct{}
 	counts  Counts
 	closed  bool
@@ -112,6 +118,9 @@ func NewHub(cfg Config) *Hub {
 	}
 	if cfg.MaxRefs <= 0 {
 		cfg.MaxRefs = DefaultMaxRefs
+	}
+	if cfg.BacklogRefs <= 0 {
+		cfg.BacklogRefs = DefaultBacklogRefs
 	}
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = DefaultSubscriberBuffer
@@ -144,13 +153,15 @@ func (h *Hub) Publish(repoID, url string, moved []fetch.RefUpdate) (Event, bool)
 	ev.ID = h.next
 	h.next++
 	ev.At = h.cfg.Clock.Now().UTC()
-	if h.n < len(h.backlog) {
-		h.backlog[(h.head+h.n)%len(h.backlog)] = ev
-		h.n++
-	} else {
-		h.backlog[h.head] = ev
+	for h.n > 0 && (h.n == len(h.backlog) || h.refs+len(ev.Refs) > h.cfg.BacklogRefs) {
+		h.refs -= len(h.backlog[h.head].Refs)
+		h.backlog[h.head] = Event{}
 		h.head = (h.head + 1) % len(h.backlog)
+		h.n--
 	}
+	h.backlog[(h.head+h.n)%len(h.backlog)] = ev
+	h.n++
+	h.refs += len(ev.Refs)
 	h.counts.Published++
 	lagging := 0
 	for s := range h.subs {

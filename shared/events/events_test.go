@@ -128,3 +128,21 @@ func TestFirstIDFollowsTheClock(t *testing.T) {
 		t.Fatalf("ids %d then, after a restart, %d", ev.ID, ev2.ID)
 	}
 }
+
+// The backlog holds at most BacklogRefs refs: big events push the oldest out early.
+func TestBacklogIsBoundedByRefs(t *testing.T) {
+	h := NewHub(Config{Backlog: 10, BacklogRefs: 25, FirstID: 1})
+	for range 3 {
+		h.Publish("r", "u", moved(10))
+	}
+	_, r := h.Subscribe(0, true)
+	if len(r.Events) != 2 || r.Events[0].ID != 2 || !r.Missed {
+		t.Fatalf("backlog %d events from %d, missed=%v; want 2 and 3", len(r.Events), r.Events[0].ID, r.Missed)
+	}
+	for range 10 {
+		h.Publish("r", "u", moved(1))
+	}
+	if _, r := h.Subscribe(3, true); len(r.Events) != 10 || r.Events[0].ID != 4 || r.Missed {
+		t.Fatalf("after small events: %d events, missed=%v", len(r.Events), r.Missed)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -32,8 +33,9 @@ const (
 
 // Webhook defaults (WebhookConfig's zero fields).
 const (
-	DefaultWebhookQueue    = 1024 // events waiting per URL
-	DefaultWebhookAttempts = 10   // tries of one event: 4 to 9 minutes of waits with the back-off below
+	DefaultWebhookQueue    = 1024    // events waiting per URL
+	DefaultWebhookRefs     = 100_000 // refs of the events waiting per URL (an event may list 1000)
+	DefaultWebhookAttempts = 10      // tries of one event: 4 to 9 minutes of waits with the back-off below
 	DefaultWebhookBackoff  = time.Second
 	DefaultWebhookMaxWait  = 5 * time.Minute
 	DefaultWebhookTimeout  = 10 * time.Second
@@ -46,15 +48,16 @@ type WebhookConfig struct {
 	// Policy checks the URLs and the addresses they resolve to. Private addresses are
 	// allowed (a receiver is usually on the operator's network); cloud metadata
 	// endpoints never.
-	Policy   urlpolicy.Policy
-	Queue    int           // events waiting per URL; past it an event is dropped
-	Attempts int           // tries per event, then it is dropped
-	Backoff  time.Duration // wait after the first failure; doubles, with jitter
-	MaxWait  time.Duration // longest wait between two tries (a Retry-After included)
-	Timeout  time.Duration // one POST
-	Client   *http.Client  // default: the policy's client, no redirects followed
-	Metrics  Recorder
-	Log      *slog.Logger
+	Policy    urlpolicy.Policy
+	Queue     int           // events waiting per URL; past it an event is dropped
+	QueueRefs int           // refs of the events waiting per URL; past it too
+	Attempts  int           // tries per event, then it is dropped
+	Backoff   time.Duration // wait after the first failure; doubles, with jitter
+	MaxWait   time.Duration // longest wait between two tries (a Retry-After included)
+	Timeout   time.Duration // one POST
+	Client    *http.Client  // default: the policy's client, no redirects followed
+	Metrics   Recorder
+	Log       *slog.Logger
 }
 
 // CheckNotifyURL checks a webhook URL: http or https, a host the policy allows (with
@@ -88,8 +91,9 @@ type Webhooks struct {
 }
 
 type hookTarget struct {
-	url string
-	q   chan Event
+	url  string
+	q    chan Event
+	refs atomic.Int64 // refs of the events queued or being delivered
 }
 
 // NewWebhooks checks the URLs and returns the sink; Run delivers.
@@ -101,6 +105,9 @@ func NewWebhooks(cfg WebhookConfig) (*Webhooks, error) {
 	}
 	if cfg.Queue <= 0 {
 		cfg.Queue = DefaultWebhookQueue
+	}
+	if cfg.QueueRefs <= 0 {
+		cfg.QueueRefs = DefaultWebhookRefs
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = DefaultWebhookAttempts
@@ -133,10 +140,18 @@ func NewWebhooks(cfg WebhookConfig) (*Webhooks, error) {
 // Offer queues ev for every URL; a full queue drops it (counted).
 func (w *Webhooks) Offer(ev Event) {
 	dropped := 0
+	n := int64(len(ev.Refs))
 	for _, t := range w.targets {
+		if t.refs.Add(n) > int64(w.cfg.QueueRefs) {
+			t.refs.Add(-n)
+			dropped++
+			w.cfg.Log.Warn("webhook queue full (refs): event dropped", "url", redactURL(t.url), "event_id", ev.ID)
+			continue
+		}
 		select {
 		case t.q <- ev:
 		default:
+			t.refs.Add(-n)
 			dropped++
 			w.cfg.Log.Warn("webhook queue full: event dropped", "url", redactURL(t.url), "event_id", ev.ID)
 		}
@@ -155,6 +170,7 @@ func (w *Webhooks) Run(ctx context.Context) {
 					return
 				case ev := <-t.q:
 					w.deliver(ctx, t.url, ev)
+					t.refs.Add(-int64(len(ev.Refs)))
 				}
 			}
 		})
