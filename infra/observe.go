@@ -204,6 +204,7 @@ func (s *Stack) dashboard() {
 		{
 			graph("Mirror maintenance", m(maintenanceMetrics[0], "Sum"), m(maintenanceMetrics[2], "Sum"), m(maintenanceMetrics[3], "Maximum")),
 			graph("Maintenance duration (s)", m(maintenanceMetrics[1], "Average"), m(maintenanceMetrics[1], "p99")),
+			s.eventWidget(graph),
 		},
 	}
 	if s.Serve != nil {

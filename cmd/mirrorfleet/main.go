@@ -15,12 +15,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
@@ -160,6 +163,17 @@ func runFleet(args []string, stderr io.Writer) error {
 	hookFlags(fs, &cfg.WebhookSecret, &cfg.WebhookSecretFor)
 	sf := addServeFlags(fs, &cfg.Serve)
 	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", os.Getenv(cloud.EnvPackCacheDir), "pack cache directory, on local disk (default <data>/packcache)")
+	fs.Func("notify-url", "POST every mirror.updated event as JSON to this http(s) `URL` (repeatable; private addresses allowed, cloud metadata never; docs/events.md)",
+		func(v string) error {
+			if err := events.CheckNotifyURL(urlpolicy.Policy{}, v); err != nil {
+				return err
+			}
+			cfg.Events.NotifyURLs = append(cfg.Events.NotifyURLs, v)
+			return nil
+		})
+	fs.StringVar(&cfg.Events.NotifySecret, "notify-secret", "", "signs the --notify-url POSTs: X-Mirrorfleet-Signature: sha256=<hex HMAC-SHA256(secret, body)> (default $MIRRORFLEET_NOTIFY_SECRET)")
+	fs.IntVar(&cfg.Events.Backlog, "events-backlog", events.DefaultBacklog, "events kept for GET /v1/events resumes (Last-Event-ID)")
+	fs.IntVar(&cfg.Events.Streams, "event-streams", api.DefaultEventStreams, "open GET /v1/events streams at most; more get 503")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -172,6 +186,12 @@ func runFleet(args []string, stderr io.Writer) error {
 	}
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
+	}
+	if cfg.Events.NotifySecret != "" && len(cfg.Events.NotifyURLs) == 0 {
+		return usageError{"--notify-secret needs --notify-url"}
+	}
+	if cfg.Events.NotifySecret == "" {
+		cfg.Events.NotifySecret = os.Getenv("MIRRORFLEET_NOTIFY_SECRET") // not a flag default: -h would print it
 	}
 	if _, ok := priority.ByName(cfg.PriorityPolicy); !ok {
 		return usageError{fmt.Sprintf("--policy %q: want bayes, rate or cbrt", cfg.PriorityPolicy)}

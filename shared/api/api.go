@@ -81,6 +81,16 @@ type Config struct {
 	// Ring, if set, tells a repo's owner to fetch it now when a sync is requested (the
 	// fast path beside the durable request the coordinator carries). Must not block long.
 	Ring func(ctx context.Context, id string)
+	// Events serves GET /v1/events (Server-Sent Events); nil: the route answers 404
+	// no_event_stream (AWS, where the events go to EventBridge).
+	Events EventStream
+	// EventStreams bounds the open event streams (503 past it); default
+	// DefaultEventStreams. EventHeartbeat is the keep-alive comment's period, and
+	// EventWriteTimeout how long one write to a stream may take before the stream is
+	// cut (a client that stopped reading).
+	EventStreams      int
+	EventHeartbeat    time.Duration
+	EventWriteTimeout time.Duration
 }
 
 // DefaultMaxBulk is Config.MaxBulk's default.
@@ -96,10 +106,11 @@ var openapiYAML []byte
 var uiFS embed.FS
 
 type server struct {
-	cfg  Config
-	auth func(*http.Request) error
-	log  *slog.Logger
-	mux  *http.ServeMux
+	cfg     Config
+	auth    func(*http.Request) error
+	log     *slog.Logger
+	mux     *http.ServeMux
+	streams chan struct{} // one token per open event stream
 }
 
 // route is one (method, path) the handler serves. Path is in OpenAPI form; the ServeMux
@@ -125,6 +136,7 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/workers", h: (*server).listWorkers},
 	{Method: "GET", Path: "/v1/ring", h: (*server).getRing},
 	{Method: "GET", Path: "/v1/status", h: (*server).getStatus},
+	{Method: "GET", Path: "/v1/events", Query: []string{"last_event_id"}, h: (*server).streamEvents},
 	{Method: "GET", Path: "/v1/list", h: (*server).getList},
 	{Method: "POST", Path: "/v1/list/confirm", Write: true, h: (*server).confirmList},
 	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},
@@ -154,7 +166,16 @@ func New(cfg Config) http.Handler {
 	if cfg.MaxBulk <= 0 {
 		cfg.MaxBulk = DefaultMaxBulk
 	}
-	s := &server{cfg: cfg, auth: cfg.Auth, log: cfg.Log, mux: http.NewServeMux()}
+	if cfg.EventStreams <= 0 {
+		cfg.EventStreams = DefaultEventStreams
+	}
+	if cfg.EventHeartbeat <= 0 {
+		cfg.EventHeartbeat = DefaultEventHeartbeat
+	}
+	if cfg.EventWriteTimeout <= 0 {
+		cfg.EventWriteTimeout = DefaultEventWriteTimeout
+	}
+	s := &server{cfg: cfg, auth: cfg.Auth, log: cfg.Log, mux: http.NewServeMux(), streams: make(chan struct{}, cfg.EventStreams)}
 	if s.auth == nil {
 		s.auth = BearerAuth(cfg.Token)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
@@ -87,6 +88,18 @@ type Config struct {
 	// webhooks at /v1/hooks/{forge}; with neither set the hooks answer 403.
 	WebhookSecret    string
 	WebhookSecretFor map[string]string
+	// Events configures the outgoing events: GET /v1/events and the webhooks.
+	Events EventsConfig
+}
+
+// EventsConfig configures the outgoing events; zero fields take the defaults.
+type EventsConfig struct {
+	Backlog   int           // events kept for Last-Event-ID resumes (events.DefaultBacklog)
+	Streams   int           // open event streams at most (api.DefaultEventStreams)
+	Heartbeat time.Duration // keep-alive comment period of a stream (api.DefaultEventHeartbeat)
+	// NotifyURLs get every event POSTed (events.Webhooks), signed with NotifySecret.
+	NotifyURLs   []string
+	NotifySecret string
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -157,6 +170,9 @@ type Fleet struct {
 	// CloneBase is the base of the clone URLs.
 	CloneBase string
 	front     *serve.Handler
+	// Events numbers and fans out the mirror.updated events.
+	Events   *events.Hub
+	webhooks *events.Webhooks
 }
 
 type runningWorker struct {
@@ -254,8 +270,19 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		ln.Close()
 		return failList(err)
 	}
+	var sinks []events.Sink
+	if len(cfg.Events.NotifyURLs) > 0 {
+		if f.webhooks, err = events.NewWebhooks(events.WebhookConfig{URLs: cfg.Events.NotifyURLs, Secret: cfg.Events.NotifySecret,
+			Policy: policy, Metrics: f.Metrics, Log: log}); err != nil {
+			ln.Close()
+			f.front.Close()
+			return failList(err)
+		}
+		sinks = append(sinks, f.webhooks)
+	}
+	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics, Sinks: sinks})
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll, Ring: f.ringSync}
+		NextPoll: f.NextPoll, Ring: f.ringSync, Events: f.Events, EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
@@ -280,6 +307,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		Secret: cfg.WebhookSecret, SecretFor: cfg.WebhookSecretFor, Ring: f.ringHook, Poke: f.Poke, Log: log}), cfg.HTTP))
 	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
 	f.server = httpguard.Server(root, cfg.HTTP)
+	f.server.RegisterOnShutdown(f.Events.Close) // event streams never go idle: end them
 	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
 		log.Warn("the API listens beyond loopback but answers loopback Host names only; name the hosts it is reached by with --allow-host",
 			"listen", cfg.Listen)
@@ -309,6 +337,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			log.Error("api server", "err", err)
 		}
 	}()
+	if f.webhooks != nil {
+		f.wg.Go(func() { f.webhooks.Run(runCtx) })
+	}
 	go func() {
 		defer f.coordWG.Done()
 		tmr.Run(coordCtx, clock.Real{}, func(ctx context.Context, fr timer.Firing) {
@@ -338,7 +369,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
 		MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery},
-		f.Store, meter.Mirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
+		f.Store, meter.Mirror{Mirrorer: events.Mirror{Mirrorer: f.Mirror, Hub: f.Events}, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workersMu.Lock()
 	f.workers = append(f.workers, rw)

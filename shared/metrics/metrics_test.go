@@ -44,6 +44,11 @@ func TestNames(t *testing.T) {
 		PackCacheHits:         "mirrorfleet_pack_cache_hits_total",
 		PackCacheMisses:       "mirrorfleet_pack_cache_misses_total",
 		PackGenerationSeconds: "mirrorfleet_pack_generation_seconds",
+		// outgoing events
+		EventsPublished: "mirrorfleet_events_published_total",
+		EventsDelivered: "mirrorfleet_events_delivered_total",
+		EventsRetried:   "mirrorfleet_events_retried_total",
+		EventsDropped:   "mirrorfleet_events_dropped_total",
 	}
 	ds := Defs()
 	if len(ds) != len(want) {
