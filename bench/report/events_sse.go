@@ -20,6 +20,13 @@ func eventsSection(r *Report) (string, results.Meta, error) {
 		}
 		md += s
 	}
+	if v.Hooks != nil {
+		s, err := eventsHooks(*v.Hooks)
+		if err != nil {
+			return "", v.Meta, err
+		}
+		md += "\n" + s
+	}
 	return md, v.Meta, nil
 }
 

@@ -40,3 +40,22 @@ func TestEventsSSESection(t *testing.T) {
 		t.Error("an empty run rendered")
 	}
 }
+
+func TestEventsHooksSection(t *testing.T) {
+	h := results.EventsHooks{Repos: 1000, HookedRepos: 50, Pushes: 200, Syncs: 50, Workers: 3, GoalP50Ms: 1000, GoalP99Ms: 3000,
+		HookToServedMs: results.EventLatencyMs{P50: 371, P90: 500, P99: 717, Max: 900, Mean: 400},
+		SyncToServedMs: results.EventLatencyMs{P50: 431, P90: 600, P99: 3500, Max: 4000, Mean: 500}}
+	md, err := eventsHooks(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"mirroring 1,000 repos", "Hook: p50 371 ms ✅, p99 717 ms ✅", "Sync: p50 431 ms ✅, p99 3500 ms ❌",
+		"| hook → served | 371 | 500 | 717 | 900 | 400 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	if _, err := eventsHooks(results.EventsHooks{}); err == nil {
+		t.Error("an empty hook run rendered")
+	}
+}
