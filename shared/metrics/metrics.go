@@ -57,9 +57,9 @@ const (
 	MirrorsRecloned    = "MirrorsRecloned"    // counter: corrupt mirrors moved to the trash and cloned again
 	MirrorPacks        = "MirrorPacks"        // gauge: the largest pack count among a worker's mirrors
 	// The memory budget of a process's fetches (shared/membudget).
-	MemoryBudget            = "MemoryBudget"            // gauge, bytes: the budget (0: none)
-	MemoryReserved          = "MemoryReserved"          // gauge, bytes: reserved by running fetches
-	MemoryHeap              = "MemoryHeap"              // gauge, bytes: the Go heap in use
+	MemoryBudget            = "MemoryBudgetBytes"       // gauge, bytes: the budget (0: none)
+	MemoryReserved          = "MemoryReservedBytes"     // gauge, bytes: reserved by running fetches
+	MemoryHeap              = "MemoryHeapBytes"         // gauge, bytes: the Go heap in use
 	FetchesWaitingForMemory = "FetchesWaitingForMemory" // gauge: fetches waiting for their reservation
 	// The git front (shared/serve).
 	ServeRequests         = "ServeRequests"         // counter per Status class (2xx, 3xx, 4xx, 5xx)
