@@ -3,6 +3,9 @@ package membudget
 import (
 	"context"
 	"sync"
+	"sync/atomic"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 )
 
 // Pool is an Admission shared by goroutines: Reserve and Grow wait, within their
@@ -162,4 +165,38 @@ func (p *Pool) wakeLocked(granted []uint64, self uint64) chan struct{} {
 	ch := make(chan struct{})
 	p.ready[self] = ch
 	return ch
+}
+
+// Fetch is a fetch's reservation: what it holds, and what it came to need.
+type Fetch struct {
+	*Reservation
+	need atomic.Int64
+}
+
+// Need is what the fetch itself came to need: ForPack of its pack header's object
+// count, or its base when no pack came (so a repo's next estimate does not ratchet up
+// on what an earlier fetch needed).
+func (f *Fetch) Need() int64 { return f.need.Load() }
+
+// Admit reserves start bytes for a fetch (waiting within ctx) and returns a context
+// for the fetch whose pack header grows the reservation to ForPack(base, objects)
+// (fetch.WithPackObjects), waiting again if the budget is taken. base is the start
+// estimate without what earlier fetches of the repo needed. Release the Fetch when
+// the fetch ends.
+func (p *Pool) Admit(ctx context.Context, start, base int64) (context.Context, *Fetch, error) {
+	res, err := p.Reserve(ctx, start)
+	if err != nil {
+		return ctx, nil, err
+	}
+	f := &Fetch{Reservation: res}
+	f.need.Store(base)
+	ctx = fetch.WithPackObjects(ctx, func(ctx context.Context, objects int64) error {
+		n := ForPack(base, objects)
+		f.need.Store(n)
+		if n <= res.Held() {
+			return nil
+		}
+		return res.Grow(ctx, n)
+	})
+	return ctx, f, nil
 }
