@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -40,7 +41,7 @@ type childResult struct {
 }
 
 // childMain runs "sync" (one Mirrorer.Sync), "poll" (Syncs back to back, each of
-// which must find no change) or "list" (go-git's ref listing alone, back to back) and
+// which must find no change), "burst" (burst.go) or "list" (go-git's ref listing alone, back to back) and
 // prints a childResult.
 func childMain(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -55,10 +56,18 @@ func childMain(args []string, stdout, stderr io.Writer) int {
 	url := fs.String("url", "", "upstream URL (normalized)")
 	id := fs.String("id", "bench", "repo id")
 	dur := fs.Duration("for", 3*time.Second, "poll: how long to poll")
+	budget := fs.Int64("budget", 0, "burst: memory budget in bytes (0: none)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	res, err := runChild(context.Background(), log, op, *root, fetch.Target{ID: *id, URL: *url}, *dur)
+	var res any
+	var err error
+	if op == "burst" {
+		// -url is a comma-separated list of URLs here.
+		res, err = burstChild(context.Background(), log, *root, strings.Split(*url, ","), *budget)
+	} else {
+		res, err = runChild(context.Background(), log, op, *root, fetch.Target{ID: *id, URL: *url}, *dur)
+	}
 	if err != nil {
 		log.Error("child", "op", op, "err", err)
 		return 1
