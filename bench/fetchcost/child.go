@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -57,8 +59,12 @@ func childMain(args []string, stdout, stderr io.Writer) int {
 	id := fs.String("id", "bench", "repo id")
 	dur := fs.Duration("for", 3*time.Second, "poll: how long to poll")
 	budget := fs.Int64("budget", 0, "burst: memory budget in bytes (0: none)")
+	heapProfile := fs.String("heap-profile", "", "write the heap profile taken at the largest heap seen (sampled every 100 ms) to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
+	}
+	if *heapProfile != "" {
+		defer profileHeapPeak(*heapProfile, log)()
 	}
 	var res any
 	var err error
@@ -144,6 +150,36 @@ func listLoop(ctx context.Context, url string, dur time.Duration) (childResult, 
 	}
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// profileHeapPeak writes a heap profile to path each time the heap in use reaches a
+// new high, until the returned function is called: what holds the memory at the peak.
+func profileHeapPeak(path string, log *slog.Logger) func() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		var peak int64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if h := membudget.HeapInUse(); h > peak+peak/20 {
+				peak = h
+				f, err := os.Create(path)
+				if err != nil {
+					log.Warn("heap profile", "err", err)
+					return
+				}
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }
 
 // isChild reports whether this process was started as a measured child.

@@ -19,9 +19,9 @@ const DefaultMaxPasses = 16
 // Rules:
 //   - the oldest waiting request is granted when it fits in what the budget has left,
 //     or when nothing else holds memory (a request larger than the budget runs alone);
-//     the growth of the oldest granted reservation is granted at once, even over the
-//     budget (it runs as if alone: someone must be able to finish, or growths
-//     could wait on each other for ever);
+//     a growth is also granted over the budget when every other reservation is
+//     waiting to grow as well and it grows the oldest (else growths could wait on one
+//     another for ever; the others hold only their start estimates meanwhile);
 //   - a later request that fits is granted ahead of it, at most MaxPasses times for
 //     one oldest waiter; after that, everyone waits until it has been granted.
 //
@@ -80,9 +80,9 @@ func (a *Admission) Grow(id uint64, bytes int64) (bool, []uint64) {
 			return false, nil // already waiting to grow
 		}
 	}
-	// Growths queue behind other growths, ahead of new reservations.
+	// Growths queue ahead of new reservations, oldest reservation first.
 	i := 0
-	for i < len(a.waiting) && a.waiting[i].growth {
+	for i < len(a.waiting) && a.waiting[i].growth && a.waiting[i].id < id {
 		i++
 	}
 	a.waiting = append(a.waiting[:i], append([]request{{id: id, bytes: bytes, growth: true}}, a.waiting[i:]...)...)
@@ -128,20 +128,33 @@ func (a *Admission) fits(r request) bool {
 }
 
 // alone reports whether r may be granted regardless of the budget: nothing else holds
-// memory, or r grows the oldest granted reservation.
+// memory, or r grows the oldest reservation and every other one is waiting to grow
+// too (each holds only its start estimate, and one of them must go first).
 func (a *Admission) alone(r request) bool {
-	if len(a.granted) == 0 || len(a.granted) == 1 && r.growth {
+	if len(a.granted) == 0 {
 		return true
 	}
 	if !r.growth {
 		return false
 	}
 	for id := range a.granted {
-		if id < r.id {
+		if id != r.id && (id < r.id || !a.growing(id)) {
 			return false
 		}
 	}
 	return true
+}
+
+func (a *Admission) growing(id uint64) bool {
+	for _, w := range a.waiting {
+		if !w.growth {
+			return false
+		}
+		if w.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *Admission) take(r request) {

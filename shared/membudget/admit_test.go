@@ -91,40 +91,55 @@ func TestAdmissionGrowth(t *testing.T) {
 	a := Admission{Budget: 100}
 	old, _ := a.Request(10)
 	young, _ := a.Request(10)
-	queued, _ := a.Request(50)
+	poll, _ := a.Request(10)
 	if a.Waiting() != 0 {
 		t.Fatal("all three should fit")
 	}
-	// The youngest growing over the budget waits; the oldest growing is granted at once.
-	if ok, _ := a.Grow(young, 60); ok {
+	// A growth that fits is granted at once.
+	if ok, _ := a.Grow(young, 40); !ok {
+		t.Fatal("a growth within the budget waits")
+	}
+	// Growths over the budget wait while another reservation runs (the poll).
+	if ok, _ := a.Grow(young, 90); ok {
 		t.Fatal("young growth granted over the budget")
 	}
-	if ok, _ := a.Grow(old, 200); !ok {
-		t.Fatal("the oldest reservation's growth must be granted")
+	if ok, _ := a.Grow(old, 200); ok {
+		t.Fatal("old growth granted while the poll runs")
 	}
-	if a.Reserved() != 260 {
-		t.Fatalf("reserved %d", a.Reserved())
-	}
-	// A new request waits behind the growth.
+	// A small new request that fits passes the waiting growths.
 	late, g := a.Request(1)
-	if len(g) != 0 {
-		t.Fatalf("granted over budget: %v", g)
+	if !slices.Equal(g, []uint64{late}) {
+		t.Fatalf("small request not passed: %v", g)
 	}
-	// old ends: young is now the oldest besides queued... young (id 2) < queued (id 3): its growth goes.
+	if g := a.Release(poll); len(g) != 0 {
+		t.Fatalf("granted while late runs: %v", g)
+	}
+	// late ends: everyone else waits to grow, so the oldest goes, over the budget.
+	g = a.Release(late)
+	if !slices.Equal(g, []uint64{old}) || a.Reserved() != 240 {
+		t.Fatalf("after late: granted %v, reserved %d; want [%d], 240", g, a.Reserved(), old)
+	}
+	// old ends: young (holding 40) grows to 90.
 	g = a.Release(old)
-	if !slices.Contains(g, young) {
-		t.Fatalf("young growth not granted after old ended: %v", g)
+	if !slices.Equal(g, []uint64{young}) || a.Held(young) != 90 {
+		t.Fatalf("after old: granted %v, young holds %d", g, a.Held(young))
 	}
-	if a.Held(young) != 60 {
-		t.Fatalf("young holds %d", a.Held(young))
+}
+
+// Growths never wait on one another for ever, whichever grows first.
+func TestAdmissionGrowthsCannotDeadlock(t *testing.T) {
+	a := Admission{Budget: 100}
+	x, _ := a.Request(20)
+	y, _ := a.Request(20)
+	if ok, _ := a.Grow(y, 90); ok {
+		t.Fatal("y granted over budget beside x")
 	}
-	if slices.Contains(g, late) {
-		// 60+50+1 > 100: late waits.
-		t.Fatalf("late granted over budget")
+	ok, g := a.Grow(x, 90)
+	if !ok || len(g) != 0 {
+		t.Fatalf("x, the oldest, all others waiting to grow: granted %v %v", ok, g)
 	}
-	a.Release(queued)
-	if a.Waiting() != 0 || a.Held(late) != 1 {
-		t.Fatalf("late not granted: waiting %d", a.Waiting())
+	if g := a.Release(x); !slices.Equal(g, []uint64{y}) {
+		t.Fatalf("y not granted once x ended: %v", g)
 	}
 }
 
