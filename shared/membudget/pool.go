@@ -12,10 +12,10 @@ import (
 // context, until granted. The in-process workers of one fleet share one Pool (one
 // process, one memory).
 type Pool struct {
-	mu     sync.Mutex
-	a      Admission
-	ready  map[uint64]chan struct{} // waiting requests, closed when granted
-	peak   int64
+	mu    sync.Mutex
+	a     Admission
+	ready map[uint64]chan struct{} // waiting requests, closed when granted
+	peak  int64
 }
 
 // NewPool returns a pool of budget bytes (<= 0: unlimited).

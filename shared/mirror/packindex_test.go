@@ -20,9 +20,9 @@ func TestFirstMirrorIndexMatchesGit(t *testing.T) {
 	text := strings.Repeat("the same line of text, again and again\n", 200)
 	for i := range 40 {
 		u.commit(t, fmt.Sprintf("c%d", i), map[string][]byte{
-			"a.txt":                       []byte(text + fmt.Sprintf("change %d\n", i)),
+			"a.txt":                      []byte(text + fmt.Sprintf("change %d\n", i)),
 			fmt.Sprintf("d/%d.txt", i%7): []byte(fmt.Sprintf("%s%d\n", text[:2000], i)),
-			"bin":                         gittest.RandomBytes(t, 300),
+			"bin":                        gittest.RandomBytes(t, 300),
 		})
 		if i%10 == 0 {
 			u.git(t, "tag", "-a", "-m", "tag", fmt.Sprintf("v%d", i))
