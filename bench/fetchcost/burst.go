@@ -176,7 +176,7 @@ func burstChild(ctx context.Context, log *slog.Logger, root string, urls []strin
 			if pool != nil {
 				start := membudget.Start(0, 0)
 				var f *membudget.Fetch
-				if fctx, f, errs[i] = pool.Admit(ctx, start, start); errs[i] != nil {
+				if fctx, f, errs[i] = pool.Admit(ctx, start, start, membudget.PerObject); errs[i] != nil {
 					return
 				}
 				defer f.Release()

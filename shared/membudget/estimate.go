@@ -7,8 +7,12 @@ const (
 	// FetchBase covers a fetch that brings no pack: the ref advertisement, the
 	// negotiation, the object cache of the open mirror and buffers.
 	FetchBase = 16 << 20
-	// PerObject is the memory per object of a pack go-git indexes and resolves.
-	PerObject = 1 << 10
+	// PerObject is the memory per object of a first mirror's pack, indexed from disk
+	// (shared/mirror packindex.go: ~55 MiB resident for 163k objects).
+	PerObject = 256
+	// PerObjectUpdate is the memory per object of an update's pack, which go-git's
+	// own PackWriter indexes (~1.2 KiB an object measured, its delta cache included).
+	PerObjectUpdate = 5 << 8
 	// IndexShare: an existing mirror's pack indexes, which go-git reads into memory to
 	// negotiate and resolve deltas against, are about this part of its size.
 	IndexShare = 32
@@ -21,8 +25,8 @@ func Start(sizeBytes, prev int64) int64 {
 	return max(FetchBase+max(sizeBytes, 0)/IndexShare, prev)
 }
 
-// ForPack is what a fetch needs once its pack header declared objects, from its start
-// estimate.
-func ForPack(start, objects int64) int64 {
-	return start + max(objects, 0)*PerObject
+// ForPack is what a fetch needs once its pack header declared objects of perObject
+// bytes each, from its start estimate.
+func ForPack(start, objects, perObject int64) int64 {
+	return start + max(objects, 0)*perObject
 }

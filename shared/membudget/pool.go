@@ -179,11 +179,12 @@ type Fetch struct {
 func (f *Fetch) Need() int64 { return f.need.Load() }
 
 // Admit reserves start bytes for a fetch (waiting within ctx) and returns a context
-// for the fetch whose pack header grows the reservation to ForPack(base, objects)
+// for the fetch whose pack header grows the reservation to ForPack(base, objects,
+// perObject)
 // (fetch.WithPackObjects), waiting again if the budget is taken. base is the start
 // estimate without what earlier fetches of the repo needed. Release the Fetch when
 // the fetch ends.
-func (p *Pool) Admit(ctx context.Context, start, base int64) (context.Context, *Fetch, error) {
+func (p *Pool) Admit(ctx context.Context, start, base, perObject int64) (context.Context, *Fetch, error) {
 	res, err := p.Reserve(ctx, start)
 	if err != nil {
 		return ctx, nil, err
@@ -191,7 +192,7 @@ func (p *Pool) Admit(ctx context.Context, start, base int64) (context.Context, *
 	f := &Fetch{Reservation: res}
 	f.need.Store(base)
 	ctx = fetch.WithPackObjects(ctx, func(ctx context.Context, objects int64) error {
-		n := ForPack(base, objects)
+		n := ForPack(base, objects, perObject)
 		f.need.Store(n)
 		if n <= res.Held() {
 			return nil

@@ -26,7 +26,11 @@ func (w *Worker) admitMemory(ctx context.Context, j Job, cloned bool) (context.C
 		}
 	}
 	w.mu.Unlock()
-	return pool.Admit(ctx, membudget.Start(size, prev), membudget.Start(size, 0))
+	per := int64(membudget.PerObject) // a first mirror's pack is indexed from disk
+	if cloned {
+		per = membudget.PerObjectUpdate
+	}
+	return pool.Admit(ctx, membudget.Start(size, prev), membudget.Start(size, 0), per)
 }
 
 // doneMemory releases a fetch's reservation and remembers what it came to need, for
