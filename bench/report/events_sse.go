@@ -12,7 +12,7 @@ func eventsSection(r *Report) (string, results.Meta, error) {
 	if err := r.Load("events", &v); err != nil {
 		return "", results.Meta{}, err
 	}
-	md := "## 8. Events\n\n"
+	md := "## 9. Events\n\n"
 	if v.SSE != nil {
 		s, err := eventsSSE(*v.SSE)
 		if err != nil {

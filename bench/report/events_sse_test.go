@@ -20,7 +20,7 @@ func TestEventsSSESection(t *testing.T) {
 	if err != nil || meta.Date != "2026-11-28T07:09:38Z" {
 		t.Fatal(err, meta)
 	}
-	for _, want := range []string{"## 8. Events", "3 workers and 50 repos", "200 pushes",
+	for _, want := range []string{"## 9. Events", "3 workers and 50 repos", "200 pushes",
 		"| ref written → event read | 10.6 | 35.5 | 102 | 250 | 18.2 |",
 		"| publish → event read | 0.470 | 6.39 | 26.2 | 52.5 | 2.33 |",
 		"Met at the median (10.6 ms), not at the p99 (102 ms).", "- one push at a time"} {
