@@ -35,6 +35,7 @@ func main() {
 	only := flag.String("policies", "", "comma-separated policies to run (default: all)")
 	drift := flag.Float64("drift", 0.1, "for the drift runs: chance per month that a repo draws a new rate (0: no drift runs)")
 	costs := flag.Bool("costs", true, "measure the worker-side costs (needs git)")
+	sigs := flag.Bool("signals", true, "run the sections with hooks and feeds (the default policy and the optimum)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	bs, err := parseBudgets(*budgets)
@@ -42,7 +43,7 @@ func main() {
 		log.Error("bad -budgets", "err", err)
 		os.Exit(2)
 	}
-	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift)
+	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift, *sigs)
 	if *costs {
 		if res.Costs, err = measureCosts(context.Background(), log); err != nil {
 			log.Error("costs", "err", err)
@@ -74,7 +75,7 @@ var targets = Targets{Dormant: 0.5, TopFraction: 0.025, TopShare: 0.5, MonthlyCh
 // days are the stretches of a simulation.
 type days struct{ warmup, window, drain, cold float64 }
 
-func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64) results.Freshness {
+func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64, withSignals bool) results.Freshness {
 	meta := results.Collect()
 	pop := NewPopulation(n, seed, targets)
 	end := d.warmup + d.window + d.drain
@@ -100,6 +101,7 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		make   func() scheduler
 		up     Upstream
 		drift  bool
+		signal *signals
 	}
 	var jobs []job
 	for _, u := range []struct {
@@ -114,7 +116,29 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 				if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
 					continue
 				}
-				jobs = append(jobs, job{len(jobs), b, mk, u.up, u.drift})
+				jobs = append(jobs, job{len(jobs), b, mk, u.up, u.drift, nil})
+			}
+		}
+	}
+	if withSignals {
+		setup.HookStretch, setup.FeedStretch, setup.SignalMemoryDays = hookStretch, feedStretch, signalMemory
+		for _, sg := range signalSections {
+			up := steady
+			if sg.Drift {
+				if drifting == nil {
+					continue
+				}
+				up = drifting
+			}
+			setup.Signals = append(setup.Signals, sg.doc())
+			// The default policy, and the optimum given the same signals for reference.
+			for _, b := range budgets {
+				for _, mk := range []func() scheduler{func() scheduler { return production{defaultPolicy()} }, func() scheduler { return optimum{up} }} {
+					if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
+						continue
+					}
+					jobs = append(jobs, job{len(jobs), b, mk, up, sg.Drift, &sg})
+				}
 			}
 		}
 	}
@@ -131,12 +155,21 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 				}
 				cfg := runConfig{Budget: j.budget, End: end, MinInterval: setup.MinIntervalMin / (24 * 60),
 					Windows: []window{{d.warmup, d.warmup + d.window}}}
-				if !j.drift {
+				if !j.drift && j.signal == nil {
 					cfg.Windows = append(cfg.Windows, window{0, d.cold})
 				}
+				if j.signal != nil {
+					cfg.Signal, cfg.Orgs = j.signal, orgs(n, seed)
+					cfg.Covered = covered(cfg.Orgs, seed, j.signal.Share)
+					cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, end, rand.New(rand.NewPCG(seed, uint64(j.k)+2000)))
+				}
 				rs := run(pop, j.up, s, cfg, rng)
+				section := ""
+				if j.signal != nil {
+					section = j.signal.Section
+				}
 				for k, r := range rs {
-					log.Info("run", "drift", j.drift, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
+					log.Info("run", "section", section, "drift", j.drift, "signal_fetches", r.SignalFetches, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
 						"lag_mean_h", round(r.LagMeanH), "lag_p99_h", round(r.LagP99H), "dormant_polls", round(r.DormantPolls),
 						"censored", r.Censored)
 				}
@@ -175,6 +208,11 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		rs := runs[j.k]
 		for k := range rs {
 			rs[k].Default = rs[k].Policy == def.Name()
+		}
+		if j.signal != nil {
+			sec := res.SignalSection(j.signal.Section)
+			*sec = append(*sec, rs[0])
+			continue
 		}
 		if j.drift {
 			res.Drift = append(res.Drift, rs[0])
