@@ -121,7 +121,7 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		}
 	}
 	if withSignals {
-		setup.HookStretch, setup.FeedStretch, setup.SignalMemoryDays = hookStretch, feedStretch, signalMemory
+		setup.HookStretch, setup.FeedStretch, setup.SignalMemoryDays, setup.OrgMeanRepos = hookStretch, feedStretch, signalMemory, 1+orgExtra
 		for _, sg := range signalSections {
 			up := steady
 			if sg.Drift {

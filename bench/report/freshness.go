@@ -107,6 +107,10 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 	if v.Costs.Policy != "" {
 		costs = &v.Costs
 	}
+	signals, err := freshSignalRows(v, def)
+	if err != nil {
+		return "", v.Meta, err
+	}
 	var detail *freshDetailFigures
 	if b := 0.5; slices.Contains(v.Setup.Budgets, b) {
 		detail = freshDetail(v, secs[0], def, b)
@@ -122,8 +126,9 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 		Chart        string
 		Costs        *results.FreshnessCosts
 		Explain      []string
+		Signals      []freshSignalRow
 	}{v, def, v.Setup.HistoryWindowDays / 365, freshGoalP99, freshGoalRows(secs, def), sections, detail, chart, costs,
-		freshExplain(v, secs, def)})
+		freshExplain(v, secs, def), signals})
 	return md, v.Meta, err
 }
 

@@ -95,3 +95,45 @@ func TestFreshnessSectionRefusesMissingRunsAndAnUnmarkedDefault(t *testing.T) {
 		}
 	}
 }
+
+func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
+	v := freshFixture()
+	v.Setup.HookStretch, v.Setup.FeedStretch, v.Setup.OrgMeanRepos = 10, 100, 4
+	v.Setup.Signals = []results.FreshnessSignal{
+		{Section: "hooks30", Kind: "hooks", Share: 0.3, DelayMinS: 1, DelayMaxS: 10, Loss: 0.01},
+		{Section: "feed_drift", Kind: "feed", Share: 0.7, PeriodMin: 5, Drift: true},
+	}
+	for _, b := range v.Setup.Budgets {
+		// hooks30 at 0.5: 3.05 h over the stationary optimum's 6.1 h = 0.50 (goal 0.6: met);
+		// feed_drift at 0.5: 1.52 h over the drift optimum's 7.6 h = 0.20 (goal 0.15: not met).
+		v.Hooks30 = append(v.Hooks30, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 3.05 * 0.5 / b, SignallingCommitShare: 0.31},
+			results.FreshnessRun{Policy: "optimum", Budget: b, LagMeanH: 2.44 * 0.5 / b})
+		v.FeedDrift = append(v.FeedDrift, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 1.52 * 0.5 / b})
+	}
+	dir := t.TempDir()
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 0.5 | 3.05 | 0.50 | 0.50 ✅ (≤ 0.6) | 0.40 | 31% |",
+		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 2 | 0.76 | 0.50 | — |",
+		"| feed_drift | 70% of repos, probed every 5 min | 0.5 | 1.52 | 0.20 | 0.20 ❌ (≤ 0.15) |",
+		"polled 10× less for hooks",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// A section listed in the setup without its rows is an error, not an empty table.
+	v.FeedDrift = nil
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+		t.Error("a signal section without rows was reported")
+	}
+}

@@ -55,6 +55,7 @@ type FreshnessSetup struct {
 	Signals          []FreshnessSignal `json:"signals,omitempty"`
 	HookStretch      float64           `json:"hook_stretch,omitempty"`       // a repo that sends hooks: its poll step is this many times the policy's
 	FeedStretch      float64           `json:"feed_stretch,omitempty"`       // the same for a repo a feed covers
+	OrgMeanRepos     float64           `json:"org_mean_repos,omitempty"`     // repos per organization (coverage is drawn per organization)
 	SignalMemoryDays float64           `json:"signal_memory_days,omitempty"` // a repo signals "lately" if its latest signal is this recent
 }
 
