@@ -35,6 +35,7 @@ func main() {
 	only := flag.String("policies", "", "comma-separated policies to run (default: all)")
 	drift := flag.Float64("drift", 0.1, "for the drift runs: chance per month that a repo draws a new rate (0: no drift runs)")
 	costs := flag.Bool("costs", true, "measure the worker-side costs (needs git)")
+	realistic := flag.Bool("realistic", true, "also run the realistic population (repos of every age, dormant repos with long histories)")
 	sigs := flag.Bool("signals", true, "run the sections with hooks and feeds (the default policy and the optimum)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -43,7 +44,7 @@ func main() {
 		log.Error("bad -budgets", "err", err)
 		os.Exit(2)
 	}
-	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift, *sigs)
+	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift, *sigs, *realistic)
 	if *costs {
 		if res.Costs, err = measureCosts(context.Background(), log); err != nil {
 			log.Error("costs", "err", err)
@@ -75,7 +76,7 @@ var targets = Targets{Dormant: 0.5, TopFraction: 0.025, TopShare: 0.5, MonthlyCh
 // days are the stretches of a simulation.
 type days struct{ warmup, window, drain, cold float64 }
 
-func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64, withSignals bool) results.Freshness {
+func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64, withSignals, withRealistic bool) results.Freshness {
 	meta := results.Collect()
 	pop := NewPopulation(n, seed, targets)
 	end := d.warmup + d.window + d.drain
@@ -91,23 +92,38 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		setup.DriftPerMonth, setup.DriftBudgets = drift, budgets
 		drifting = pop.NewUpstream(seed^0xd1f7, end, drift, batch, targets)
 	}
+	var (
+		real                Population
+		realSteady, realDft Upstream
+	)
+	if withRealistic {
+		real = NewRealisticPopulation(n, seed, targets, realism)
+		realSteady = real.NewUpstream(seed^0x5ea1, end, 0, batch, targets)
+		if drift > 0 {
+			realDft = real.NewUpstream(seed^0x5ea1^0xd1f7, end, drift, batch, targets)
+		}
+	}
 	desc := describe(pop, steady, d.warmup, d.warmup+d.window)
 	log.Info("population", "repos", n, "sigma", desc.Sigma, "mu", desc.Mu, "top_share", desc.MeasuredTopShare,
 		"monthly_changed", desc.MeasuredMonthly, "window_commits", desc.WindowCommits)
 
 	type job struct {
-		k      int
-		budget float64
-		make   func() scheduler
-		up     Upstream
-		drift  bool
-		signal *signals
+		k         int
+		budget    float64
+		make      func() scheduler
+		pop       Population
+		up        Upstream
+		drift     bool
+		realistic bool
+		signal    *signals
 	}
 	var jobs []job
 	for _, u := range []struct {
-		up    Upstream
-		drift bool
-	}{{steady, false}, {drifting, true}} {
+		pop       Population
+		up        Upstream
+		drift     bool
+		realistic bool
+	}{{pop, steady, false, false}, {pop, drifting, true, false}, {real, realSteady, false, true}, {real, realDft, true, true}} {
 		if u.up == nil {
 			continue
 		}
@@ -116,7 +132,7 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 				if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
 					continue
 				}
-				jobs = append(jobs, job{len(jobs), b, mk, u.up, u.drift, nil})
+				jobs = append(jobs, job{len(jobs), b, mk, u.pop, u.up, u.drift, u.realistic, nil})
 			}
 		}
 	}
@@ -137,7 +153,7 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 					if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
 						continue
 					}
-					jobs = append(jobs, job{len(jobs), b, mk, up, sg.Drift, &sg})
+					jobs = append(jobs, job{len(jobs), b, mk, pop, up, sg.Drift, false, &sg})
 				}
 			}
 		}
@@ -163,13 +179,13 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 					cfg.Covered = covered(cfg.Orgs, seed, j.signal.Share)
 					cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, end, rand.New(rand.NewPCG(seed, uint64(j.k)+2000)))
 				}
-				rs := run(pop, j.up, s, cfg, rng)
+				rs := run(j.pop, j.up, s, cfg, rng)
 				section := ""
 				if j.signal != nil {
 					section = j.signal.Section
 				}
 				for k, r := range rs {
-					log.Info("run", "section", section, "drift", j.drift, "signal_fetches", r.SignalFetches, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
+					log.Info("run", "section", section, "realistic", j.realistic, "drift", j.drift, "signal_fetches", r.SignalFetches, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
 						"lag_mean_h", round(r.LagMeanH), "lag_p99_h", round(r.LagP99H), "dormant_polls", round(r.DormantPolls),
 						"censored", r.Censored)
 				}
@@ -189,6 +205,11 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		opt = append(opt, results.FreshnessAnalytic{Budget: b, LagMeanH: analyticOptimum(pop, b*float64(n)) * 24})
 	}
 	res := results.Freshness{Meta: meta, Setup: setup, Population: desc, Optimum: opt}
+	if withRealistic {
+		rd := describe(real, realSteady, d.warmup, d.warmup+d.window)
+		rd.Realism = describeRealism(real, realSteady)
+		res.PopulationRealistic = &rd
+	}
 	brng := rand.New(rand.NewPCG(seed, 0xb0))
 	for _, b := range []struct {
 		section string
@@ -212,6 +233,15 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		if j.signal != nil {
 			sec := res.SignalSection(j.signal.Section)
 			*sec = append(*sec, rs[0])
+			continue
+		}
+		if j.realistic {
+			if j.drift {
+				res.DriftRealistic = append(res.DriftRealistic, rs[0])
+			} else {
+				res.RunsRealistic = append(res.RunsRealistic, rs[0])
+				res.ColdStartRealistic = append(res.ColdStartRealistic, rs[1])
+			}
 			continue
 		}
 		if j.drift {

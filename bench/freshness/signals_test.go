@@ -120,3 +120,49 @@ func TestSignalsCutTheLagWithinTheBudget(t *testing.T) {
 		t.Errorf("hooks from 60%% of the repos: mean lag %.2f h, poll-only %.2f h", hooked.LagMeanH, poll.LagMeanH)
 	}
 }
+
+func TestRealisticPopulation(t *testing.T) {
+	const n = 20000
+	plain, real := NewPopulation(n, 7, targets), NewRealisticPopulation(n, 7, targets, realism)
+	up := real.NewUpstream(7, 120, 0, batch, targets)
+	young, activeRoot, dormantLong, dormant, active := 0, 0, 0, 0, 0
+	for i := range n {
+		if plain.Rates[i] != real.Rates[i] {
+			t.Fatalf("repo %d: rate %v, plain %v (the same seed must give the same rates)", i, real.Rates[i], plain.Rates[i])
+		}
+		if real.Age[i] < 365 {
+			young++
+		}
+		l := up[i]
+		if l.Newest > 0 || (len(l.Past) == 0 && real.Quiet[i] < pastDays) || (len(l.Past) > 0 && l.Past[len(l.Past)-1] < -real.Age[i]-1e-9) {
+			t.Fatalf("repo %d: history of %d commits, newest %v, for age %v", i, len(l.Past), l.Newest, real.Age[i])
+		}
+		if real.Rates[i] > 0 {
+			active++
+			_, _, root := historyAt(l, 0, 0)
+			if root {
+				activeRoot++
+			}
+			continue
+		}
+		dormant++
+		if real.Quiet[i] < 365 || len(l.Pushes) > 0 {
+			t.Fatalf("dormant repo %d touched %v days ago, %d pushes in the run", i, real.Quiet[i], len(l.Pushes))
+		}
+		if real.Life[i] > 365 {
+			dormantLong++
+		}
+	}
+	// A third of the active repos are under a year old (the dormant ones are older: they
+	// were left a year at least), most active repos' first clone reaches the root, and
+	// some dormant repos were worked on for over a year.
+	if s := float64(young) / float64(active); math.Abs(s-1.0/3) > 0.05 {
+		t.Errorf("%.3f of repos under a year old per active repo", s)
+	}
+	if s := float64(activeRoot) / float64(active); s < 0.3 {
+		t.Errorf("only %.3f of active repos show their root commit", s)
+	}
+	if dormantLong == 0 {
+		t.Error("no dormant repo was worked on for over a year")
+	}
+}

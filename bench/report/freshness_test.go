@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -135,5 +136,45 @@ func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
 	}
 	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
 		t.Error("a signal section without rows was reported")
+	}
+}
+
+func TestFreshnessRealisticSections(t *testing.T) {
+	v := freshFixture()
+	p := v.Population
+	p.Realism = &results.FreshnessRealism{YoungShare: 1.0 / 3, MaxAgeDays: 6205, DormantLifeMedianDays: 9.9, DormantCommitsMedian: 6,
+		MeasuredYoungShare: 0.17, ActiveRootShare: 0.86, DormantRootShare: 0.78, DormantYearLongShare: 0.03, DormantMedianCommits: 5, ActiveMedianCommits: 6}
+	v.PopulationRealistic = &p
+	for _, r := range v.Runs {
+		r.LagMeanH *= 1.1
+		v.RunsRealistic = append(v.RunsRealistic, r)
+		v.ColdStartRealistic = append(v.ColdStartRealistic, r)
+	}
+	v.DriftRealistic = slices.Clone(v.Drift)
+	dir := t.TempDir()
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"**Realistic population, stationary (days 10–40)**",
+		"**Realistic population, drift (10% of repos a month)**",
+		"reaches the root commit for 86% of active and 78% of dormant repos",
+		"| **`bayes`** | 7.15 (1.07) |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// A realistic section missing a policy's run is an error.
+	v.RunsRealistic = v.RunsRealistic[1:]
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+		t.Error("a realistic section with a run missing was reported")
 	}
 }

@@ -13,6 +13,12 @@ type Freshness struct {
 	// ColdStart is the first days of the fleet of Runs: every repo added on day 0, none
 	// cloned, nothing learned.
 	ColdStart []FreshnessRun `json:"coldstart"`
+	// The same policies on the realistic population (PopulationRealistic): repos of every
+	// age, dormant repos with long histories.
+	PopulationRealistic *FreshnessPopulation `json:"population_realistic,omitempty"`
+	RunsRealistic       []FreshnessRun       `json:"runs_realistic,omitempty"`
+	ColdStartRealistic  []FreshnessRun       `json:"coldstart_realistic,omitempty"`
+	DriftRealistic      []FreshnessRun       `json:"drift_realistic,omitempty"`
 	// The default policy with change signals besides its polls (Setup.Signals says each
 	// section's signal): webhooks from 30% or 60% of the repos, a change feed covering 70%,
 	// on the stationary population (measured as Runs) and the drifting one (as Drift).
@@ -125,6 +131,24 @@ type FreshnessPopulation struct {
 	MaxPerDay          float64 `json:"max_per_day"`
 	MeanPerDay         float64 `json:"mean_per_day"` // over all repos
 	WindowCommits      int     `json:"window_commits"`
+	// Realism is set for the realistic population only.
+	Realism *FreshnessRealism `json:"realism,omitempty"`
+}
+
+// FreshnessRealism is what makes the realistic population realistic, as assumed and as
+// measured on the drawn repos (the sources are in the report).
+type FreshnessRealism struct {
+	YoungShare            float64 `json:"young_share"` // assumed: created in the last year
+	MaxAgeDays            float64 `json:"max_age_days"`
+	DormantLifeMedianDays float64 `json:"dormant_life_median_days"` // assumed: a dormant repo's working life ...
+	DormantCommitsMedian  float64 `json:"dormant_commits_median"`   // ... and its commits
+	// Measured on the drawn repos, at day 0: what a first clone shows.
+	MeasuredYoungShare   float64 `json:"measured_young_share"`    // of all repos, under a year old
+	ActiveRootShare      float64 `json:"active_root_share"`       // of active repos, a first clone reaches the root commit
+	DormantRootShare     float64 `json:"dormant_root_share"`      // of dormant repos, likewise
+	DormantYearLongShare float64 `json:"dormant_year_long_share"` // of dormant repos, worked on for over a year
+	DormantMedianCommits float64 `json:"dormant_median_commits"`  // commits a dormant repo's first clone lists (median)
+	ActiveMedianCommits  float64 `json:"active_median_commits"`   // the same for active repos
 }
 
 // FreshnessRun is one policy at one budget.
