@@ -219,6 +219,30 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		x.Section = b.section
 		res.Bound = append(res.Bound, x)
 	}
+	// The bounds with everything a first clone and the fetches show, for both populations.
+	for _, b := range []struct {
+		section string
+		day     float64
+		real    bool
+	}{{"coldstart", d.cold / 2, false}, {"runs", d.warmup + d.window/2, false},
+		{"coldstart_realistic", d.cold / 2, true}, {"runs_realistic", d.warmup + d.window/2, true}} {
+		if b.real && !withRealistic {
+			continue
+		}
+		draw := func(s uint64) Upstream {
+			return NewPopulation(n, s, targets).NewUpstream(s, b.day+1, 0, batch, targets)
+		}
+		evalSeed := seed
+		if b.real {
+			draw = func(s uint64) Upstream {
+				return NewRealisticPopulation(n, s, targets, realism).NewUpstream(s^0x5ea1, b.day+1, 0, batch, targets)
+			}
+		}
+		x := infoBound(draw, evalSeed, b.day)
+		x.Section = b.section
+		log.Info("bound", "section", x.Section, "evidence", x.Evidence, "ratio", round(x.Ratio), "dormant_polls", round(x.DormantPolls))
+		res.Bound = append(res.Bound, x)
+	}
 	if drifting != nil {
 		// Three days across the measured window: the silent share moves as repos wake.
 		x := driftBound(pop, drifting, drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6}, brng)

@@ -166,3 +166,24 @@ func TestRealisticPopulation(t *testing.T) {
 		t.Error("no dormant repo was worked on for over a year")
 	}
 }
+
+func TestInfoBound(t *testing.T) {
+	const n, day = 3000, 60.0
+	plain := func(seed uint64) Upstream {
+		return NewPopulation(n, seed, targets).NewUpstream(seed, day+1, 0, batch, targets)
+	}
+	real := func(seed uint64) Upstream {
+		return NewRealisticPopulation(n, seed, targets, realism).NewUpstream(seed, day+1, 0, batch, targets)
+	}
+	counts := bound(NewPopulation(n, 1, targets), day, 2, rand.New(rand.NewPCG(1, 2)))
+	p, r := infoBound(plain, 1, day), infoBound(real, 1, day)
+	t.Logf("plain: counts %.3f, all evidence %.3f (dormant polls %.3f); realistic: all evidence %.3f", counts.Ratio, p.Ratio, p.DormantPolls, r.Ratio)
+	// In the plain population the root flag tells dormant repos apart, so knowing it must
+	// beat knowing the counts alone; a bound is never under the optimum.
+	if p.Ratio < 1 || r.Ratio < 1 {
+		t.Errorf("a bound under the optimum: %.3f, %.3f", p.Ratio, r.Ratio)
+	}
+	if p.Ratio >= counts.Ratio {
+		t.Errorf("all evidence %.3f, counts alone %.3f", p.Ratio, counts.Ratio)
+	}
+}

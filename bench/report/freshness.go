@@ -143,8 +143,9 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 		Costs        *results.FreshnessCosts
 		Explain      []string
 		Signals      []freshSignalRow
+		Bounds       []freshBoundRow
 	}{v, def, v.Setup.HistoryWindowDays / 365, freshGoalP99, freshGoalRows(secs, def), sections, detail, chart, costs,
-		freshExplain(v, secs, def), signals})
+		freshExplain(v, secs, def), signals, freshBoundRows(v, def)})
 	return md, v.Meta, err
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 )
@@ -70,4 +71,42 @@ func freshSignalRows(v results.Freshness, def string) ([]freshSignalRow, error) 
 		}
 	}
 	return rows, nil
+}
+
+// freshBoundRow is one measured bound beside the default policy in its section.
+type freshBoundRow struct {
+	Section, Evidence   string
+	Ratio, DormantPolls float64
+	Default, OverBound  float64 // the default policy's mean over the optimum, and over the bound
+	Budget              float64
+}
+
+// freshBoundRows are every bound at freshSignalBudget (or the first budget), with the
+// default policy's distance to it.
+func freshBoundRows(v results.Freshness, def string) []freshBoundRow {
+	secs := map[string]freshRuns{"runs": indexRuns(v.Runs), "coldstart": indexRuns(v.ColdStart), "drift": indexRuns(v.Drift),
+		"runs_realistic": indexRuns(v.RunsRealistic), "coldstart_realistic": indexRuns(v.ColdStartRealistic), "drift_realistic": indexRuns(v.DriftRealistic)}
+	b := freshSignalBudget
+	if len(v.Setup.Budgets) > 0 && !slices.Contains(v.Setup.Budgets, b) {
+		b = v.Setup.Budgets[0]
+	}
+	var rows []freshBoundRow
+	for _, x := range v.Bound {
+		ev := "push counts"
+		if x.Section == "drift" {
+			ev = "push times, under the true model"
+		}
+		if x.Evidence == "all" {
+			ev = "push counts, span, silence, root reached"
+		}
+		r := freshBoundRow{Section: x.Section, Evidence: ev, Ratio: x.Ratio, DormantPolls: x.DormantPolls, Budget: b}
+		if runs, ok := secs[x.Section]; ok {
+			if ours, opt := runs[def][b], runs[freshOpt][b]; opt.LagMeanH > 0 {
+				r.Default = ours.LagMeanH / opt.LagMeanH
+				r.OverBound = r.Default / x.Ratio
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }

@@ -197,7 +197,11 @@ type FreshnessAnalytic struct {
 // the exact push times under the true model (the prior and its rate of changes), and the
 // ratio is averaged over three days of the window.
 type FreshnessBound struct {
-	Section      string  `json:"section"` // runs, coldstart or drift
+	Section string `json:"section"` // runs, coldstart or drift
+	// Evidence is what the bound knows of each repo: "" the exact push counts over what
+	// a worker could have seen (and, for drift, their times); "all" also whether the
+	// first clone reached the root, the span seen and the silence since the newest push.
+	Evidence     string  `json:"evidence,omitempty"`
 	SeenDays     float64 `json:"seen_days"`
 	Ratio        float64 `json:"ratio"`
 	DormantPolls float64 `json:"dormant_poll_share"`
