@@ -149,7 +149,7 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 			setup.Signals = append(setup.Signals, sg.doc())
 			// The default policy, and the optimum given the same signals for reference.
 			for _, b := range budgets {
-				for _, mk := range []func() scheduler{func() scheduler { return production{defaultPolicy()} }, func() scheduler { return optimum{up} }} {
+				for _, mk := range []func() scheduler{func() scheduler { return production{defaultPolicy()} }, func() scheduler { return optimum{up: up} }} {
 					if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
 						continue
 					}
@@ -355,5 +355,7 @@ var policyDocs = []results.FreshnessPolicyDoc{
 	{Name: "bayes", Description: "priority.Bayes: the expected current push rate under the prior the worker learns from its repos (empirical Bayes on a grid of rates with a dormant point mass, and a learned rate of changes of behaviour); a repo's evidence is the pushes (bursts of commits less than " + fmt.Sprint(priority.SessionGap.Hours()) + " h apart) its first clone's history and its fetches showed, judged every " + fmt.Sprint(priority.Window.Hours()/24) + " days as a change of behaviour or not; step 1/√rate, the rate held above " + fmt.Sprint(priority.MinRate) + "/day",
 		Uses: "the commit times each fetch brought, the first clone's history (bounded), the time between polls, the prior learned from the worker's other repos"},
 	{Name: "optimum", Description: "reference: the true current rates, periodic polls at f ∝ √λ, never polls a repo while it does not change",
+		Uses: "the true push rates (not knowable)"},
+	{Name: "optimum04", Description: "reference: the optimum's periodic polls at f ∝ λ^0.4 instead of √λ, which gives up a little of the mean for a shorter tail",
 		Uses: "the true push rates (not knowable)"},
 }
