@@ -162,6 +162,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	limitFlags(fs, &cfg)
 	fs.StringVar(&cfg.CloneBaseURL, "clone-base-url", "", "base of the clone URLs (default http://<listen address>)")
 	hookFlags(fs, &cfg.WebhookSecret, &cfg.WebhookSecretFor)
+	ff := addFeedFlags(fs, &cfg.FeedEvery)
 	sf := addServeFlags(fs, &cfg.Serve)
 	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", os.Getenv(cloud.EnvPackCacheDir), "pack cache directory, on local disk (default <data>/packcache)")
 	fs.Func("notify-url", "POST every mirror.updated event as JSON to this http(s) `URL` (repeatable; private addresses allowed, cloud metadata never; docs/events.md)",
@@ -185,6 +186,11 @@ func runFleet(args []string, stderr io.Writer) error {
 	if err := sf.finish(&cfg.Serve); err != nil {
 		return err
 	}
+	feedSources, err := ff.finish()
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cfg.Feeds = feedSources
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
 	}

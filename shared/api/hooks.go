@@ -311,11 +311,19 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// match finds the mirrored repo a payload names: each URL through the URL policy and
-// the repo identity, and its http/https twin (a forge may name either).
+// match finds the mirrored repo a payload names.
 func (h *hooks) match(ctx context.Context, urls []string) (string, bool) {
+	return MatchRepo(ctx, h.cfg.Store, h.cfg.Policy, urls)
+}
+
+// MatchRepo finds the mirrored repo that one of urls names (a forge's clone or web URL):
+// each through the URL policy and the repo identity, and its http/https twin (a forge
+// may name either). Repos being deleted do not match.
+func MatchRepo(ctx context.Context, st interface {
+	GetRepo(ctx context.Context, id string) (store.Repo, error)
+}, policy urlpolicy.Policy, urls []string) (string, bool) {
 	for _, raw := range urls {
-		n, err := h.cfg.Policy.Normalize(raw)
+		n, err := policy.Normalize(raw)
 		if err != nil {
 			continue
 		}
@@ -327,7 +335,7 @@ func (h *hooks) match(ctx context.Context, urls []string) (string, bool) {
 		}
 		for _, c := range cands {
 			id := store.RepoID(c)
-			repo, err := h.cfg.Store.GetRepo(ctx, id)
+			repo, err := st.GetRepo(ctx, id)
 			if err == nil && repo.State != store.RepoDeleting {
 				return id, true
 			}

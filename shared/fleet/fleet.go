@@ -25,6 +25,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
+	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
@@ -93,6 +94,11 @@ type Config struct {
 	// webhooks at /v1/hooks/{forge}; with neither set the hooks answer 403.
 	WebhookSecret    string
 	WebhookSecretFor map[string]string
+	// Feeds are forges' change feeds probed every FeedEvery (feeds.DefaultPeriod): a repo
+	// a feed names is fetched at once, and the repos a feed covers are polled as a
+	// fall-back only.
+	Feeds     []feeds.Source
+	FeedEvery time.Duration
 	// Events configures the outgoing events: GET /v1/events and the webhooks.
 	Events EventsConfig
 }
@@ -176,6 +182,7 @@ type Fleet struct {
 	// CloneBase is the base of the clone URLs.
 	CloneBase string
 	front     *serve.Handler
+	feeds     *feeds.Runner // nil: no feed configured
 	// Events numbers and fans out the mirror.updated events.
 	Events   *events.Hub
 	webhooks *events.Webhooks
@@ -361,6 +368,19 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			}
 		})
 	}()
+	if len(cfg.Feeds) > 0 {
+		period := cfg.FeedEvery
+		if period <= 0 {
+			period = feeds.DefaultPeriod
+		}
+		client := &http.Client{Timeout: 30 * time.Second} // the operator's own forges: no URL policy
+		var ps []*feeds.Prober
+		for _, src := range cfg.Feeds {
+			ps = append(ps, feeds.New(src, client, clock.Real{}, period))
+		}
+		f.feeds = feeds.NewRunner(ps, clock.Real{}, log)
+		f.wg.Go(func() { f.runFeeds(runCtx, period) })
+	}
 	for i := range cfg.Workers {
 		f.startWorker(runCtx, fmt.Sprintf("%s-w%d", hostLabel(host), i+1))
 	}
@@ -381,7 +401,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
-		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery},
+		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery, FeedCovered: f.feedCovered},
 		f.Store, meter.Mirror{Mirrorer: events.Mirror{Mirrorer: f.Mirror, Hub: f.Events}, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workersMu.Lock()
@@ -494,6 +514,40 @@ func (f *Fleet) ring(id string, hook bool) bool {
 }
 
 func (f *Fleet) ringHook(_ context.Context, id string) { f.ring(id, true) }
+
+// feedCovered reports whether a working feed lists the repo at url.
+func (f *Fleet) feedCovered(url string) bool { return f.feeds != nil && f.feeds.Covered(url) }
+
+// runFeeds probes the feeds every period until ctx ends: GitHub's feed asks about the
+// in-process workers' repos on its host; a repo a feed names gets a sync request and its
+// owner is rung, as for a push webhook.
+func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
+	policy := urlpolicy.Policy{AllowPrivateHosts: f.cfg.AllowPrivateHosts}
+	repos := func(src feeds.Source) []string {
+		f.workersMu.Lock()
+		ws := slices.Clone(f.workers)
+		f.workersMu.Unlock()
+		var out []string
+		for _, rw := range ws {
+			out = append(out, rw.w.OwnedURLs(src.Web.Host)...)
+		}
+		return out
+	}
+	sink := func(ctx context.Context, cs []feeds.Change) {
+		for _, c := range cs {
+			id, ok := api.MatchRepo(ctx, f.Store, policy, []string{c.URL})
+			if !ok {
+				continue
+			}
+			if err := f.Store.RequestSync(ctx, id); err != nil {
+				f.cfg.Log.Warn("feed: request sync", "repo", id, "err", err)
+			}
+			f.ring(id, false)
+		}
+		f.Poke()
+	}
+	f.feeds.Run(ctx, period, repos, sink)
+}
 func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, false) }
 
 // Poke asks the coordinator to tick now (the API calls it after writes).

@@ -11,9 +11,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
@@ -139,4 +141,45 @@ func TestHooksOffWithoutASecret(t *testing.T) {
 	if code, body := githubPush(t, f.Addr(), "https://github.com/git/git", "d", "anything"); code != http.StatusForbidden || !strings.Contains(body, "webhook-secret") {
 		t.Fatalf("hook with no secret configured: %d %s", code, body)
 	}
+}
+
+// TestFeedNamesAPushAndItIsFetched: a Gitea-style change feed on the upstream's host
+// lists the repo as updated, and the fleet fetches it without a hook, a sync or a poll
+// (minimum interval an hour, heartbeat a minute).
+func TestFeedNamesAPushAndItIsFetched(t *testing.T) {
+	t.Parallel()
+	srv := gittest.NewServer(t)
+	var mu sync.Mutex
+	var listed []map[string]any
+	srv.Intercept(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if r.URL.Path != "/api/v1/repos/search" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "data": listed})
+	})
+	logs := dumpOnFailure(t)
+	src, err := feeds.ParseSource("gitea="+srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startWith(t, logs, func(c *fleet.Config) {
+		c.Data, c.Warmup, c.Workers = t.TempDir(), -1, 1
+		c.Heartbeat, c.Tick, c.MinInterval, c.Grace = time.Minute, time.Minute, time.Hour, 10*time.Minute
+		c.Feeds, c.FeedEvery = []feeds.Source{src}, 500*time.Millisecond
+	})
+	waitRing(t, f, 1)
+	up := srv.NewRepo(t, "org/fed")
+	up.Commit(t, "init", map[string][]byte{"a": []byte("1")})
+	ups := addUpstreams(t, f, []*gittest.Repo{up})
+	waitMirrored(t, f, ups, 90*time.Second)
+
+	up.Commit(t, "second", map[string][]byte{"a": []byte("2")})
+	mu.Lock()
+	listed = []map[string]any{{"html_url": up.URL(), "updated_at": time.Now().UTC().Format(time.RFC3339)}}
+	mu.Unlock()
+	waitMirrored(t, f, ups, 20*time.Second)
 }

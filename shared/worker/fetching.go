@@ -256,7 +256,8 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
 		Stats: rec.Stats, Prior: w.prior, Now: now})
 	if ferr == nil && rec.Priority > j.Priority {
-		rec.Priority = j.Priority + (rec.Priority-j.Priority)*pollStretch(r.hookAt, now)
+		covered := w.cfg.FeedCovered != nil && w.cfg.FeedCovered(rec.URL)
+		rec.Priority = j.Priority + (rec.Priority-j.Priority)*pollStretch(r.hookAt, now, covered)
 	}
 	if r.syncAgain && kind != fetch.KindBusy {
 		// A sync was asked for while this fetch ran: fetch again, now.

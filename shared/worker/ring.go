@@ -19,6 +19,12 @@ const (
 	HookMemory  = 30 * 24 * time.Hour
 )
 
+// FeedStretch is the same for a repo a forge's change feed covers (shared/feeds): a
+// feed misses nothing while it answers (a feed that fails stops covering its repos), so
+// its repos are polled a hundred times less, as the freshness benchmark's feed sections
+// do.
+const FeedStretch = 100.0
+
 // FetchNow asks for a fetch of an owned repo at once, ahead of the queue and whatever
 // its minimum interval (per-host politeness and the byte and disk caps still apply):
 // a forge's push webhook or a user's sync. Requests coalesce: while a fetch of the repo
@@ -53,11 +59,29 @@ func (w *Worker) fetchNowLocked(id string, r *repoState) {
 	w.poke()
 }
 
-// pollStretch is the factor on a repo's poll step at now: HookStretch while a hook came
-// within HookMemory, else 1. Pure, for the policy's step.
-func pollStretch(hookAt, now time.Time) float64 {
-	if !hookAt.IsZero() && now.Sub(hookAt) <= HookMemory {
+// pollStretch is the factor on a repo's poll step at now: FeedStretch while a feed
+// covers it, HookStretch while a hook came within HookMemory, else 1. Pure, for the
+// policy's step.
+func pollStretch(hookAt, now time.Time, feedCovered bool) float64 {
+	switch {
+	case feedCovered:
+		return FeedStretch
+	case !hookAt.IsZero() && now.Sub(hookAt) <= HookMemory:
 		return HookStretch
 	}
 	return 1
+}
+
+// OwnedURLs are the URLs of the repos the worker owns on host (a forge's feed asks
+// about them).
+func (w *Worker) OwnedURLs(host string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, r := range w.repos {
+		if !r.dropped && r.host == host {
+			out = append(out, r.rec.URL)
+		}
+	}
+	return out
 }

@@ -16,8 +16,11 @@ func TestPollStretch(t *testing.T) {
 		{now.Add(-HookMemory), HookStretch},   // at the edge of the memory
 		{now.Add(-HookMemory - time.Hour), 1}, // hooks stopped: polled as before
 	} {
-		if got := pollStretch(c.hookAt, now); got != c.want {
+		if got := pollStretch(c.hookAt, now, false); got != c.want {
 			t.Errorf("hook at %v: stretch %v, want %v", c.hookAt, got, c.want)
+		}
+		if got := pollStretch(c.hookAt, now, true); got != FeedStretch {
+			t.Errorf("covered by a feed, hook at %v: stretch %v, want %v", c.hookAt, got, FeedStretch)
 		}
 	}
 }

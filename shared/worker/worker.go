@@ -77,6 +77,9 @@ type Config struct {
 	// git run. A full run (scrub: bitmap, connectivity check) once per ScrubEvery, in
 	// a slot at another phase from its id; due repos are looked for every MaintainCheck.
 	MaintainEvery time.Duration
+	// FeedCovered, if set, reports whether a forge's change feed lists the repo at url:
+	// such a repo is polled FeedStretch times less (the feed tells of its pushes).
+	FeedCovered   func(url string) bool
 	MaintainPacks int
 	MaintainGap   time.Duration
 	ScrubEvery    time.Duration
