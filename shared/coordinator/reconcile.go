@@ -532,18 +532,19 @@ func PlanCleanup(mem Membership, workers []store.Worker, seen map[string]time.Ti
 		}
 		var through uint64
 		switch {
-		case w.OutboxHead > w.AckSeq && w.OutboxHead-w.AckSeq > cfg.MaxLag:
-			// Too far behind: cut the outbox; the worker notices (once the trims pass
-			// what it acked) and resyncs in full.
+		case w.OutboxHead > w.AckSeq && w.OutboxHead-w.AckSeq > cfg.MaxLag && w.OutboxHead > w.TrimmedTo:
+			// Too far behind: cut the outbox at its head in one go; the worker sees its ack
+			// below the trim point and resyncs in full, with nothing left to replay.
 			through = w.OutboxHead
 		case w.AckSeq > w.TrimmedTo && w.AckSeq-w.TrimmedTo >= cfg.TrimEvery:
 			through = w.AckSeq
 		default:
 			continue
 		}
-		// At most MaxTrim entries a tick: the rest goes at the next ones.
-		through = min(through, w.TrimmedTo+cfg.MaxTrim)
-		c.Trims = append(c.Trims, Trim{TrimOutbox: store.TrimOutbox{Worker: w.ID, Through: through}, Entries: through - w.TrimmedTo})
+		// The trim point moves at once; the entries it drops are deleted at most MaxTrim a
+		// tick, the oldest first (later trims take the rest).
+		c.Trims = append(c.Trims, Trim{TrimOutbox: store.TrimOutbox{Worker: w.ID, Through: through, Max: cfg.MaxTrim},
+			Entries: min(through-w.TrimmedTo, cfg.MaxTrim)})
 	}
 	return c
 }

@@ -164,10 +164,15 @@ type AppendOutbox struct {
 	Entries    []OutboxEntry // Seq is assigned by the store
 }
 
-// TrimOutbox drops a worker's entries with Seq <= Through and records the trim point.
+// TrimOutbox records the trim point Through (it never moves back) and drops the
+// worker's entries at or below it, the oldest first, at most Max of them (0: all). The
+// entries left below the trim point are never read again; later trims drop them. A cut
+// (a worker far behind, which resyncs in full) thus moves the trim point to the head at
+// once, while each Apply deletes a bounded number of entries.
 type TrimOutbox struct {
 	Worker  string
 	Through uint64
+	Max     uint64
 }
 
 // PutListSync records the applied list commit if the stored version is ExpectVersion.

@@ -65,6 +65,11 @@ type Config struct {
 	// grace.
 	Lease  time.Duration
 	Policy priority.Policy
+	// ReplaySlice bounds the records (outbox entries, owner-index rows) one heartbeat
+	// reads to bring the assignment up to date; reading also stops half a heartbeat
+	// interval after the heartbeat was sent. The rest waits for the next heartbeat, so a
+	// worker restarted under a large backlog keeps heartbeating while it catches up.
+	ReplaySlice int
 
 	// Maintenance (when the Mirrorer is a Maintainer): each repo once per
 	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
@@ -99,6 +104,7 @@ func DefaultConfig() Config {
 		Drain:         20 * time.Second,
 		Lease:         5 * time.Minute,
 		Policy:        priority.Bayes{},
+		ReplaySlice:   20000,
 		MaintainEvery: 24 * time.Hour,
 		MaintainPacks: 16,
 		MaintainGap:   time.Hour,
@@ -139,6 +145,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DiskThreshold <= 0 {
 		c.DiskThreshold = d.DiskThreshold
+	}
+	if c.ReplaySlice <= 0 {
+		c.ReplaySlice = d.ReplaySlice
 	}
 	if c.FailAfter <= 0 {
 		c.FailAfter = d.FailAfter
@@ -211,6 +220,7 @@ type Worker struct {
 	joinedAt     time.Time      // when it first joined
 	pendingTrash []fetch.Target // purged mirrors whose trash failed (busy); retried each heartbeat
 	ack          uint64
+	resync       resyncState // a full resync under way, or due
 	repos        map[string]*repoState
 	queue        *Queue
 	hosts        *hosts

@@ -149,6 +149,16 @@ func (s *Store) ReadOutbox(ctx context.Context, worker string, after uint64, lim
 	}
 	var es []store.OutboxEntry
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		// Entries a bounded trim left below the trim point are not read.
+		var w store.Worker
+		if ok, err := getJSON(tx.Bucket(bktWorkers), []byte(worker), &w); err != nil {
+			return err
+		} else if ok && w.TrimmedTo > after {
+			after = w.TrimmedTo
+		}
+		if after == ^uint64(0) {
+			return nil
+		}
 		prefix := outboxPrefix(worker)
 		c := tx.Bucket(bktOutbox).Cursor()
 		for k, v := c.Seek(seqKey(worker, after+1)); k != nil && bytes.HasPrefix(k, prefix) && len(es) < limit; k, v = c.Next() {

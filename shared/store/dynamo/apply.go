@@ -184,6 +184,7 @@ type workerWork struct {
 	state   bool   // fields changed
 	head    bool
 	trimmed bool
+	trimMax uint64 // entries the trim deletes at most (0: all)
 	entries []store.OutboxEntry
 }
 
@@ -397,7 +398,7 @@ func (p *txPlan) mutation(i int, m store.Mutation) error {
 			return err
 		}
 		if m.Through > w.cur.TrimmedTo { // never moves back
-			w.cur.TrimmedTo, w.trimmed = m.Through, true
+			w.cur.TrimmedTo, w.trimmed, w.trimMax = m.Through, true, m.Max
 		}
 	case store.AssignRepo:
 		r, err := p.repo(m.ID)
@@ -537,9 +538,9 @@ func (p *txPlan) emitWorker(w *workerWork) error {
 	if w.trimmed {
 		cond += " AND " + x.eq(wTrimmed, avU(w.read.TrimmedTo))
 		sets = append(sets, x.eq(wTrimmed, avU(w.cur.TrimmedTo)))
-		id, inc, through := w.read.ID, w.read.Inc, w.cur.TrimmedTo
+		id, inc, through, most := w.read.ID, w.read.Inc, w.cur.TrimmedTo, w.trimMax
 		p.after = append(p.after, func(ctx context.Context) {
-			p.s.deleteMatching(ctx, "Apply/TrimOutbox", between(outboxPK(id, inc), seqSK(0), seqSK(through)), nil)
+			p.s.deleteFirst(ctx, "Apply/TrimOutbox", between(outboxPK(id, inc), seqSK(0), seqSK(through)), int(most))
 		})
 	}
 	if len(sets) == 0 { // e.g. a trim that does not move: the worker must still exist

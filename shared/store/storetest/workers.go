@@ -379,6 +379,25 @@ func testOutbox(t *testing.T, s store.Store) {
 	if got := seqs(readOutbox(t, s, "w10", 0, 0)); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("w10 outbox after w1's trims = %v, want [1]", got)
 	}
+
+	// A bounded trim (a cut at the head that deletes few entries now) moves the trim
+	// point at once: the entries it leaves below it are never read again.
+	for head := uint64(6); head < 10; head++ {
+		mustApply(t, s, term, store.AppendOutbox{Worker: "w1", ExpectHead: head, Entries: first[:1]})
+	}
+	mustApply(t, s, term, store.TrimOutbox{Worker: "w1", Through: 9, Max: 1})
+	if w := getWorker(t, s, "w1"); w.OutboxHead != 10 || w.TrimmedTo != 9 {
+		t.Fatalf("w1 head %d trimmed %d after a bounded cut, want 10 and 9", w.OutboxHead, w.TrimmedTo)
+	}
+	for _, after := range []uint64{0, 6, 9} {
+		if got := seqs(readOutbox(t, s, "w1", after, 0)); !slices.Equal(got, []uint64{10}) {
+			t.Fatalf("ReadOutbox(w1, after %d) after a bounded cut through 9 = %v, want [10]", after, got)
+		}
+	}
+	mustApply(t, s, term, store.TrimOutbox{Worker: "w1", Through: 10, Max: 1})
+	if es := readOutbox(t, s, "w1", 0, 0); len(es) != 0 {
+		t.Fatalf("w1 outbox after a bounded trim of all = %v", seqs(es))
+	}
 }
 
 // testWorkersVersion: every write to a worker record moves the version, so a coordinator
