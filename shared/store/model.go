@@ -332,6 +332,27 @@ type OutboxEntry struct {
 	Priority float64 `json:"priority"`
 }
 
+// Sweep is where the anti-entropy pass stands (invariant 12): the coordinator reads
+// every worker's repos in turn, a slice a tick, and moves those the ring gives to
+// another, so a repo a lagging index hid from a move is found again within a period.
+type Sweep struct {
+	Version int64 `json:"version"`
+	// Owner and Cursor: the worker whose repos the pass reads now, and where in its
+	// owner listing; Owner "" with Cursor "" is the start of a pass.
+	Owner  string `json:"owner,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+	// PassStart is when the pass began and TickAt when the sweep last read, on the
+	// coordinator's clock; Read counts the repos this pass has read so far and LastPass
+	// the repos the last complete pass read (what the pace is set from).
+	PassStart time.Time `json:"pass_start"`
+	TickAt    time.Time `json:"tick_at"`
+	Read      int64     `json:"read"`
+	LastPass  int64     `json:"last_pass"`
+	// Passes counts complete passes; Found counts the repos found off their owner.
+	Passes int64 `json:"passes"`
+	Found  int64 `json:"found"`
+}
+
 // ListSync is the state of the upstream-list synchronisation.
 type ListSync struct {
 	Version   int64     `json:"version"`

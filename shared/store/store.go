@@ -101,6 +101,8 @@ type Store interface {
 	CountRepos(ctx context.Context) (map[RepoState]int, error)
 
 	GetListSync(ctx context.Context) (ListSync, error)
+	// GetSweep returns the anti-entropy sweep's state (zero before the first write).
+	GetSweep(ctx context.Context) (Sweep, error)
 
 	Close() error
 }
@@ -175,6 +177,13 @@ type TrimOutbox struct {
 	Max     uint64
 }
 
+// PutSweep records the anti-entropy sweep's state if the stored version is
+// ExpectVersion.
+type PutSweep struct {
+	Sweep         Sweep
+	ExpectVersion int64
+}
+
 // PutListSync records the applied list commit if the stored version is ExpectVersion.
 type PutListSync struct {
 	ListSync      ListSync
@@ -189,6 +198,7 @@ func (DeleteRepo) Items() int     { return 1 }
 func (m AppendOutbox) Items() int { return 1 + len(m.Entries) }
 func (TrimOutbox) Items() int     { return 1 }
 func (PutListSync) Items() int    { return 1 }
+func (PutSweep) Items() int       { return 1 }
 
 // CountItems sums Items over muts.
 func CountItems(muts []Mutation) int {

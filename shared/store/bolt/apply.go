@@ -47,6 +47,12 @@ func (s *Store) apply(tx *bbolt.Tx, m store.Mutation) error {
 	switch m := m.(type) {
 	case store.PutRing:
 		return s.putRing(tx, m)
+	case store.PutSweep:
+		if err := checkVersion(tx, keySweep, m.ExpectVersion); err != nil {
+			return err
+		}
+		m.Sweep.Version = m.ExpectVersion + 1
+		return putJSON(tx.Bucket(bktMeta), keySweep, m.Sweep)
 	case store.PutListSync:
 		if err := checkVersion(tx, keyListSync, m.ExpectVersion); err != nil {
 			return err

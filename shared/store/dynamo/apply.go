@@ -136,6 +136,8 @@ func mutationKey(m store.Mutation) (item, error) {
 		return ringHeadKey(), nil
 	case store.PutListSync:
 		return listSyncKey(), nil
+	case store.PutSweep:
+		return sweepKey(), nil
 	case store.SetWorkerState:
 		return workerKey(m.ID), nil
 	case store.DeleteWorker:
@@ -170,6 +172,8 @@ type txPlan struct {
 	ringValue store.Ring
 	listSync  *singletonWork
 	listValue store.ListSync
+	sweep     *singletonWork
+	sweepVal  store.Sweep
 
 	actions []types.TransactWriteItem
 	deltas  map[store.RepoState]int
@@ -346,6 +350,13 @@ func (p *txPlan) mutation(i int, m store.Mutation) error {
 		}
 		r.cur = m.ExpectVersion + 1
 		p.ringIdx, p.ringValue = i, m.Ring
+	case store.PutSweep:
+		sw := p.singleton(&p.sweep, sweepKey())
+		if sw.cur != m.ExpectVersion {
+			return conflictf("sweep version is %d, want %d", sw.cur, m.ExpectVersion)
+		}
+		sw.cur = m.ExpectVersion + 1
+		p.sweepVal = m.Sweep
 	case store.PutListSync:
 		l := p.singleton(&p.listSync, listSyncKey())
 		if l.cur != m.ExpectVersion {
@@ -437,6 +448,20 @@ func (p *txPlan) emit(ks string) error {
 	switch {
 	case ks == keyString(ringHeadKey()):
 		return p.emitRing()
+	case ks == keyString(sweepKey()):
+		sw := p.sweepVal
+		sw.Version = p.sweep.cur
+		it, err := sweepItem(sw)
+		if err != nil {
+			return err
+		}
+		var x expr
+		p.add(types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(p.s.table), Item: it,
+			ConditionExpression:      aws.String(versionCond(&x, p.sweep.read)),
+			ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+		}})
+		return nil
 	case ks == keyString(listSyncKey()):
 		l := p.listValue
 		l.Version = p.listSync.cur

@@ -47,6 +47,7 @@ const (
 	pkRing     = "RING"
 	skRingHead = "HEAD"
 	pkListSync = "LISTSYNC"
+	pkSweep    = "SWEEP"
 	pkWorkers  = "WORKERS"
 	pkSlots    = "SLOTS"
 	pkCounts   = "COUNTS"
@@ -65,6 +66,7 @@ func key(pk, sk string) item { return item{attrPK: avS(pk), attrSK: avS(sk)} }
 func electionKey() item         { return key(pkElection, skSingle) }
 func ringHeadKey() item         { return key(pkRing, skRingHead) }
 func listSyncKey() item         { return key(pkListSync, skSingle) }
+func sweepKey() item            { return key(pkSweep, skSingle) }
 func workerKey(id string) item  { return key(pkWorkers, id) }
 func slotKey(slot int) item     { return key(pkSlots, fmt.Sprintf("%010d", slot)) }
 func repoKey(id string) item    { return key(pkRepoPre+id, skSingle) }
