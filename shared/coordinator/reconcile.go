@@ -40,6 +40,10 @@ type Config struct {
 	Reserve time.Duration
 	// KeepDead is how long a dead worker's record stays visible once it owns nothing.
 	KeepDead time.Duration
+	// SweepPeriod bounds how long the anti-entropy sweep takes to check every repo's
+	// owner against the ring (invariant 12); it paces itself to finish a pass in three
+	// quarters of it.
+	SweepPeriod time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -61,6 +65,7 @@ func DefaultConfig() Config {
 		Budget:       8 * time.Second,
 		Reserve:      5 * time.Second,
 		KeepDead:     time.Hour,
+		SweepPeriod:  6 * time.Hour,
 	}
 }
 
@@ -78,6 +83,7 @@ func (c Config) withDefaults() Config {
 	set(&c.SuspectAfter, d.SuspectAfter)
 	set(&c.Lease, d.Lease)
 	set(&c.KeepDead, d.KeepDead)
+	set(&c.SweepPeriod, d.SweepPeriod)
 	set(&c.Budget, d.Budget)
 	set(&c.Reserve, d.Reserve)
 	seti := func(v *int, def int) {

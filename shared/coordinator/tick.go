@@ -26,6 +26,8 @@ type Store interface {
 	ListWorkers(ctx context.Context) ([]store.Worker, error)
 	WorkersVersion(ctx context.Context) (uint64, error)
 	GetWorker(ctx context.Context, id string) (store.Worker, error)
+	GetSweep(ctx context.Context) (store.Sweep, error)
+	CountRepos(ctx context.Context) (map[store.RepoState]int, error)
 	ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error)
 	ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error)
 	ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error)
@@ -65,6 +67,7 @@ type Coordinator struct {
 	cursors  [2]string // where the last pass over each part of the needs-decision index stopped
 	lastTerm int64
 	quiet    quietPlan
+	sweep    sweepCache
 }
 
 type ringCache struct {
@@ -76,7 +79,7 @@ type ringCache struct {
 func (c *Coordinator) Forget() {
 	c.run.Lock()
 	defer c.run.Unlock()
-	c.ring, c.cursors, c.lastTerm, c.quiet = ringCache{}, [2]string{}, 0, quietPlan{}
+	c.ring, c.cursors, c.lastTerm, c.quiet, c.sweep = ringCache{}, [2]string{}, 0, quietPlan{}, sweepCache{}
 	c.live.forget()
 }
 
@@ -104,6 +107,10 @@ type Report struct {
 	Ignored     string // why a timer firing was ignored
 	Stale       string // why the tick stopped early: the state changed under it
 	Writes      int    // Apply calls made
+	// SweepFound counts the repos the anti-entropy sweep found off the owner the ring
+	// gives them (and moved); SweepPasses the sweep passes this tick completed.
+	SweepFound  int
+	SweepPasses int
 	ListError   string // why the list sync failed, if it did
 }
 
@@ -224,13 +231,13 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 		}
 	}
 	level := slog.LevelDebug // a quiet tick is not news
-	if rep.Moved+rep.Deleted+rep.Skipped > 0 || mem.RingChanged || len(mem.WorkerOps) > 0 || act == election.TakeOver || rep.Cut != "" {
+	if rep.Moved+rep.Deleted+rep.Skipped+rep.SweepFound > 0 || mem.RingChanged || len(mem.WorkerOps) > 0 || act == election.TakeOver || rep.Cut != "" {
 		level = slog.LevelInfo
 	}
 	c.log().Log(ctx, level, "tick", "coordinator", c.ID, "term", term, "ring", rep.RingVersion, "members", rep.Members,
 		"moved", rep.Moved, "assigned", rep.Assigned, "deleted", rep.Deleted, "skipped", rep.Skipped, "read", rep.Read,
 		"pending_left", rep.PendingLeft, "scans_left", rep.ScansLeft, "incomplete", rep.Incomplete, "cut", rep.Cut,
-		"warming_up", rep.WarmingUp)
+		"warming_up", rep.WarmingUp, "sweep_found", rep.SweepFound)
 	return rep, nil
 }
 
@@ -375,6 +382,9 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 		return err
 	}
 	if err := t.ap.flush(ctx); err != nil {
+		return err
+	}
+	if err := t.sweep(p, workers, now); err != nil {
 		return err
 	}
 	t.rep.ScansLeft = len(left)

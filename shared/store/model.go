@@ -342,10 +342,12 @@ type Sweep struct {
 	Owner  string `json:"owner,omitempty"`
 	Cursor string `json:"cursor,omitempty"`
 	// PassStart is when the pass began and TickAt when the sweep last read, on the
-	// coordinator's clock; Read counts the repos this pass has read so far and LastPass
-	// the repos the last complete pass read (what the pace is set from).
+	// coordinator's clock. Size is what the pass expects to read (the repos counted at
+	// its start, or the last pass's count if more), which sets its pace; Read counts the
+	// repos it has read so far and LastPass the repos the last complete pass read.
 	PassStart time.Time `json:"pass_start"`
 	TickAt    time.Time `json:"tick_at"`
+	Size      int64     `json:"size"`
 	Read      int64     `json:"read"`
 	LastPass  int64     `json:"last_pass"`
 	// Passes counts complete passes; Found counts the repos found off their owner.
