@@ -210,6 +210,11 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 
 	t := &tickRun{c: c, ctx: ctx, term: term, cfg: cfg, b: b, rep: &rep, version: head.Version}
 	err = t.run(mem, workers, seen, now, head)
+	if t.wroteWorkers || err != nil {
+		// The kept records' outbox heads or trim points are ours no more (the workers
+		// version does not move with them): the next tick reads the workers again.
+		c.quiet = quietPlan{}
+	}
 	rep.RingVersion = t.version
 	rep.Cut = b.cut
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrFenced) {
@@ -242,9 +247,12 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 }
 
 // quietPlan is what a tick whose membership plan changed nothing leaves for the next.
-// While no worker record changes, the ring stays the same and no worker's silence
-// reaches a threshold (Membership.Until), the plan is that same no-op: the tick reads
-// no worker and plans nothing, so a quiet tick does not grow with the workers.
+// While the membership does not change (the workers version: heartbeats do not move it),
+// the ring stays the same, no tick wrote a worker record since (outbox heads, trims) and
+// no worker's silence reaches a threshold (Membership.Until), the plan is that same
+// no-op: the tick reads no worker and plans nothing, so a quiet tick does not grow with
+// the workers, heartbeats flowing or not. Liveness is still judged on the
+// coordinator's clock: at Until the workers are read again, their counts seen.
 type quietPlan struct {
 	ok      bool
 	term    int64
@@ -329,6 +337,8 @@ type tickRun struct {
 	rep     *Report
 	version int64 // of the stored ring
 	ap      *applier
+	// wroteWorkers: the tick wrote worker records (states, outbox heads, trims).
+	wroteWorkers bool
 }
 
 func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]time.Time, now time.Time, head store.Ring) error {
@@ -336,6 +346,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 	// 1. Worker states first: deaths, joins, drains are what everything after rests on.
 	for _, chunk := range chunks(mem.WorkerOps) {
 		t.rep.Writes++
+		t.wroteWorkers = true
 		if err := c.Store.Apply(ctx, t.term, chunk); err != nil {
 			// A conflict means a worker heartbeated since we read it: the plan rests on a
 			// stale view, so stop here and decide again next tick.
@@ -363,7 +374,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 		}
 	}
 	// 4. Repos: the ranges whose owners changed, then the repos needing a decision.
-	t.ap = &applier{store: c.Store, term: t.term, workers: workers, rep: t.rep, b: t.b}
+	t.ap = &applier{store: c.Store, term: t.term, workers: workers, rep: t.rep, b: t.b, wrote: &t.wroteWorkers}
 	p := NewPlanner(mem, workers, t.cfg)
 	batch := p.Batch
 	var left []store.Scan
@@ -427,6 +438,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 			break
 		}
 		t.rep.Writes++
+		t.wroteWorkers = true
 		if err := c.Store.Apply(ctx, t.term, chunk); err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("clean-up: %w", err)
 		}
@@ -609,6 +621,7 @@ type applier struct {
 	b       *budget
 	pending []RepoAction
 	items   int
+	wrote   *bool // set once an Apply appends to an outbox
 }
 
 func actionItems(a RepoAction, known func(string) bool) int {
@@ -692,6 +705,9 @@ func (ap *applier) write(ctx context.Context, batch []RepoAction) error {
 	}
 	for _, w := range order {
 		muts = append(muts, store.AppendOutbox{Worker: w, ExpectHead: ap.outboxHeads()[w], Entries: entries[w]})
+	}
+	if len(order) > 0 && ap.wrote != nil {
+		*ap.wrote = true
 	}
 	ap.rep.Writes++
 	if err := ap.store.Apply(ctx, ap.term, muts); err != nil {

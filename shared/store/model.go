@@ -237,6 +237,13 @@ type Staleness struct {
 	Never int           `json:"never,omitempty"` // owned repos never fetched successfully
 }
 
+// MembershipChanged reports whether b differs from a in what the membership rests on
+// (WorkersVersion): state, slot, registration, recorded silence.
+func MembershipChanged(a, b Worker) bool {
+	return a.State != b.State || a.Slot != b.Slot || !a.StartedAt.Equal(b.StartedAt) ||
+		a.SilentBeats != b.SilentBeats || !a.SilentSince.Equal(b.SilentSince)
+}
+
 // Heartbeat is what a worker reports each heartbeat.
 type Heartbeat struct {
 	At        time.Time

@@ -54,10 +54,12 @@ type Store interface {
 	Leave(ctx context.Context, id string) error
 	GetWorker(ctx context.Context, id string) (Worker, error)
 	ListWorkers(ctx context.Context) ([]Worker, error)
-	// WorkersVersion is a number that changes with every write to any worker record,
-	// heartbeats included: a reader that saw it unchanged knows ListWorkers would return
-	// what it returned then. A backend that cannot tell cheaply returns
-	// errors.ErrUnsupported.
+	// WorkersVersion is a number that changes with every change of the membership: a
+	// worker record created or removed, or its state, slot, registration or recorded
+	// silence changed (MembershipChanged). Heartbeats, acks and outbox heads and trims
+	// do not move it: a reader that saw it unchanged knows ListWorkers would return the
+	// same workers in the same states, with only those figures moved. A backend that
+	// cannot tell cheaply returns errors.ErrUnsupported.
 	WorkersVersion(ctx context.Context) (uint64, error)
 	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]OutboxEntry, error)
 

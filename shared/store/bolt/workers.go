@@ -86,11 +86,20 @@ func (s *Store) updateWorker(ctx context.Context, id string, fn func(*store.Work
 }
 
 // putWorker writes a worker record. Every change to the workers bucket goes through it
-// or deleteWorker, which count it in the bucket's sequence: WorkersVersion.
+// or deleteWorker; those that change the membership (a new record, its state, slot,
+// registration or recorded silence) move the bucket's sequence: WorkersVersion.
+// Heartbeats and outbox heads and trims do not.
 func putWorker(tx *bbolt.Tx, w store.Worker) error {
-	b, err := changeWorkers(tx)
+	b := tx.Bucket(bktWorkers)
+	var old store.Worker
+	ok, err := getJSON(b, []byte(w.ID), &old)
 	if err != nil {
 		return err
+	}
+	if !ok || store.MembershipChanged(old, w) {
+		if b, err = changeWorkers(tx); err != nil {
+			return err
+		}
 	}
 	return putJSON(b, []byte(w.ID), w)
 }
@@ -101,7 +110,8 @@ func changeWorkers(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 	return b, b.SetSequence(b.Sequence() + 1)
 }
 
-// WorkersVersion is the workers bucket's sequence, which putWorker and deleteWorker move.
+// WorkersVersion is the workers bucket's sequence, which membership changes move
+// (putWorker, deleteWorker).
 func (s *Store) WorkersVersion(ctx context.Context) (uint64, error) {
 	var v uint64
 	err := s.view(ctx, func(tx *bbolt.Tx) error {

@@ -546,11 +546,15 @@ func (p *txPlan) emitWorker(w *workerWork) error {
 		}})
 		id, inc := w.read.ID, w.read.Inc
 		p.after = append(p.after, func(ctx context.Context) {
+			p.s.bumpWorkersVersion(ctx, "Apply/DeleteWorker")
 			p.s.deleteMatching(ctx, "Apply/DeleteWorker", partition(outboxPK(id, inc)), nil)
 		})
 		return nil
 	}
 	var sets []string
+	if w.state && store.MembershipChanged(w.read.Worker, w.cur.Worker) {
+		p.after = append(p.after, func(ctx context.Context) { p.s.bumpWorkersVersion(ctx, "Apply/SetWorkerState") })
+	}
 	if w.state {
 		// Zero values, not REMOVE, clear a silence: they read back as zero alike.
 		sets = append(sets, x.eq(wState, avS(string(w.cur.State))),

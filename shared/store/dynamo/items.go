@@ -299,6 +299,7 @@ func decodeEntry(m item) (store.OutboxEntry, error) {
 const (
 	eVersion, eTerm, eVotedFor, eLease, eLastCall = "version", "term", "voted_for", "lease_until", "last_call"
 	lVersion, lCommit, lApplied, lExtra           = "version", "commit", "applied_at", "extra"
+	attrWorkersV                                  = "v"
 )
 
 func decodeElection(m item) (store.Election, error) {

@@ -48,6 +48,7 @@ const (
 	skRingHead = "HEAD"
 	pkListSync = "LISTSYNC"
 	pkSweep    = "SWEEP"
+	pkWorkersV = "WORKERSVERSION"
 	pkWorkers  = "WORKERS"
 	pkSlots    = "SLOTS"
 	pkCounts   = "COUNTS"
@@ -67,6 +68,7 @@ func electionKey() item         { return key(pkElection, skSingle) }
 func ringHeadKey() item         { return key(pkRing, skRingHead) }
 func listSyncKey() item         { return key(pkListSync, skSingle) }
 func sweepKey() item            { return key(pkSweep, skSingle) }
+func workersVersionKey() item   { return key(pkWorkersV, skSingle) }
 func workerKey(id string) item  { return key(pkWorkers, id) }
 func slotKey(slot int) item     { return key(pkSlots, fmt.Sprintf("%010d", slot)) }
 func repoKey(id string) item    { return key(pkRepoPre+id, skSingle) }
