@@ -230,3 +230,28 @@ func TestTickLatencyBulkAddAndHeap(t *testing.T) {
 		t.Error("bulk add or heap sections without data")
 	}
 }
+
+// The restart paragraph gives each store's longest heartbeat gap and says whether the
+// worst is within one heartbeat interval, by the data.
+func TestTickLatencyRestartBacklog(t *testing.T) {
+	v := tickFixture()
+	v.RestartBacklog = []results.RestartBacklog{
+		{Store: "bbolt", Entries: 100000, HeartbeatS: 10, Heartbeats: 6, FirstCallS: 0.41, LongestCallS: 1.2, Applied: 100000, CaughtUp: true, EntriesPerSecond: 20000, Seconds: 5},
+		{Store: "DynamoDB Local", Entries: 100000, HeartbeatS: 10, Heartbeats: 40, FirstCallS: 5.3, LongestCallS: 5.61, Applied: 61000, EntriesPerSecond: 300, Seconds: 300},
+	}
+	md, _ := renderTick(t, v)
+	for _, want := range []string{"### A worker restarted under a backlog", "| DynamoDB Local | 100,000 | 40 | 5.30 | 5.61 | 10 | no (61,000 acked) |",
+		"The longest gap, 5.61 s on DynamoDB Local, is within one heartbeat interval (10 s)."} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	v.RestartBacklog[1].LongestCallS = 12
+	if md, _ := renderTick(t, v); !strings.Contains(md, "is **not** within one heartbeat interval") {
+		t.Error("a gap over the interval is not called out")
+	}
+	v.RestartBacklog = nil
+	if md, _ := renderTick(t, v); strings.Contains(md, "restarted under a backlog") {
+		t.Error("a run without the measurement still has its paragraph")
+	}
+}

@@ -107,6 +107,7 @@ func (t *tickRun) sweep(p *Planner, workers []store.Worker, now time.Time) error
 		}
 		t.b.reads += len(page)
 		t.rep.Read += len(page)
+		t.rep.SweepRead += len(page)
 		read += len(page)
 		for _, r := range page {
 			if t.b.late() {
@@ -142,7 +143,7 @@ func (t *tickRun) sweep(p *Planner, workers []store.Worker, now time.Time) error
 		sw.LastPass, sw.Read, sw.Passes, sw.PassStart, sw.Size = sw.Read, 0, sw.Passes+1, time.Time{}, 0
 		t.rep.SweepPasses++
 	}
-	t.rep.Writes++
+	t.rep.SweepWrites++
 	t.c.sweep = sweepCache{}
 	if err := t.c.Store.Apply(t.ctx, t.term, []store.Mutation{store.PutSweep{Sweep: sw, ExpectVersion: version}}); err != nil {
 		return fmt.Errorf("write sweep: %w", err)

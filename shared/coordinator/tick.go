@@ -106,11 +106,14 @@ type Report struct {
 	Read        int    // repo records read
 	Ignored     string // why a timer firing was ignored
 	Stale       string // why the tick stopped early: the state changed under it
-	Writes      int    // Apply calls made
-	// SweepFound counts the repos the anti-entropy sweep found off the owner the ring
-	// gives them (and moved); SweepPasses the sweep passes this tick completed.
+	Writes      int    // Apply calls made (but the sweep record's: SweepWrites)
+	// SweepRead counts the repos the anti-entropy sweep read, SweepFound those it found
+	// off the owner the ring gives them (and moved), SweepPasses the passes this tick
+	// completed, SweepWrites the writes of the sweep's own record.
+	SweepRead   int
 	SweepFound  int
 	SweepPasses int
+	SweepWrites int
 	ListError   string // why the list sync failed, if it did
 }
 
@@ -121,28 +124,36 @@ func (c *Coordinator) log() *slog.Logger {
 	return c.Log
 }
 
-// budget tracks a tick's limits: its deadline (real time: it bounds the work, which the
-// virtual clock of a simulation does not model), reads and writes.
+// budget tracks a tick's limits: its deadline, reads and writes. The deadline is
+// Budget on the coordinator's clock (a test or simulation moves it as it likes), and the
+// context's deadline less Reserve, which is wall time (a Lambda invocation's).
 type budget struct {
-	until        time.Time
+	clk          clock.Clock
+	until        time.Time // on clk
+	ctxUntil     time.Time // wall time; zero: none
 	reads, moves int
 	cfg          Config
 	cut          string
 }
 
-func newBudget(ctx context.Context, cfg Config) *budget {
-	until := time.Now().Add(cfg.Budget)
-	if d, ok := ctx.Deadline(); ok && d.Add(-cfg.Reserve).Before(until) {
-		until = d.Add(-cfg.Reserve)
+func newBudget(ctx context.Context, clk clock.Clock, cfg Config) *budget {
+	b := &budget{clk: clk, until: clk.Now().Add(cfg.Budget), cfg: cfg}
+	if d, ok := ctx.Deadline(); ok {
+		b.ctxUntil = d.Add(-cfg.Reserve)
 	}
-	return &budget{until: until, cfg: cfg}
+	return b
+}
+
+// due reports whether either deadline has come.
+func (b *budget) due() bool {
+	return !b.clk.Now().Before(b.until) || (!b.ctxUntil.IsZero() && !time.Now().Before(b.ctxUntil))
 }
 
 // spent reports whether the tick must stop starting repo work, and remembers why.
 func (b *budget) spent() bool {
 	switch {
 	case b.cut != "":
-	case !time.Now().Before(b.until):
+	case b.due():
 		b.cut = "deadline"
 	case b.reads >= b.cfg.MaxReads:
 		b.cut = "max reads"
@@ -154,7 +165,7 @@ func (b *budget) spent() bool {
 
 // late reports whether the tick's deadline has come (and so it must stop writing moves).
 func (b *budget) late() bool {
-	if b.cut == "deadline" || !time.Now().Before(b.until) {
+	if b.cut == "deadline" || b.due() {
 		b.cut = "deadline"
 		return true
 	}
@@ -174,7 +185,7 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 	c.run.Lock()
 	defer c.run.Unlock()
 	cfg := c.Config.withDefaults()
-	b := newBudget(ctx, cfg)
+	b := newBudget(ctx, c.Clock, cfg)
 	now := c.Clock.Now()
 	rep := Report{Coordinator: c.ID}
 	el := election.Elector{Store: c.Store, ID: c.ID, Group: c.Group, Lease: cfg.Lease}

@@ -249,9 +249,10 @@ func TestStuckOverflowDoesNotStarveTheRest(t *testing.T) {
 }
 
 // slowApply is a store whose repo writes take longer than a tick's whole budget, as a
-// slow or throttled store's would.
+// slow or throttled store's would: each moves the coordinator's clock by delay.
 type slowApply struct {
 	Store
+	clk   *clock.Virtual
 	delay time.Duration
 	calls int
 }
@@ -260,7 +261,7 @@ func (s *slowApply) Apply(ctx context.Context, term int64, muts []store.Mutation
 	for _, m := range muts {
 		if _, ok := m.(store.AssignRepo); ok {
 			s.calls++
-			time.Sleep(s.delay)
+			s.clk.Advance(s.delay)
 			break
 		}
 	}
@@ -273,7 +274,7 @@ func TestDeadlineStopsWithinAPage(t *testing.T) {
 	f := newTickFleet(t, 3, 0, Config{Budget: 3 * time.Second, ReadPage: 1000})
 	f.addRepos(600) // one page of pending repos: 600 moves, about 18 Apply calls
 	// The first repo write alone outlasts the budget, however long the tick took before it.
-	slow := &slowApply{Store: f.st, delay: 3 * time.Second}
+	slow := &slowApply{Store: f.st, clk: f.clk, delay: 3 * time.Second}
 	f.c.Store = slow
 	r := f.tick()
 	// The write under way when the deadline came lands, and so does what it had batched.
