@@ -202,6 +202,9 @@ func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker, until time.Ti
 			return nil
 		}
 		for i, e := range entries {
+			if i > 0 && !w.clock.Now().Before(until) {
+				break // a page of repo reads can take seconds: stop within it
+			}
 			if superseded(entries[i+1:], e) {
 				ack = e.Seq
 				continue
