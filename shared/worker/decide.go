@@ -60,6 +60,10 @@ func decideFetch(cfg Config, prior *priority.Prior, f fetchFacts) fetchOutcome {
 			poll.Prev = prev.LastSuccessAt
 		} else {
 			poll.Since, poll.FromRoot, poll.LastCommitAt = res.HistorySince, res.HistoryFromRoot, res.LastCommitAt
+			if poll.LastCommitAt.IsZero() {
+				// Refs unchanged: the mirror read no commit; the record has the time.
+				poll.LastCommitAt = prev.LastCommitAt
+			}
 		}
 		o.Poll = &poll
 		rec.Stats = priority.Fold(rec.Stats, poll, prior)
