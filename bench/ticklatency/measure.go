@@ -126,10 +126,12 @@ func sortChanges(cs []results.ChangeLatency) {
 
 // quiesce steps, untimed, until the workers have acked everything and the coordinator
 // has trimmed their outboxes (at most Config.MaxTrim entries a worker a tick, so a bulk
-// add's outboxes take several ticks): until a whole heartbeat round and a tick after it
+// add's outboxes take several ticks): until two heartbeat rounds and a worker read
 // write nothing. It also warms caches.
 func quiesce(ctx context.Context, f *fleet) error {
-	round := int(2*heartbeatEvery/tickEvery) + 1
+	// A kept plan reads the workers (and sees their acks) only when a silence could
+	// reach SuspectAfter: a whole round is that as well as two heartbeats.
+	round := int((2*heartbeatEvery+coordinator.DefaultConfig().SuspectAfter)/tickEvery) + 1
 	for quiet, i := 0, 0; quiet < round; i++ {
 		if i == 1000 {
 			return errors.New("quiesce: the coordinator still writes after 1,000 ticks")
