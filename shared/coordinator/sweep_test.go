@@ -79,14 +79,14 @@ func (f *tickFleet) offOwner() int {
 // leaves them with the donor; the anti-entropy sweep finds and moves them within its
 // period, and counts them.
 func TestSweepFindsReposAScanMissed(t *testing.T) {
-	const period = 20 * time.Minute
+	const period = 10 * time.Minute
 	f := newTickFleet(t, 3, 0, Config{SweepPeriod: period, FirstBatch: 100000})
 	lag := &laggingIndex{Store: f.st, fresh: map[string]bool{}}
 	f.c.Store = lag
-	f.addRepos(2000)
+	f.addRepos(1000)
 	lag.nextTick()
-	if r := f.tick(); r.Assigned != 2000 {
-		t.Fatalf("first tick assigned %d, want 2000", r.Assigned)
+	if r := f.tick(); r.Assigned != 1000 {
+		t.Fatalf("first tick assigned %d, want 1000", r.Assigned)
 	}
 	lag.nextTick()
 	f.addWorker() // its scans read an index that misses every repo of the tick before
