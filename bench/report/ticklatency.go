@@ -33,15 +33,15 @@ func tickLatencySection(r *Report) (string, results.Meta, error) {
 		kinds = append(kinds, kind{ChangeKind: k, Rows: tickChangeRows(v.Cells, k.Name)})
 	}
 	md, err := render("ticklatency", struct {
-		V      results.TickLatency
-		C      string
-		Charts string
-		Bulk   string
-		Heap   string
-		Ks     []int
-		Kinds  []kind
-		Dynamo tickDynamoFigures
-		Setup  string
+		V       results.TickLatency
+		C       string
+		Charts  string
+		Bulk    string
+		Heap    string
+		Ks      []int
+		Kinds   []kind
+		Dynamo  tickDynamoFigures
+		Setup   string
 		Restart string
 	}{v, tickConclusion(v), charts, tickBulk(v.BulkAdd, v.TickBudgetS), tickHeap(v.Cells), tickKs(v.Cells), kinds, tickDynamo(v.Dynamo), tickSetup(v),
 		tickRestart(v.RestartBacklog)})
