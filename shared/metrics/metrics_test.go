@@ -38,6 +38,11 @@ func TestNames(t *testing.T) {
 		MaintenanceSeconds: "mirrorfleet_maintenance_seconds",
 		MirrorsRecloned:    "mirrorfleet_mirrors_recloned_total",
 		MirrorPacks:        "mirrorfleet_mirror_packs",
+		// the memory budget
+		MemoryBudget:            "mirrorfleet_memory_budget_bytes",
+		MemoryReserved:          "mirrorfleet_memory_reserved_bytes",
+		MemoryHeap:              "mirrorfleet_memory_heap_bytes",
+		FetchesWaitingForMemory: "mirrorfleet_fetches_waiting_for_memory",
 		// the git front
 		ServeRequests:         "mirrorfleet_serve_requests_total",
 		ServeBytes:            "mirrorfleet_serve_bytes_total",

@@ -105,8 +105,15 @@ func (w *Worker) Do(ctx context.Context, j Job) {
 			j.Target.MaxBytes = share
 		}
 	}
+	fctx, mem, err := w.admitMemory(ctx, j, cloned)
+	if err != nil {
+		// Shutting down while waiting for memory: the repo's turn comes again.
+		w.finish(ctx, j, cloned, fetch.Result{}, fetch.Errorf(fetch.KindBusy, "waiting for memory: %v", err))
+		return
+	}
 	w.stats.fetches.Add(1)
-	res, err := w.mirror.Sync(ctx, j.Target)
+	res, err := w.mirror.Sync(fctx, j.Target)
+	w.doneMemory(j, cloned, mem)
 	w.finish(ctx, j, cloned, res, err)
 }
 

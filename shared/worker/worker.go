@@ -14,6 +14,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
@@ -70,6 +71,10 @@ type Config struct {
 	// interval after the heartbeat was sent. The rest waits for the next heartbeat, so a
 	// worker restarted under a large backlog keeps heartbeating while it catches up.
 	ReplaySlice int
+	// Memory, if set, is the memory budget the worker's fetches share (with the other
+	// workers of the process given the same pool): each fetch reserves what it is
+	// expected to need before it starts and waits for it (ADR 0026).
+	Memory *membudget.Pool
 
 	// Maintenance (when the Mirrorer is a Maintainer): each repo is considered once per
 	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
@@ -194,6 +199,9 @@ type repoState struct {
 	maintAt   time.Time
 	packs     int
 	corrupt   bool
+
+	// What the repo's last first mirror and last update came to need (memory.go).
+	memClone, memUpdate int64
 }
 
 // Stats are counters for metrics and tests.
