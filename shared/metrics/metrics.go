@@ -43,6 +43,7 @@ const (
 	WorkersByState = "WorkersByState" // gauge per State: joining, active, suspect, dead, draining
 	ReposByState   = "ReposByState"   // gauge per State: pending, cloning, ok, failing, gone, overflow, deleting
 	ReposMoved     = "ReposMoved"     // counter: repos (re)assigned by the leader
+	ReposOffOwner  = "ReposOffOwner"  // counter: repos the anti-entropy sweep found off their ring owner
 	StalenessP50   = "StalenessP50"   // gauge, seconds since the last successful fetch
 	StalenessP99   = "StalenessP99"   // gauge, seconds
 	StalenessMax   = "StalenessMax"   // gauge, seconds
@@ -149,6 +150,7 @@ var defs = []Def{
 	{Name: WorkersByState, Kind: Gauge, Unit: UnitCount, Dims: []string{DimState}, Help: "Workers by membership state, as the leader last saw them."},
 	{Name: ReposByState, Kind: Gauge, Unit: UnitCount, Dims: []string{DimState}, Help: "Repos by lifecycle state."},
 	{Name: ReposMoved, Kind: Counter, Unit: UnitCount, Help: "Repos (re)assigned to a worker by the leader."},
+	{Name: ReposOffOwner, Kind: Counter, Unit: UnitCount, Help: "Repos the anti-entropy sweep found with another owner than the ring gives them (and moved)."},
 	{Name: StalenessP50, Kind: Gauge, Unit: UnitSeconds, Help: "Median time since a repo's last successful fetch."},
 	{Name: StalenessP99, Kind: Gauge, Unit: UnitSeconds, Help: "99th percentile of the time since a repo's last successful fetch."},
 	{Name: StalenessMax, Kind: Gauge, Unit: UnitSeconds, Help: "Longest time since a repo's last successful fetch."},
@@ -284,7 +286,8 @@ func FromReport(rep coordinator.Report, took time.Duration, err error) []Sample 
 	if !rep.Leader {
 		return out
 	}
-	out = append(out, Sample{Name: LeaderTerm, Value: float64(rep.Term)}, Sample{Name: ReposMoved, Value: float64(max(rep.Moved, 0))})
+	out = append(out, Sample{Name: LeaderTerm, Value: float64(rep.Term)}, Sample{Name: ReposMoved, Value: float64(max(rep.Moved, 0))},
+		Sample{Name: ReposOffOwner, Value: float64(max(rep.SweepFound, 0))})
 	if rep.WorkersByState != nil { // nil when the tick stopped before reading the workers
 		out = append(out, byState(WorkersByState, workerStates, rep.WorkersByState)...)
 	}

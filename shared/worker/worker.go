@@ -66,6 +66,11 @@ type Config struct {
 	// grace.
 	Lease  time.Duration
 	Policy priority.Policy
+	// ReplaySlice bounds the records (outbox entries, owner-index rows) one heartbeat
+	// reads to bring the assignment up to date; reading also stops half a heartbeat
+	// interval after the heartbeat was sent. The rest waits for the next heartbeat, so a
+	// worker restarted under a large backlog keeps heartbeating while it catches up.
+	ReplaySlice int
 	// Memory, if set, is the memory budget the worker's fetches share (with the other
 	// workers of the process given the same pool): each fetch reserves what it is
 	// expected to need before it starts and waits for it (ADR 0026).
@@ -108,6 +113,7 @@ func DefaultConfig() Config {
 		Drain:         20 * time.Second,
 		Lease:         5 * time.Minute,
 		Policy:        priority.Bayes{},
+		ReplaySlice:   20000,
 		MaintainEvery: 24 * time.Hour,
 		MaintainPacks: 16,
 		MaintainGap:   time.Hour,
@@ -148,6 +154,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DiskThreshold <= 0 {
 		c.DiskThreshold = d.DiskThreshold
+	}
+	if c.ReplaySlice <= 0 {
+		c.ReplaySlice = d.ReplaySlice
 	}
 	if c.FailAfter <= 0 {
 		c.FailAfter = d.FailAfter
@@ -227,6 +236,7 @@ type Worker struct {
 	joinedAt     time.Time      // when it first joined
 	pendingTrash []fetch.Target // purged mirrors whose trash failed (busy); retried each heartbeat
 	ack          uint64
+	resync       resyncState // a full resync under way, or due
 	repos        map[string]*repoState
 	queue        *Queue
 	hosts        *hosts
