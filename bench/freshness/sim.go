@@ -38,8 +38,8 @@ type runConfig struct {
 // of its organization has sent one (signalled.covers), for signalMemory at most; a feed's
 // repos are known from the start.
 const (
-	hookStretch  = 10.0
-	feedStretch  = 100.0
+	hookStretch  = worker.HookStretch
+	feedStretch  = worker.FeedStretch
 	signalMemory = 365.0 // days
 )
 
