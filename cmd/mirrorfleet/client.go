@@ -428,6 +428,7 @@ func (c *client) show(ctx context.Context, idOrURL string) error {
 	row("source", string(r.Source))
 	row("owner", fmt.Sprintf("%s (epoch %d)", deref(r.Owner), r.OwnerEpoch))
 	row("added", when(r.CreatedAt))
+	row("last checked", when(r.LastCheckedAt))
 	row("last fetch", when(r.LastFetchAt))
 	row("last success", when(r.LastSuccessAt))
 	row("last change", when(r.LastChangeAt))

@@ -71,6 +71,10 @@ type Config struct {
 	// (no-change polls write nothing to the store), so the local fleet, whose workers run
 	// in the same process, asks them. Nil (AWS): next_poll_at is null.
 	NextPoll func(id string) (time.Time, bool)
+	// LastChecked, if set, is when a repo's worker last polled it, changed or not: a
+	// no-change poll writes the store only at its checkpoint (6 h), so the local fleet
+	// asks its in-process workers. Nil (AWS): last_checked_at is the stored last fetch.
+	LastChecked func(id string) (time.Time, bool)
 	// CloneBaseURL is the base of every repo's clone_url: <base>/git/<mirror path>
 	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
 	// clone_url is null.

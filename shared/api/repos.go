@@ -33,6 +33,10 @@ type Repo struct {
 	SyncRequested bool            `json:"sync_requested"`
 	CreatedAt     *time.Time      `json:"created_at"`
 	LastFetchAt   *time.Time      `json:"last_fetch_at"`
+	// LastCheckedAt is the last poll of the upstream, whether it found anything new or
+	// not; LastFetchAt is the last one written to the store (no-change polls are
+	// written only every few hours).
+	LastCheckedAt *time.Time `json:"last_checked_at"`
 	LastSuccessAt *time.Time      `json:"last_success_at"`
 	LastChangeAt  *time.Time      `json:"last_change_at"`
 	LastCommitAt  *time.Time      `json:"last_commit_at"`
@@ -55,7 +59,19 @@ func (s *server) toRepoJSON(r store.Repo) Repo {
 		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
 		LastChangeAt: optTime(r.LastChangeAt), LastCommitAt: optTime(r.LastCommitAt),
 		FetchFailCnt: r.FetchFailCnt, CloneFailCnt: r.CloneFailCnt, SizeBytes: r.SizeBytes, LastError: r.LastError,
+		LastCheckedAt: optTime(s.lastChecked(r)),
 	}
+}
+
+// lastChecked is the later of the stored last fetch and what the repo's worker knows.
+func (s *server) lastChecked(r store.Repo) time.Time {
+	at := r.LastFetchAt
+	if s.cfg.LastChecked != nil {
+		if t, ok := s.cfg.LastChecked(r.ID); ok && t.After(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // cloneURL is the clone URL of a repo, or nil without a clone base URL (or for a URL

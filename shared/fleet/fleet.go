@@ -246,7 +246,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return failList(err)
 	}
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll}
+		NextPoll: f.NextPoll, LastChecked: f.LastChecked}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
@@ -408,6 +408,20 @@ func (f *Fleet) NextPoll(id string) (time.Time, bool) {
 	f.workersMu.Unlock()
 	for _, rw := range ws {
 		if at, ok := rw.w.NextPoll(id); ok {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// LastChecked is when the in-process worker holding repo id last polled it
+// (worker.LastChecked); false if none holds it.
+func (f *Fleet) LastChecked(id string) (time.Time, bool) {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		if at, ok := rw.w.LastChecked(id); ok {
 			return at, true
 		}
 	}

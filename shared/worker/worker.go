@@ -310,6 +310,19 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 	return at, true
 }
 
+// LastChecked is when the worker last polled repo id, whether or not the poll found
+// anything new or was written to the store (a no-change poll writes only at the
+// checkpoint, invariant 6); false if the worker does not hold the repo.
+func (w *Worker) LastChecked(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.repos[id]
+	if !ok || r.dropped || r.rec.LastFetchAt.IsZero() {
+		return time.Time{}, false
+	}
+	return r.rec.LastFetchAt, true
+}
+
 // Prior is what the worker has learned of its repos' change rates so far.
 func (w *Worker) Prior() *priority.Prior {
 	w.mu.Lock()
