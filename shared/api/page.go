@@ -37,6 +37,7 @@ var pageTmpl = template.Must(template.New("index.html").Funcs(template.FuncMap{
 	"time":  fmtTime,
 	"bytes": fmtBytes,
 	"rows":  func(id string, rs []pageRepo) repoTable { return repoTable{ID: id, Rows: rs} },
+	"add":   func(a, b int) int { return a + b },
 	"short": func(commit string) string { return commit[:min(12, len(commit))] },
 }).ParseFS(uiFS, "ui/index.html"))
 
@@ -133,7 +134,8 @@ type pageData struct {
 	WorkerCount []stateCount
 	Staleness   metrics.Staleness
 	Ring        pageRing
-	Failing     int
+	Failing     int // repos failing
+	Gone        int // repos whose upstream answers "not found"
 	Failures    []pageRepo
 	Repos       []pageRepo
 	NextPage    string // link to the next page of the search, "" on the last
@@ -268,9 +270,11 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	for _, rp := range stale {
 		d.Stalest = append(d.Stalest, s.pageRepo(rp, d.Now))
 	}
-	// The failing repos, found within the scan budget; the search lists them all.
-	if d.Failing = counts[store.RepoFailing]; d.Failing > 0 {
-		fails, _, err := s.listMatching(ctx, "", failuresShown, func(r store.Repo) bool { return r.State == store.RepoFailing })
+	// The failing and gone repos (an upstream that answers "not found" is as much a
+	// failure to an operator), found within the scan budget; the search lists them all.
+	d.Failing, d.Gone = counts[store.RepoFailing], counts[store.RepoGone]
+	if d.Failing+d.Gone > 0 {
+		fails, _, err := s.listMatching(ctx, "", failuresShown, func(r store.Repo) bool { return isFailure(r.State) })
 		if err != nil {
 			return fmt.Errorf("list failing repos: %w", err)
 		}
@@ -309,6 +313,10 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	}
 	return nil
 }
+
+// isFailure says whether a repo in state st is listed among the failures: failing, or
+// gone (its upstream answers "not found"; retried on the failure cooldown).
+func isFailure(st store.RepoState) bool { return st == store.RepoFailing || st == store.RepoGone }
 
 func (s *server) pageRepo(r store.Repo, now time.Time) pageRepo {
 	p := pageRepo{Repo: r}
