@@ -402,12 +402,6 @@ func CheckURL(p urlpolicy.Policy, raw string) (string, *Error) {
 		}
 		return "", e
 	}
-	if strings.HasPrefix(norm, "git://") {
-		// go-git's git:// transport dials on its own, past the policy's connect-time
-		// check (docs/adr/0006-no-git-protocol.md).
-		return "", &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(urlpolicy.ReasonScheme),
-			Message: fmt.Sprintf("url %q: the git:// protocol is not supported (its connections cannot be checked against the URL policy, and it is unencrypted); use the repository's https:// URL", raw)}
-	}
 	if _, err := mirrorpath.Rel(norm); err != nil {
 		reason := urlpolicy.ReasonMalformed
 		if !strings.HasPrefix(norm, "https://") && !strings.HasPrefix(norm, "http://") {
