@@ -274,6 +274,9 @@ func (c *client) request(ctx context.Context, method, idOrURL, suffix, done stri
 }
 
 func (c *client) add(ctx context.Context, urls []string, file string) error {
+	// where says where each URL came from: "file:line" for --file, so a refused line
+	// can be found and fixed; "" for an argument.
+	where := make([]string, len(urls))
 	if file != "" {
 		f, err := os.Open(file)
 		if err != nil {
@@ -281,10 +284,11 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
+		for n := 1; sc.Scan(); n++ {
 			line := strings.TrimSpace(sc.Text())
 			if line != "" && !strings.HasPrefix(line, "#") {
 				urls = append(urls, line)
+				where = append(where, fmt.Sprintf("%s:%d", file, n))
 			}
 		}
 		f.Close()
@@ -295,6 +299,9 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 	if len(urls) == 0 {
 		return usageError{"repos add needs URLs or --file"}
 	}
+	// Progress rewrites one line on a terminal; into a log or a pipe it is a line per
+	// chunk, without carriage returns.
+	tty := isTerminal(c.errOut)
 	var all api.BulkAdd
 	for start := 0; start < len(urls); start += bulkChunk {
 		end := min(start+bulkChunk, len(urls))
@@ -305,10 +312,15 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 		all.Results = append(all.Results, resp.Results...)
 		all.Created, all.Exists, all.Errors = all.Created+resp.Created, all.Exists+resp.Exists, all.Errors+resp.Errors
 		if len(urls) > bulkChunk {
-			fmt.Fprintf(c.errOut, "\radded %d/%d (%d new, %d existing, %d refused)", end, len(urls), all.Created, all.Exists, all.Errors)
+			progress := fmt.Sprintf("added %d/%d (%d new, %d existing, %d refused)", end, len(urls), all.Created, all.Exists, all.Errors)
+			if tty {
+				fmt.Fprint(c.errOut, "\r"+progress)
+			} else {
+				fmt.Fprintln(c.errOut, progress)
+			}
 		}
 	}
-	if len(urls) > bulkChunk {
+	if len(urls) > bulkChunk && tty {
 		fmt.Fprintln(c.errOut)
 	}
 	var err error
@@ -319,17 +331,25 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 		return errors.Join(c.printJSON(all), err)
 	}
 	var rows [][]string
-	for _, r := range all.Results {
+	for i, r := range all.Results {
 		msg := ""
 		if r.Error != nil {
 			msg = r.Error.Message
 		}
 		if len(all.Results) <= 50 || r.Error != nil {
-			rows = append(rows, []string{r.Status, r.ID, r.URL, msg})
+			row := []string{r.Status, r.ID, r.URL, msg}
+			if file != "" {
+				row = append([]string{cmp.Or(where[i], "argument")}, row...)
+			}
+			rows = append(rows, row)
 		}
 	}
 	if len(rows) > 0 {
-		if err := c.table("STATUS\tID\tURL\tERROR", rows); err != nil {
+		header := "STATUS\tID\tURL\tERROR"
+		if file != "" {
+			header = "LINE\t" + header
+		}
+		if err := c.table(header, rows); err != nil {
 			return err
 		}
 	}
