@@ -52,8 +52,13 @@ var (
 	oldNeeds   = []byte("repos_needing_decision")
 )
 
-// layout is the version of the file layout this code writes.
+// layout is the version of the file layout (the store's schema version) this code
+// writes. Open writes it into a new file, upgrades an older file, and refuses a newer
+// one with a *store.SchemaError.
 const layout = 2
+
+// SchemaVersion is the schema version of the file once opened: always this code's.
+func (s *Store) SchemaVersion() int64 { return layout }
 
 // Store is a store.Store backed by one bbolt file. It is safe for concurrent use.
 type Store struct {

@@ -138,7 +138,10 @@ func upgrade(tx *bbolt.Tx) error {
 	if raw := meta.Get(keyLayout); len(raw) == 8 {
 		v = binary.BigEndian.Uint64(raw)
 	}
-	if v >= layout {
+	if v > layout {
+		return &store.SchemaError{Store: "bbolt file " + tx.DB().Path(), Found: int64(v), Supported: layout}
+	}
+	if v == layout {
 		return nil
 	}
 	for _, name := range [][]byte{oldByOwner, oldNeeds} {
