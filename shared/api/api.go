@@ -113,7 +113,10 @@ type route struct {
 	// Query lists the query parameters a /v1 route accepts; any other is a 400. Pages
 	// ignore what they do not use, as browsers and people append things.
 	Query []string
-	h     func(*server, http.ResponseWriter, *http.Request) error
+	// Data marks a read of fleet data outside /v1 (/tunasync.json): it has the /v1
+	// reads' access (auth with ReadsNeedAuth) and their query checks.
+	Data bool
+	h    func(*server, http.ResponseWriter, *http.Request) error
 }
 
 // routes is the single list of routes, read by New and by the OpenAPI test.
@@ -128,6 +131,7 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/status", h: (*server).getStatus},
 	{Method: "GET", Path: "/v1/list", h: (*server).getList},
 	{Method: "POST", Path: "/v1/list/confirm", Write: true, h: (*server).confirmList},
+	{Method: "GET", Path: "/tunasync.json", Data: true, Query: []string{"cursor", "limit"}, h: (*server).tunasync},
 	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},
 	{Method: "GET", Path: "/", h: (*server).page},
 	{Method: "GET", Path: "/ui/{file}", h: (*server).asset},
@@ -189,7 +193,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // wrap adds what every route shares: auth, query checks, error responses.
 func (s *server) wrap(rt route) http.Handler {
-	isAPI := strings.HasPrefix(rt.Path, "/v1/")
+	isAPI := strings.HasPrefix(rt.Path, "/v1/") || rt.Data
 	needAuth := rt.Write || (s.cfg.ReadsNeedAuth && isAPI)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if needAuth {

@@ -37,13 +37,13 @@ type Repo struct {
 	// not; LastFetchAt is the last one written to the store (no-change polls are
 	// written only every few hours).
 	LastCheckedAt *time.Time `json:"last_checked_at"`
-	LastSuccessAt *time.Time      `json:"last_success_at"`
-	LastChangeAt  *time.Time      `json:"last_change_at"`
-	LastCommitAt  *time.Time      `json:"last_commit_at"`
-	FetchFailCnt  int             `json:"fetch_fail_cnt"`
-	CloneFailCnt  int             `json:"clone_fail_cnt"`
-	SizeBytes     int64           `json:"size_bytes"`
-	LastError     string          `json:"last_error"`
+	LastSuccessAt *time.Time `json:"last_success_at"`
+	LastChangeAt  *time.Time `json:"last_change_at"`
+	LastCommitAt  *time.Time `json:"last_commit_at"`
+	FetchFailCnt  int        `json:"fetch_fail_cnt"`
+	CloneFailCnt  int        `json:"clone_fail_cnt"`
+	SizeBytes     int64      `json:"size_bytes"`
+	LastError     string     `json:"last_error"`
 	// CloneURL is where git clones the mirror from; null where the server has no
 	// clone base URL configured.
 	CloneURL *string `json:"clone_url"`

@@ -70,4 +70,12 @@ func TestSyncOfUnchangedRepoMovesLastChecked(t *testing.T) {
 	if len(list.Repos) != 1 || list.Repos[0].LastCheckedAt == nil || !list.Repos[0].LastCheckedAt.Equal(*after.LastCheckedAt) {
 		t.Errorf("GET /v1/repos shows last_checked_at %+v, want %v", list.Repos, after.LastCheckedAt)
 	}
+
+	// The tunasync feed shows it with the same last poll.
+	var jobs []api.TunasyncJob
+	getJSON(t, f, "/tunasync.json", &jobs)
+	if len(jobs) != 1 || jobs[0].Status != "success" || jobs[0].Upstream != before.URL || jobs[0].Size == "unknown" ||
+		jobs[0].LastEndedTS != after.LastCheckedAt.Unix() || jobs[0].LastUpdateTS == 0 {
+		t.Errorf("GET /tunasync.json = %+v", jobs)
+	}
 }
