@@ -26,6 +26,8 @@ import (
 const bulkChunk = 500
 
 type client struct {
+	in     io.Reader // answers to questions (repos rm)
+	inTTY  bool      // in is a terminal: a person can answer
 	base   string
 	token  string
 	http   *http.Client
@@ -51,6 +53,7 @@ type clientFlags struct {
 	host  string
 	limit int
 	all   bool
+	yes   bool
 }
 
 func commands(f *clientFlags) []command {
@@ -71,10 +74,12 @@ func commands(f *clientFlags) []command {
 			run: func(c *client, ctx context.Context, _ []string) error { return c.list(ctx, f.state, f.host, f.limit) }},
 		{name: "repos show", args: "ID|URL", help: "one repo: state, last error, mirror path, clone URL, next poll", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error { return c.show(ctx, a[0]) }},
-		{name: "repos rm", args: "ID|URL", help: "stop mirroring a repo and delete its mirror (no undo)", nargs: one,
-			run: func(c *client, ctx context.Context, a []string) error {
-				return c.request(ctx, http.MethodDelete, a[0], "", "deleting %s (%s): its record and mirror are removed\n")
-			}},
+		{name: "repos rm", args: "ID|URL [-y]", help: "stop mirroring a repo and delete its mirror (no undo; asks first)", nargs: one,
+			flags: func(fs *flag.FlagSet) {
+				fs.BoolVar(&f.yes, "y", false, "delete without asking (needed when stdin is not a terminal)")
+				fs.BoolVar(&f.yes, "yes", false, "same as -y")
+			},
+			run: func(c *client, ctx context.Context, a []string) error { return c.remove(ctx, a[0], f.yes) }},
 		{name: "repos sync", args: "ID|URL", help: "fetch a repo now", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error {
 				return c.request(ctx, http.MethodPost, a[0], "/sync", "sync requested for %s (%s)\n")
@@ -177,7 +182,7 @@ func runClient(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := &client{base: base, token: tok, http: &http.Client{Timeout: 60 * time.Second},
+	c := &client{in: os.Stdin, inTTY: isTerminal(os.Stdin), base: base, token: tok, http: &http.Client{Timeout: 60 * time.Second},
 		out: stdout, errOut: stderr, json: *output == "json"}
 	return cmd.run(c, context.Background(), words)
 }
@@ -270,6 +275,35 @@ func (c *client) request(ctx context.Context, method, idOrURL, suffix, done stri
 		return c.printJSON(out)
 	}
 	fmt.Fprintf(c.out, done, repo.ID, repo.URL)
+	return nil
+}
+
+// remove deletes a repo once confirmed: by -y, or by a person answering "y" on a
+// terminal. Without a terminal and without -y it refuses: a script that meant to
+// delete says so, and one that did not loses nothing.
+func (c *client) remove(ctx context.Context, idOrURL string, yes bool) error {
+	var repo api.Repo
+	if err := c.do(ctx, http.MethodGet, repoPath(idOrURL), nil, &repo); err != nil {
+		return err
+	}
+	if !yes {
+		if !c.inTTY {
+			return usageError{fmt.Sprintf("repos rm deletes %s and its mirror, with no undo: pass -y to confirm (stdin is not a terminal to ask on)", repo.URL)}
+		}
+		fmt.Fprintf(c.errOut, "Delete %s (%s) and its mirror? There is no undo. [y/N] ", repo.ID, repo.URL)
+		answer, _ := bufio.NewReader(c.in).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return refusedError{"not deleted"}
+		}
+	}
+	var out api.Accepted
+	if err := c.do(ctx, http.MethodDelete, repoPath(repo.ID), nil, &out); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(out)
+	}
+	fmt.Fprintf(c.out, "deleting %s (%s): its record and mirror are removed within seconds\n", repo.ID, repo.URL)
 	return nil
 }
 

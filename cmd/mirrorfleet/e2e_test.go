@@ -547,23 +547,30 @@ func testCLI(t *testing.T, p *fleetProc, srv *gittest.Server, ups map[string]*up
 		if _, err := os.Stat(dir); err != nil {
 			t.Fatalf("no mirror to remove: %v", err)
 		}
-		out, _ := p.mustCLI(t, "repos", "rm", rm.URL()) // by URL
+		// Not a terminal: without -y it refuses and deletes nothing.
+		if _, errOut, code := p.cli(t, "repos", "rm", rm.URL()); code != 2 || !strings.Contains(errOut, "pass -y") {
+			t.Fatalf("repos rm without -y off a terminal: exit %d\n%s", code, errOut)
+		}
+		if r := p.call(t, http.MethodGet, "/v1/repos/"+rm.id, nil, false); r.Status != http.StatusOK {
+			t.Fatalf("repos rm without -y deleted the repo: %d %s", r.Status, r.Body)
+		}
+		out, _ := p.mustCLI(t, "repos", "rm", "-y", rm.URL()) // by URL
 		if !strings.Contains(out, "deleting "+rm.id) {
 			t.Fatalf("repos rm:\n%s", out)
 		}
-		eventually(t, 15*time.Second, "the repo is deleted", func() string {
+		eventually(t, 5*time.Second, "the repo is deleted", func() string {
 			if r := p.call(t, http.MethodGet, "/v1/repos/"+rm.id, nil, false); r.Status != http.StatusNotFound {
 				return fmt.Sprintf("GET: %d %s", r.Status, r.Body)
 			}
 			return ""
 		})
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(5 * time.Second)
 		for {
 			if _, err := os.Stat(dir); os.IsNotExist(err) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still exists 15s after the repo was deleted", dir)
+				t.Fatalf("%s still exists 5s after the repo was deleted", dir)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

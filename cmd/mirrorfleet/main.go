@@ -42,7 +42,7 @@ Usage:
   mirrorfleet repos ls [--state S] [--host H] [--limit N]
                                           list repos, by URL
   mirrorfleet repos show ID|URL           one repo: state, last error, mirror path, clone URL
-  mirrorfleet repos rm ID|URL             stop mirroring a repo and delete its mirror (no undo)
+  mirrorfleet repos rm ID|URL [-y]        stop mirroring a repo and delete its mirror (no undo; asks first)
   mirrorfleet repos sync ID|URL           fetch a repo now
   mirrorfleet workers [--all]             the workers and their health (dead ones with --all)
   mirrorfleet ring                        the consistent-hash ring

@@ -168,10 +168,13 @@ type pageWorker struct {
 
 type pageRepo struct {
 	store.Repo
-	CloneURL string
-	ErrKind  string
-	ErrText  string
-	StaleFor time.Duration
+	CloneURL   string
+	ErrKind    string
+	ErrText    string
+	StaleFor   time.Duration
+	Checked    time.Time     // the last poll, changed or not (last_checked_at)
+	CheckedAgo time.Duration //
+	NextSync   string        // the worker's estimate, or why there is none
 }
 
 type pageRing struct {
@@ -335,7 +338,31 @@ func (s *server) pageRepo(r store.Repo, now time.Time) pageRepo {
 		since = r.CreatedAt
 	}
 	p.StaleFor = max(0, now.Sub(since))
+	p.Checked = s.lastChecked(r)
+	p.CheckedAgo = max(0, now.Sub(p.Checked))
+	p.NextSync = s.nextSync(r, now)
 	return p
+}
+
+// nextSync is when the repo's worker expects to fetch it next, for a page's few rows:
+// only its worker knows (no-change polls write nothing), so "—" where none can say.
+func (s *server) nextSync(r store.Repo, now time.Time) string {
+	switch {
+	case r.State == store.RepoDeleting:
+		return "—"
+	case r.Owner == "":
+		return "no worker yet"
+	case s.cfg.NextPoll == nil:
+		return "—"
+	}
+	at, ok := s.cfg.NextPoll(r.ID)
+	if !ok {
+		return "—"
+	}
+	if d := at.Sub(now); d > time.Second {
+		return "in " + fmtAge(d)
+	}
+	return "now"
 }
 
 // pageRingOf draws the ring: one SVG path per arc, coloured by the member's slot.

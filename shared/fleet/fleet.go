@@ -367,6 +367,7 @@ func (f *Fleet) waitJoined(ctx context.Context, d time.Duration) {
 func (f *Fleet) coordinatorLoop(ctx context.Context) {
 	t := time.NewTicker(f.cfg.Tick)
 	defer t.Stop()
+	poked := false
 	for {
 		start := time.Now()
 		rep, err := f.coord.Tick(ctx)
@@ -374,11 +375,18 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 			f.cfg.Log.Warn("coordinator tick", "err", err)
 		}
 		f.recordMetrics(ctx, rep, time.Since(start), err)
+		if poked {
+			// The API's write (a delete, a sync) is in an outbox now: the workers read
+			// it at once rather than at their next heartbeat.
+			f.wakeWorkers()
+		}
+		poked = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-f.poke:
+			poked = true
 		}
 	}
 }
@@ -426,6 +434,16 @@ func (f *Fleet) LastChecked(id string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// wakeWorkers makes every in-process worker heartbeat now.
+func (f *Fleet) wakeWorkers() {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		rw.w.WakeHeartbeat()
+	}
 }
 
 // Poke asks the coordinator to tick now (the API calls it after writes).

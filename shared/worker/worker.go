@@ -230,6 +230,7 @@ type Worker struct {
 		maintained, maintFailures, recloned                                        atomic.Int64
 	}
 	wake      chan struct{}
+	beatWake  chan struct{} // WakeHeartbeat: heartbeat (and read the outbox) now
 	maintWake chan struct{}
 }
 
@@ -241,7 +242,7 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
 		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
-		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
 		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
 	w.maint, _ = m.(Maintainer)
 	return w
@@ -363,6 +364,15 @@ func (w *Worker) Leave(ctx context.Context) error {
 		return fmt.Errorf("leave: %w", err)
 	}
 	return nil
+}
+
+// WakeHeartbeat makes Run's heartbeat loop beat now rather than at its next interval,
+// so an outbox entry just written (a purge, a sync) is applied at once. It never blocks.
+func (w *Worker) WakeHeartbeat() {
+	select {
+	case w.beatWake <- struct{}{}:
+	default:
+	}
 }
 
 func (w *Worker) poke() {
