@@ -93,6 +93,8 @@ func commands(f *clientFlags) []command {
 			run: func(c *client, ctx context.Context, _ []string) error { return c.ring(ctx) }},
 		{name: "status", help: "fleet summary",
 			run: func(c *client, ctx context.Context, _ []string) error { return c.status(ctx) }},
+		{name: "backup", args: "FILE", help: "copy the running fleet's store to FILE (a consistent snapshot)", nargs: one,
+			run: func(c *client, ctx context.Context, a []string) error { return c.backup(ctx, a[0]) }},
 		{name: "list", help: "the repo list kept in git: commit, bad lines, held purge",
 			run: func(c *client, ctx context.Context, _ []string) error { return c.listStatus(ctx) }},
 		{name: "list confirm", args: "COMMIT", help: "let the held purge of COMMIT go ahead", nargs: one,
@@ -275,6 +277,61 @@ func (c *client) request(ctx context.Context, method, idOrURL, suffix, done stri
 		return c.printJSON(out)
 	}
 	fmt.Fprintf(c.out, done, repo.ID, repo.URL)
+	return nil
+}
+
+// backup saves GET /v1/backup to file: written beside it, synced, checked to open as
+// a store, then renamed into place, so file is either the whole snapshot or untouched.
+func (c *client) backup(ctx context.Context, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/backup", nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	// A large store takes longer than the client's usual timeout; ctx bounds it.
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var e api.ErrorBody
+		if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Message != "" {
+			return refusedError{fmt.Sprintf("backup: %s (%s)", e.Error.Message, resp.Status)}
+		}
+		return refusedError{"backup: " + resp.Status}
+	}
+	tmp := file + ".partial"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	n, err := io.Copy(f, resp.Body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = checkStoreFile(tmp)
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("backup: %w", err)
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"file": file, "bytes": n})
+	}
+	fmt.Fprintf(c.out, "store copied to %s (%d bytes); restore: stop the fleet, copy it to <data>/mirrorfleet.db, start\n", file, n)
 	return nil
 }
 

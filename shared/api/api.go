@@ -12,6 +12,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -79,6 +80,10 @@ type Config struct {
 	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
 	// clone_url is null.
 	CloneBaseURL string
+	// Backup, if set, serves GET /v1/backup: a consistent copy of the store written to w
+	// (the local fleet's bbolt file). Nil (DynamoDB, which has point-in-time recovery):
+	// the route answers 404.
+	Backup func(ctx context.Context, w io.Writer) (int64, error)
 	// List serves /v1/list and /v1/list/confirm; nil means no list repository is
 	// configured (GET /v1/list says so).
 	List ListSync
@@ -130,6 +135,7 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/ring", h: (*server).getRing},
 	{Method: "GET", Path: "/v1/status", h: (*server).getStatus},
 	{Method: "GET", Path: "/v1/list", h: (*server).getList},
+	{Method: "GET", Path: "/v1/backup", Write: true, h: (*server).backup},
 	{Method: "POST", Path: "/v1/list/confirm", Write: true, h: (*server).confirmList},
 	{Method: "GET", Path: "/tunasync.json", Data: true, Query: []string{"cursor", "limit"}, h: (*server).tunasync},
 	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},

@@ -246,7 +246,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return failList(err)
 	}
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll, LastChecked: f.LastChecked}
+		NextPoll: f.NextPoll, LastChecked: f.LastChecked, Backup: st.Backup}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}

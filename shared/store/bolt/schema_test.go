@@ -86,6 +86,30 @@ func TestSchemaVersion(t *testing.T) {
 		t.Errorf("a migrated store has schema version %d, want %d", v, layout)
 	}
 
+	// A layout-2 file (before the stalest index) gets the index.
+	two := filepath.Join(dir, "two.db")
+	writeRaw(t, two, func(tx *bbolt.Tx) error {
+		for _, name := range [][]byte{bktMeta, bktRepos} {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		raw, _ := json.Marshal(r)
+		if err := tx.Bucket(bktRepos).Put([]byte(r.ID), raw); err != nil {
+			return err
+		}
+		return tx.Bucket(bktMeta).Put(keyLayout, binary.BigEndian.AppendUint64(nil, 2))
+	})
+	s, err = Open(two)
+	if err != nil {
+		t.Fatalf("opening a layout-2 store: %v", err)
+	}
+	stale, err := s.ListStalest(t.Context(), 10)
+	if err != nil || len(stale) != 1 || stale[0].ID != r.ID {
+		t.Errorf("after the migration ListStalest = %v (%v), want the repo", stale, err)
+	}
+	s.Close()
+
 	// A newer file is refused, saying what to do, and left as it was.
 	newer := filepath.Join(dir, "newer.db")
 	writeRaw(t, newer, func(tx *bbolt.Tx) error {
