@@ -9,7 +9,7 @@ import (
 
 // ListSync serves the list-sync routes: GET /v1/list and POST /v1/list/confirm. Package
 // listsync implements it. It is an interface here, not a call into listsync, because
-// listsync adds repos through AddRepo and so imports this package.
+// listsync uses this package's ListStatus types and errors for its status.
 type ListSync interface {
 	// ListStatus reports the list sync's configuration and its last applied state.
 	ListStatus(ctx context.Context) (ListStatus, error)
