@@ -67,6 +67,7 @@ bench:
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/ticklatency -out $(BENCH_RESULTS)
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/hostile -out $(BENCH_RESULTS)
 	$(GO) run ./bench/serve -out $(BENCH_RESULTS)
+	$(GO) run ./bench/maintenance -out $(BENCH_RESULTS)
 	$(GO) run ./bench/report -results $(BENCH_RESULTS) -out bench
 
 ## microbench: the Go micro-benchmarks (ring lookups, queue, mirror, policy) with go test -bench

@@ -171,6 +171,9 @@ func (s *Stack) workers() {
 		DiskQuota:  s.props.DiskQuota,
 		DiskUsage:  deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
 		AliveFile:  aliveFile,
+
+		MaintainEvery: s.props.MaintainEvery,
+		ScrubEvery:    s.props.ScrubEvery,
 	}.Env()
 	// Healthy while heartbeats land: a worker cut off from the store is replaced.
 	container := s.container(task, "worker", "WorkerLogs", 30*time.Second, env,

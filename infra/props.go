@@ -25,6 +25,9 @@ type Props struct {
 	WorkerCPU    int    // Fargate CPU units
 	WorkerMemory int    // MiB
 	Fetchers     int    // MIRRORFLEET_FETCHERS
+	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY (ADR 23);
+	// 0: the worker's defaults (24h, 2160h).
+	MaintainEvery, ScrubEvery time.Duration
 	// WithoutFallback drops the on-demand twin of the Spot workers (see workers).
 	WithoutFallback bool
 	Grace           time.Duration // MIRRORFLEET_GRACE
@@ -167,6 +170,8 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.WithoutFallback = !c.bool("onDemandFallback", true)
 	p.MinLive = c.int("minLiveWorkers")
 	p.Grace = c.duration("grace")
+	p.MaintainEvery = c.duration("maintainEvery")
+	p.ScrubEvery = c.duration("scrubEvery")
 	if w := c.str("warmup"); w == "none" {
 		p.NoWarmup = true
 	} else if p.Warmup = c.duration("warmup"); w != "" && p.Warmup == 0 {

@@ -958,9 +958,11 @@ func TestPropsFromContext(t *testing.T) {
 		"workerCount": 3, "workerCpu": "2048", "grace": "5m", "warmup": "none",
 		"vpcId": "vpc-123", "alarmEmail": "a@b.c", "deletionProtection": "false", "privateNetwork": "true",
 		"serving": "false", "onDemandFallback": "false", "coordinatorConcurrency": "none", "workerImage": "example.org/mf:1",
+		"maintainEvery": "12h", "scrubEvery": "720h",
 	}})
 	p, err := PropsFromContext(app.Node())
 	if err != nil || p.WorkerCount != 3 || p.WorkerCPU != 2048 || p.Grace.String() != "5m0s" || !p.NoWarmup ||
+		p.MaintainEvery.String() != "12h0m0s" || p.ScrubEvery.String() != "720h0m0s" ||
 		p.VpcID != "vpc-123" || p.AlarmEmail != "a@b.c" || p.DeletionGuard || !p.PrivateNetwork || !p.WithoutServing ||
 		!p.WithoutFallback || p.CoordinatorConcurrency != -1 || p.WorkerImage != "example.org/mf:1" {
 		t.Errorf("props = %+v, %v", p, err)

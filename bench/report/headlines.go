@@ -28,6 +28,7 @@ func headlines(r *Report) (string, error) {
 		FetchCost, Bills []string
 		Tick             *tick
 		Hostile, Serve   string
+		Maintenance      string
 	}
 
 	var f results.Freshness
@@ -126,5 +127,10 @@ func headlines(r *Report) (string, error) {
 		return "", err
 	}
 	h.Serve = serveHeadline(sv)
+	var mt results.Maintenance
+	if err := r.Load("maintenance", &mt); err != nil {
+		return "", err
+	}
+	h.Maintenance = maintenanceHeadline(mt)
 	return render("headlines", h)
 }

@@ -16,6 +16,7 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 	for name, v := range map[string]any{
 		"freshness": freshFixture(), "placement": placementFixture(), "fetchcost": fcFixture(),
 		"storecost": sc, "ticklatency": tickFixture(), "hostile": hostileFixture(), "serve": serveFixture(),
+		"maintenance": maintFixture(),
 	} {
 		if err := results.Write(dir, name, v); err != nil {
 			t.Fatal(err)
@@ -40,13 +41,14 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 		"at 10,000 repos, serving (goal ≤ $100.00: **missed**)",
 		"**Coordinator tick, ",
 		"- **Hostile inputs:** 4 of 5 attacks refused",
+		"- **Cold mirrors:** maintenance of an unchanged mirror reads 0 B of its packs (0 B for a changed one); 6000 unchanged or 30 changed mirrors per CPU-second; 1,000,000 repos on 10 workers use 1 % of their CPU for maintenance.",
 		"**Serving, fleet front ÷ git http-backend (goals ≤ 1.1× time, ≤ 0.2× CPU):** unmaintained: cold clone 1.08× the time, 20 concurrent clones 0.15× the server CPU; maintained: cold clone 1.25× the time",
 	} {
 		if !strings.Contains(head, want) {
 			t.Errorf("headlines lack %q\n%s", want, head)
 		}
 	}
-	for _, s := range []string{"## 1. Freshness", "## 2. Placement", "## 3. Fetch cost", "## 4. Store cost", "## 5. Coordinator tick latency", "## 6. Hostile inputs", "## 7. Serving clones"} {
+	for _, s := range []string{"## 1. Freshness", "## 2. Placement", "## 3. Fetch cost", "## 4. Store cost", "## 5. Coordinator tick latency", "## 6. Hostile inputs", "## 7. Serving clones", "## 8. Keeping cold mirrors cold"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("report lacks %q", s)
 		}

@@ -55,6 +55,7 @@ func sections() []section {
 		{"ticklatency", tickLatencySection},
 		{"hostile", hostileSection},
 		{"serve", serveSection},
+		{"maintenance", maintenanceSection},
 	}
 }
 

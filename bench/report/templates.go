@@ -39,6 +39,7 @@ var templates = template.Must(template.New("report").Option("missingkey=error").
 	"pct100":     func(x float64) string { return fmt.Sprintf("%.0f", 100*x) },
 	"x100":       func(x float64) float64 { return 100 * x },
 	"div1000":    func(x float64) float64 { return x / 1000 },
+	"x1000":      func(x float64) float64 { return 1000 * x },
 	"num":        scNum,
 	"price":      scPrice,
 	"list":       func(s ...string) []string { return s },

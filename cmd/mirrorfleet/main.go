@@ -23,6 +23,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 const usage = `mirrorfleet keeps large collections of git mirrors fresh.
@@ -160,6 +161,9 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Grace, "grace", d.Grace, "silence before a worker's repos move")
 	fs.DurationVar(&cfg.Warmup, "warmup", d.Warmup, "wait on first start before assigning (0s: none)")
 	fs.DurationVar(&cfg.MinInterval, "min-interval", d.MinInterval, "minimum time between two polls of one repo")
+	wd := worker.DefaultConfig()
+	fs.DurationVar(&cfg.MaintainEvery, "maintain-every", wd.MaintainEvery, "how often each mirror is considered for maintenance (one unchanged since its last runs no git and reads no pack; -1s: never)")
+	fs.DurationVar(&cfg.ScrubEvery, "scrub-every", wd.ScrubEvery, "period of each mirror's full run (bitmap, connectivity check: reads its packs whole), spread over the fleet by repo id; also after a failed run")
 	fs.StringVar(&cfg.PriorityPolicy, "policy", "bayes", "when a repo is polled next: bayes (each repo's push rate from its commits and history, with a prior learned from the fleet), rate (from whether polls found changes) or cbrt (cube root of the time since its last commit)")
 	fs.StringVar(&cfg.ReposFile, "repos-file", "", "file of repo URLs to add at start (one per line, # comments)")
 	ld := listsync.Defaults()

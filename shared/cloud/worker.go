@@ -42,7 +42,7 @@ const (
 	EnvAliveFile       = deployenv.AliveFile       // touched after each successful heartbeat
 	EnvMaintainEvery   = deployenv.MaintainEvery   // each mirror is maintained once per this interval
 	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
-	EnvFsckEvery       = deployenv.FsckEvery       // a mirror's connectivity is checked at most this often
+	EnvScrubEvery      = deployenv.ScrubEvery      // each mirror gets a full run (bitmap, connectivity check) once per this period
 
 	// What one upstream can make a fetch receive (mirror.Limits).
 	EnvMaxRefBytes     = deployenv.MaxRefBytes     // bytes of one ref advertisement
@@ -81,7 +81,7 @@ type WorkerConfig struct {
 	PriorityPolicy    string // a priority.ByName name; "" is the default (bayes)
 	MaintainEvery     time.Duration
 	MaintainPacks     int
-	FsckEvery         time.Duration
+	ScrubEvery        time.Duration
 	Drain             time.Duration
 	DiskQuota         int64  // bytes; 0 = the file system's own size
 	DiskStatfs        bool   // under a quota, the used bytes are the file system's own figure (EFS), no walk
@@ -127,7 +127,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		PriorityPolicy:    e.str(EnvPolicy, def.Policy.Name()),
 		MaintainEvery:     e.duration(EnvMaintainEvery, def.MaintainEvery),
 		MaintainPacks:     e.integer(EnvMaintainPacks, def.MaintainPacks, 2, 10000),
-		FsckEvery:         e.duration(EnvFsckEvery, def.FsckEvery),
+		ScrubEvery:        e.duration(EnvScrubEvery, def.ScrubEvery),
 		Drain:             e.duration(EnvDrain, DefaultDrain),
 		DiskQuota:         e.bytes(EnvDiskQuota, 0),
 		AliveFile:         e.raw(EnvAliveFile),
@@ -296,7 +296,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
-		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, FsckEvery: cfg.FsckEvery,
+		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery,
 		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
 		ws, meter.Mirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,

@@ -68,7 +68,7 @@ const (
 	AliveFile       = "MIRRORFLEET_ALIVE_FILE"       // touched after each successful heartbeat (container health check)
 	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
-	FsckEvery       = "MIRRORFLEET_FSCK_EVERY"       // a mirror's connectivity is checked at most this often
+	ScrubEvery      = "MIRRORFLEET_SCRUB_EVERY"      // each mirror gets a full run (bitmap, connectivity check) once per this period
 
 	// What one upstream can make a fetch receive (mirror.Limits) and politeness per
 	// upstream host (worker.Config).
@@ -232,6 +232,9 @@ type Worker struct {
 	DiskQuota  string // e.g. 500G; "" = the file system's size
 	DiskUsage  string // DiskUsageWalk or DiskUsageStatfs; "" = walk
 	AliveFile  string
+	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
+	// the worker's defaults.
+	MaintainEvery, ScrubEvery time.Duration
 }
 
 // Env is the worker's environment.
@@ -243,6 +246,8 @@ func (w Worker) Env() map[string]string {
 	set(m, DiskQuota, w.DiskQuota)
 	set(m, DiskUsage, w.DiskUsage)
 	set(m, AliveFile, w.AliveFile)
+	set(m, MaintainEvery, dur(w.MaintainEvery))
+	set(m, ScrubEvery, dur(w.ScrubEvery))
 	return m
 }
 

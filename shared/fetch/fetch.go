@@ -20,9 +20,12 @@ type Target struct {
 
 // Result is what a successful Sync found.
 type Result struct {
-	Cloned        bool      // the mirror was created by this call
-	Changed       bool      // refs differ from before (always true for a clone)
-	LastCommitAt  time.Time // newest commit time over all refs; zero for an empty repo
+	Cloned  bool // the mirror was created by this call
+	Changed bool // refs differ from before (always true for a clone)
+	// LastCommitAt is the newest commit time over all refs, on a clone and when the
+	// refs changed; zero for an empty repo, and when the refs did not change (a poll
+	// that finds nothing new reads no object: the caller keeps the time it has).
+	LastCommitAt  time.Time
 	BytesReceived int64
 	SizeBytes     int64 // mirror size on disk after the sync
 	// Commits are the commits this sync brought, newest first: on a fetch those
@@ -46,15 +49,19 @@ type MaintainRequest struct {
 	// Since skips the mirror if it was maintained at or after Since: by this worker or
 	// by the repo's previous owner. Zero: run anyway.
 	Since time.Time
-	// Fsck checks connectivity now; otherwise only when the last check is older than
-	// FsckEvery (0: never).
-	Fsck      bool
-	FsckEvery time.Duration
+	// Fsck asks for a full run (repack with bitmap, commit-graph from all refs,
+	// connectivity check) now: after a fetch found the mirror corrupt.
+	Fsck bool
+	// ScrubSince asks for a full run if the mirror's last one was before it (the start
+	// of the repo's current scrub slot); zero: none unless due otherwise.
+	ScrubSince time.Time
 }
 
 // Maintenance is what a maintenance run did.
 type Maintenance struct {
 	Skipped     bool // maintained since MaintainRequest.Since already: nothing done
+	Unchanged   bool // nothing changed since the last maintenance: no git run, nothing read
+	Steps       []string
 	PacksBefore int
 	PacksAfter  int
 	Fscked      bool

@@ -67,6 +67,11 @@ type Config struct {
 	HostConcurrency int
 	HostRate        float64
 	HostPause       time.Duration
+	// MaintainEvery is how often each mirror is considered for maintenance (an
+	// unchanged one costs no git run), ScrubEvery the period of each mirror's full run
+	// (worker.Config; zero: the defaults, MaintainEvery < 0: no maintenance).
+	MaintainEvery time.Duration
+	ScrubEvery    time.Duration
 	// HTTP bounds the API server (zero fields: defaults). AllowHosts are Host names the
 	// API, /metrics and the status page answer besides loopback ones ("*": any).
 	HTTP       httpguard.Limits
@@ -322,7 +327,8 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
-		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause},
+		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
+		MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery},
 		f.Store, meter.Mirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workersMu.Lock()

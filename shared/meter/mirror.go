@@ -28,8 +28,8 @@ type Mirror struct {
 }
 
 // Maintain runs the maintenance of the wrapped Mirrorer (which must be a
-// worker.Maintainer) and reports it. A run that was skipped or found the mirror busy
-// did nothing and is not reported.
+// worker.Maintainer) and reports it. A run that was skipped, found the mirror
+// unchanged (no git run) or found it busy did nothing and is not reported.
 func (m Mirror) Maintain(ctx context.Context, t fetch.Target, req fetch.MaintainRequest) (fetch.Maintenance, error) {
 	mt, ok := m.Mirrorer.(worker.Maintainer)
 	if !ok {
@@ -37,7 +37,7 @@ func (m Mirror) Maintain(ctx context.Context, t fetch.Target, req fetch.Maintain
 	}
 	start := time.Now()
 	res, err := mt.Maintain(ctx, t, req)
-	if res.Skipped || fetch.KindOf(err) == fetch.KindBusy {
+	if res.Skipped || res.Unchanged || fetch.KindOf(err) == fetch.KindBusy {
 		return res, err
 	}
 	_ = m.Sink.Record(metrics.Maintenance(time.Since(start), res.Recloned)...)

@@ -159,3 +159,83 @@ func TestMaintainBusyAndConflict(t *testing.T) {
 		t.Fatal("maintenance without git succeeded")
 	}
 }
+
+// planMaintenance: a full run when asked, after a failure, with nothing recorded or
+// when the scrub slot began after the last full run; nothing when the fingerprint is
+// the recorded one; else a run over the packs new since the recorded ones.
+func TestPlanMaintenance(t *testing.T) {
+	t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	fp := &fingerprint{Refs: "r1", Packs: []string{"pack-a.pack"}}
+	moved := &fingerprint{Refs: "r2", Packs: []string{"pack-a.pack", "pack-b.pack"}}
+	ok := maintState{LastRun: t0, LastFsck: t0, Fingerprint: fp}
+	failed := ok
+	failed.Failed = true
+	for _, c := range []struct {
+		name     string
+		st       maintState
+		cur      *fingerprint
+		req      fetch.MaintainRequest
+		run      bool
+		full     bool
+		wantKnow []string
+	}{
+		{"unchanged", ok, fp, fetch.MaintainRequest{ScrubSince: t0.Add(-time.Hour)}, false, false, nil},
+		{"changed", ok, moved, fetch.MaintainRequest{ScrubSince: t0}, true, false, fp.Packs},
+		{"unreadable fingerprint", ok, nil, fetch.MaintainRequest{}, true, false, fp.Packs},
+		{"scrub slot began", ok, fp, fetch.MaintainRequest{ScrubSince: t0.Add(time.Hour)}, true, true, nil},
+		{"asked (corrupt fetch)", ok, fp, fetch.MaintainRequest{Fsck: true}, true, true, nil},
+		{"after a failure", failed, fp, fetch.MaintainRequest{}, true, true, nil},
+		{"nothing recorded", maintState{}, fp, fetch.MaintainRequest{}, true, true, nil},
+		{"recorded before fingerprints", maintState{LastRun: t0, LastFsck: t0}, fp, fetch.MaintainRequest{}, true, true, nil},
+	} {
+		run, opt := planMaintenance(c.st, c.cur, c.req)
+		if run != c.run || opt.Full != c.full || fmt.Sprint(opt.Known) != fmt.Sprint(c.wantKnow) {
+			t.Errorf("%s: run %v %+v; want run %v full %v known %v", c.name, run, opt, c.run, c.full, c.wantKnow)
+		}
+	}
+}
+
+// The maintenance of a changed mirror runs only the steps its change needs: the new
+// loose refs packed, the new packs indexed, rolled up (the old pack left alone, no
+// bitmap) and graphed, no check; an unchanged one runs none, and a scrub all of them.
+func TestMaintainByChange(t *testing.T) {
+	_, u, m, tg := syncedBasic(t, "bychange", Config{Git: testGit(t)})
+	ctx := context.Background()
+	res, err := m.Maintain(ctx, tg, fetch.MaintainRequest{})
+	if err != nil || !res.Fscked || fmt.Sprint(res.Steps) != "[pack-refs repack commit-graph fsck]" {
+		t.Fatalf("first maintenance: %+v, %v; want a full run", res, err)
+	}
+	if res, err := m.Maintain(ctx, tg, fetch.MaintainRequest{}); err != nil || !res.Unchanged || len(res.Steps) != 0 {
+		t.Fatalf("unchanged: %+v, %v; want no step", res, err)
+	}
+	for i := range 3 {
+		u.commit(t, fmt.Sprint("more ", i), map[string][]byte{"more": []byte(fmt.Sprint(i))})
+		mustSync(t, m, tg)
+	}
+	res, err = m.Maintain(ctx, tg, fetch.MaintainRequest{})
+	if err != nil || res.Unchanged || res.Fscked || res.PacksBefore != 4 || res.PacksAfter != 2 ||
+		fmt.Sprint(res.Steps) != "[pack-refs midx-write midx-repack midx-expire commit-graph]" {
+		t.Fatalf("changed: %+v, %v; want refs packed, the 3 new packs rolled into one beside the old and graphed, no check", res, err)
+	}
+	dir := mirrorDir(t, m, tg)
+	if bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.bitmap")); len(bitmaps) != 0 {
+		t.Fatalf("bitmap %v written by a run without scrub", bitmaps)
+	}
+	if out, err := exec.Command("git", "--git-dir", dir, "commit-graph", "verify").CombinedOutput(); err != nil {
+		t.Fatalf("commit-graph verify: %v\n%s", err, out)
+	}
+	// A ref deletion: refs change, no pack is new: only the refs are packed.
+	u.git(t, "branch", "-D", "feature")
+	mustSync(t, m, tg)
+	if res, err := m.Maintain(ctx, tg, fetch.MaintainRequest{}); err != nil || fmt.Sprint(res.Steps) != "[]" || res.Unchanged {
+		t.Fatalf("ref deletion: %+v, %v; want a run with no git step (go-git rewrote packed-refs)", res, err)
+	}
+	res, err = m.Maintain(ctx, tg, fetch.MaintainRequest{ScrubSince: time.Now().Add(time.Hour)})
+	if err != nil || !res.Fscked || fmt.Sprint(res.Steps) != "[pack-refs repack commit-graph fsck]" {
+		t.Fatalf("scrub: %+v, %v; want a full run", res, err)
+	}
+	if bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.bitmap")); len(bitmaps) != 1 {
+		t.Fatalf("no bitmap after the scrub: %v", bitmaps)
+	}
+	assertMirrored(t, m, u, tg)
+}

@@ -86,13 +86,17 @@ type Config struct {
 	// ObjectCacheBytes bounds go-git's decoded-object LRU per open mirror; default
 	// DefaultObjectCacheBytes (go-git's own default is 96 MiB).
 	ObjectCacheBytes int64
-	// Now is the clock a first clone's history window is measured from; default time.Now.
+	// Now is the clock a first clone's history window is measured from, and the
+	// maintenance state's times (compared with the worker's slots); default time.Now.
 	Now func() time.Time
 	// Git runs maintenance (Maintain); without it Maintain fails. Fetching never
 	// needs it.
 	Git gitbin.Git
 	// Limits bound what an upstream can make one sync receive (limits.go).
 	Limits Limits
+	// AroundStep, if set, runs each git step of Maintain (MaintainOptions.Around): a
+	// benchmark measures what each one reads. Nil in the fleet.
+	AroundStep func(name string, step func() error) error
 }
 
 // Mirrorer syncs mirrors with go-git. Create it with New; Close waits for
@@ -107,6 +111,7 @@ type Mirrorer struct {
 	log                    *slog.Logger
 	route                  *routeAuth
 	git                    gitbin.Git
+	around                 func(string, func() error) error
 
 	bg       sync.WaitGroup
 	trashSem chan struct{} // at most one background RemoveAll at a time
@@ -139,6 +144,7 @@ func New(cfg Config) (*Mirrorer, error) {
 		limits:      cfg.Limits.withDefaults(),
 		log:         cfg.Logger,
 		git:         cfg.Git,
+		around:      cfg.AroundStep,
 		trashSem:    make(chan struct{}, 1),
 	}
 	if m.tmpDir == "" {
@@ -235,13 +241,15 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // followed. The upstream's HEAD is followed too (symbolic target or detached hash).
 //
 // Result: LastCommitAt is the newest committer time over the commits the refs point
-// to (annotated tags peeled, refs to trees and blobs skipped); Commits the commits a
+// to (annotated tags peeled, refs to trees and blobs skipped), set on a clone and when
+// the refs changed, zero when they did not (nothing is read from the packs then: the
+// caller keeps the time it had); Commits the commits a
 // fetch brought (reachable from the new refs, not the old), or on a clone the newest
 // of the history back to fetch.HistoryWindow with HistorySince where that listing
 // begins, both walks bounded (see commits.go); SizeBytes the apparent size of the
 // mirror's files; BytesReceived the HTTP response body bytes of this call (ref
-// advertisements included). On the no-change path the mirror is only read, never
-// written, and no commit is walked.
+// advertisements included). On the no-change path the mirror's refs and directory
+// entries are read, nothing is written and no object is read.
 //
 // Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
 // existing mirror: go-git writes a pack completely before it touches refs. An upstream
@@ -501,8 +509,14 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 		return res, local("set HEAD", err)
 	}
 	res.Changed = res.Changed || headChanged
-	if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
-		return res, local("read commits", err)
+	// The tips' commits are read only when the refs moved: reading them on every poll
+	// would touch the pack (a few pages, but on EFS any read restarts the whole file's
+	// lifecycle timer) of a mirror that nothing else reads. Unchanged refs: the caller
+	// keeps the time it has (zero LastCommitAt).
+	if !have.equal(refs) {
+		if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
+			return res, local("read commits", err)
+		}
 	}
 	return res, nil
 }

@@ -175,6 +175,10 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			poll.Prev = prev.LastSuccessAt
 		} else {
 			poll.Since, poll.FromRoot, poll.LastCommitAt = res.HistorySince, res.HistoryFromRoot, res.LastCommitAt
+			if poll.LastCommitAt.IsZero() {
+				// Refs unchanged: the mirror read no commit; the record has the time.
+				poll.LastCommitAt = prev.LastCommitAt
+			}
 		}
 		w.scores.Add(w.prior, rec.Stats, poll)
 		rec.Stats = priority.Fold(rec.Stats, poll, w.prior)

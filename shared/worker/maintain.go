@@ -37,20 +37,29 @@ func slotStart(now time.Time, phase, every time.Duration) time.Time {
 	return now.Add(-phase).Truncate(every).Add(phase)
 }
 
+// scrubSince is the start of r's current scrub slot: its mirror gets a full run
+// (bitmap, connectivity check) at its first maintenance after it, so the fleet's
+// scrubs are spread evenly over ScrubEvery by id, like the maintenance slots.
+func (c Config) scrubSince(now time.Time, id string) time.Time {
+	every := max(c.ScrubEvery, time.Second)
+	return slotStart(now, time.Duration(idHash("scrub/", id)%uint64(every)), every)
+}
+
 // maintDue says whether r's mirror is due for maintenance at now, and with what
 // request. A repo is due once per slot; sooner when its pack count reached the
 // threshold (at most once per gap) or a fetch found the mirror corrupt (at once, with
-// a connectivity check). Since makes the mirror skip the run if another worker (its
-// previous owner) did it already.
+// a full run). Since makes the mirror skip the run if another worker (its previous
+// owner) did it already; the mirror itself skips git when nothing changed.
 func (c Config) maintDue(now time.Time, r *repoState) (bool, fetch.MaintainRequest) {
 	if r.corrupt {
-		return true, fetch.MaintainRequest{Fsck: true, FsckEvery: c.FsckEvery}
+		return true, fetch.MaintainRequest{Fsck: true}
 	}
+	scrub := c.scrubSince(now, r.rec.ID)
 	if c.MaintainPacks > 0 && r.packs >= c.MaintainPacks && now.Sub(r.maintAt) >= c.MaintainGap {
-		return true, fetch.MaintainRequest{Since: now.Add(-c.MaintainGap), FsckEvery: c.FsckEvery}
+		return true, fetch.MaintainRequest{Since: now.Add(-c.MaintainGap), ScrubSince: scrub}
 	}
 	if s := slotStart(now, r.phase, c.MaintainEvery); s.After(r.maintSlot) {
-		return true, fetch.MaintainRequest{Since: s, FsckEvery: c.FsckEvery}
+		return true, fetch.MaintainRequest{Since: s, ScrubSince: scrub}
 	}
 	return false, fetch.MaintainRequest{}
 }
@@ -63,7 +72,7 @@ type maintJob struct {
 }
 
 // MaintainOnce maintains, one after the other, the owned mirrors that are due, and
-// returns how many ran (skipped ones not counted). A mirror busy with a fetch stays
+// returns how many ran git (skipped and unchanged ones not counted). A mirror busy with a fetch stays
 // due for the next call. Nothing runs without a Maintainer or with MaintainEvery < 0.
 func (w *Worker) MaintainOnce(ctx context.Context) int {
 	if w.maint == nil || w.cfg.MaintainEvery < 0 {
@@ -107,6 +116,8 @@ func (w *Worker) MaintainOnce(ctx context.Context) int {
 		case err != nil:
 			w.stats.maintFailures.Add(1)
 			w.log.Warn("maintenance failed", "repo", j.target.ID, "url", j.target.URL, "err", err)
+		case res.Unchanged:
+			w.stats.maintUnchanged.Add(1)
 		case !res.Skipped:
 			ran++
 			w.stats.maintained.Add(1)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
 // Phases spread repos evenly over the interval: no hour of the day holds much more
@@ -44,5 +46,35 @@ func TestSlotStart(t *testing.T) {
 		if got := slotStart(now.Add(every), ph, every); !got.Equal(s.Add(every)) {
 			t.Fatalf("next interval's slot %v, want %v", got, s.Add(every))
 		}
+	}
+}
+
+// Scrub slots spread the fleet's full runs evenly over ScrubEvery, at another phase
+// than the maintenance slots; for one repo, the slot start moves on by ScrubEvery.
+func TestScrubSlotsSpread(t *testing.T) {
+	c := Config{ScrubEvery: 90 * 24 * time.Hour}
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	const n, buckets = 9000, 90
+	var count [buckets]int
+	for i := range n {
+		id := fmt.Sprintf("%016x", i*7919)
+		s := c.scrubSince(now, id)
+		if s.After(now) || !now.Before(s.Add(c.ScrubEvery)) {
+			t.Fatalf("scrub slot %v does not hold now %v", s, now)
+		}
+		count[now.Sub(s)/(c.ScrubEvery/buckets)]++
+		if next := c.scrubSince(now.Add(c.ScrubEvery), id); !next.Equal(s.Add(c.ScrubEvery)) {
+			t.Fatalf("next scrub slot %v, want %v", next, s.Add(c.ScrubEvery))
+		}
+	}
+	for d, k := range count {
+		if k < n/buckets*6/10 || k > n/buckets*14/10 {
+			t.Fatalf("day %d of the period holds %d of %d scrubs, want about %d", d, k, n, n/buckets)
+		}
+	}
+	r := &repoState{rec: store.Repo{ID: "x"}, phase: maintPhase("x", 24*time.Hour)}
+	c.MaintainEvery = 24 * time.Hour
+	if due, req := c.maintDue(now, r); !due || req.Fsck || !req.ScrubSince.Equal(c.scrubSince(now, "x")) {
+		t.Fatalf("maintDue: %v %+v; want the repo's scrub slot in the request", due, req)
 	}
 }

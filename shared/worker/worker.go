@@ -66,14 +66,15 @@ type Config struct {
 	Lease  time.Duration
 	Policy priority.Policy
 
-	// Maintenance (when the Mirrorer is a Maintainer): each repo once per
+	// Maintenance (when the Mirrorer is a Maintainer): each repo is considered once per
 	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
-	// MaintainPacks packs (at most once per MaintainGap), a connectivity check at most
-	// every FsckEvery; due repos are looked for every MaintainCheck.
+	// MaintainPacks packs (at most once per MaintainGap); an unchanged mirror costs no
+	// git run. A full run (scrub: bitmap, connectivity check) once per ScrubEvery, in
+	// a slot at another phase from its id; due repos are looked for every MaintainCheck.
 	MaintainEvery time.Duration
 	MaintainPacks int
 	MaintainGap   time.Duration
-	FsckEvery     time.Duration
+	ScrubEvery    time.Duration
 	MaintainCheck time.Duration
 	// Per upstream host (hosts.go); negative: no limit.
 	HostConcurrency int           // fetches of one host at a time
@@ -102,7 +103,7 @@ func DefaultConfig() Config {
 		MaintainEvery: 24 * time.Hour,
 		MaintainPacks: 16,
 		MaintainGap:   time.Hour,
-		FsckEvery:     7 * 24 * time.Hour,
+		ScrubEvery:    90 * 24 * time.Hour,
 		MaintainCheck: time.Minute,
 
 		HostConcurrency: 4,
@@ -124,7 +125,7 @@ func (c Config) withDefaults() Config {
 		{&c.Heartbeat, d.Heartbeat}, {&c.Checkpoint, d.Checkpoint}, {&c.BackoffBase, d.BackoffBase},
 		{&c.BackoffMax, d.BackoffMax}, {&c.FailCooldown, d.FailCooldown}, {&c.BusyRetry, d.BusyRetry}, {&c.Drain, d.Drain},
 		{&c.Lease, d.Lease},
-		{&c.MaintainGap, d.MaintainGap}, {&c.FsckEvery, d.FsckEvery}, {&c.MaintainCheck, d.MaintainCheck},
+		{&c.MaintainGap, d.MaintainGap}, {&c.ScrubEvery, d.ScrubEvery}, {&c.MaintainCheck, d.MaintainCheck},
 	}
 	for _, x := range durs {
 		if *x.v <= 0 {
@@ -191,6 +192,7 @@ type Stats struct {
 	Fetches, Changed, Failures, Reports, HandedBack, FullResyncs, Purged int64
 	LostReports                                                          int64 // reports the store refused that we no longer owned
 	Maintained, MaintenanceFailures, Recloned                            int64
+	MaintenanceUnchanged                                                 int64 // considered, nothing changed: no git run
 }
 
 // Worker is one fetch worker.
@@ -227,7 +229,7 @@ type Worker struct {
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged, lost atomic.Int64
-		maintained, maintFailures, recloned                                        atomic.Int64
+		maintained, maintFailures, recloned, maintUnchanged                        atomic.Int64
 	}
 	wake      chan struct{}
 	beatWake  chan struct{} // WakeHeartbeat: heartbeat (and read the outbox) now
@@ -273,7 +275,8 @@ func (w *Worker) Stats() Stats {
 	return Stats{Fetches: w.stats.fetches.Load(), Changed: w.stats.changed.Load(), Failures: w.stats.failures.Load(),
 		Reports: w.stats.reports.Load(), HandedBack: w.stats.handedBack.Load(), FullResyncs: w.stats.fullResyncs.Load(),
 		Purged: w.stats.purged.Load(), Maintained: w.stats.maintained.Load(), MaintenanceFailures: w.stats.maintFailures.Load(),
-		Recloned: w.stats.recloned.Load(), LostReports: w.stats.lost.Load()}
+		MaintenanceUnchanged: w.stats.maintUnchanged.Load(),
+		Recloned:             w.stats.recloned.Load(), LostReports: w.stats.lost.Load()}
 }
 
 // NextPoll estimates when the worker fetches repo id next: now if it is in flight;

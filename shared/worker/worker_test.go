@@ -126,7 +126,6 @@ func newFixtureOn(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, dis
 // newFixtureVia is newFixtureOn with the worker's store seen through wrap.
 func newFixtureVia(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, disk worker.Disk, wrap func(worker.Store) worker.Store) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	m, ok := mirrorer.(*scripted)
 	if ms, isMaint := mirrorer.(*maintScripted); isMaint {
 		m, ok = ms.scripted, true
@@ -135,7 +134,15 @@ func newFixtureVia(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, di
 		t.Fatalf("fixture mirrorer %T", mirrorer)
 	}
 	st, clk, w, el := newJoinedVia(t, cfg, mirrorer, disk, wrap)
-	url := "https://example.org/a/b"
+	id := ownRepo(t, st, w, el, "https://example.org/a/b")
+	return &fixture{st: st, clk: clk, w: w, m: m, id: id}
+}
+
+// ownRepo adds the repo at url to the store and makes w its owner through a real
+// outbox entry; it returns the repo's id.
+func ownRepo(t *testing.T, st *bolt.Store, w *worker.Worker, el store.Election, url string) string {
+	t.Helper()
+	ctx := context.Background()
 	id := store.RepoID(url)
 	if _, _, err := st.CreateRepo(ctx, store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
 		t.Fatal(err)
@@ -153,7 +160,7 @@ func newFixtureVia(t *testing.T, cfg worker.Config, mirrorer worker.Mirrorer, di
 	if got := w.Owned(); got[id] != 1 {
 		t.Fatalf("worker holds %v after the outbox entry", got)
 	}
-	return &fixture{st: st, clk: clk, w: w, m: m, id: id}
+	return id
 }
 
 func (f *fixture) repo(t *testing.T) store.Repo {
