@@ -15,6 +15,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 )
 
 // Capacity providers of the services.
@@ -167,10 +168,12 @@ func (s *Stack) workers() {
 		Common:     deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
 		MirrorRoot: mirrorRoot,
 		Fetchers:   s.props.Fetchers,
-		Drain:      20 * time.Second, // + the goodbye stays inside the 30 s stop timeout
-		DiskQuota:  s.props.DiskQuota,
-		DiskUsage:  deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
-		AliveFile:  aliveFile,
+		// The task's memory and the fetches' budget are sized together (ADR 0026).
+		MemoryBudget: fmt.Sprintf("%dM", int(float64(s.props.WorkerMemory)*membudget.ContainerShare)),
+		Drain:        20 * time.Second, // + the goodbye stays inside the 30 s stop timeout
+		DiskQuota:    s.props.DiskQuota,
+		DiskUsage:    deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
+		AliveFile:    aliveFile,
 
 		MaintainEvery: s.props.MaintainEvery,
 		ScrubEvery:    s.props.ScrubEvery,

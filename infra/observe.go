@@ -189,7 +189,7 @@ func (s *Stack) dashboard() {
 		{
 			graph("Coordinator ticks", m("Ticks", "Sum")),
 			graph("Tick duration (s)", m("TickDuration", "Average"), m("TickDuration", "p99")),
-			graph("Leader term / repos moved", m("LeaderTerm", "Maximum"), m("ReposMoved", "Sum")),
+			graph("Leader term / repos moved", m("LeaderTerm", "Maximum"), m("ReposMoved", "Sum"), m("ReposOffOwner", "Sum")),
 		},
 		{
 			graph("Workers by state", search("WorkersByState", "Maximum", "workers")),

@@ -324,7 +324,7 @@ func TestWorkers(t *testing.T) {
 		t.Error("the on-demand twin runs another task definition")
 	}
 	c := container(td)
-	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10,
+	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "1228M",
 		Drain: 20 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs, AliveFile: "/tmp/mirrorfleet/alive"}.Env()
 	want[deployenv.Table] = ""
 	got := envVars(c)

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -18,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -40,7 +43,7 @@ type childResult struct {
 }
 
 // childMain runs "sync" (one Mirrorer.Sync), "poll" (Syncs back to back, each of
-// which must find no change) or "list" (go-git's ref listing alone, back to back) and
+// which must find no change), "burst" (burst.go) or "list" (go-git's ref listing alone, back to back) and
 // prints a childResult.
 func childMain(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -55,10 +58,22 @@ func childMain(args []string, stdout, stderr io.Writer) int {
 	url := fs.String("url", "", "upstream URL (normalized)")
 	id := fs.String("id", "bench", "repo id")
 	dur := fs.Duration("for", 3*time.Second, "poll: how long to poll")
+	budget := fs.Int64("budget", 0, "burst: memory budget in bytes (0: none)")
+	heapProfile := fs.String("heap-profile", "", "write the heap profile taken at the largest heap seen (sampled every 100 ms) to this file")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	res, err := runChild(context.Background(), log, op, *root, fetch.Target{ID: *id, URL: *url}, *dur)
+	if *heapProfile != "" {
+		defer profileHeapPeak(*heapProfile, log)()
+	}
+	var res any
+	var err error
+	if op == "burst" {
+		// -url is a comma-separated list of URLs here.
+		res, err = burstChild(context.Background(), log, *root, strings.Split(*url, ","), *budget)
+	} else {
+		res, err = runChild(context.Background(), log, op, *root, fetch.Target{ID: *id, URL: *url}, *dur)
+	}
 	if err != nil {
 		log.Error("child", "op", op, "err", err)
 		return 1
@@ -135,6 +150,36 @@ func listLoop(ctx context.Context, url string, dur time.Duration) (childResult, 
 	}
 	res.Seconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// profileHeapPeak writes a heap profile to path each time the heap in use reaches a
+// new high, until the returned function is called: what holds the memory at the peak.
+func profileHeapPeak(path string, log *slog.Logger) func() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		var peak int64
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			if h := membudget.HeapInUse(); h > peak+peak/20 {
+				peak = h
+				f, err := os.Create(path)
+				if err != nil {
+					log.Warn("heap profile", "err", err)
+					return
+				}
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }
 
 // isChild reports whether this process was started as a measured child.

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,11 +28,12 @@ import (
 )
 
 type config struct {
-	out     string
-	sizes   []string
-	largeMB int
-	work    string
-	pollFor time.Duration
+	out      string
+	sections []string
+	sizes    []string
+	largeMB  int
+	work     string
+	pollFor  time.Duration
 }
 
 func main() {
@@ -41,12 +43,15 @@ func main() {
 	var cfg config
 	var sizes string
 	flag.StringVar(&cfg.out, "out", "bench/results", "directory to write fetchcost.json into")
+	var sections string
+	flag.StringVar(&sections, "sections", "sizes,burst", "sections to run: sizes (small, medium, large against the git CLI) and burst (concurrent first mirrors within a memory budget); a run without sizes keeps those of the existing fetchcost.json in -out")
 	flag.StringVar(&sizes, "sizes", "small,medium,large", "repository sizes to measure (small, medium, large)")
 	flag.IntVar(&cfg.largeMB, "large-mb", defaultLargeMB, "pack size of the large repository, in MB")
 	flag.StringVar(&cfg.work, "work", "", "working directory for repositories and mirrors, kept afterwards (default: a temporary one, removed)")
 	flag.DurationVar(&cfg.pollFor, "poll", 3*time.Second, "how long each no-change poll loop runs")
 	flag.Parse()
 	cfg.sizes = strings.Split(sizes, ",")
+	cfg.sections = strings.Split(sections, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -83,6 +88,14 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 	defer stopServer()
 	log.Info("serving", "url", b.serverURL, "work", work, "git", res.GitVersion, "go-git", res.GoGitVersion)
 
+	if !slices.Contains(cfg.sections, "sizes") {
+		// Only the burst: the sizes come from the last full run.
+		var prev results.FetchCost
+		if err := results.Read(cfg.out, "fetchcost", &prev); err != nil {
+			return fmt.Errorf("-sections without sizes keeps the existing results: %w", err)
+		}
+		res, specs = prev, nil
+	}
 	for _, spec := range specs {
 		s, err := b.size(ctx, spec)
 		if err != nil {
@@ -93,9 +106,16 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 			b.drop(spec) // free the disk before the next, larger, size
 		}
 	}
-	res.Notes = notes(specs, cfg.largeMB)
-	res.LoadEnd = results.LoadAverage()
-	res.Meta.Finish()
+	if specs != nil {
+		res.Notes = notes(specs, cfg.largeMB)
+		res.LoadEnd = results.LoadAverage()
+		res.Meta.Finish()
+	}
+	if slices.Contains(cfg.sections, "burst") {
+		if res.Burst, err = b.burst(ctx); err != nil {
+			return fmt.Errorf("burst: %w", err)
+		}
+	}
 	if err := results.Write(cfg.out, "fetchcost", res); err != nil {
 		return err
 	}

@@ -48,12 +48,13 @@ func fetchCostSection(r *Report) (string, results.Meta, error) {
 		Notable, NotableWin float64
 		Losses, Wins        []string
 		Memory              *fcMemory
+		Burst               *fcBurst
 		Poll                *fcPolling
 		PollSeconds         string
 		LoadStart, LoadEnd  string
 		LoadRemark          string
 	}{v, strings.TrimPrefix(v.GitVersion, "git version "), fcNames(v.Sizes), fcShort(v.Sizes), charts, sizes,
-		fcNotable, 1 / fcNotable, losses, wins, fcMemoryOf(v), fcPollOf(v),
+		fcNotable, 1 / fcNotable, losses, wins, fcMemoryOf(v), fcBurstOf(v.Burst), fcPollOf(v),
 		fcNum(v.PollSeconds), fcNum(v.LoadStart), fcNum(v.LoadEnd), fcLoadRemark(v)})
 	return md, v.Meta, err
 }
@@ -269,6 +270,40 @@ func fcDiv(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// Goals of the burst section (issue 26).
+const (
+	fcBurstRSSGoal  = 1.25 // peak resident memory over the budget
+	fcBurstTimeGoal = 1.5  // wall time over the same burst without a budget
+)
+
+// fcBurst is the burst section's table and verdicts.
+type fcBurst struct {
+	B                       results.FetchCostBurst
+	Rows                    [][3]string
+	RSSGoal, TimeGoal       float64
+	RSSMet, TimeMet, AllRan bool
+}
+
+func fcBurstOf(b *results.FetchCostBurst) *fcBurst {
+	if b == nil {
+		return nil
+	}
+	u, g := b.Unbudgeted, b.Budgeted
+	rows := [][3]string{
+		{"mirrors completed", fmt.Sprintf("%d of %d", u.Completed, b.Mirrors), fmt.Sprintf("%d of %d", g.Completed, b.Mirrors)},
+		{"wall time", fcSecs(u.WallSeconds), fcSecs(g.WallSeconds)},
+		{"CPU", fcSecs(u.CPUSeconds), fcSecs(g.CPUSeconds)},
+		{"peak RSS, all processes", fcMiB(u.TreeRSSBytes), fcMiB(g.TreeRSSBytes)},
+		{"GOMEMLIMIT", fcMiB(u.GoMemLimitBytes), fcMiB(g.GoMemLimitBytes)},
+		{"peak memory reserved by the fetches", "—", fcMiB(g.PeakReservedBytes)},
+		{"most fetches waiting for memory at once", fmtInt(u.MaxWaiting), fmtInt(g.MaxWaiting)},
+	}
+	return &fcBurst{B: *b, Rows: rows, RSSGoal: fcBurstRSSGoal, TimeGoal: fcBurstTimeGoal,
+		RSSMet:  b.TreeRSSOverBudget > 0 && b.TreeRSSOverBudget <= fcBurstRSSGoal,
+		TimeMet: b.TimeRatio > 0 && b.TimeRatio <= fcBurstTimeGoal,
+		AllRan:  u.Completed == b.Mirrors && g.Completed == b.Mirrors}
 }
 
 // fcRatio formats a ratio; 0 (not measurable) shows as a dash.

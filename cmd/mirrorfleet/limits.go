@@ -10,6 +10,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 	"golang.org/x/sys/unix"
@@ -71,6 +72,26 @@ func byteFlag(fs *flag.FlagSet, p *int64, name string, def int64, usage string) 
 		n, err := cloud.ParseBytes(v)
 		if err != nil {
 			return err
+		}
+		*p = n
+		return nil
+	})
+}
+
+// memoryBudgetFlag is --memory-budget: a size, or "none".
+func memoryBudgetFlag(fs *flag.FlagSet, p *int64) {
+	fs.Func("memory-budget", fmt.Sprintf("memory the workers' fetches may use together, a `size` (e.g. 384M) or \"none\"; GOMEMLIMIT follows it unless set (default %.0f%% of the cgroup memory limit, else %s)",
+		100*membudget.ContainerShare, sizeString(membudget.DefaultBudget)), func(v string) error {
+		if v == "none" {
+			*p = -1
+			return nil
+		}
+		n, err := cloud.ParseBytes(v)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return fmt.Errorf("want a positive size or \"none\"")
 		}
 		*p = n
 		return nil

@@ -154,6 +154,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.Listen, "listen", d.Listen, "API listen address")
 	fs.IntVar(&cfg.Workers, "workers", d.Workers, "in-process workers")
 	fs.IntVar(&cfg.Fetchers, "fetchers", d.Fetchers, "concurrent fetches per worker")
+	memoryBudgetFlag(fs, &cfg.MemoryBudget)
 	fs.StringVar(&cfg.Token, "token", os.Getenv("MIRRORFLEET_TOKEN"), "API bearer token (default $MIRRORFLEET_TOKEN, else generated into <data>/token)")
 	fs.BoolVar(&cfg.AllowPrivateHosts, "allow-private-hosts", false, "allow repos on loopback/private addresses (cloud metadata stays blocked)")
 	fs.DurationVar(&cfg.Tick, "tick", d.Tick, "coordinator tick interval")

@@ -17,6 +17,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
@@ -31,6 +32,7 @@ import (
 const (
 	EnvMirrorRoot      = deployenv.MirrorRoot      // shared mirror directory (EFS mount)
 	EnvFetchers        = deployenv.Fetchers        // concurrent fetches
+	EnvMemoryBudget    = deployenv.MemoryBudget    // memory the fetches may use together; default a share of the cgroup limit
 	EnvHeartbeat       = deployenv.Heartbeat       // heartbeat interval
 	EnvMinInterval     = deployenv.MinInterval     // per-repo minimum poll interval
 	EnvDiskQuota       = deployenv.DiskQuota       // bytes the mirrors may use; 0 = the file system's size
@@ -76,6 +78,7 @@ type WorkerConfig struct {
 	Table             string
 	MirrorRoot        string
 	Fetchers          int
+	MemoryBudget      int64 // bytes the fetches may reserve together; 0: membudget.Default()
 	Heartbeat         time.Duration
 	MinInterval       time.Duration
 	PriorityPolicy    string // a priority.ByName name; "" is the default (bayes)
@@ -122,6 +125,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		Table:             e.required(EnvTable, "the DynamoDB table of the fleet's state"),
 		MirrorRoot:        e.str(EnvMirrorRoot, DefaultMirrorRoot),
 		Fetchers:          e.integer(EnvFetchers, def.Fetchers, 1, 1000),
+		MemoryBudget:      e.bytes(EnvMemoryBudget, 0),
 		Heartbeat:         e.duration(EnvHeartbeat, def.Heartbeat),
 		MinInterval:       e.duration(EnvMinInterval, def.MinInterval),
 		PriorityPolicy:    e.str(EnvPolicy, def.Policy.Name()),
@@ -294,7 +298,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		}
 		ws = AliveStore{Store: st, Path: cfg.AliveFile}
 	}
-	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat,
+	budget, budgetFrom := cfg.MemoryBudget, EnvMemoryBudget
+	if budget <= 0 {
+		budget, budgetFrom = membudget.Default()
+	}
+	pool := membudget.NewPool(budget)
+	log.Info("memory budget", "fetches", membudget.FormatSize(budget), "from", budgetFrom, "gomemlimit", membudget.SetGoMemLimit(budget))
+	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat, Memory: pool,
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery,
 		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
@@ -310,12 +320,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		clock.Every(mctx, cfg.MetricsInterval, nil, func() { flushWorkerMetrics(w, emf, log) })
+		clock.Every(mctx, cfg.MetricsInterval, nil, func() { flushWorkerMetrics(w, pool, emf, log) })
 	}()
 	err = w.Run(ctx)
 	stopMetrics()
 	wg.Wait()
-	flushWorkerMetrics(w, emf, log) // the last interval's fetches, drained ones included
+	flushWorkerMetrics(w, pool, emf, log) // the last interval's fetches, drained ones included
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", cfg.WorkerID, err)
 	}
@@ -323,10 +333,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	return nil
 }
 
-func flushWorkerMetrics(w *worker.Worker, emf *metrics.EMF, log *slog.Logger) {
+func flushWorkerMetrics(w *worker.Worker, pool *membudget.Pool, emf *metrics.EMF, log *slog.Logger) {
 	if id := w.ID(); id != "" {
 		_ = emf.Record(metrics.Queue(id, w.QueueLen()), metrics.Packs(id, w.MaxPacks()))
 	}
+	ms := pool.Stats()
+	_ = emf.Record(metrics.Memory(ms.Budget, ms.Reserved, membudget.HeapInUse(), ms.Waiting)...)
 	if err := emf.Flush(); err != nil {
 		log.Warn("metrics", "err", err)
 	}

@@ -57,6 +57,7 @@ const (
 const (
 	MirrorRoot      = "MIRRORFLEET_MIRROR_ROOT"      // shared mirror directory (EFS mount); also the server's
 	Fetchers        = "MIRRORFLEET_FETCHERS"         // concurrent fetches
+	MemoryBudget    = "MIRRORFLEET_MEMORY_BUDGET"    // memory the fetches may use together; default a share of the cgroup limit
 	Heartbeat       = "MIRRORFLEET_HEARTBEAT"        // heartbeat interval
 	MinInterval     = "MIRRORFLEET_MIN_INTERVAL"     // per-repo minimum poll interval
 	DiskQuota       = "MIRRORFLEET_DISK_QUOTA"       // bytes the mirrors may use; 0 = the file system's size
@@ -228,10 +229,13 @@ type Worker struct {
 	Common
 	MirrorRoot string
 	Fetchers   int
-	Drain      time.Duration
-	DiskQuota  string // e.g. 500G; "" = the file system's size
-	DiskUsage  string // DiskUsageWalk or DiskUsageStatfs; "" = walk
-	AliveFile  string
+	// MemoryBudget is what the fetches may use together, e.g. 1228M; "" = the worker's
+	// default (a share of the container's memory limit).
+	MemoryBudget string
+	Drain        time.Duration
+	DiskQuota    string // e.g. 500G; "" = the file system's size
+	DiskUsage    string // DiskUsageWalk or DiskUsageStatfs; "" = walk
+	AliveFile    string
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
 	// the worker's defaults.
 	MaintainEvery, ScrubEvery time.Duration
@@ -242,6 +246,7 @@ func (w Worker) Env() map[string]string {
 	m := w.Common.env()
 	set(m, MirrorRoot, w.MirrorRoot)
 	set(m, Fetchers, num(w.Fetchers))
+	set(m, MemoryBudget, w.MemoryBudget)
 	set(m, Drain, dur(w.Drain))
 	set(m, DiskQuota, w.DiskQuota)
 	set(m, DiskUsage, w.DiskUsage)

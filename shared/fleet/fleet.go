@@ -28,6 +28,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
@@ -67,6 +68,10 @@ type Config struct {
 	HostConcurrency int
 	HostRate        float64
 	HostPause       time.Duration
+	// MemoryBudget is the memory the in-process workers' fetches may reserve together
+	// (shared/membudget); 0: membudget.Default(), <0: no budget. GOMEMLIMIT follows it
+	// unless set.
+	MemoryBudget int64
 	// MaintainEvery is how often each mirror is considered for maintenance (an
 	// unchanged one costs no git run), ScrubEvery the period of each mirror's full run
 	// (worker.Config; zero: the defaults, MaintainEvery < 0: no maintenance).
@@ -139,6 +144,7 @@ type Fleet struct {
 	poke           chan struct{}
 	workersMu      sync.Mutex // the API reads workers while they start
 	workers        []*runningWorker
+	memory         *membudget.Pool // nil: no budget
 	cancel         context.CancelFunc
 	// stopCoordinator ends the coordinator loop and its timers (coordWG).
 	stopCoordinator context.CancelFunc
@@ -192,6 +198,13 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("store: %w (is another mirrorfleet running on %s?)", err, cfg.Data)
 	}
 	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio, Git: git}
+	if budget, from := cfg.MemoryBudget, "--memory-budget"; budget >= 0 {
+		if budget == 0 {
+			budget, from = membudget.Default()
+		}
+		f.memory = membudget.NewPool(budget)
+		log.Info("memory budget", "fetches", membudget.FormatSize(budget), "from", from, "gomemlimit", membudget.SetGoMemLimit(budget))
+	}
 	fail := func(err error) (*Fleet, error) {
 		st.Close()
 		return nil, err
@@ -328,7 +341,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
-		MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery},
+		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery},
 		f.Store, meter.Mirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workersMu.Lock()
@@ -409,10 +422,15 @@ func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took 
 			samples = append(samples, metrics.Queue(id, rw.w.QueueLen()), metrics.Packs(id, rw.w.MaxPacks()))
 		}
 	}
+	ms := f.memory.Stats()
+	samples = append(samples, metrics.Memory(ms.Budget, ms.Reserved, membudget.HeapInUse(), ms.Waiting)...)
 	if err := f.Metrics.Record(samples...); err != nil {
 		f.cfg.Log.Debug("metrics", "err", err)
 	}
 }
+
+// Memory is the in-process workers' memory pool (nil: no budget).
+func (f *Fleet) Memory() *membudget.Pool { return f.memory }
 
 // NextPoll is when the in-process worker holding repo id expects to fetch it next
 // (worker.NextPoll); false if none can say.

@@ -43,6 +43,7 @@ const (
 	WorkersByState = "WorkersByState" // gauge per State: joining, active, suspect, dead, draining
 	ReposByState   = "ReposByState"   // gauge per State: pending, cloning, ok, failing, gone, overflow, deleting
 	ReposMoved     = "ReposMoved"     // counter: repos (re)assigned by the leader
+	ReposOffOwner  = "ReposOffOwner"  // counter: repos the anti-entropy sweep found off their ring owner
 	StalenessP50   = "StalenessP50"   // gauge, seconds since the last successful fetch
 	StalenessP99   = "StalenessP99"   // gauge, seconds
 	StalenessMax   = "StalenessMax"   // gauge, seconds
@@ -56,6 +57,11 @@ const (
 	MaintenanceSeconds = "MaintenanceSeconds" // histogram, seconds
 	MirrorsRecloned    = "MirrorsRecloned"    // counter: corrupt mirrors moved to the trash and cloned again
 	MirrorPacks        = "MirrorPacks"        // gauge: the largest pack count among a worker's mirrors
+	// The memory budget of a process's fetches (shared/membudget).
+	MemoryBudget            = "MemoryBudgetBytes"       // gauge, bytes: the budget (0: none)
+	MemoryReserved          = "MemoryReservedBytes"     // gauge, bytes: reserved by running fetches
+	MemoryHeap              = "MemoryHeapBytes"         // gauge, bytes: the Go heap in use
+	FetchesWaitingForMemory = "FetchesWaitingForMemory" // gauge: fetches waiting for their reservation
 	// The git front (shared/serve).
 	ServeRequests         = "ServeRequests"         // counter per Status class (2xx, 3xx, 4xx, 5xx)
 	ServeBytes            = "ServeBytes"            // counter, bytes sent to git clients
@@ -138,6 +144,7 @@ var defs = []Def{
 	{Name: WorkersByState, Kind: Gauge, Unit: UnitCount, Dims: []string{DimState}, Help: "Workers by membership state, as the leader last saw them."},
 	{Name: ReposByState, Kind: Gauge, Unit: UnitCount, Dims: []string{DimState}, Help: "Repos by lifecycle state."},
 	{Name: ReposMoved, Kind: Counter, Unit: UnitCount, Help: "Repos (re)assigned to a worker by the leader."},
+	{Name: ReposOffOwner, Kind: Counter, Unit: UnitCount, Help: "Repos the anti-entropy sweep found with another owner than the ring gives them (and moved)."},
 	{Name: StalenessP50, Kind: Gauge, Unit: UnitSeconds, Help: "Median time since a repo's last successful fetch."},
 	{Name: StalenessP99, Kind: Gauge, Unit: UnitSeconds, Help: "99th percentile of the time since a repo's last successful fetch."},
 	{Name: StalenessMax, Kind: Gauge, Unit: UnitSeconds, Help: "Longest time since a repo's last successful fetch."},
@@ -148,6 +155,10 @@ var defs = []Def{
 	{Name: QueueDepth, Kind: Gauge, Unit: UnitCount, Props: []string{DimWorker}, Help: "Repos in a worker's fetch queue."},
 	{Name: MaintenanceRuns, Kind: Counter, Unit: UnitCount, Help: "Mirror maintenance runs (repack, commit-graph, connectivity check), failed ones included."},
 	{Name: MaintenanceSeconds, Kind: Histogram, Unit: UnitSeconds, Help: "Wall time of a mirror maintenance run."},
+	{Name: MemoryBudget, Kind: Gauge, Unit: UnitBytes, Help: "Memory the process's fetches may reserve together (0: no budget)."},
+	{Name: MemoryReserved, Kind: Gauge, Unit: UnitBytes, Help: "Memory reserved by the running fetches."},
+	{Name: MemoryHeap, Kind: Gauge, Unit: UnitBytes, Help: "Go heap in use (live objects and fragmentation)."},
+	{Name: FetchesWaitingForMemory, Kind: Gauge, Unit: UnitCount, Help: "Fetches waiting for memory to be reserved (before they start, or to grow once their pack header arrived)."},
 	{Name: MirrorsRecloned, Kind: Counter, Unit: UnitCount, Help: "Corrupt mirrors moved to the trash and cloned again."},
 	{Name: MirrorPacks, Kind: Gauge, Unit: UnitCount, Props: []string{DimWorker}, Help: "Largest pack count among a worker's mirrors (maintenance rolls them up)."},
 	{Name: ServeRequests, Kind: Counter, Unit: UnitCount, Dims: []string{DimStatus}, Help: "Requests to the git front, by HTTP status class."},
@@ -265,7 +276,8 @@ func FromReport(rep coordinator.Report, took time.Duration, err error) []Sample 
 	if !rep.Leader {
 		return out
 	}
-	out = append(out, Sample{Name: LeaderTerm, Value: float64(rep.Term)}, Sample{Name: ReposMoved, Value: float64(max(rep.Moved, 0))})
+	out = append(out, Sample{Name: LeaderTerm, Value: float64(rep.Term)}, Sample{Name: ReposMoved, Value: float64(max(rep.Moved, 0))},
+		Sample{Name: ReposOffOwner, Value: float64(max(rep.SweepFound, 0))})
 	if rep.WorkersByState != nil { // nil when the tick stopped before reading the workers
 		out = append(out, byState(WorkersByState, workerStates, rep.WorkersByState)...)
 	}
@@ -303,6 +315,13 @@ func Maintenance(took time.Duration, recloned bool) []Sample {
 // Packs reports the largest pack count among a worker's mirrors.
 func Packs(worker string, n int) Sample {
 	return Sample{Name: MirrorPacks, Value: float64(max(n, 0)), Dims: map[string]string{DimWorker: worker}}
+}
+
+// Memory reports a process's memory budget, what its fetches reserve, the Go heap in
+// use and the fetches waiting for memory.
+func Memory(budget, reserved, heap int64, waiting int) []Sample {
+	return []Sample{{Name: MemoryBudget, Value: float64(max(budget, 0))}, {Name: MemoryReserved, Value: float64(max(reserved, 0))},
+		{Name: MemoryHeap, Value: float64(max(heap, 0))}, {Name: FetchesWaitingForMemory, Value: float64(max(waiting, 0))}}
 }
 
 // Queue reports the depth of a worker's fetch queue.

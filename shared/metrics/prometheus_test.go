@@ -86,6 +86,8 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(Maintenance(2*time.Second, false)...)
 	rec(Maintenance(time.Second, true)...)
 	rec(Packs("w1", 17))
+	rec(Memory(384<<20, 100<<20, 200<<20, 2)...)
+	rec(Memory(384<<20, 50<<20, 180<<20, 0)...)
 	rec(ServeRequest(200, 5000)...)
 	rec(ServeRequest(200, 1000)...)
 	rec(ServeRequest(429, 10)...)

@@ -152,6 +152,9 @@ type packGuard struct {
 	head     [12]byte
 	nhead    int
 	walker   *packWalker
+	// onHeader, if set, is told the declared object count once the header passed the
+	// checks, before go-git has it; it may block, and an error refuses the pack.
+	onHeader func(objects int64) *fetch.Error
 }
 
 // maxPreambleLines bounds the ACK/NAK lines before the pack (one per "have" at most;
@@ -243,6 +246,11 @@ func (g *packGuard) packData(b []byte) *fetch.Error {
 	}
 	if fe := checkPackHeader(g.head, g.lim); fe != nil {
 		return fe
+	}
+	if g.onHeader != nil {
+		if fe := g.onHeader(int64(binary.BigEndian.Uint32(g.head[8:12]))); fe != nil {
+			return fe
+		}
 	}
 	if g.lim.maxObjectBytes < 0 {
 		return nil

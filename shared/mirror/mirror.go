@@ -38,6 +38,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
@@ -404,7 +405,9 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 		return res, err
 	}
 	if len(remote) > 0 {
-		if err := m.fetch(ctx, sto, t.URL); err != nil {
+		// The pack is indexed from disk rather than by go-git's PackWriter (packindex.go).
+		first := firstPackStore{Storage: sto, packDir: filepath.Join(tmp, "objects", "pack")}
+		if err := m.fetch(ctx, first, t.URL); err != nil {
 			return res, err
 		}
 	}
@@ -538,7 +541,7 @@ func (m *Mirrorer) list(ctx context.Context, sto *filesystem.Storage, rawURL str
 }
 
 // fetch runs a mirror fetch: all refs, pruned, forced.
-func (m *Mirrorer) fetch(ctx context.Context, sto *filesystem.Storage, rawURL string) error {
+func (m *Mirrorer) fetch(ctx context.Context, sto storage.Storer, rawURL string) error {
 	fctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	specs := []config.RefSpec{fetchRefSpec}

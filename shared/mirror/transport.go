@@ -186,12 +186,34 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 			g := &refAdvGuard{maxBytes: st.lim.maxRefBytes, maxRefs: st.lim.maxRefs}
 			b.check = g.check
 		case req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/git-upload-pack"):
-			g := &packGuard{lim: st.lim}
+			g := &packGuard{lim: st.lim, onHeader: packHeaderHook(req.Context(), watch)}
 			b.check, b.done, b.ended = g.check, g.close, g.ended
 		}
 	}
 	resp.Body = b
 	return resp, nil
+}
+
+// packHeaderHook passes a pack's declared object count to the sync's
+// fetch.PackObjectsFunc, if any (the worker's memory admission). The transfer waits
+// meanwhile, which is not slowness: the rate watch is held.
+func packHeaderHook(ctx context.Context, watch *rateWatch) func(int64) *fetch.Error {
+	fn := fetch.PackObjectsOf(ctx)
+	if fn == nil {
+		return nil
+	}
+	return func(objects int64) *fetch.Error {
+		watch.hold(true)
+		defer watch.hold(false)
+		if err := fn(ctx, objects); err != nil {
+			var fe *fetch.Error
+			if errors.As(err, &fe) {
+				return fe
+			}
+			return &fetch.Error{Kind: fetch.KindTimeout, Err: fmt.Errorf("waiting for memory for %d objects: %w", objects, err)}
+		}
+		return nil
+	}
 }
 
 // guardedBody counts what is read from rc and runs check (if any) on it. The first
@@ -266,6 +288,8 @@ type rateWatch struct {
 	window  time.Duration
 	got     atomic.Int64
 	stopped atomic.Bool
+	held    atomic.Bool // the reader waits on purpose: windows are not judged
+	skip    atomic.Bool // the window a hold ended in is not judged either
 	timer   *time.Timer
 	slow    func()
 }
@@ -280,7 +304,7 @@ func (w *rateWatch) tick() {
 	if w.stopped.Load() {
 		return
 	}
-	if tooSlow(w.got.Swap(0), w.min, w.window) {
+	if got := w.got.Swap(0); !w.held.Load() && !w.skip.Swap(false) && tooSlow(got, w.min, w.window) {
 		w.stopped.Store(true)
 		w.slow()
 		return
@@ -296,6 +320,16 @@ func tooSlow(got, minRate int64, window time.Duration) bool {
 func (w *rateWatch) add(n int) {
 	if w != nil {
 		w.got.Add(int64(n))
+	}
+}
+
+// hold stops judging windows while on (the reader is held up on purpose).
+func (w *rateWatch) hold(on bool) {
+	if w != nil {
+		w.held.Store(on)
+		if !on {
+			w.skip.Store(true)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
@@ -65,6 +66,15 @@ type Config struct {
 	// grace.
 	Lease  time.Duration
 	Policy priority.Policy
+	// ReplaySlice bounds the records (outbox entries, owner-index rows) one heartbeat
+	// reads to bring the assignment up to date; reading also stops half a heartbeat
+	// interval after the heartbeat was sent. The rest waits for the next heartbeat, so a
+	// worker restarted under a large backlog keeps heartbeating while it catches up.
+	ReplaySlice int
+	// Memory, if set, is the memory budget the worker's fetches share (with the other
+	// workers of the process given the same pool): each fetch reserves what it is
+	// expected to need before it starts and waits for it (ADR 0026).
+	Memory *membudget.Pool
 
 	// Maintenance (when the Mirrorer is a Maintainer): each repo is considered once per
 	// MaintainEvery at a phase from its id (<0: never), sooner once a fetch leaves
@@ -100,6 +110,7 @@ func DefaultConfig() Config {
 		Drain:         20 * time.Second,
 		Lease:         5 * time.Minute,
 		Policy:        priority.Bayes{},
+		ReplaySlice:   20000,
 		MaintainEvery: 24 * time.Hour,
 		MaintainPacks: 16,
 		MaintainGap:   time.Hour,
@@ -140,6 +151,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DiskThreshold <= 0 {
 		c.DiskThreshold = d.DiskThreshold
+	}
+	if c.ReplaySlice <= 0 {
+		c.ReplaySlice = d.ReplaySlice
 	}
 	if c.FailAfter <= 0 {
 		c.FailAfter = d.FailAfter
@@ -185,6 +199,9 @@ type repoState struct {
 	maintAt   time.Time
 	packs     int
 	corrupt   bool
+
+	// What the repo's last first mirror and last update came to need (memory.go).
+	memClone, memUpdate int64
 }
 
 // Stats are counters for metrics and tests.
@@ -213,6 +230,7 @@ type Worker struct {
 	joinedAt     time.Time      // when it first joined
 	pendingTrash []fetch.Target // purged mirrors whose trash failed (busy); retried each heartbeat
 	ack          uint64
+	resync       resyncState // a full resync under way, or due
 	repos        map[string]*repoState
 	queue        *Queue
 	hosts        *hosts

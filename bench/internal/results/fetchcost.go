@@ -16,6 +16,8 @@ type FetchCost struct {
 	LoadStart float64         `json:"load_start"`
 	LoadEnd   float64         `json:"load_end"`
 	Sizes     []FetchCostSize `json:"sizes"`
+	// Burst is the burst section (absent from runs before it existed).
+	Burst *FetchCostBurst `json:"burst,omitempty"`
 	// Notes say what a reader must know to read the figures (sizes capped, caveats).
 	Notes []string `json:"notes"`
 }
@@ -116,4 +118,37 @@ type FetchCostPolls struct {
 	// CPUVs* are go-git's CPU per poll over the CLI's: above 1, go-git costs more.
 	CPUVsFetch    float64 `json:"cpu_vs_fetch"`
 	CPUVsLsRemote float64 `json:"cpu_vs_ls_remote"`
+}
+
+// FetchCostBurst is the burst section: several first mirrors of one large repository
+// started at once in one process, as a worker starts them on a bulk import, with and
+// without a memory budget (shared/membudget: each fetch reserves, waits, grows at its
+// pack header).
+type FetchCostBurst struct {
+	Meta    Meta          `json:"meta"` // the burst may be run alone (-sections burst)
+	Repo    FetchCostRepo `json:"repo"`
+	Mirrors int           `json:"mirrors"` // first mirrors started at once
+	// Budgeted ran with BudgetBytes; Unbudgeted with no budget.
+	BudgetBytes int64             `json:"budget_bytes"`
+	Budgeted    FetchCostBurstRun `json:"budgeted"`
+	Unbudgeted  FetchCostBurstRun `json:"unbudgeted"`
+	// TreeRSSOverBudget is the budgeted run's peak resident memory over the budget
+	// (goal ≤ 1.25); TimeRatio its wall time over the unbudgeted run's (goal ≤ 1.5).
+	TreeRSSOverBudget float64 `json:"tree_rss_over_budget"`
+	TimeRatio         float64 `json:"time_ratio"`
+}
+
+// FetchCostBurstRun is one burst.
+type FetchCostBurstRun struct {
+	BudgetBytes     int64   `json:"budget_bytes"`     // 0: none
+	GoMemLimitBytes int64   `json:"gomemlimit_bytes"` // the Go runtime's soft limit (0: none)
+	Completed       int     `json:"completed"`        // mirrors made (each checked against the upstream's refs)
+	WallSeconds     float64 `json:"wall_seconds"`
+	CPUSeconds      float64 `json:"cpu_seconds"`
+	MaxRSSBytes     int64   `json:"max_rss_bytes"`
+	TreeRSSBytes    int64   `json:"tree_rss_bytes"`
+	// PeakReservedBytes is the most the fetches held reserved at once; MaxWaiting the
+	// most fetches waiting for memory at once (sampled every 10 ms).
+	PeakReservedBytes int64 `json:"peak_reserved_bytes"`
+	MaxWaiting        int   `json:"max_waiting"`
 }

@@ -47,6 +47,7 @@ var (
 	keyRing     = []byte("ring")      // ringHead: the ring without its members and tokens
 	keyRingBody = []byte("ring_body") // ringBody: the members and tokens, rewritten only when they change
 	keyListSync = []byte("list_sync")
+	keySweep    = []byte("sweep")
 	keySlots    = []byte("slots")  // bitmap: bit i of byte i/8 set = slot i taken
 	keyLayout   = []byte("layout") // layout version (8 bytes BE); older files are upgraded by Open
 
