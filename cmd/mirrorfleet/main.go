@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/buildinfo"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
@@ -44,13 +46,15 @@ Usage:
   mirrorfleet repos ls [--state S] [--host H] [--limit N]
                                           list repos, by URL
   mirrorfleet repos show ID|URL           one repo: state, last error, mirror path, clone URL
-  mirrorfleet repos rm ID|URL             stop mirroring a repo and delete its mirror (no undo)
+  mirrorfleet repos rm ID|URL [-y]        stop mirroring a repo and delete its mirror (no undo; asks first)
   mirrorfleet repos sync ID|URL           fetch a repo now
   mirrorfleet workers [--all]             the workers and their health (dead ones with --all)
   mirrorfleet ring                        the consistent-hash ring
   mirrorfleet status                      fleet summary
   mirrorfleet list                        the repo list kept in git: commit, bad lines, held purge
   mirrorfleet list confirm COMMIT         let the held purge of COMMIT go ahead
+  mirrorfleet backup FILE                 copy the running fleet's store to FILE (consistent)
+  mirrorfleet version [-o json]           the version and commit of this binary
 
 Client commands find the fleet through --api, $MIRRORFLEET_URL, the config file
 ($XDG_CONFIG_HOME/mirrorfleet/config: url, token or token_file) or http://127.0.0.1:8080,
@@ -87,7 +91,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runInitAWS(args[1:], stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(args[1:], stdout, stderr)
-	case "repos", "workers", "ring", "status", "list":
+	case "version", "--version":
+		err = runVersion(args[1:], stdout, stderr)
+	case "repos", "workers", "ring", "status", "list", "backup":
 		err = runClient(args, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "mirrorfleet: unknown command %q\n\n%s", args[0], usage)
@@ -109,6 +115,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// runVersion prints the binary's version and commit (shared/buildinfo).
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("o", "text", "output: text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"version takes no arguments"}
+	}
+	in := buildinfo.Get()
+	switch *format {
+	case "text":
+		_, err := fmt.Fprintln(stdout, in)
+		return err
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(in)
+	}
+	return usageError{fmt.Sprintf("-o %q: text or json", *format)}
 }
 
 // errUsageShown is a usage error whose message and usage are printed already.

@@ -292,7 +292,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("worker: mirror maintenance: %w", err)
 	}
-	st, err := NewDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
+	st, err := OpenDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
 	if err != nil {
 		return err
 	}

@@ -302,7 +302,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics, Sinks: sinks})
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll, Ring: f.ringSync, Events: f.Events, EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
+		NextPoll: f.NextPoll, LastChecked: f.LastChecked, Backup: st.Backup, Ring: f.ringSync, Events: f.Events,
+		EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
@@ -446,6 +447,7 @@ func (f *Fleet) waitJoined(ctx context.Context, d time.Duration) {
 func (f *Fleet) coordinatorLoop(ctx context.Context) {
 	t := time.NewTicker(f.cfg.Tick)
 	defer t.Stop()
+	poked := false
 	for {
 		start := time.Now()
 		rep, err := f.coord.Tick(ctx)
@@ -453,11 +455,18 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 			f.cfg.Log.Warn("coordinator tick", "err", err)
 		}
 		f.recordMetrics(ctx, rep, time.Since(start), err)
+		if poked {
+			// The API's write (a delete, a sync) is in an outbox now: the workers read
+			// it at once rather than at their next heartbeat.
+			f.wakeWorkers()
+		}
+		poked = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-f.poke:
+			poked = true
 		}
 	}
 }
@@ -514,6 +523,7 @@ func (f *Fleet) ring(id string, hook bool) bool {
 }
 
 func (f *Fleet) ringHook(_ context.Context, id string) { f.ring(id, true) }
+func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, false) }
 
 // feedCovered reports whether a working feed lists the repo at url.
 func (f *Fleet) feedCovered(url string) bool { return f.feeds != nil && f.feeds.Covered(url) }
@@ -548,7 +558,30 @@ func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
 	}
 	f.feeds.Run(ctx, period, repos, sink)
 }
-func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, false) }
+
+// LastChecked is when the in-process worker holding repo id last polled it
+// (worker.LastChecked); false if none holds it.
+func (f *Fleet) LastChecked(id string) (time.Time, bool) {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		if at, ok := rw.w.LastChecked(id); ok {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// wakeWorkers makes every in-process worker heartbeat now.
+func (f *Fleet) wakeWorkers() {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		rw.w.WakeHeartbeat()
+	}
+}
 
 // Poke asks the coordinator to tick now (the API calls it after writes).
 func (f *Fleet) Poke() {

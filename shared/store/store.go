@@ -87,8 +87,8 @@ type Store interface {
 	ListReposNeedingDecision(ctx context.Context, need Need, cursor string, limit int) ([]Repo, string, error)
 	// ListStalest returns up to limit repos (limit <= 0: a backend default) ordered by
 	// CompareStaleness — never-succeeded repos first, the first added first — leaving out
-	// repos being deleted. It feeds the status page's "stalest" table. bbolt scans every repo
-	// (O(n)); DynamoDB is expected to serve it from an index.
+	// repos being deleted. It feeds the status page's "stalest" table; both backends serve
+	// it from an index (O(limit)).
 	ListStalest(ctx context.Context, limit int) ([]Repo, error)
 	RequestDelete(ctx context.Context, id string) error
 	// RequestDeleteFenced is RequestDelete for the coordinator (the list sync), fenced by

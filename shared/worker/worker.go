@@ -256,6 +256,7 @@ type Worker struct {
 		maintained, maintFailures, recloned, maintUnchanged                        atomic.Int64
 	}
 	wake      chan struct{}
+	beatWake  chan struct{} // WakeHeartbeat: heartbeat (and read the outbox) now
 	maintWake chan struct{}
 }
 
@@ -267,7 +268,7 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
 		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
-		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
 		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
 	w.maint, _ = m.(Maintainer)
 	return w
@@ -337,6 +338,19 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 	return at, true
 }
 
+// LastChecked is when the worker last polled repo id, whether or not the poll found
+// anything new or was written to the store (a no-change poll writes only at the
+// checkpoint, invariant 6); false if the worker does not hold the repo.
+func (w *Worker) LastChecked(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.repos[id]
+	if !ok || r.dropped || r.rec.LastFetchAt.IsZero() {
+		return time.Time{}, false
+	}
+	return r.rec.LastFetchAt, true
+}
+
 // Prior is what the worker has learned of its repos' change rates so far.
 func (w *Worker) Prior() *priority.Prior {
 	w.mu.Lock()
@@ -377,6 +391,15 @@ func (w *Worker) Leave(ctx context.Context) error {
 		return fmt.Errorf("leave: %w", err)
 	}
 	return nil
+}
+
+// WakeHeartbeat makes Run's heartbeat loop beat now rather than at its next interval,
+// so an outbox entry just written (a purge, a sync) is applied at once. It never blocks.
+func (w *Worker) WakeHeartbeat() {
+	select {
+	case w.beatWake <- struct{}{}:
+	default:
+	}
 }
 
 func (w *Worker) poke() {

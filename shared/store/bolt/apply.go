@@ -240,6 +240,9 @@ func writeRepo(tx *bbolt.Tx, old, nu *store.Repo) error {
 				return err
 			}
 		}
+		if err := tx.Bucket(bktStalest).Delete(staleKey(old)); err != nil {
+			return err
+		}
 		if err := addCount(counts, old.State, -1); err != nil {
 			return err
 		}
@@ -256,8 +259,13 @@ func writeRepo(tx *bbolt.Tx, old, nu *store.Repo) error {
 	return putJSON(tx.Bucket(bktRepos), []byte(nu.ID), nu)
 }
 
-// indexRepo adds r to the owner and needs-decision indexes it belongs in.
+// indexRepo adds r to the owner, needs-decision and stalest indexes it belongs in.
 func indexRepo(tx *bbolt.Tx, r *store.Repo) error {
+	if r.State != store.RepoDeleting {
+		if err := tx.Bucket(bktStalest).Put(staleKey(r), []byte{}); err != nil {
+			return err
+		}
+	}
 	if r.Owner != "" {
 		if err := tx.Bucket(bktByOwner).Put(ownerKey(r.Owner, r.RingPos(), r.ID), []byte{}); err != nil {
 			return err
