@@ -5,7 +5,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # Node 20 is past its end of life for jsii; this silences that banner for major version 20.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: all run test vet unit infra synth deploy destroy bench microbench build localstack-test fmt clean
+.PHONY: all run test vet unit infra cfnspec synth deploy destroy bench microbench build localstack-test fmt clean
 
 all: test
 
@@ -33,14 +33,21 @@ vet:
 unit:
 	bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m $$($(GO) list ./... | grep -v /infra)
 
-infra:
+# The infra tests check the synthesized templates against CloudFormation's resource
+# specification, fetched first (npm, cached in build/cfnspec) at the version the CDK
+# bindings in go.mod pin.
+infra: cfnspec
 	$(GO) test -timeout 8m ./infra/...
+
+## cfnspec: the CloudFormation resource specification the CDK bindings were generated from, into build/cfnspec
+cfnspec:
+	$(GO) run ./infra/cfnschema/fetchspec
 
 ## synth: the CloudFormation template into cdk.out/ (no AWS account, network or Docker).
 ## Without build/ and an image it uses placeholders, explicitly: such a template is for
 ## reading and testing, not for deploying.
 synth:
-	cd infra && CDK_OUTDIR=../cdk.out CDK_CONTEXT_JSON='{"allowPlaceholders":"true"}' $(GO) run .
+	cd infra && CDK_OUTDIR=../cdk.out CDK_CONTEXT_JSON='{"allowPlaceholders":"true","alarmEmail":"none"}' $(GO) run .
 	@ls cdk.out/*.template.json
 
 ## deploy / destroy: through the CDK CLI from npm (AWS credentials; no Docker). deploy

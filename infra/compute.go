@@ -41,8 +41,7 @@ func (s *Stack) timers() {
 	s.TimerDLQ.GrantSendMessages(s.SchedulerRole)
 }
 
-// Coordinator invocation settings (ADR 13): one tick at a time, and no retries of
-// a failed tick or timer firing — the next minute's tick repairs what a failed one left
+// Coordinator invocation settings (ADR 13): no retries of a failed tick or timer firing — the next minute's tick repairs what a failed one left
 // (ticks are idempotent) and declares any death a lost firing would have; a tick that
 // waited longer than the rule's period is superseded by the next.
 const (
@@ -71,6 +70,9 @@ func (s *Stack) coordinator() error {
 		Warmup:           warmup,
 		List:             s.props.List,
 	}.Env()
+	// No reservation unless asked for: a new account's concurrency quota (10, of which
+	// Lambda keeps 10 unreserved) refuses any, and the election lease keeps one leader
+	// anyway (ADR 19: overlapping invocations fence each other and repeat work, no more).
 	var reserved *float64
 	if s.props.CoordinatorConcurrency > 0 {
 		reserved = jsii.Number(float64(s.props.CoordinatorConcurrency))

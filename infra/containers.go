@@ -240,22 +240,25 @@ func (s *Stack) onDemandFallback(twin awsecs.FargateService, floor int) {
 	})
 }
 
-// workerScaling grows the Spot fleet when it falls behind — the 99th percentile of how
-// long repos have gone without a successful fetch, which the coordinator merges from the
-// workers' heartbeats at any fleet size — and shrinks it when it is well ahead. New
-// workers take their arcs at the next tick; leavers hand theirs over as they drain.
+// workerScaling grows the Spot fleet when it falls behind its poll budget — the 99th
+// percentile of how long repos have gone without a successful fetch, which the
+// coordinator merges from the workers' heartbeats at any fleet size — and shrinks it
+// when it is well ahead. The steps follow from the budget (infra/budget): a fleet at its
+// budget shows TailStaleness, between the scale-in and scale-out steps, and the second
+// step out is the stale-repos alarm's threshold. New workers take their arcs at the next
+// tick; leavers hand theirs over as they drain.
 func (s *Stack) workerScaling() {
 	scaling := s.Service.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
 		MinCapacity: jsii.Number(float64(s.props.WorkerCount)),
 		MaxCapacity: jsii.Number(float64(s.props.MaxWorkers)),
 	})
-	behind := s.props.StaleAfter.Seconds()
+	b := s.props.Budget()
 	scaling.ScaleOnMetric(jsii.String("ScaleOnStaleness"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
 		Metric: s.metric("StalenessP99", "Maximum", 10*time.Minute, nil),
 		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
-			{Upper: jsii.Number(behind / 4), Change: jsii.Number(-1)},
-			{Lower: jsii.Number(behind / 2), Change: jsii.Number(1)},
-			{Lower: jsii.Number(behind), Change: jsii.Number(2)},
+			{Upper: jsii.Number(b.ScaleInBelow().Seconds()), Change: jsii.Number(-1)},
+			{Lower: jsii.Number(b.ScaleOutAbove().Seconds()), Change: jsii.Number(1)},
+			{Lower: jsii.Number(s.props.StaleAfter.Seconds()), Change: jsii.Number(2)},
 		},
 		AdjustmentType: awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
 		Cooldown:       awscdk.Duration_Minutes(jsii.Number(15)),

@@ -25,7 +25,7 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 		byID[s.ID] = s
 	}
 	spot, twin, serve := byID[logicalID(stack.Service)], byID[logicalID(stack.Fallback)], byID[logicalID(stack.Serve.Service)]
-	if spot.Role() != "worker" || spot.CPU != 256 || spot.MemoryMiB != 2048 || spot.MinTasks != 1 || spot.MaxTasks != 10 ||
+	if spot.Role() != "worker" || spot.CPU != 256 || spot.MemoryMiB != 2048 || spot.MinTasks != 1 || spot.MaxTasks != 12 ||
 		!spot.PublicIP || spot.Env[deployenv.Fetchers] != "10" {
 		t.Errorf("workers %+v", spot)
 	}
@@ -46,10 +46,10 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 		!slices.Equal(f.FlowLogs, []string{"REJECT"}) || f.Dashboards != 1 {
 		t.Errorf("facts %+v", f)
 	}
-	// 12 alarms in the template evaluating 16 metrics, and the 4 one-metric alarms of the
+	// 12 alarms in the template evaluating 17 metrics, and the 4 one-metric alarms of the
 	// git server's two target tracking policies.
-	if f.Alarms != 16 || f.AlarmMetrics != 20 {
-		t.Errorf("%d alarms on %d metrics, want 16 on 20", f.Alarms, f.AlarmMetrics)
+	if f.Alarms != 16 || f.AlarmMetrics != 21 {
+		t.Errorf("%d alarms on %d metrics, want 16 on 21", f.Alarms, f.AlarmMetrics)
 	}
 	if fs := f.FileSystems; len(fs) != 1 || fs[0].IAAfterDays != 7 || fs[0].ArchiveAfterDays != 90 || fs[0].BackToStandardOnRead || !fs[0].Elastic {
 		t.Errorf("file systems %+v", fs)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -60,29 +61,56 @@ func (s *Stack) alarmTopic() {
 	}))
 	if s.props.AlarmEmail != "" {
 		s.AlarmTopic.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(s.props.AlarmEmail), nil))
+	} else {
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("mirrorfleet:no-alarm-email"),
+			jsii.String("alarmEmail=none: the alarm topic has no subscriber, so no alarm reaches anyone; subscribe to its ARN (output AlarmTopicArn) yourself"))
 	}
+	awscdk.NewCfnOutput(s.Stack, jsii.String("AlarmTopicArn"), &awscdk.CfnOutputProps{
+		Value:       s.AlarmTopic.TopicArn(),
+		Description: jsii.String("The SNS topic the alarms notify"),
+	})
 }
 
-// alarms: no successful tick, too few live workers, stale repos (missing data breaches:
-// no staleness figure means nobody is reporting), fetch failure ratio, DLQ not empty,
-// Lambda errors, no healthy git server; to the alarm topic.
+// alarms: coordinator runs without a successful tick, too few live workers, stale repos,
+// fetch failure ratio, DLQ not empty, Lambda errors, no healthy git server; to the alarm
+// topic. Missing data is never a breach: a new fleet has no staleness (no repo yet), no
+// worker states before its first tick, no fetches; each alarm looks at what is reported.
+// The alarms on the services wait for the services (a first deploy creates them once
+// the tasks run), so a new stack does not page while it starts.
 func (s *Stack) alarms() {
 	s.alarmTopic()
 	action := awscloudwatchactions.NewSnsAction(s.AlarmTopic)
-	add := func(id string, p *awscloudwatch.AlarmProps) {
+	add := func(id string, p *awscloudwatch.AlarmProps, after ...constructs.IConstruct) {
+		if p.TreatMissingData == "" {
+			p.TreatMissingData = awscloudwatch.TreatMissingData_NOT_BREACHING
+		}
 		a := awscloudwatch.NewAlarm(s.Stack, &id, p)
 		a.AddAlarmAction(action)
 		a.AddOkAction(action)
+		for _, c := range after {
+			a.Node().AddDependency(c)
+		}
 	}
 	minute := time.Minute
+	// Every invocation reports its duration, only a successful tick counts in Ticks
+	// (metrics.FromReport): a minute with runs and no tick is a failed minute. A
+	// coordinator that is not invoked at all reports nothing, and its Lambda's errors
+	// and throttles are on the dashboard.
 	add("NoTickAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription:   jsii.String("No successful coordinator tick for 5 minutes"),
-		Metric:             s.metric("Ticks", "Sum", minute, nil),
+		AlarmDescription: jsii.String("The coordinator ran without a successful tick for 5 minutes"),
+		Metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+			Expression: jsii.String("IF(runs > 0 AND FILL(ticks, 0) < 1, 1, 0)"),
+			Label:      jsii.String("minutes with runs and no successful tick"),
+			Period:     awscdk.Duration_Minutes(jsii.Number(1)),
+			UsingMetrics: &map[string]awscloudwatch.IMetric{
+				"runs":  s.metric("TickDuration", "SampleCount", minute, nil),
+				"ticks": s.metric("Ticks", "Sum", minute, nil),
+			},
+		}),
 		Threshold:          jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 		EvaluationPeriods:  jsii.Number(5),
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-	})
+	}, s.TickRule)
 	// Joining workers count as live: during the first start's warm-up every worker is
 	// joining (nothing is assigned yet), and a new worker is joining until the next tick.
 	add("LiveWorkersAlarm", &awscloudwatch.AlarmProps{
@@ -91,16 +119,17 @@ func (s *Stack) alarms() {
 		Threshold:          jsii.Number(float64(s.props.MinLive)),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
 		EvaluationPeriods:  jsii.Number(5),
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-	})
+	}, s.Service)
+	// The threshold follows from the poll budget (infra/budget): a fleet polling at its
+	// budget revisits its dormant repos every TailStaleness, half the threshold.
 	add("StaleReposAlarm", &awscloudwatch.AlarmProps{
-		AlarmDescription:   jsii.String(fmt.Sprintf("Some repo not fetched successfully for over %s, or no staleness reported", s.props.StaleAfter)),
+		AlarmDescription: jsii.String(fmt.Sprintf("Some repo not fetched successfully for over %s (a fleet at its budget of %g polls a day shows about %s)",
+			s.props.StaleAfter.Round(time.Minute), s.props.PollsPerDay, s.props.Budget().TailStaleness().Round(time.Minute))),
 		Metric:             s.metric("StalenessMax", "Maximum", 10*minute, nil),
 		Threshold:          jsii.Number(s.props.StaleAfter.Seconds()),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 		EvaluationPeriods:  jsii.Number(2),
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-	})
+	}, s.Service)
 	add("FetchFailureRatioAlarm", &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String("More than 20% of fetches failed over 15 minutes"),
 		Metric: awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
@@ -115,7 +144,6 @@ func (s *Stack) alarms() {
 		Threshold:          jsii.Number(0.2),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 		EvaluationPeriods:  jsii.Number(1),
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 	})
 	add("TimerDLQAlarm", &awscloudwatch.AlarmProps{
 		AlarmDescription: jsii.String("Scheduler timer deliveries in the DLQ"),
@@ -125,7 +153,6 @@ func (s *Stack) alarms() {
 		Threshold:          jsii.Number(0),
 		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
 		EvaluationPeriods:  jsii.Number(1),
-		TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 	})
 	// A failing tick is not retried (the next minute's repairs it): errors in three of
 	// five minutes is a coordinator failing, not a blip. The API's errors are crashes
@@ -144,7 +171,6 @@ func (s *Stack) alarms() {
 			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
 			EvaluationPeriods:  jsii.Number(5),
 			DatapointsToAlarm:  jsii.Number(float64(fn.of)),
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
 		})
 	}
 	if s.Serve != nil {
@@ -156,9 +182,20 @@ func (s *Stack) alarms() {
 			Threshold:          jsii.Number(1),
 			ComparisonOperator: awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD,
 			EvaluationPeriods:  jsii.Number(5),
-			TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING,
-		})
+		}, s.Serve.Service)
 	}
+}
+
+// tableThrottles graphs the table's throttled requests. DynamoDB publishes
+// ThrottledRequests per operation only (dimensions TableName and Operation), so a metric
+// with the table name alone has no data: a SEARCH finds every operation's.
+func (s *Stack) tableThrottles() awscloudwatch.IMetric {
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression: jsii.String(fmt.Sprintf(`SEARCH('{AWS/DynamoDB,Operation,TableName} MetricName="ThrottledRequests" TableName="%s"', 'Sum', 300)`,
+			*s.Table.TableName())),
+		Label:  jsii.String("throttled requests by operation"),
+		Period: awscdk.Duration_Minutes(jsii.Number(5)),
+	})
 }
 
 // servingMetrics and maintenanceMetrics are the names the git server and the
@@ -246,7 +283,7 @@ func (s *Stack) platformWidgets(graph func(string, ...awscloudwatch.IMetric) aws
 		graph("DynamoDB capacity / throttles",
 			aws("AWS/DynamoDB", "ConsumedReadCapacityUnits", "Sum", table),
 			aws("AWS/DynamoDB", "ConsumedWriteCapacityUnits", "Sum", table),
-			aws("AWS/DynamoDB", "ThrottledRequests", "Sum", table)),
+			s.tableThrottles()),
 		graph("EFS size (bytes) / throughput",
 			aws("AWS/EFS", "StorageBytes", "Average", map[string]*string{"FileSystemId": s.FileSystem.FileSystemId(), "StorageClass": jsii.String("Total")}),
 			aws("AWS/EFS", "MeteredIOBytes", "Sum", fs)),

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
@@ -34,10 +35,15 @@ type Props struct {
 	Warmup          time.Duration // MIRRORFLEET_WARMUP; default 10m
 	NoWarmup        bool          // no first-start warm-up (a fleet being rebuilt): MIRRORFLEET_WARMUP=0
 	MinLive         int           // alarm when fewer live workers; default WorkerCount
-	StaleAfter      time.Duration // alarm when StalenessMax exceeds it
-	// CoordinatorConcurrency is the coordinator's reserved concurrency; default 1, one
-	// tick at a time; negative: none reserved (an account whose concurrency quota cannot
-	// spare a reservation, see infra/README.md).
+	// PollsPerDay is the poll budget the fleet is sized for (infra/budget): maxWorkers,
+	// the stale-repos alarm and the scaling steps follow from it. Default 2.
+	PollsPerDay float64
+	// StaleAfter: alarm when StalenessMax exceeds it; default twice the staleness a fleet
+	// at its budget shows (budget.StaleAfter).
+	StaleAfter time.Duration
+	// CoordinatorConcurrency reserves that much concurrency for the coordinator; 0 or
+	// negative: none (the default: the election lease keeps one leader, and a new
+	// account's quota of 10 cannot spare a reservation, see infra/README.md).
 	CoordinatorConcurrency int
 	List                   deployenv.List // list sync of the coordinator; Repo "" = off
 
@@ -47,8 +53,11 @@ type Props struct {
 	PrivateNetwork bool
 	PublicReads    bool   // GET routes without IAM auth (the API Lambda then serves reads to anyone)
 	DiskQuota      string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
-	AlarmEmail     string // optional SNS email subscription
-	DeletionGuard  bool   // table deletion protection and RETAIN of stateful resources
+	// AlarmEmail is the address subscribed to the alarm topic: required, or NoAlarmEmail
+	// (context alarmEmail=none), which synthesizes with a warning that nobody is told.
+	AlarmEmail    string
+	NoAlarmEmail  bool
+	DeletionGuard bool // table deletion protection and RETAIN of stateful resources
 
 	// WithoutServing leaves out the git server behind its load balancer.
 	WithoutServing  bool
@@ -87,18 +96,18 @@ func (p Props) Defaults() Props {
 		}
 	}
 	def(&p.WorkerCount, 1)
-	def(&p.MaxWorkers, 10)
 	def(&p.WorkerCPU, 256)
 	def(&p.WorkerMemory, 2048)
 	def(&p.Fetchers, 10)
+	if p.PollsPerDay <= 0 {
+		p.PollsPerDay = budget.Default().PollsPerDay
+	}
+	def(&p.MaxWorkers, max(p.Budget().MaxWorkers(), p.WorkerCount))
 	def(&p.MinLive, p.WorkerCount)
 	def(&p.ServeCPU, 256)
 	def(&p.ServeMemory, 1024)
 	def(&p.ServeMin, 1)
 	def(&p.ServeMax, 4)
-	if p.CoordinatorConcurrency == 0 {
-		p.CoordinatorConcurrency = 1
-	}
 	if p.Grace <= 0 {
 		p.Grace = 10 * time.Minute
 	}
@@ -106,7 +115,7 @@ func (p Props) Defaults() Props {
 		p.Warmup = 10 * time.Minute
 	}
 	if p.StaleAfter <= 0 {
-		p.StaleAfter = 2 * time.Hour
+		p.StaleAfter = p.Budget().StaleAfter()
 	}
 	if p.DiskQuota == "" {
 		p.DiskQuota = "500G"
@@ -123,9 +132,33 @@ func (p Props) Defaults() Props {
 	return p
 }
 
+// Budget is the poll budget of these props: the default one at their poll rate and
+// fetchers.
+func (p Props) Budget() budget.Budget {
+	b := budget.Default()
+	if p.PollsPerDay > 0 {
+		b.PollsPerDay = p.PollsPerDay
+	}
+	if p.Fetchers > 0 {
+		b.Fetchers = p.Fetchers
+	}
+	return b
+}
+
 // Check reports settings that cannot be deployed, all of them at once.
 func (p Props) Check() error {
 	var errs []string
+	if p.AlarmEmail == "" && !p.NoAlarmEmail {
+		errs = append(errs, "alarmEmail is required: the address the alarms notify (-c alarmEmail=ops@example.org), "+
+			"or -c alarmEmail=none to deploy with alarms that tell nobody")
+	}
+	if p.AlarmEmail != "" && !strings.Contains(p.AlarmEmail, "@") {
+		errs = append(errs, fmt.Sprintf("alarmEmail %q is not an email address", p.AlarmEmail))
+	}
+	if out := p.Budget().ScaleOutAbove(); p.StaleAfter <= out {
+		errs = append(errs, fmt.Sprintf("staleAfter (%s) must exceed the staleness at which the workers scale out (%s, from pollsPerDay %g)",
+			p.StaleAfter, out.Round(time.Minute), p.Budget().PollsPerDay))
+	}
 	if p.MaxWorkers < p.WorkerCount {
 		errs = append(errs, fmt.Sprintf("maxWorkers (%d) is below workerCount (%d)", p.MaxWorkers, p.WorkerCount))
 	}
@@ -178,6 +211,13 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 		p.NoWarmup = true // "0", "0s"
 	}
 	p.StaleAfter = c.duration("staleAfter")
+	if v := c.str("pollsPerDay"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 288 {
+			c.fail("pollsPerDay", v, "not a number of polls a day between 0 and 288")
+		}
+		p.PollsPerDay = f
+	}
 	p.CoordinatorConcurrency = c.int("coordinatorConcurrency")
 	if c.str("coordinatorConcurrency") == "none" {
 		p.CoordinatorConcurrency = -1
@@ -197,6 +237,9 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.PrivateNetwork = c.bool("privateNetwork", false)
 	p.PublicReads = c.bool("publicReads", false)
 	p.AlarmEmail = c.str("alarmEmail")
+	if p.AlarmEmail == "none" {
+		p.AlarmEmail, p.NoAlarmEmail = "", true
+	}
 	p.DiskQuota = c.str("diskQuota")
 	p.DeletionGuard = c.bool("deletionProtection", true)
 	p.WithoutServing = !c.bool("serving", true)

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
@@ -84,6 +85,9 @@ func variant(t *testing.T, id string, p Props, nag bool) (*Stack, assertions.Tem
 	dir := t.TempDir()
 	p.AllowPlaceholders = true
 	p.LambdaAssetDir = filepath.Join(dir, "no-build")
+	if p.AlarmEmail == "" && !p.NoAlarmEmail {
+		p.AlarmEmail = "ops@example.com"
+	}
 	s, at, tp, err := synthStack(dir, id, p, nag)
 	if err != nil {
 		t.Fatal(err)
@@ -227,12 +231,13 @@ func TestLambdaEnvironmentIsTheContract(t *testing.T) {
 	))
 }
 
-// One tick at a time, and neither Lambda nor EventBridge retries a failed tick or
-// firing: the next minute's tick repairs it.
+// No reserved concurrency by default (a new account's quota refuses any; the lease
+// keeps one leader), and neither Lambda nor EventBridge retries a failed tick or firing:
+// the next minute's tick repairs it.
 func TestCoordinatorInvocation(t *testing.T) {
 	fns := resourcesOf("AWS::Lambda::Function")
-	if rc := props(fns[logicalID(stack.Coordinator)])["ReservedConcurrentExecutions"]; rc != 1.0 {
-		t.Errorf("coordinator reserved concurrency %v, want 1", rc)
+	if rc := props(fns[logicalID(stack.Coordinator)])["ReservedConcurrentExecutions"]; rc != nil {
+		t.Errorf("coordinator reserved concurrency %v, want none by default", rc)
 	}
 	if rc := props(fns[logicalID(stack.API)])["ReservedConcurrentExecutions"]; rc != nil {
 		t.Errorf("API reserved concurrency %v, want none", rc)
@@ -246,13 +251,13 @@ func TestCoordinatorInvocation(t *testing.T) {
 		"Targets", arrayWith(like("RetryPolicy", obj("MaximumRetryAttempts", 0, "MaximumEventAgeInSeconds", 60))),
 	))
 
-	// Without a reservation (an account whose quota cannot spare one), still no retries.
-	s, _, tp := variant(t, "Unreserved", Props{CoordinatorConcurrency: -1, WithoutServing: true}, false)
-	if rc := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.Coordinator)])["ReservedConcurrentExecutions"]; rc != nil {
-		t.Errorf("coordinatorConcurrency=none: reserved %v", rc)
+	// A reservation when asked for, still without retries.
+	s, _, tp := variant(t, "Reserved", Props{CoordinatorConcurrency: 1, WithoutServing: true}, false)
+	if rc := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.Coordinator)])["ReservedConcurrentExecutions"]; rc != 1.0 {
+		t.Errorf("coordinatorConcurrency=1: reserved %v", rc)
 	}
 	if len(tp.resources("AWS::Lambda::EventInvokeConfig")) != 1 {
-		t.Error("coordinatorConcurrency=none dropped the async retry settings")
+		t.Error("coordinatorConcurrency=1 dropped the async retry settings")
 	}
 }
 
@@ -489,6 +494,7 @@ func TestNetwork(t *testing.T) {
 
 	// privateNetwork brings the NAT gateway back and takes the public IPs away.
 	_, at, tp := variant(t, "Private", Props{PrivateNetwork: true, WithoutServing: true}, false)
+	conforms(t, "private network", tp)
 	at.ResourceCountIs(jsii.String("AWS::EC2::NatGateway"), jsii.Number(1))
 	for id, r := range tp.resources("AWS::ECS::Service") {
 		net := props(r)["NetworkConfiguration"].(map[string]any)["AwsvpcConfiguration"].(map[string]any)
@@ -778,20 +784,42 @@ func TestAlarms(t *testing.T) {
 	if n := len(operatorAlarms(t)); n != 8 {
 		t.Errorf("%d alarms notify the alarm topic, want 8", n)
 	}
-	// A failed tick is not a tick (the coordinator does not count it), so a coordinator
-	// failing every minute breaches this.
-	if p := alarm(t, "NoTickAlarm"); p["MetricName"] != "Ticks" || p["TreatMissingData"] != "breaching" ||
-		p["ComparisonOperator"] != "LessThanThreshold" {
+	// An empty new fleet reports no staleness, no fetches, no worker states before its
+	// first tick: no alarm takes missing data for a breach.
+	for id, p := range operatorAlarms(t) {
+		if p["TreatMissingData"] != "notBreaching" {
+			t.Errorf("%s treats missing data as %v, want notBreaching", id, p["TreatMissingData"])
+		}
+	}
+	// A failed tick is not a tick (the coordinator does not count it), but every run
+	// reports its duration: a minute with runs and no tick breaches.
+	if p := alarm(t, "NoTickAlarm"); p["Metrics"].([]any)[0].(map[string]any)["Expression"] != "IF(runs > 0 AND FILL(ticks, 0) < 1, 1, 0)" ||
+		!strings.Contains(js(p["Metrics"]), `"MetricName":"TickDuration"`) || !strings.Contains(js(p["Metrics"]), `"Stat":"SampleCount"`) ||
+		p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["EvaluationPeriods"] != 5.0 {
 		t.Errorf("no-tick alarm %v", p)
 	}
-	// Missing staleness breaches: nobody reporting is not fine.
-	if p := alarm(t, "StaleReposAlarm"); p["MetricName"] != "StalenessMax" || p["TreatMissingData"] != "breaching" || p["Threshold"] != 7200.0 {
-		t.Errorf("stale alarm %v", p)
+	// The stale-repos threshold follows from the poll budget: twice what a fleet at its
+	// budget shows (2 polls a day: dormant repos revisited every 63.6 h).
+	b := budget.Default()
+	if p := alarm(t, "StaleReposAlarm"); p["MetricName"] != "StalenessMax" || p["Threshold"] != b.StaleAfter().Seconds() ||
+		b.StaleAfter() != 2*b.TailStaleness() {
+		t.Errorf("stale alarm %v, want threshold %v", p, b.StaleAfter().Seconds())
 	}
 	// Live workers are active or joining: quiet during the first start's warm-up.
 	if p := alarm(t, "LiveWorkersAlarm"); !strings.Contains(js(p["Metrics"]), "FILL(active, 0) + FILL(joining, 0)") ||
-		!strings.Contains(js(p["Metrics"]), `"Value":"joining"`) || p["Threshold"] != 1.0 || p["TreatMissingData"] != "breaching" {
+		!strings.Contains(js(p["Metrics"]), `"Value":"joining"`) || p["Threshold"] != 1.0 {
 		t.Errorf("live workers alarm %v", p)
+	}
+	// The alarms on a service are created once it runs: a first deploy does not page
+	// while its tasks start.
+	deps := map[string]string{"LiveWorkersAlarm": logicalID(stack.Service), "StaleReposAlarm": logicalID(stack.Service),
+		"ServeHealthyAlarm": logicalID(stack.Serve.Service), "NoTickAlarm": logicalID(stack.TickRule)}
+	for id, r := range resourcesOf("AWS::CloudWatch::Alarm") {
+		for prefix, svc := range deps {
+			if strings.HasPrefix(id, prefix) && !slices.Contains(list(r["DependsOn"]), any(svc)) {
+				t.Errorf("%s depends on %v, want %s among them", id, r["DependsOn"], svc)
+			}
+		}
 	}
 	for prefix, fn := range map[string]string{"CoordinatorErrorsAlarm": logicalID(stack.Coordinator), "ApiErrorsAlarm": logicalID(stack.API)} {
 		p := alarm(t, prefix)
@@ -799,7 +827,7 @@ func TestAlarms(t *testing.T) {
 			t.Errorf("%s: %v", prefix, p)
 		}
 	}
-	if p := alarm(t, "ServeHealthyAlarm"); p["MetricName"] != "HealthyHostCount" || p["TreatMissingData"] != "breaching" {
+	if p := alarm(t, "ServeHealthyAlarm"); p["MetricName"] != "HealthyHostCount" {
 		t.Errorf("serve healthy alarm %v", p)
 	}
 	if p := alarm(t, "FetchFailureRatioAlarm"); !strings.Contains(js(p["Metrics"]), "failed / (ok + failed)") {
@@ -812,11 +840,40 @@ func TestAlarms(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), obj("Protocol", "email", "Endpoint", "ops@example.com"))
 }
 
+// The alarms must reach someone: a stack without alarmEmail is refused, and the explicit
+// opt-out synthesizes with a warning and no subscription.
+func TestAlarmEmailRequired(t *testing.T) {
+	dir := t.TempDir()
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir)})
+	_, err := NewStack(app, "Nobody", Props{AllowPlaceholders: true, LambdaAssetDir: filepath.Join(dir, "none"), WithoutServing: true})
+	if err == nil || !strings.Contains(err.Error(), "alarmEmail is required") || !strings.Contains(err.Error(), "alarmEmail=none") {
+		t.Errorf("no alarmEmail: %v, want a refusal naming the opt-out", err)
+	}
+	s, at, tp := variant(t, "OptedOut", Props{NoAlarmEmail: true, WithoutServing: true}, false)
+	if n := len(tp.resources("AWS::SNS::Subscription")); n != 0 {
+		t.Errorf("alarmEmail=none: %d subscriptions", n)
+	}
+	warned := false
+	for _, m := range *assertions.Annotations_FromStack(s.Stack).FindWarning(jsii.String("*"), assertions.Match_AnyValue()) {
+		if strings.Contains(js(m.Entry.Data), "alarmEmail=none") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Error("alarmEmail=none synthesized without a warning")
+	}
+	at.HasOutput(jsii.String("AlarmTopicArn"), obj("Value", ref(logicalIDIn(s, s.AlarmTopic))))
+	c, err := PropsFromContext(awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"alarmEmail": "none"}}).Node())
+	if err != nil || !c.NoAlarmEmail || c.AlarmEmail != "" {
+		t.Errorf("alarmEmail=none from context: %+v, %v", c, err)
+	}
+}
+
 func TestDashboard(t *testing.T) {
 	b := js(resourcesOf("AWS::CloudWatch::Dashboard"))
 	names := []string{"Ticks", "TickDuration", "LeaderTerm", "ReposMoved", "WorkersByState", "ReposByState",
 		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth",
-		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "ThrottledRequests", "StorageBytes", "MeteredIOBytes",
+		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "StorageBytes", "MeteredIOBytes",
 		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
 	names = append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...)
 	for _, name := range names {
@@ -824,13 +881,27 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("dashboard lacks %s", name)
 		}
 	}
+	// DynamoDB publishes ThrottledRequests per operation only: a metric without the
+	// Operation dimension stays empty, a SEARCH over the dimension finds them all.
+	if !strings.Contains(b, `{AWS/DynamoDB,Operation,TableName} MetricName=\\\"ThrottledRequests\\\" TableName=\\\"`) {
+		t.Errorf("the throttles widget does not search ThrottledRequests by operation: %s", b)
+	}
+	if strings.Contains(b, `\"AWS/DynamoDB\",\"ThrottledRequests\"`) {
+		t.Error("the dashboard graphs ThrottledRequests without its Operation dimension")
+	}
 }
 
 // TestWorkersScaleOnStaleness: the Spot workers scale between workerCount and
-// maxWorkers on the p99 staleness the coordinator merges from the heartbeats.
+// maxWorkers — what 1M repos, 80% on one host, need under the per-host limit — on the
+// p99 staleness the coordinator merges from the heartbeats, with steps from the poll
+// budget: a fleet at its budget sits between scale-in and scale-out.
 func TestWorkersScaleOnStaleness(t *testing.T) {
+	b := budget.Default()
 	template.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalableTarget"), obj(
-		"MinCapacity", 1, "MaxCapacity", 10, "ScalableDimension", "ecs:service:DesiredCount"))
+		"MinCapacity", 1, "MaxCapacity", 12, "ScalableDimension", "ecs:service:DesiredCount"))
+	if b.MaxWorkers() != 12 {
+		t.Errorf("budget maxWorkers %d", b.MaxWorkers())
+	}
 	found := false
 	for _, r := range resourcesOf("AWS::CloudWatch::Alarm") {
 		p := props(r)
@@ -840,6 +911,27 @@ func TestWorkersScaleOnStaleness(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("no alarm drives scaling on MirrorFleet/StalenessP99")
+	}
+	var steps []any
+	for _, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy") {
+		if p := props(r); strings.Contains(js(p), "ScaleOnStaleness") {
+			steps = list(p["StepScalingPolicyConfiguration"].(map[string]any)["StepAdjustments"])
+		}
+	}
+	// CDK writes the steps relative to the alarm's threshold; the thresholds are the
+	// budget's.
+	bounds := js(resourcesOf("AWS::CloudWatch::Alarm"))
+	for _, d := range []time.Duration{b.ScaleInBelow(), b.ScaleOutAbove(), b.StaleAfter()} {
+		if !strings.Contains(bounds, fmt.Sprintf(`"Threshold":%v`, d.Seconds())) {
+			t.Errorf("no scaling alarm at %v (%v s)", d, d.Seconds())
+		}
+	}
+	if len(steps) == 0 {
+		t.Error("no staleness scaling steps")
+	}
+	if tail := b.TailStaleness(); !(b.ScaleInBelow() < tail && tail < b.ScaleOutAbove() && b.ScaleOutAbove() < b.StaleAfter()) {
+		t.Errorf("a fleet at its budget (%v) is not between scale-in %v and scale-out %v below the alarm %v",
+			tail, b.ScaleInBelow(), b.ScaleOutAbove(), b.StaleAfter())
 	}
 }
 
@@ -929,6 +1021,7 @@ func TestServingHTTPSAndAccessLogs(t *testing.T) {
 	s, at, tp := variant(t, "Https", Props{CertificateARN: cert, ServeDomain: "git.example.org", ServeAccessLogs: true,
 		ServeMin: 2, ServeOnDemand: 1, StackProps: awscdk.StackProps{Env: &awscdk.Environment{
 			Account: jsii.String("123456789012"), Region: jsii.String("us-east-1")}}}, true)
+	conforms(t, "HTTPS with access logs", tp)
 	at.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::Listener"), obj(
 		"Port", 443, "Protocol", "HTTPS", "Certificates", []any{obj("CertificateArn", cert)},
 		"DefaultActions", []any{like("Type", "forward")}))
@@ -952,6 +1045,7 @@ func TestServingHTTPSAndAccessLogs(t *testing.T) {
 // serving=false: no load balancer, no git server, no clone base URL anywhere.
 func TestServingOff(t *testing.T) {
 	s, at, tp := variant(t, "NoServe", Props{WithoutServing: true}, false)
+	conforms(t, "serving off", tp)
 	at.ResourceCountIs(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), jsii.Number(0))
 	at.ResourceCountIs(jsii.String("AWS::ECS::Service"), jsii.Number(2))
 	if _, ok := tp["Outputs"].(map[string]any)["CloneBaseUrl"]; ok {
@@ -974,6 +1068,7 @@ func TestListSyncAndWarmupThroughContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _, tp := variant(t, "List", p, false)
+	conforms(t, "list sync", tp)
 	fns := tp.resources("AWS::Lambda::Function")
 	want := map[string]string{deployenv.ListRepo: "https://git.example.org/mirrors/list.git", deployenv.ListBranch: "main",
 		deployenv.ListPath: "a.txt,b", deployenv.ListInterval: "5m0s", deployenv.ListPurgeThreshold: "2.5"}
@@ -995,26 +1090,31 @@ func TestPropsFromContext(t *testing.T) {
 		"workerCount": 3, "workerCpu": "2048", "grace": "5m", "warmup": "none",
 		"vpcId": "vpc-123", "alarmEmail": "a@b.c", "deletionProtection": "false", "privateNetwork": "true",
 		"serving": "false", "onDemandFallback": "false", "coordinatorConcurrency": "none", "workerImage": "example.org/mf:1",
-		"maintainEvery": "12h", "scrubEvery": "720h",
+		"maintainEvery": "12h", "scrubEvery": "720h", "pollsPerDay": "4",
 	}})
 	p, err := PropsFromContext(app.Node())
 	if err != nil || p.WorkerCount != 3 || p.WorkerCPU != 2048 || p.Grace.String() != "5m0s" || !p.NoWarmup ||
 		p.MaintainEvery.String() != "12h0m0s" || p.ScrubEvery.String() != "720h0m0s" ||
 		p.VpcID != "vpc-123" || p.AlarmEmail != "a@b.c" || p.DeletionGuard || !p.PrivateNetwork || !p.WithoutServing ||
-		!p.WithoutFallback || p.CoordinatorConcurrency != -1 || p.WorkerImage != "example.org/mf:1" {
+		!p.WithoutFallback || p.CoordinatorConcurrency != -1 || p.WorkerImage != "example.org/mf:1" || p.PollsPerDay != 4 {
 		t.Errorf("props = %+v, %v", p, err)
+	}
+	// Twice the budget: twice the workers for a million repos, half the staleness.
+	if d := p.Defaults(); d.MaxWorkers != 24 || d.StaleAfter != budget.Default().StaleAfter()/2 {
+		t.Errorf("pollsPerDay=4: maxWorkers %d, staleAfter %v", d.MaxWorkers, d.StaleAfter)
 	}
 	d0, err := PropsFromContext(awscdk.NewApp(nil).Node())
 	d := d0.Defaults()
-	if err != nil || d.WorkerCount != 1 || d.MaxWorkers != 10 || d.WorkerCPU != 256 || d.WorkerMemory != 2048 || d.Fetchers != 10 ||
+	if err != nil || d.WorkerCount != 1 || d.MaxWorkers != 12 || d.WorkerCPU != 256 || d.WorkerMemory != 2048 || d.Fetchers != 10 ||
 		d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" || d.NoWarmup || d.MinLive != 1 || !d.DeletionGuard ||
-		d.DiskQuota != "500G" || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 1 ||
+		d.DiskQuota != "500G" || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 0 ||
+		d.PollsPerDay != 2 || d.StaleAfter != budget.Default().StaleAfter() ||
 		d.ServeMin != 1 || d.ServeMax != 4 || d.ServeCPU != 256 || d.ServeMemory != 1024 {
 		t.Errorf("defaults = %+v, %v", d, err)
 	}
-	bad := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"workerCount": "two", "serving": "maybe", "grace": "long"}})
+	bad := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"workerCount": "two", "serving": "maybe", "grace": "long", "pollsPerDay": "often"}})
 	if _, err := PropsFromContext(bad.Node()); err == nil || !strings.Contains(err.Error(), "workerCount") ||
-		!strings.Contains(err.Error(), "serving") || !strings.Contains(err.Error(), "grace") {
+		!strings.Contains(err.Error(), "serving") || !strings.Contains(err.Error(), "grace") || !strings.Contains(err.Error(), "pollsPerDay") {
 		t.Errorf("bad context: %v", err)
 	}
 }
@@ -1026,7 +1126,7 @@ func TestAssetsOrPlaceholders(t *testing.T) {
 	dir := t.TempDir()
 	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(dir)})
 	const image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirrorfleet@sha256:4b8d2f0e4c3a1b2c3d4e5f60718293a4b5c6d7e8f90112233445566778899aab"
-	_, err := NewStack(app, "NoBuild", Props{LambdaAssetDir: filepath.Join(dir, "none"), WorkerImage: image})
+	_, err := NewStack(app, "NoBuild", Props{LambdaAssetDir: filepath.Join(dir, "none"), WorkerImage: image, AlarmEmail: "ops@example.com"})
 	if err == nil || !strings.Contains(err.Error(), "make build") {
 		t.Errorf("no zips: err %v, want a refusal naming make build", err)
 	}
@@ -1039,11 +1139,11 @@ func TestAssetsOrPlaceholders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = NewStack(app, "NoImage", Props{LambdaAssetDir: build})
+	_, err = NewStack(app, "NoImage", Props{LambdaAssetDir: build, AlarmEmail: "ops@example.com"})
 	if err == nil || !strings.Contains(err.Error(), "workerImage") {
 		t.Errorf("no image: err %v, want a refusal naming workerImage", err)
 	}
-	s, err := NewStack(app, "Built", Props{LambdaAssetDir: build, WorkerImage: image, WithoutServing: true})
+	s, err := NewStack(app, "Built", Props{LambdaAssetDir: build, WorkerImage: image, WithoutServing: true, AlarmEmail: "ops@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1075,10 +1175,10 @@ func TestAssetsOrPlaceholders(t *testing.T) {
 	if !pulls {
 		t.Error("no execution role may pull the image")
 	}
-	if _, err := NewStack(app, "Tagless", Props{LambdaAssetDir: build, WorkerImage: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirrorfleet"}); err == nil {
+	if _, err := NewStack(app, "Tagless", Props{LambdaAssetDir: build, WorkerImage: "123456789012.dkr.ecr.eu-west-1.amazonaws.com/mirrorfleet", AlarmEmail: "ops@example.com"}); err == nil {
 		t.Error("an ECR reference without tag or digest was accepted")
 	}
-	if _, err := NewStack(app, "BadServe", Props{LambdaAssetDir: build, WorkerImage: image, CertificateARN: "arn:aws:acm:x"}); err == nil ||
+	if _, err := NewStack(app, "BadServe", Props{LambdaAssetDir: build, WorkerImage: image, CertificateARN: "arn:aws:acm:x", AlarmEmail: "ops@example.com"}); err == nil ||
 		!strings.Contains(err.Error(), "serveDomain") {
 		t.Errorf("a certificate without serveDomain: %v", err)
 	}
