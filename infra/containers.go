@@ -156,7 +156,7 @@ func (s *Stack) serviceProps(task awsecs.TaskDefinition, sg awsec2.ISecurityGrou
 // targets exist (else the first deploy's tasks fail to mount and it rolls back).
 func (s *Stack) service(id string, props *awsecs.FargateServiceProps) awsecs.FargateService {
 	svc := awsecs.NewFargateService(s.Stack, &id, props)
-	svc.Node().AddDependency(s.FileSystem.MountTargetsAvailable())
+	svc.Node().AddDependency(s.mountTargets)
 	return svc
 }
 

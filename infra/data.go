@@ -1,19 +1,26 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsefs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
-// table: the single DynamoDB table of docs/store-dynamodb.md.
-func (s *Stack) table() awsdynamodb.Table {
+// table: the single DynamoDB table of docs/store-dynamodb.md, or the one a destroyed
+// stack retained (ExistingTable): imported by name, its items, indexes, protection and
+// backups as they are.
+func (s *Stack) table() awsdynamodb.ITable {
+	if s.props.ExistingTable != "" {
+		return awsdynamodb.Table_FromTableName(s.Stack, jsii.String("Table"), jsii.String(s.props.ExistingTable))
+	}
 	str := func(n string) *awsdynamodb.Attribute {
 		return &awsdynamodb.Attribute{Name: jsii.String(n), Type: awsdynamodb.AttributeType_STRING}
 	}
@@ -79,8 +86,17 @@ func (s *Stack) grantTable(g awsiam.IGrantable, actions []string) {
 // Infrequent Access after 7 days without access and to Archive after 90, and stay there
 // when read (a mirror's packs are read by fetches and clones but rarely for long; a
 // read from IA costs $0.01/GB, moving the file back would cost Standard storage). One
-// access point owned by the image's nonroot user.
-func (s *Stack) mirrorsFileSystem(vpc awsec2.IVpc) (awsefs.FileSystem, awsefs.AccessPoint) {
+// access point owned by the image's nonroot user. The services start once the mount
+// targets exist (mountTargets).
+//
+// With ExistingFileSystem the file system a destroyed stack retained is used instead:
+// destroying the stack removed its mount targets, access point and security group, not
+// the file system, its lifecycle or its policy, so new ones are made in this stack's
+// subnets.
+func (s *Stack) mirrorsFileSystem(vpc awsec2.IVpc) (awsefs.IFileSystem, awsefs.AccessPoint) {
+	if s.props.ExistingFileSystem != "" {
+		return s.existingFileSystem(vpc)
+	}
 	fs := awsefs.NewFileSystem(s.Stack, jsii.String("Mirrors"), &awsefs.FileSystemProps{
 		Vpc:                       vpc,
 		VpcSubnets:                s.taskSubnets(),
@@ -100,12 +116,45 @@ func (s *Stack) mirrorsFileSystem(vpc awsec2.IVpc) (awsefs.FileSystem, awsefs.Ac
 		Actions:    jsii.Strings("elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite", "elasticfilesystem:ClientRootAccess"),
 		Conditions: &map[string]interface{}{"Bool": map[string]interface{}{"aws:SecureTransport": "false"}},
 	}))
+	s.mountTargets = fs.MountTargetsAvailable()
+	return fs, s.accessPoint(fs)
+}
+
+// accessPoint is the mirrors' access point on fs, owned by the image's nonroot user.
+func (s *Stack) accessPoint(fs awsefs.IFileSystem) awsefs.AccessPoint {
 	uid := jsii.String(deployenv.ImageUID)
-	ap := fs.AddAccessPoint(jsii.String("MirrorsAccessPoint"), &awsefs.AccessPointOptions{
-		Path:      jsii.String("/mirrors"),
-		PosixUser: &awsefs.PosixUser{Uid: uid, Gid: uid},
-		CreateAcl: &awsefs.Acl{OwnerUid: uid, OwnerGid: uid, Permissions: jsii.String("750")},
+	return awsefs.NewAccessPoint(s.Stack, jsii.String("MirrorsAccessPoint"), &awsefs.AccessPointProps{
+		FileSystem: fs,
+		Path:       jsii.String("/mirrors"),
+		PosixUser:  &awsefs.PosixUser{Uid: uid, Gid: uid},
+		CreateAcl:  &awsefs.Acl{OwnerUid: uid, OwnerGid: uid, Permissions: jsii.String("750")},
 	})
+}
+
+// existingFileSystem imports a retained file system by id, with a new security group
+// and a mount target in each of the tasks' subnets.
+func (s *Stack) existingFileSystem(vpc awsec2.IVpc) (awsefs.IFileSystem, awsefs.AccessPoint) {
+	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("MirrorsSG"), &awsec2.SecurityGroupProps{
+		Vpc:              vpc,
+		Description:      jsii.String("mirrorfleet mirrors (a retained file system): NFS from the tasks"),
+		AllowAllOutbound: jsii.Bool(false),
+	})
+	fs := awsefs.FileSystem_FromFileSystemAttributes(s.Stack, jsii.String("Mirrors"), &awsefs.FileSystemAttributes{
+		FileSystemId:  jsii.String(s.props.ExistingFileSystem),
+		SecurityGroup: sg,
+	})
+	targets := constructs.NewDependencyGroup()
+	for i, subnet := range *vpc.SelectSubnets(s.taskSubnets()).Subnets {
+		mt := awsefs.NewCfnMountTarget(s.Stack, jsii.String(fmt.Sprintf("MirrorsMountTarget%d", i+1)), &awsefs.CfnMountTargetProps{
+			FileSystemId:   jsii.String(s.props.ExistingFileSystem),
+			SubnetId:       subnet.SubnetId(),
+			SecurityGroups: &[]interface{}{sg.SecurityGroupId()},
+		})
+		targets.Add(mt)
+	}
+	s.mountTargets = targets
+	ap := s.accessPoint(fs)
+	ap.Node().AddDependency(targets)
 	return fs, ap
 }
 

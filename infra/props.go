@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +59,10 @@ type Props struct {
 	AlarmEmail    string
 	NoAlarmEmail  bool
 	DeletionGuard bool // table deletion protection and RETAIN of stateful resources
+	// ExistingTable and ExistingFileSystem name the table and the file system a
+	// destroyed stack retained (DeletionGuard keeps both): a redeploy imports them
+	// instead of creating empty ones.
+	ExistingTable, ExistingFileSystem string
 
 	// WithoutServing leaves out the git server behind its load balancer.
 	WithoutServing  bool
@@ -152,6 +157,12 @@ func (p Props) Check() error {
 		errs = append(errs, "alarmEmail is required: the address the alarms notify (-c alarmEmail=ops@example.org), "+
 			"or -c alarmEmail=none to deploy with alarms that tell nobody")
 	}
+	if v := p.ExistingFileSystem; v != "" && !regexp.MustCompile(`^fs-[0-9a-f]{8,40}$`).MatchString(v) {
+		errs = append(errs, fmt.Sprintf("fileSystemId %q is not an EFS file system id (fs-…)", v))
+	}
+	if v := p.ExistingTable; v != "" && !regexp.MustCompile(`^[A-Za-z0-9_.-]{3,255}$`).MatchString(v) {
+		errs = append(errs, fmt.Sprintf("tableName %q is not a DynamoDB table name", v))
+	}
 	if p.AlarmEmail != "" && !strings.Contains(p.AlarmEmail, "@") {
 		errs = append(errs, fmt.Sprintf("alarmEmail %q is not an email address", p.AlarmEmail))
 	}
@@ -242,6 +253,8 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	}
 	p.DiskQuota = c.str("diskQuota")
 	p.DeletionGuard = c.bool("deletionProtection", true)
+	p.ExistingTable = c.str("tableName")
+	p.ExistingFileSystem = c.str("fileSystemId")
 	p.WithoutServing = !c.bool("serving", true)
 	p.ServeCPU = c.int("serveCpu")
 	p.ServeMemory = c.int("serveMemory")

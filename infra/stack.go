@@ -41,7 +41,7 @@ type Stack struct {
 	Stack awscdk.Stack
 	props Props
 
-	Table         awsdynamodb.Table
+	Table         awsdynamodb.ITable
 	TimerDLQ      awssqs.Queue
 	ScheduleGroup awsscheduler.CfnScheduleGroup
 	SchedulerRole awsiam.Role
@@ -50,8 +50,9 @@ type Stack struct {
 	API           awslambda.Function
 	HTTPAPI       awsapigatewayv2.HttpApi
 	Vpc           awsec2.IVpc
-	FileSystem    awsefs.FileSystem
+	FileSystem    awsefs.IFileSystem
 	AccessPoint   awsefs.AccessPoint
+	mountTargets  constructs.IDependable // the services start once these exist
 	Cluster       awsecs.Cluster
 	Image         awsecs.ContainerImage
 	Service       awsecs.FargateService // the Spot workers

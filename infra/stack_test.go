@@ -457,6 +457,95 @@ func TestServicesDependOnMountTargets(t *testing.T) {
 	}
 }
 
+// What `cdk destroy` keeps (deletionProtection, the default): the table and the file
+// system are RETAIN, and the table refuses deletion.
+func TestDestroyKeepsTheTableAndTheFileSystem(t *testing.T) {
+	for _, typ := range []string{"AWS::DynamoDB::Table", "AWS::EFS::FileSystem"} {
+		_, r := tmpl.one(t, typ)
+		if r["DeletionPolicy"] != "Retain" || r["UpdateReplacePolicy"] != "Retain" {
+			t.Errorf("%s: deletion %v, replace %v, want Retain", typ, r["DeletionPolicy"], r["UpdateReplacePolicy"])
+		}
+	}
+	_, tr := tmpl.one(t, "AWS::DynamoDB::Table")
+	if props(tr)["DeletionProtectionEnabled"] != true {
+		t.Error("the table is not deletion-protected")
+	}
+	// Without the guard both go with the stack.
+	_, _, tp := variant(t, "Unguarded", Props{WithoutServing: true}, false)
+	for _, typ := range []string{"AWS::DynamoDB::Table", "AWS::EFS::FileSystem"} {
+		if _, r := tp.one(t, typ); r["DeletionPolicy"] != "Delete" {
+			t.Errorf("deletionProtection=false: %s deletion %v, want Delete", typ, r["DeletionPolicy"])
+		}
+	}
+}
+
+// A redeploy after `cdk destroy` imports what it retained (-c tableName=… -c
+// fileSystemId=…): no new table or file system; new mount targets in this stack's
+// subnets, a new access point and security group on the retained file system; the tasks
+// and functions use them, and the services wait for the new mount targets.
+func TestRedeployImportsTheRetainedTableAndFileSystem(t *testing.T) {
+	const table, fsID = "MirrorFleet-Table1A2B3C4D-ABCDEF123456", "fs-0123456789abcdef0"
+	s, _, tp := variant(t, "Redeployed", Props{ExistingTable: table, ExistingFileSystem: fsID, DeletionGuard: true}, false)
+	conforms(t, "redeploy on retained resources", tp)
+	for _, typ := range []string{"AWS::DynamoDB::Table", "AWS::EFS::FileSystem"} {
+		if n := len(tp.resources(typ)); n != 0 {
+			t.Errorf("%d %s created, want the retained one imported", n, typ)
+		}
+	}
+	targets := tp.resources("AWS::EFS::MountTarget")
+	if len(targets) != 2 {
+		t.Fatalf("%d mount targets, want one per task subnet", len(targets))
+	}
+	var ids []any
+	for id, r := range targets {
+		ids = append(ids, id)
+		if p := props(r); p["FileSystemId"] != fsID || !strings.Contains(js(p["SecurityGroups"]), "MirrorsSG") {
+			t.Errorf("mount target %s: %v", id, p)
+		}
+	}
+	if _, ap := tp.one(t, "AWS::EFS::AccessPoint"); props(ap)["FileSystemId"] != fsID {
+		t.Errorf("access point on %v, want %s", props(ap)["FileSystemId"], fsID)
+	}
+	for id, r := range tp.resources("AWS::ECS::Service") {
+		for _, mt := range ids {
+			if !slices.Contains(list(r["DependsOn"]), mt) {
+				t.Errorf("service %s does not wait for mount target %v", id, mt)
+			}
+		}
+	}
+	for id, r := range tp.resources("AWS::ECS::TaskDefinition") {
+		if !strings.Contains(js(props(r)["Volumes"]), `"FilesystemId":"`+fsID+`"`) {
+			t.Errorf("task %s does not mount %s: %s", id, fsID, js(props(r)["Volumes"]))
+		}
+		if !strings.Contains(js(container(props(r))["Environment"]), `"Value":"`+table+`"`) {
+			t.Errorf("task %s is not told the table %s", id, table)
+		}
+	}
+	// NFS into the new security group from the tasks.
+	ingress := 0
+	for _, r := range tp.resources("AWS::EC2::SecurityGroupIngress") {
+		if p := props(r); p["FromPort"] == 2049.0 && strings.Contains(js(p["GroupId"]), "MirrorsSG") {
+			ingress++
+		}
+	}
+	if ingress != 2 {
+		t.Errorf("%d NFS ingress rules on the mirrors' security group, want the workers' and the git server's", ingress)
+	}
+	granted := false
+	for _, st := range tp.roleStatements(logicalIDIn(s, s.Coordinator.Role())) {
+		if strings.Contains(js(st["Resource"]), ":table/"+table) {
+			granted = true
+		}
+	}
+	if !granted {
+		t.Errorf("the coordinator is not granted the table %s", table)
+	}
+	if _, err := NewStack(awscdk.NewApp(nil), "BadIDs", Props{ExistingTable: "x", ExistingFileSystem: "vol-1", AlarmEmail: "a@b.c",
+		AllowPlaceholders: true}); err == nil || !strings.Contains(err.Error(), "fileSystemId") || !strings.Contains(err.Error(), "tableName") {
+		t.Errorf("malformed ids: %v", err)
+	}
+}
+
 // Public subnets, no NAT gateway, DynamoDB through a gateway endpoint; nothing admits
 // traffic but the file system (NFS from the tasks), the git server (from its load
 // balancer) and the load balancer (HTTP from anywhere).
@@ -1090,13 +1179,14 @@ func TestPropsFromContext(t *testing.T) {
 		"workerCount": 3, "workerCpu": "2048", "grace": "5m", "warmup": "none",
 		"vpcId": "vpc-123", "alarmEmail": "a@b.c", "deletionProtection": "false", "privateNetwork": "true",
 		"serving": "false", "onDemandFallback": "false", "coordinatorConcurrency": "none", "workerImage": "example.org/mf:1",
-		"maintainEvery": "12h", "scrubEvery": "720h", "pollsPerDay": "4",
+		"maintainEvery": "12h", "scrubEvery": "720h", "pollsPerDay": "4", "tableName": "T-1", "fileSystemId": "fs-12345678",
 	}})
 	p, err := PropsFromContext(app.Node())
 	if err != nil || p.WorkerCount != 3 || p.WorkerCPU != 2048 || p.Grace.String() != "5m0s" || !p.NoWarmup ||
 		p.MaintainEvery.String() != "12h0m0s" || p.ScrubEvery.String() != "720h0m0s" ||
 		p.VpcID != "vpc-123" || p.AlarmEmail != "a@b.c" || p.DeletionGuard || !p.PrivateNetwork || !p.WithoutServing ||
-		!p.WithoutFallback || p.CoordinatorConcurrency != -1 || p.WorkerImage != "example.org/mf:1" || p.PollsPerDay != 4 {
+		!p.WithoutFallback || p.CoordinatorConcurrency != -1 || p.WorkerImage != "example.org/mf:1" || p.PollsPerDay != 4 ||
+		p.ExistingTable != "T-1" || p.ExistingFileSystem != "fs-12345678" {
 		t.Errorf("props = %+v, %v", p, err)
 	}
 	// Twice the budget: twice the workers for a million repos, half the staleness.
