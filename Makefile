@@ -53,28 +53,32 @@ synth:
 ## deploy / destroy: through the CDK CLI from npm (AWS credentials; no Docker). deploy
 ## builds the Lambdas and the binary, builds and pushes the image to ECR (cmd/pushimage)
 ## and deploys with it; set WORKER_IMAGE=<reference> to deploy a prebuilt image instead.
+## ALARM_EMAIL=<address> (or none) is required unless cdk.json names one.
 deploy: build
 	@if [ -z "$(WORKER_IMAGE)" ]; then \
 	  $(GO) run ./cmd/pushimage -binary build/mirrorfleet -out build/image.ref -revision "$$(git rev-parse HEAD 2>/dev/null)"; \
 	else echo "$(WORKER_IMAGE)" > build/image.ref; fi
-	cd infra && npx --yes aws-cdk@2 deploy --require-approval broadening -c workerImage="$$(cat ../build/image.ref)"
+	cd infra && npx --yes aws-cdk@2 deploy --require-approval broadening -c workerImage="$$(cat ../build/image.ref)" \
+	  $(if $(ALARM_EMAIL),-c alarmEmail=$(ALARM_EMAIL))
 
 destroy:
 	cd infra && npx --yes aws-cdk@2 destroy
 
 ## bench: every benchmark, then bench/REPORT.md and its charts from the results (~1 h on 2 cores; ticklatency's 1M-repo cells are most of it)
 # Run one after another: the figures include wall times, which a parallel run would distort.
+# storecost reads maintenance.json and freshness.json (its EFS read figures and change
+# rates), so both run before it.
 BENCH_RESULTS := bench/results
 bench:
 	rm -rf $(BENCH_RESULTS) bench/plots bench/REPORT.md
 	$(GO) run ./bench/freshness -out $(BENCH_RESULTS)
 	$(GO) run ./bench/placement -out $(BENCH_RESULTS)
 	$(GO) run ./bench/fetchcost -out $(BENCH_RESULTS)
+	$(GO) run ./bench/maintenance -out $(BENCH_RESULTS)
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/storecost -out $(BENCH_RESULTS)
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/ticklatency -out $(BENCH_RESULTS)
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/hostile -out $(BENCH_RESULTS)
 	$(GO) run ./bench/serve -out $(BENCH_RESULTS)
-	$(GO) run ./bench/maintenance -out $(BENCH_RESULTS)
 	$(GO) run ./bench/events -out $(BENCH_RESULTS)
 	$(GO) run ./bench/report -results $(BENCH_RESULTS) -out bench
 

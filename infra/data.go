@@ -83,9 +83,10 @@ func (s *Stack) grantTable(g awsiam.IGrantable, actions []string) {
 }
 
 // mirrorsFileSystem: EFS for /mnt/mirrors, encrypted, Elastic throughput; files move to
-// Infrequent Access after 7 days without access and to Archive after 90, and stay there
-// when read (a mirror's packs are read by fetches and clones but rarely for long; a
-// read from IA costs $0.01/GB, moving the file back would cost Standard storage). One
+// Infrequent Access after a day without a read and to Archive after 90, and stay there
+// when read (ADR 24: a pack is read in parts by the fetches of changes, whole by clones
+// and scrubs, but rarely two days running; a read from IA costs $0.01/GB more, a file
+// kept in Standard $0.284 a GB-month more; files under 128 KiB, the refs, never move). One
 // access point owned by the image's nonroot user. The services start once the mount
 // targets exist (mountTargets).
 //
@@ -101,7 +102,7 @@ func (s *Stack) mirrorsFileSystem(vpc awsec2.IVpc) (awsefs.IFileSystem, awsefs.A
 		Vpc:                       vpc,
 		VpcSubnets:                s.taskSubnets(),
 		Encrypted:                 jsii.Bool(true),
-		LifecyclePolicy:           awsefs.LifecyclePolicy_AFTER_7_DAYS,
+		LifecyclePolicy:           awsefs.LifecyclePolicy_AFTER_1_DAY,
 		TransitionToArchivePolicy: awsefs.LifecyclePolicy_AFTER_90_DAYS,
 		PerformanceMode:           awsefs.PerformanceMode_GENERAL_PURPOSE,
 		ThroughputMode:            awsefs.ThroughputMode_ELASTIC,

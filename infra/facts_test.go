@@ -51,7 +51,7 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 	if f.Alarms != 16 || f.AlarmMetrics != 21 {
 		t.Errorf("%d alarms on %d metrics, want 16 on 21", f.Alarms, f.AlarmMetrics)
 	}
-	if fs := f.FileSystems; len(fs) != 1 || fs[0].IAAfterDays != 7 || fs[0].ArchiveAfterDays != 90 || fs[0].BackToStandardOnRead || !fs[0].Elastic {
+	if fs := f.FileSystems; len(fs) != 1 || fs[0].IAAfterDays != 1 || fs[0].ArchiveAfterDays != 90 || fs[0].BackToStandardOnRead || !fs[0].Elastic {
 		t.Errorf("file systems %+v", fs)
 	}
 	if l, ok := f.TickLambda(); !ok || l.ID != logicalID(stack.Coordinator) || l.MemoryMB != 512 || f.TickSeconds != 60 {

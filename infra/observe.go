@@ -204,6 +204,8 @@ func (s *Stack) tableThrottles() awscloudwatch.IMetric {
 var (
 	servingMetrics     = []string{"ServeRequests", "ServeBytes", "PackCacheHits", "PackCacheMisses", "PackGenerationSeconds", "ServeRejected"}
 	maintenanceMetrics = []string{"MaintenanceRuns", "MaintenanceSeconds", "MirrorsRecloned", "MirrorPacks"}
+	// memoryMetrics are the workers' memory budget (ADR 26).
+	memoryMetrics = []string{"MemoryBudgetBytes", "MemoryReservedBytes", "MemoryHeapBytes", "FetchesWaitingForMemory"}
 )
 
 // dashboard: the metric names of shared/metrics, then the platform's.
@@ -242,6 +244,11 @@ func (s *Stack) dashboard() {
 			graph("Mirror maintenance", m(maintenanceMetrics[0], "Sum"), m(maintenanceMetrics[2], "Sum"), m(maintenanceMetrics[3], "Maximum")),
 			graph("Maintenance duration (s)", m(maintenanceMetrics[1], "Average"), m(maintenanceMetrics[1], "p99")),
 			s.eventWidget(graph),
+		},
+		{
+			graph("Worker memory (bytes): budget / reserved / heap", m(memoryMetrics[0], "Maximum"), m(memoryMetrics[1], "Maximum"),
+				m(memoryMetrics[2], "Maximum")),
+			graph("Fetches waiting for memory", m(memoryMetrics[3], "Maximum")),
 		},
 	}
 	if s.Serve != nil {

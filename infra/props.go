@@ -27,8 +27,10 @@ type Props struct {
 	WorkerCPU    int    // Fargate CPU units
 	WorkerMemory int    // MiB
 	Fetchers     int    // MIRRORFLEET_FETCHERS
-	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY (ADR 23);
-	// 0: the worker's defaults (24h, 2160h).
+	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY (ADR 23).
+	// MaintainEvery 0: the worker's default (24h). ScrubEvery defaults to a year on AWS
+	// (ADR 24: a scrub reads the mirror whole, 2.25× its pack, and on EFS that read is
+	// billed, from Archive at $0.06/GB); the worker's own default is 90 days.
 	MaintainEvery, ScrubEvery time.Duration
 	// WithoutFallback drops the on-demand twin of the Spot workers (see workers).
 	WithoutFallback bool
@@ -93,6 +95,9 @@ type Props struct {
 	AllowPlaceholders bool
 }
 
+// DefaultScrubEvery is the scrub period of a deployed fleet (ADR 24).
+const DefaultScrubEvery = 365 * 24 * time.Hour
+
 // Defaults fills the zero fields of p.
 func (p Props) Defaults() Props {
 	def := func(v *int, d int) {
@@ -121,6 +126,9 @@ func (p Props) Defaults() Props {
 	}
 	if p.StaleAfter <= 0 {
 		p.StaleAfter = p.Budget().StaleAfter()
+	}
+	if p.ScrubEvery <= 0 {
+		p.ScrubEvery = DefaultScrubEvery
 	}
 	if p.DiskQuota == "" {
 		p.DiskQuota = "500G"

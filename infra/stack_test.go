@@ -331,7 +331,8 @@ func TestWorkers(t *testing.T) {
 	}
 	c := container(td)
 	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "1228M",
-		Drain: 20 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs, AliveFile: "/tmp/mirrorfleet/alive"}.Env()
+		Drain: 20 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs, AliveFile: "/tmp/mirrorfleet/alive",
+		ScrubEvery: DefaultScrubEvery}.Env()
 	want[deployenv.Table], want[deployenv.EventBus] = "", ""
 	got := envVars(c)
 	for k, v := range want {
@@ -425,7 +426,7 @@ func TestMirrorsFileSystem(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::EFS::FileSystem"), obj(
 		"Encrypted", true,
 		"ThroughputMode", "elastic",
-		"LifecyclePolicies", []any{obj("TransitionToIA", "AFTER_7_DAYS"), obj("TransitionToArchive", "AFTER_90_DAYS")},
+		"LifecyclePolicies", []any{obj("TransitionToIA", "AFTER_1_DAY"), obj("TransitionToArchive", "AFTER_90_DAYS")},
 		"FileSystemPolicy", like("Statement", arrayWith(like(
 			"Effect", "Deny",
 			"Condition", obj("Bool", obj("aws:SecureTransport", "false")),
@@ -964,7 +965,7 @@ func TestDashboard(t *testing.T) {
 		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth",
 		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "StorageBytes", "MeteredIOBytes",
 		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
-	names = append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...)
+	names = append(append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...), memoryMetrics...)
 	for _, name := range names {
 		if !strings.Contains(b, `\"`+name+`\"`) && !strings.Contains(b, `MetricName=\\\"`+name+`\\\"`) {
 			t.Errorf("dashboard lacks %s", name)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
@@ -51,7 +52,7 @@ func main() {
 	flag.IntVar(&cfg.unchangedRuns, "unchanged-runs", 2000, "maintenance runs of the unchanged mirror timed for the throughput")
 	flag.IntVar(&cfg.changedRuns, "changed-runs", 8, "change, fetch and maintenance rounds timed for the throughput")
 	flag.IntVar(&cfg.repos, "repos", 1_000_000, "fleet size of the schedule check")
-	flag.IntVar(&cfg.workers, "workers", 10, "worker tasks of the schedule check (the stack's maxWorkers, infra/props.go)")
+	flag.IntVar(&cfg.workers, "workers", budget.Default().MaxWorkers(), "worker tasks of the schedule check (the stack's maxWorkers, infra/budget)")
 	flag.IntVar(&cfg.workerCPU, "worker-cpu", 256, "Fargate CPU units of a worker task (infra/props.go WorkerCPU)")
 	// bench/storecost's model: 13% of repos change in a month, 4 times each.
 	flag.Float64Var(&cfg.changedShare, "changed-share", 0.13*4/30, "share of the mirrors that changed since the day before")

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 )
 
@@ -44,6 +46,17 @@ type model struct {
 	InsightsPerService     float64 // Container Insights metrics per service, when the stack enables it
 	LogKBPerInvocation     float64 // coordinator: EMF line and Lambda's START/END/REPORT
 	LogKBPerWorkerMinute   float64 // worker EMF flush
+	// HorizonDays is how long a pack nothing rewrites is billed as living: a dormant
+	// mirror's pack lives as long as the fleet, and the months after it reached its
+	// final class are what the bill averages over.
+	HorizonDays float64
+	// ClonesPerDay is the stated clone volume of a serving stack, at every fleet size;
+	// CloneCacheHit the share the git server's whole-clone cache answers (ADR 20);
+	// HotRepos the popular repos HotShare of the cache's misses go to.
+	ClonesPerDay, CloneCacheHit, HotRepos, HotShare float64
+	// ColdAfterDays is how long a mirror goes untouched before its packs go to S3 in the
+	// cold-packs tier (ADR 24, modelled).
+	ColdAfterDays float64
 }
 
 // with returns md with the inputs the stack decides.
@@ -169,15 +182,51 @@ func (md model) pollDynamoDB(repos, pollsPerDay float64, mu measured, p []result
 	return ours, naive
 }
 
-// bill is the monthly bill of a fleet of repos repos on the stack st.
-func (md model) bill(repos int, mu measured, p []results.StoreCostPrice, st stackInputs) results.StoreCostBill {
+// billInputs are the bill's inputs from other benchmarks and the shared budget: what
+// each operation reads of a mirror (bench/maintenance), the repos' change rates
+// (bench/freshness), the poll budget and politeness the fleet is sized by (infra/budget).
+type billInputs struct {
+	Reads  mirrorReads
+	Pop    population
+	Budget budget.Budget
+}
+
+// bill is the monthly bill of a fleet of repos repos on the stack st: the honest one
+// (Components), and beside it, line by line, what the previous model made of the same
+// stack (Previous).
+func (md model) bill(repos int, mu measured, p []results.StoreCostPrice, st stackInputs, in billInputs) results.StoreCostBill {
+	b := md.billOf(repos, mu, p, st, in, false)
+	prev := md.billOf(repos, mu, p, st, in, true)
+	b.Previous, b.PreviousTotalUSD, b.PreviousWorkers = prev.Components, prev.TotalUSD, prev.Workers
+	return b
+}
+
+// billOf is one model's bill. The previous model (previous) sized workers by fetcher
+// time alone, billed polls at the budget's rate, counted EFS reads for polls only and
+// assumed 97% of the bytes in IA and Archive, and left out the KMS key and clone
+// traffic. The honest one sizes workers by the per-host limit too, bills polls at the
+// rate the workers run them (nothing throttles them), counts every byte read from EFS
+// with what it does to the lifecycle, and adds the key and a stated clone volume.
+func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st stackInputs, in billInputs, previous bool) results.StoreCostBill {
 	md = md.with(st)
 	n := float64(repos)
 	days := hoursPerMonth / 24
-	P := md.PollsPerDay
-	changesDay, checkpointsDay := md.pollWrites(P)
-	need := md.workers(n, P)
+	bud := in.Budget
+	bud.Fetchers = int(md.Fetchers)
+	var need float64
+	if previous {
+		need = md.workers(n, md.PollsPerDay)
+	} else {
+		need = float64(bud.Workers(repos, int(md.MinWorkers)))
+	}
 	W := math.Min(need, float64(st.Workers.MaxTasks))
+	// The poll rate the writes and reads follow: the budget's in the previous model;
+	// what W workers run when nothing throttles them in the honest one.
+	P := md.PollsPerDay
+	if !previous {
+		P = math.Max(P, bud.PollCapacity(repos, int(W), time.Duration(md.MinIntervalMinutes*float64(time.Minute)))/n)
+	}
+	changesDay, checkpointsDay := md.pollWrites(P)
 	b := results.StoreCostBill{Repos: repos, Workers: int(W), PollsPerDay: P, WritesPerRepoDay: changesDay + checkpointsDay,
 		Serving: st.Serve != nil, Stack: st.summary()}
 
@@ -227,8 +276,12 @@ func (md model) bill(repos int, mu measured, p []results.StoreCostPrice, st stac
 
 	workers := fargate(st.Workers, W, p)
 	detail := workers.detail
-	if need > W {
+	switch {
+	case need > W:
 		detail += fmt.Sprintf("; the polls need %.0f, past maxWorkers", need)
+	case !previous:
+		detail += fmt.Sprintf(" (the polls need %.2g for fetcher time, %.2g for the per-host limit with %.0f%% of the repos on one host)",
+			bud.FetcherWorkers(repos), bud.HostWorkers(repos), 100*bud.OneHostShare)
 	}
 	if st.Fallback != nil {
 		detail += "; their on-demand twin runs none while Spot keeps them up"
@@ -249,19 +302,48 @@ func (md model) bill(repos int, mu measured, p []results.StoreCostPrice, st stac
 	}
 	add(results.StoreCostComponent{Key: "ipv4", Name: "Public IPv4 addresses", USD: ips * hoursPerMonth * price("ipv4_hour"),
 		Detail: fmt.Sprintf("%.0f addresses × %.0f h (tasks with a public IP, load balancer nodes, NAT gateways)", ips, hoursPerMonth)})
+	clones := 0.0
+	if st.Serve != nil && !previous {
+		clones = md.ClonesPerDay
+	}
+	servedGB := clones * days * md.MirrorMB / 1024
 	if len(st.LoadBalancers) > 0 {
 		lbs := float64(len(st.LoadBalancers))
-		add(results.StoreCostComponent{Key: "load_balancer", Name: "Application Load Balancer", USD: lbs * hoursPerMonth * (price("alb_hour") + md.ServeLCU*price("alb_lcu")),
-			Detail: fmt.Sprintf("%.0f × %.0f h, %.2g LCU on average (serving traffic; each further GB served: $%.3f LCU + $%.2f internet egress)",
-				lbs, hoursPerMonth, md.ServeLCU, price("alb_lcu"), price("egress_gb"))})
+		if previous {
+			add(results.StoreCostComponent{Key: "load_balancer", Name: "Application Load Balancer", USD: lbs * hoursPerMonth * (price("alb_hour") + md.ServeLCU*price("alb_lcu")),
+				Detail: fmt.Sprintf("%.0f × %.0f h, %.2g LCU on average (serving traffic; each further GB served: $%.3f LCU + $%.2f internet egress)",
+					lbs, hoursPerMonth, md.ServeLCU, price("alb_lcu"), price("egress_gb"))})
+		} else {
+			// An LCU-hour per GB processed (to IP targets), the dimension a clone-sized
+			// response fills first; new and active connections of 20 clones a day are far
+			// below theirs.
+			add(results.StoreCostComponent{Key: "load_balancer", Name: "Application Load Balancer", USD: lbs*hoursPerMonth*price("alb_hour") + servedGB*price("alb_lcu"),
+				Detail: fmt.Sprintf("%.0f × %.0f h; %s LCU-hours for %s GB served (%.0f clones a day of %.0f MB)", lbs, hoursPerMonth, qty(servedGB), qty(servedGB), clones, md.MirrorMB)})
+		}
+	}
+	if servedGB > 0 {
+		add(results.StoreCostComponent{Key: "egress", Name: "Internet egress (clones)", USD: servedGB * price("egress_gb"),
+			Detail: fmt.Sprintf("%s GB served a month (the 100 GB free a month not deducted)", qty(servedGB))})
 	}
 
-	efs := md.efs(n, changes, st.FS, p)
-	add(results.StoreCostComponent{Key: "efs_storage", Name: "EFS storage", USD: efs.usd, Detail: efs.detail})
-	efsReadGB := (polls-changes)*md.EFSReadKBPerPoll/(1<<20) + changes*md.ChangeKB/(1<<20)
-	efsWriteGB := changes * md.ChangeKB / (1 << 20)
-	add(results.StoreCostComponent{Key: "efs_throughput", Name: "EFS Elastic throughput", USD: efsReadGB*price("efs_elastic_read") + efsWriteGB*price("efs_elastic_write"),
-		Detail: fmt.Sprintf("%s GB read, %s GB written", qty(efsReadGB), qty(efsWriteGB))})
+	if previous {
+		efs := md.efs(n, changes, st.FS, p)
+		add(results.StoreCostComponent{Key: "efs_storage", Name: "EFS storage", USD: efs.usd, Detail: efs.detail})
+		efsReadGB := (polls-changes)*md.EFSReadKBPerPoll/(1<<20) + changes*md.ChangeKB/(1<<20)
+		efsWriteGB := changes * md.ChangeKB / (1 << 20)
+		add(results.StoreCostComponent{Key: "efs_throughput", Name: "EFS Elastic throughput", USD: efsReadGB*price("efs_elastic_read") + efsWriteGB*price("efs_elastic_write"),
+			Detail: fmt.Sprintf("%s GB read, %s GB written", qty(efsReadGB), qty(efsWriteGB))})
+	} else {
+		load := mirrorLoad{Repos: n, PollsPerDay: P, ScrubDays: st.ScrubDays, FS: st.FS}
+		if clones > 0 {
+			load.ClonesPerDay, load.CacheHit, load.HotRepos, load.HotShare = clones, md.CloneCacheHit, md.HotRepos, md.HotShare
+		}
+		month := md.mirrorsOnEFS(load, in.Reads, in.Pop)
+		for _, c := range efsComponents(month, p) {
+			add(c)
+		}
+		b.EFS = efsSummary(month)
+	}
 
 	if st.NATGateways > 0 {
 		// Upstream git traffic crosses the NAT unless the tasks have public IPs; the
@@ -298,14 +380,38 @@ func (md model) bill(repos int, mu measured, p []results.StoreCostPrice, st stac
 			float64(st.AlarmMetrics)*price("cw_alarm") + (logGB+flowGB)*price("cw_logs_gb"),
 		Detail: fmt.Sprintf("%.0f custom + %.0f Container Insights metrics, %d dashboard(s), %d alarm metrics (%d alarms), %s GB logs, %s GB flow logs",
 			st.CustomMetrics, insights, st.Dashboards, st.AlarmMetrics, st.Alarms, qty(logGB), qty(flowGB))})
+	if !previous && st.KMSKeys > 0 {
+		// The alarm topic's key; its requests (an SNS publish of an alarm) are a few a
+		// month.
+		add(results.StoreCostComponent{Key: "kms", Name: "KMS", USD: float64(st.KMSKeys) * price("kms_key"),
+			Detail: fmt.Sprintf("%d customer managed key(s) (the alarm topic's), rotation on; requests a few a month", st.KMSKeys)})
+	}
 
 	for _, c := range b.Components {
 		b.TotalUSD += c.USD
 	}
 	up := md.unthrottledPollsPerDay(n, W)
+	if !previous {
+		up = bud.PollCapacity(repos, int(W), time.Duration(md.MinIntervalMinutes*float64(time.Minute))) / n
+	}
 	b.Unthrottled.PollsPerDay = up
 	b.Unthrottled.PollWritesUSD, b.Unthrottled.NaiveUSD = md.pollDynamoDB(n, up, mu, p)
+	// Staleness: what a fleet polling at P shows, against the stack's alarm and scaling.
+	at := bud
+	at.PollsPerDay = P
+	b.Staleness = results.StoreCostStaleness{PollsPerDay: P, TailHours: at.TailStaleness().Hours(),
+		AlarmHours: st.StaleAfterSeconds / 3600, ScaleOutHours: bud.ScaleOutAbove().Hours()}
 	return b
+}
+
+// efsSummary is what the bill records of the month on EFS.
+func efsSummary(m efsMonth) *results.StoreCostEFS {
+	s := &results.StoreCostEFS{StandardGB: m.GB[standard], IAGB: m.GB[infrequent], ArchiveGB: m.GB[archive], WriteGB: m.WriteGB,
+		ToIAGB: m.ToIAGB, ToArchiveGB: m.ToArchiveGB, Changes: m.ChangesPerMonth, ScrubsPerMonth: m.ScrubsPerMonth}
+	for _, r := range m.Reads {
+		s.Reads = append(s.Reads, results.StoreCostEFSRead{Source: r.Source, StandardGB: r.GB[standard], IAGB: r.GB[infrequent], ArchiveGB: r.GB[archive]})
+	}
+	return s
 }
 
 type priced struct {

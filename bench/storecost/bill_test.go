@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
@@ -42,14 +43,27 @@ func testPrices(t *testing.T) []results.StoreCostPrice {
 
 func testModel() model {
 	return model{PollsPerDay: 2, CheckpointHours: 6, MinIntervalMinutes: 5, HeartbeatSeconds: 10, TickSeconds: 60,
-		GraceMinutes: 10, Fetchers: 10, NoChangePollSeconds: 1.5, ChangePollSeconds: 6, Utilisation: 0.5, MinWorkers: 2}
+		GraceMinutes: 10, Fetchers: 10, NoChangePollSeconds: 1.5, ChangePollSeconds: 6, Utilisation: 0.5, MinWorkers: 2,
+		MirrorMB: 50, ChangeKB: 500, HorizonDays: 1095}
 }
 
 // testStack is the old default stack: two on-demand 1 vCPU / 2 GB workers in private
 // subnets behind a NAT gateway, nothing else billed.
 func testStack() stackInputs {
 	return stackInputs{Workers: stackfacts.Service{ID: "W", CPU: 1024, MemoryMiB: 2048, Desired: 2, MinTasks: 2, MaxTasks: 8},
-		Fetchers: 10, TickSeconds: 60, LambdaMB: 512, NATGateways: 1}
+		Fetchers: 10, TickSeconds: 60, LambdaMB: 512, NATGateways: 1, ScrubDays: 90}
+}
+
+// testInputs: a 50 MiB mirror whose operations read round amounts, repos that never
+// change, the default budget.
+func testInputs() billInputs {
+	return billInputs{
+		Reads: mirrorReads{Source: "test", PackBytes: 49 << 20, IndexBytes: 1 << 20, SmallBytes: 0, PollBytes: 4096,
+			MaintainUnchangedBytes: 4096, FetchOldPackBytes: 1 << 20, FetchIndexBytes: 1 << 19, MaintainChangedIndexBytes: 1 << 20,
+			MIDXBytes: 1 << 19, PackIdxBytes: 1 << 19, ScrubPackFactor: 2, ClonePackFactor: 1},
+		Pop:    population{DormantShare: 1, Sigma: 1},
+		Budget: budget.Default(),
+	}
 }
 
 func TestPollWrites(t *testing.T) {
@@ -93,11 +107,12 @@ func TestWorkers(t *testing.T) {
 	}
 }
 
-// A bill small enough to check by hand: 1000 repos, 2 workers, no changes, no deaths.
-func TestBillByHand(t *testing.T) {
+// A bill small enough to check by hand: 1000 repos, 2 workers, no changes, no deaths,
+// as the previous model made it (polls at the budget's rate).
+func TestPreviousBillByHand(t *testing.T) {
 	md, p := testModel(), testPrices(t)
 	mu := measured{Tick: units{RRU: 5, WRU: 1}, Heartbeat: units{RRU: 1, WRU: 1}, Checkpoint: units{WRU: 3}, Change: units{WRU: 3}}
-	b := md.bill(1000, mu, p, testStack())
+	b := md.billOf(1000, mu, p, testStack(), testInputs(), true)
 	ticks := 730.0 * 60           // 43,800
 	heartbeats := 2 * 730.0 * 360 // 525,600
 	polls := 1000 * 2 * 730.0 / 24
@@ -215,10 +230,12 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 		Workers:  stackfacts.Service{ID: "W", CPU: 256, MemoryMiB: 2048, Desired: 1, MinTasks: 1, MaxTasks: 10, Providers: spot, PublicIP: true},
 		Fallback: &stackfacts.Service{ID: "F", CPU: 256, MemoryMiB: 2048, MaxTasks: 1, Providers: []stackfacts.Provider{{Name: "FARGATE", Weight: 1}}},
 		Serve:    &stackfacts.Service{ID: "S", CPU: 256, MemoryMiB: 1024, Desired: 1, MinTasks: 1, MaxTasks: 4, Providers: spot, PublicIP: true},
-		Fetchers: 10, TickSeconds: 60, LambdaMB: 512,
+		Fetchers: 10, TickSeconds: 60, LambdaMB: 512, ScrubDays: 90,
 		LoadBalancers: []stackfacts.LoadBalancer{{ID: "LB", Type: "application", InternetFacing: true, Subnets: 2}},
 	}
-	b := md.bill(1000, measured{}, p, st)
+	md.ClonesPerDay, md.MirrorMB = 20, 50
+	served := 20 * 730.0 / 24 * 50 / 1024 // GB a month
+	b := md.bill(1000, measured{}, p, st, testInputs())
 	comp := map[string]float64{}
 	for _, c := range b.Components {
 		comp[c.Key] = c.USD
@@ -227,7 +244,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 		"fargate":       730 * (0.25*0.01 + 2*0.001), // 1 Spot worker: 3.285
 		"fargate_serve": 730 * (0.25*0.01 + 1*0.001), // 2.555
 		"ipv4":          (1 + 1 + 2) * 730 * 0.005,   // worker, server, two load balancer nodes: 14.6
-		"load_balancer": 730 * (0.02 + 0.05*0.01),    // 14.965
+		"load_balancer": 730*0.02 + served*0.01,      // hours, and an LCU-hour per GB of the 20 clones a day
 	} {
 		if !near(comp[key], want) {
 			t.Errorf("%s = %g, want %g", key, comp[key], want)
@@ -241,7 +258,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 	}
 	// The polls of a million repos need more workers than maxWorkers allows: capped, and said.
 	st.Workers.MaxTasks = 3
-	if b := md.bill(1_000_000, measured{}, p, st); b.Workers != 3 || !strings.Contains(b.Components[3].Detail, "past maxWorkers") {
+	if b := md.bill(1_000_000, measured{}, p, st, testInputs()); b.Workers != 3 || !strings.Contains(b.Components[3].Detail, "past maxWorkers") {
 		t.Errorf("capped bill: %d workers, %q", b.Workers, b.Components[3].Detail)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -34,17 +35,21 @@ import (
 
 func main() {
 	out := flag.String("out", "bench/results", "directory to write storecost.json into")
+	inputs := flag.String("inputs", "", "directory holding maintenance.json and freshness.json, the bill's read figures and change rates (default: -out)")
 	sizes := flag.String("repos", "1000,5000", "fleet sizes (repos) to measure joins and deaths at, comma-separated")
 	workers := flag.Int("workers", 10, "workers of the measured fleets")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(*out, *sizes, *workers, log); err != nil {
+	if *inputs == "" {
+		*inputs = *out
+	}
+	if err := run(*out, *inputs, *sizes, *workers, log); err != nil {
 		log.Error("storecost", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, sizeList string, workers int, log *slog.Logger) error {
+func run(out, inputs, sizeList string, workers int, log *slog.Logger) error {
 	endpoint := os.Getenv(endpointEnv)
 	if endpoint == "" {
 		return errors.New(endpointEnv + " is not set: this benchmark needs DynamoDB Local. Run it as\n" +
@@ -67,6 +72,13 @@ func run(out, sizeList string, workers int, log *slog.Logger) error {
 	}
 	prices, err := loadPrices()
 	if err != nil {
+		return err
+	}
+	in := billInputs{Budget: budget.Default()}
+	if in.Reads, err = readsFromMaintenance(inputs); err != nil {
+		return err
+	}
+	if in.Pop, err = populationFrom(inputs); err != nil {
 		return err
 	}
 	meta := results.Collect()
@@ -110,17 +122,22 @@ func run(out, sizeList string, workers int, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	res.Assumptions = md.assumptions(stacks[true])
+	res.Assumptions = md.assumptions(stacks[true], in)
 	res.Prices = prices
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
 		for _, serving := range []bool{false, true} {
-			b := md.bill(n, mu, prices, stacks[serving])
+			b := md.bill(n, mu, prices, stacks[serving], in)
 			b.GoalUSD = goalUSD(n, serving)
 			res.Bills = append(res.Bills, b)
 			log.Info("bill", "repos", n, "serving", serving, "usd", fmt.Sprintf("%.2f", b.TotalUSD), "goal", b.GoalUSD)
 		}
 	}
 	res.Sensitivity = md.with(stacks[false]).sensitivity(100_000, []float64{1, 2, 4, 6, 12, 24, 48, 96, 288}, mu, prices)
+	for _, n := range []int{10_000, 1_000_000} {
+		res.Tiers = append(res.Tiers, md.tiers(n, mu, prices, stacks[false], in)...)
+	}
+	res.Sources = []string{"EFS read figures: " + in.Reads.Source, "change rates: " + in.Pop.Source,
+		"poll budget, worker sizing, alarm and scaling thresholds: infra/budget (shared with the stack)"}
 	res.Notes = append(notes(md.with(stacks[false])), scalingNotes(res.Measurements, repoSizes)...)
 	meta.Finish()
 	res.Meta = meta
@@ -250,7 +267,7 @@ func measuredInputs(ms []results.StoreCostMeasurement, sizes []results.StoreCost
 // code's defaults where the code has them, stated guesses for the rest.
 func defaultModel(w worker.Config, c coordinator.Config) model {
 	return model{
-		PollsPerDay:            2,
+		PollsPerDay:            budget.Default().PollsPerDay,
 		ChangingShare:          0.13,
 		ChangesPerChangingRepo: 4,
 		CheckpointHours:        w.Checkpoint.Hours(),
@@ -275,20 +292,43 @@ func defaultModel(w worker.Config, c coordinator.Config) model {
 		InsightsPerService:     12,
 		LogKBPerInvocation:     1.5,
 		LogKBPerWorkerMinute:   1,
+		HorizonDays:            1095,
+		ClonesPerDay:           20,
+		CloneCacheHit:          0.5,
+		HotRepos:               100,
+		HotShare:               0.8,
+		ColdAfterDays:          30,
 	}
 }
 
 // assumptions lists the model's inputs; the stack's are those of st (serving on; each
 // bill records its own stack).
-func (md model) assumptions(st stackInputs) []results.StoreCostAssumption {
+func (md model) assumptions(st stackInputs, in billInputs) []results.StoreCostAssumption {
 	md = md.with(st)
+	bud := in.Budget
+	rd := in.Reads.scaled(md.MirrorMB)
 	a := func(key string, v float64, unit, note string) results.StoreCostAssumption {
 		return results.StoreCostAssumption{Key: key, Value: v, Unit: unit, Note: note}
 	}
 	tpl := "from the synthesized template (" + st.Context + ")"
 	changesDay, checkpointsDay := md.pollWrites(md.PollsPerDay)
 	return []results.StoreCostAssumption{
-		a("polls_per_day", md.PollsPerDay, "polls per repo per day", "stated default; the workers set no rate limit, so a deployed fleet polls as fast as its workers can (see 'unthrottled')"),
+		a("polls_per_day", md.PollsPerDay, "polls per repo per day", "infra/budget: the budget the fleet is sized for (workers, maxWorkers, the alarm and scaling thresholds). The workers set no rate limit, so the honest bill bills the polls they run: as fast as the per-host limit, their fetchers and the minimum interval allow ('polls / repo / day' of each bill)"),
+		a("one_host_share", bud.OneHostShare, "of the repos", "infra/budget: a list whose largest host (GitHub) has 80% of the repos"),
+		a("host_rate", bud.HostRate, "fetch starts a second per host per worker", "infra/budget = worker.DefaultConfig().HostRate (--host-rate); with host_concurrency 4 at 1.5 s a poll the rate binds first"),
+		a("host_utilisation", bud.HostUtilisation, "of the per-host rate", "infra/budget: a sized fleet plans to use 80% of it (the big host's repos are not due evenly)"),
+		a("dormant_revisits", bud.DormantRevisits, "mean revisit intervals", "infra/budget, measured by bench/freshness: how long a dormant repo waits between polls under the default policy; sets the p99 staleness a fleet at its poll rate shows, against the alarm and scaling thresholds"),
+		a("scrub_days", st.ScrubDays, "days", tpl+": the workers' MIRRORFLEET_SCRUB_EVERY (a scrub reads the mirror whole)"),
+		a("poll_read_bytes", rd.PollBytes, "bytes", in.Reads.Source+": a no-change poll, and an unchanged mirror's maintenance, read HEAD, config and packed-refs (under 128 KiB: always Standard)"),
+		a("fetch_old_pack_bytes", rd.FetchOldPackBytes, "bytes", "the same: a fetch that brings a change reads this much of the old pack (go-git's negotiation) and the pack's .idx whole — enough to restart the pack's lifecycle timer"),
+		a("index_share", rd.IndexBytes/rd.PackBytes, "of the pack", "the same: index files of 128 KiB or more (pack .idx, multi-pack index and bitmap, commit-graph), tiered like the pack"),
+		a("scrub_pack_factor", rd.ScrubPackFactor, "× the pack", "the same: repack with a bitmap, commit-graph from all refs and the connectivity check each read the pack (measured cold, step by step; a page cache that kept the pack between steps would read it once)"),
+		a("clone_pack_factor", rd.ClonePackFactor, "× the pack", "the same: a clone served from EFS"),
+		a("horizon_days", md.HorizonDays, "days", "stated: the life a pack nothing rewrites is billed over (a dormant mirror's pack lives as long as the fleet; the bill averages its classes over three years). An active mirror's pack lives until its changes add half its size again (a repack rewrites it)"),
+		a("clones_per_day", md.ClonesPerDay, "clones a day", "stated clone volume of a serving stack, at every size: 20 clones of a 50 MB mirror, about 1 GB served a day"),
+		a("clone_cache_hit", md.CloneCacheHit, "of the clones", "stated: answered by the git server's whole-clone cache (ADR 20) without reading EFS"),
+		a("hot_repos", md.HotRepos, "repos", fmt.Sprintf("stated: %.0f%% of the clones that miss the cache go to this many popular repos, whose files they keep in Standard; the rest to repos at random", 100*md.HotShare)),
+		a("cold_after_days", md.ColdAfterDays, "days", "stated: a mirror untouched this long has its packs on S3 in the modelled cold-packs tier (ADR 24)"),
 		a("changing_share", md.ChangingShare, "of repos per month", "share of repos that change in a month (the benchmark population's ~13%)"),
 		a("changes_per_changing_repo", md.ChangesPerChangingRepo, "change polls per month", "stated guess: a changing repo is seen changed about once a week"),
 		a("change_fraction", changesDay/md.PollsPerDay, "of polls", "derived: changing_share × changes_per_changing_repo / polls a month"),
@@ -313,13 +353,13 @@ func (md model) assumptions(st stackInputs) []results.StoreCostAssumption {
 		a("lambda_seconds", md.LambdaSeconds, "seconds", "stated guess for AWS: 6–8 sequential DynamoDB calls at ~10 ms plus EMF; the local wall time is in the measurements"),
 		a("deaths_per_worker_month", md.DeathsPerWorkerMonth, "per worker per month", "stated guess: unplanned task losses (Spot interruptions included), each followed by a replacement join"),
 		a("mirror_mb", md.MirrorMB, "MB per repo", "stated: 50 MB median mirror, used as the mean (a heavy tail would raise it)"),
-		a("standard_mb_per_repo", md.StandardMBPerRepo, "MB per repo", "stated guess: what never leaves EFS Standard — files under 128 KiB (refs, config, small packs and indexes) and the index files maintenance rewrites"),
-		a("archive_share", md.ArchiveShare, "of bytes past IA", "stated guess: packs no fetch or clone reads for 90 days (most repos never change: 1 − changing_share a month; clones are usage-dependent)"),
-		a("efs_read_kb_per_poll", md.EFSReadKBPerPoll, "KB", "stated guess: refs, config and pack index lookups of a no-change poll"),
+		a("standard_mb_per_repo", md.StandardMBPerRepo, "MB per repo", "previous model only: what it assumed never leaves EFS Standard"),
+		a("archive_share", md.ArchiveShare, "of bytes past IA", "previous model only: the share of the cold bytes it assumed in Archive"),
+		a("efs_read_kb_per_poll", md.EFSReadKBPerPoll, "KB", "previous model only: the EFS reads it counted, for polls alone"),
 		a("change_kb", md.ChangeKB, "KB", "stated guess: pack data a change brings (received, written to EFS, read back)"),
 		a("poll_nat_kb", md.PollNATKB, "KB", "stated guess: TLS handshake and ref advertisement of a no-change poll (billed only through a NAT gateway)"),
 		a("api_overhead_bytes", md.APIOverheadBytes, "bytes per DynamoDB call", "stated guess: HTTP headers and TLS records beyond the measured JSON bodies (billed only through a NAT gateway)"),
-		a("serve_lcu", md.ServeLCU, "LCU", "stated guess: a small site's serving traffic, about 1 GB served a day (1 LCU = 1 GB an hour to IP targets); more traffic is billed per GB"),
+		a("serve_lcu", md.ServeLCU, "LCU", "previous model only: the load balancer's capacity units it assumed; the honest bill bills an LCU-hour per GB of clone_per_day"),
 		a("serve_status_classes", md.ServeStatusClasses, "values", "stated: ServeRequests' status class dimension as a month sees it (2xx, 4xx, 5xx)"),
 		a("custom_metrics", st.CustomMetrics, "metrics", tpl+": the metrics the dashboard graphs, one per State value (shared/metrics) or status class; every metric shared/metrics defines must be among them"),
 		a("alarm_metrics", float64(st.AlarmMetrics), "alarm metrics", tpl+fmt.Sprintf(": %d alarms, including the two Application Auto Scaling creates per target tracking policy", st.Alarms)),
@@ -335,12 +375,13 @@ func (md model) assumptions(st stackInputs) []results.StoreCostAssumption {
 func notes(md model) []string {
 	return []string{
 		"The bill uses the AWS-rule units. DynamoDB Local charges single-item calls by AWS's rules but a TransactWriteItems a flat amount per table and index touched, whatever the number of items, so its figures for Apply, CreateRepo and state-changing ReportFetch are not what AWS bills.",
-		fmt.Sprintf("At %g polls a day a repo is polled every %g h, which is past the %g h checkpoint: every no-change poll then writes the record, as the naive design does, so invariant 6 saves nothing at this rate. It caps writes at %g a day per repo; it pays once polls come more often than every %g h (see the sensitivity and 'unthrottled' figures).",
-			md.PollsPerDay, 24/md.PollsPerDay, md.CheckpointHours, 24/md.CheckpointHours, md.CheckpointHours),
+		fmt.Sprintf("At the budget's %g polls a day a repo is polled every %g h, which is past the %g h checkpoint: every no-change poll then writes the record, as the naive design does. The workers poll faster than the budget where the per-host limit lets them (nothing else throttles them), and the honest bill bills that rate; the checkpoint caps writes at %g a day per repo (see the sensitivity and 'unthrottled' figures).",
+			md.PollsPerDay, 24/md.PollsPerDay, md.CheckpointHours, 24/md.CheckpointHours),
+		"EFS, honestly: every byte read is counted — polls and unchanged maintenance read the ref files only (ADR 23), a fetch that brings a change reads the pack's .idx and a few hundred KB of the old pack, a changed mirror's maintenance the index files, a scrub the whole pack 2.25 times, a clone that misses the cache the whole mirror — each by the storage class the file is in (IA reads +$0.01/GB, Archive +$0.03/GB on top of Elastic's $0.03). Each repo's files are placed by its change rate (the freshness population) under the file system's lifecycle: a file moves to IA after a window without a read and to Archive after another; the stack's lifecycle leaves a read file where it is, so the moves are one-way, and a file read more often than its window stays in Standard. The previous model counted reads for polls only and assumed 97% of the bytes cold.",
 		"Every figure the stack decides — task sizes, counts and capacity providers, public addresses, NAT gateways, the load balancer, alarms, the dashboard's metrics, the file system's lifecycle, the coordinator's memory and rule — is read from the template `go run ./infra` synthesizes (infra/stackfacts), with the git server and without; each bill records what it read (`stack`).",
 		"Fargate Spot is priced at 33% of on-demand (the published x86 Spot/on-demand ratio; ARM Spot prices vary by region and time). Spot tasks are interrupted at times (a 2-minute warning, the worker drains and its repos move); the on-demand twin starts only while Spot cannot keep the live workers at their floor, so it costs nothing in the bill.",
 		"With the default network the tasks have public IPv4 addresses (billed per hour) and no NAT gateway; DynamoDB is reached through a free gateway endpoint and git traffic in from the internet is free. The coordinator Lambda runs outside the VPC.",
-		"Free tiers are ignored (Scheduler's 14 M free invocations, CloudWatch's 10 metrics, 10 alarms and 3 dashboards, Lambda's and the 100 GB of egress would all lower the bill). Excluded: the API (API Gateway, API Lambda: usage-dependent), serving traffic beyond the stated LCU (per GB served: the load balancer's LCU and internet egress, see the load balancer line), first clones of new repos (one-time: ~mirror_mb onto EFS per repo), EFS reads of IA/Archive data by clones ($0.01/$0.03 per GB), worker and server logs beyond EMF, ECR storage and image pulls.",
+		"Free tiers are ignored (Scheduler's 14 M free invocations; CloudWatch's always-free 10 metrics, 10 alarm metrics and 3 dashboards, about $7 a month here; Lambda's; the 100 GB of internet egress a month, all of the stated clone volume; they would lower the bill of an account with no other use of them). Excluded: the API (API Gateway, API Lambda: usage-dependent), serving traffic beyond the stated clone volume (each further GB served: an LCU-hour, internet egress, and the EFS read of a cache miss), first clones of new repos (one-time: ~mirror_mb onto EFS per repo), worker and server logs beyond EMF, ECR storage and image pulls, KMS requests.",
 		"Membership costs are fitted over the measured fleet sizes: a death as fixed + per-repo-moved units; a join's reads per repo in the fleet and its writes per repo moved. Each includes every worker's next heartbeat beyond a quiet one (reading the moves). Outbox entries left by moves are trimmed later in batches and not counted.",
 	}
 }

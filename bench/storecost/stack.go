@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 // stackInputs are the bill's inputs that come from the template the CDK app
@@ -39,6 +41,10 @@ type stackInputs struct {
 	DynamoDBEndpoint      bool
 	FS                    stackfacts.FileSystem
 	Buckets               int
+	KMSKeys               int
+	// ScrubDays is the workers' scrub period (MIRRORFLEET_SCRUB_EVERY, or the worker's
+	// default); StaleAfterSeconds the stale-repos alarm's threshold.
+	ScrubDays, StaleAfterSeconds float64
 }
 
 // stateCounts is how many values the State dimension takes per metric (every known
@@ -64,7 +70,8 @@ const serveRequests = metrics.ServeRequests
 func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) (stackInputs, error) {
 	st := stackInputs{Context: context, NATGateways: f.NATGateways, LoadBalancers: f.LoadBalancers, Alarms: f.Alarms,
 		AlarmMetrics: f.AlarmMetrics, Dashboards: f.Dashboards, ContainerInsights: f.ContainerInsights, FlowLogs: len(f.FlowLogs),
-		DynamoDBEndpoint: f.HasGatewayEndpoint("dynamodb"), TickSeconds: f.TickSeconds, Buckets: f.Buckets}
+		DynamoDBEndpoint: f.HasGatewayEndpoint("dynamodb"), TickSeconds: f.TickSeconds, Buckets: f.Buckets, KMSKeys: f.KMSKeys,
+		StaleAfterSeconds: f.StaleAfterSeconds}
 	var errs []error
 	for _, s := range f.ServicesRunning("worker") {
 		switch {
@@ -89,6 +96,15 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 		errs = append(errs, fmt.Errorf("the worker's %s: %w", deployenv.Fetchers, err))
 	}
 	st.Fetchers = float64(fetchers)
+	st.ScrubDays = worker.DefaultConfig().ScrubEvery.Hours() / 24
+	if v := st.Workers.Env[deployenv.ScrubEvery]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("the worker's %s %q: not a period", deployenv.ScrubEvery, v))
+		} else {
+			st.ScrubDays = d.Hours() / 24
+		}
+	}
 	if l, ok := f.TickLambda(); ok {
 		st.LambdaMB = float64(l.MemoryMB)
 	} else {
@@ -130,7 +146,8 @@ func (st stackInputs) summary() results.StoreCostStack {
 		PublicTaskIPs: st.Workers.PublicIP, NATGateways: st.NATGateways, LoadBalancers: len(st.LoadBalancers),
 		LBPublicIPs: st.lbPublicIPs(), DynamoEndpoint: st.DynamoDBEndpoint, Alarms: st.Alarms, AlarmMetrics: st.AlarmMetrics,
 		Dashboards: st.Dashboards, CustomMetrics: int(st.CustomMetrics), Insights: st.ContainerInsights,
-		EFSIADays: st.FS.IAAfterDays, EFSArchiveDays: st.FS.ArchiveAfterDays, TickSeconds: st.TickSeconds, LambdaMB: int(st.LambdaMB)}
+		EFSIADays: st.FS.IAAfterDays, EFSArchiveDays: st.FS.ArchiveAfterDays, TickSeconds: st.TickSeconds, LambdaMB: int(st.LambdaMB),
+		EFSBackOnRead: st.FS.BackToStandardOnRead, ScrubDays: st.ScrubDays, KMSKeys: st.KMSKeys, StaleAfterH: st.StaleAfterSeconds / 3600}
 	_, spot := st.Workers.Split(1)
 	s.WorkerSpot = spot == 1
 	if st.Serve != nil {

@@ -36,6 +36,9 @@ type Facts struct {
 	// TickSeconds is the period of the rule that invokes a Lambda on a rate (0: none).
 	TickSeconds float64
 	Buckets     int
+	KMSKeys     int // customer managed keys ($1 a month each)
+	// StaleAfterSeconds is the threshold of the alarm on StalenessMax (0: none).
+	StaleAfterSeconds float64
 }
 
 // Namespace is the fleet's metric namespace.
@@ -190,15 +193,22 @@ func Parse(template []byte) (Facts, error) {
 				}
 				f.LoadBalancers = append(f.LoadBalancers, lb)
 			}
+		case "AWS::KMS::Key":
+			f.KMSKeys++
 		case "AWS::CloudWatch::Alarm":
 			var p struct {
 				MetricName string
+				Namespace  string
+				Threshold  float64
 				Metrics    []struct {
 					MetricStat any
 					Expression string
 				}
 			}
 			if err = props(id, &p); err == nil {
+				if p.MetricName == "StalenessMax" && p.Namespace == Namespace {
+					f.StaleAfterSeconds = p.Threshold
+				}
 				f.Alarms++
 				if p.MetricName != "" {
 					f.AlarmMetrics++

@@ -21,7 +21,12 @@ type StoreCost struct {
 	// Sensitivity is the DynamoDB cost of poll writes against the poll rate, for this
 	// design and for the naive one that writes the repo record on every poll.
 	Sensitivity StoreCostSensitivity `json:"sensitivity"`
-	Notes       []string             `json:"notes"`
+	// Tiers are the ways of storing the mirrors the model compares (ADR 24), per fleet
+	// size without serving.
+	Tiers []StoreCostTier `json:"tiers,omitempty"`
+	// Sources say where the bill's read figures and change rates come from.
+	Sources []string `json:"sources,omitempty"`
+	Notes   []string `json:"notes"`
 }
 
 // StoreCostUnits are request units: as DynamoDB Local reported them (ConsumedCapacity)
@@ -119,6 +124,62 @@ type StoreCostBill struct {
 	// Unthrottled is the same fleet at the poll rate its workers reach when nothing
 	// limits them (the deployed default): poll writes of this design and of the naive one.
 	Unthrottled StoreCostUnthrottled `json:"unthrottled"`
+	// Previous is the same stack as the previous model billed it (reads of polls only,
+	// 97% of the bytes assumed cold, workers by fetcher time alone, no key, no clone
+	// traffic), line by line; PreviousTotalUSD its total.
+	Previous         []StoreCostComponent `json:"previous,omitempty"`
+	PreviousTotalUSD float64              `json:"previous_total_usd,omitempty"`
+	PreviousWorkers  int                  `json:"previous_workers,omitempty"`
+	// EFS is the month of the mirrors on EFS behind the EFS lines.
+	EFS *StoreCostEFS `json:"efs,omitempty"`
+	// Staleness is what the fleet of this bill shows against the stack's alarm and
+	// scaling thresholds (infra/budget).
+	Staleness StoreCostStaleness `json:"staleness"`
+}
+
+// StoreCostEFS is a month of the mirrors on EFS: average storage by class, what each
+// source read from each class, bytes written and tiered down.
+type StoreCostEFS struct {
+	StandardGB     float64            `json:"standard_gb"`
+	IAGB           float64            `json:"ia_gb"`
+	ArchiveGB      float64            `json:"archive_gb"`
+	Reads          []StoreCostEFSRead `json:"reads"`
+	WriteGB        float64            `json:"write_gb"`
+	ToIAGB         float64            `json:"to_ia_gb"`
+	ToArchiveGB    float64            `json:"to_archive_gb"`
+	Changes        float64            `json:"changes"`
+	ScrubsPerMonth float64            `json:"scrubs"`
+}
+
+// StoreCostEFSRead is what one source read in the month, by storage class.
+type StoreCostEFSRead struct {
+	Source     string  `json:"source"`
+	StandardGB float64 `json:"standard_gb"`
+	IAGB       float64 `json:"ia_gb"`
+	ArchiveGB  float64 `json:"archive_gb"`
+}
+
+// StoreCostStaleness is a billed fleet's staleness against the stack's thresholds: the
+// p99 a fleet polling at PollsPerDay shows (a dormant repo's revisit), the stale-repos
+// alarm's threshold and the workers' scale-out step.
+type StoreCostStaleness struct {
+	PollsPerDay   float64 `json:"polls_per_day"`
+	TailHours     float64 `json:"tail_hours"`
+	AlarmHours    float64 `json:"alarm_hours"`
+	ScaleOutHours float64 `json:"scale_out_hours"`
+}
+
+// StoreCostTier is one way of storing the mirrors at a fleet size, priced by the model:
+// the bill's storage lines under it, and the bill's total with them.
+type StoreCostTier struct {
+	Repos       int                  `json:"repos"`
+	Name        string               `json:"name"`
+	Description string               `json:"description"`
+	Deployed    bool                 `json:"deployed"` // what the stack deploys today
+	Components  []StoreCostComponent `json:"components"`
+	StorageUSD  float64              `json:"storage_usd"` // the components' sum
+	TotalUSD    float64              `json:"total_usd"`   // the whole bill with this storage
+	GoalUSD     float64              `json:"goal_usd,omitempty"`
 }
 
 // StoreCostComponent is one line of a bill.
@@ -172,6 +233,10 @@ type StoreCostStack struct {
 	Insights       bool    `json:"container_insights"`
 	EFSIADays      int     `json:"efs_ia_after_days"`
 	EFSArchiveDays int     `json:"efs_archive_after_days"`
+	EFSBackOnRead  bool    `json:"efs_back_to_standard_on_read,omitempty"`
+	ScrubDays      float64 `json:"scrub_days,omitempty"` // the workers' scrub period
+	KMSKeys        int     `json:"kms_keys,omitempty"`
+	StaleAfterH    float64 `json:"stale_after_hours,omitempty"` // the stale-repos alarm
 	TickSeconds    float64 `json:"tick_seconds"`
 	LambdaMB       int     `json:"lambda_mb"`
 }

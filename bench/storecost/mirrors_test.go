@@ -1,0 +1,215 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
+	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
+)
+
+func nearTo(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+// The lifecycle, by hand.
+func TestClasses(t *testing.T) {
+	fs := stackfacts.FileSystem{IAAfterDays: 7, ArchiveAfterDays: 90}
+	// Never read but by a yearly scrub, living 1,095 days: 7 days in Standard, 83 in IA,
+	// the rest in Archive (reads do not bring it back).
+	c := classes(0, 365, 1095, fs)
+	if !nearTo(c[standard], 7.0/1095, 1e-12) || !nearTo(c[archive], (1095-90)/1095.0, 1e-12) {
+		t.Errorf("unread: %v", c)
+	}
+	// A scrub every 60 days reads it before the Archive window: never Archive.
+	if c := classes(0, 60, 1095, fs); c[archive] != 0 || !nearTo(c[infrequent], 1-7.0/1095, 1e-12) {
+		t.Errorf("scrubbed every 60 days: %v", c)
+	}
+	// Read at a Poisson rate r: the first 7-day gap comes after (e^{7r} − 1)/r days.
+	r := 0.5
+	if c := classes(r, 365, 1e6, fs); !nearTo(c[standard], math.Expm1(7*r)/r/1e6, 1e-12) {
+		t.Errorf("read twice a day: %v", c)
+	}
+	// A read every day or so keeps a file in Standard for a life of 1,095 days.
+	if c := classes(3, 365, 1095, fs); c[standard] != 1 {
+		t.Errorf("read 3 times a day: %v", c)
+	}
+	// Back to Standard on a read: each read starts the file over. Unread but by a
+	// scrub every 90 days: 7 days Standard, 83 IA per cycle, never Archive.
+	back := fs
+	back.BackToStandardOnRead = true
+	if c := classes(0, 90, 1095, back); !nearTo(c[standard], 7.0/90, 1e-12) || !nearTo(c[infrequent], 83.0/90, 1e-12) || c[archive] != 0 {
+		t.Errorf("back on read: %v", c)
+	}
+	// No lifecycle: Standard.
+	if c := classes(0, 90, 1095, stackfacts.FileSystem{}); c != [3]float64{1, 0, 0} {
+		t.Errorf("no lifecycle: %v", c)
+	}
+}
+
+// The read figures are the maintenance benchmark's, scaled to the bill's mirror where
+// they grow with it.
+func TestMirrorReadsFromTheMaintenanceResults(t *testing.T) {
+	r, err := readsFromMaintenance("../results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PollBytes == 0 || r.PollBytes > 64<<10 || r.FetchOldPackBytes == 0 || r.ScrubPackFactor < 2 || r.ClonePackFactor < 1 ||
+		r.IndexBytes < r.PackIdxBytes+r.MIDXBytes || !strings.Contains(r.Source, "maintenance.json") {
+		t.Errorf("reads %+v", r)
+	}
+	s := r.scaled(50)
+	if !nearTo(s.PackBytes+s.IndexBytes+s.SmallBytes, 50<<20, 1) || s.PollBytes != r.PollBytes || s.FetchOldPackBytes != r.FetchOldPackBytes {
+		t.Errorf("scaled to 50 MB: %+v", s)
+	}
+	if !nearTo(s.IndexBytes/s.PackBytes, r.IndexBytes/r.PackBytes, 1e-12) {
+		t.Error("scaling changed the index share")
+	}
+}
+
+// The population is the freshness benchmark's: 13% of repos change in a month.
+func TestPopulation(t *testing.T) {
+	p, err := populationFrom("../results")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.changedWithin(730.0 / 24); math.Abs(got-0.13) > 0.01 {
+		t.Errorf("changed within a month: %v", got)
+	}
+	if got := p.changedWithin(90); got <= p.changedWithin(30) || got >= 1-p.DormantShare {
+		t.Errorf("changed within 90 days: %v", got)
+	}
+}
+
+// A month of dormant mirrors, by hand: only polls, unchanged maintenance and the scrub
+// read; the scrub reads 2× the pack from the class the mirror sits in.
+func TestMirrorsOnEFSByHand(t *testing.T) {
+	md := testModel()
+	in := testInputs()
+	fs := stackfacts.FileSystem{IAAfterDays: 1, ArchiveAfterDays: 90}
+	m := md.mirrorsOnEFS(mirrorLoad{Repos: 1000, PollsPerDay: 4, ScrubDays: 365, FS: fs}, in.Reads, in.Pop)
+	days := 730.0 / 24
+	const gb = 1 << 30
+	reads := map[string]efsRead{}
+	for _, r := range m.Reads {
+		reads[r.Source] = r
+	}
+	if got := reads["polls"]; !nearTo(got.GB[standard], 1000*4*days*4096/gb, 1e-9) || got.GB[infrequent]+got.GB[archive] != 0 {
+		t.Errorf("polls %+v", got)
+	}
+	if got := reads["maintenance of unchanged mirrors"]; !nearTo(got.total(), 1000*days*4096/gb, 1e-9) {
+		t.Errorf("unchanged maintenance %+v", got)
+	}
+	// Life 1,095 days: a day in Standard, 89 in IA, 1,005 in Archive.
+	scrub := 1000 * days / 365 * (2*(49<<20) + (1 << 20)) / gb
+	if got := reads["scrubs"]; !nearTo(got.total(), scrub, 1e-9) || !nearTo(got.GB[archive], scrub*1005/1095, 1e-9) {
+		t.Errorf("scrubs %+v, want %v GB", got, scrub)
+	}
+	if got := reads["fetches of changes"]; got.total() != 0 {
+		t.Errorf("dormant mirrors fetched %+v", got)
+	}
+	total := 1000 * 50.0 / 1024
+	if !nearTo(m.GB[standard]+m.GB[infrequent]+m.GB[archive], total, 1e-9) || !nearTo(m.GB[archive], total*1005/1095, 1e-9) {
+		t.Errorf("storage %v, want %v GB", m.GB, total)
+	}
+}
+
+// The honest bill counts what the previous one left out, beside it line by line.
+func TestHonestBillBesideThePrevious(t *testing.T) {
+	md, p := testModel(), testPrices(t)
+	for i := range p {
+		switch p[i].Key {
+		case "efs_elastic_read":
+			p[i].USD = 0.03
+		case "kms_key":
+			p[i].USD = 1
+		}
+	}
+	st := testStack()
+	st.KMSKeys = 1
+	st.FS = stackfacts.FileSystem{IAAfterDays: 1, ArchiveAfterDays: 90}
+	st.Workers.MinTasks, st.Workers.MaxTasks = 1, 12
+	md.MinWorkers = 1
+	b := md.bill(1_000_000, measured{}, p, st, testInputs())
+	keys := map[string]float64{}
+	for _, c := range b.Components {
+		keys[c.Key] = c.USD
+	}
+	prev := map[string]bool{}
+	for _, c := range b.Previous {
+		prev[c.Key] = true
+	}
+	for _, k := range []string{"efs_storage", "efs_reads", "efs_writes", "kms"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("honest bill without %s: %v", k, keys)
+		}
+	}
+	if keys["kms"] != 1 || keys["efs_reads"] <= 0 || !prev["efs_throughput"] || prev["kms"] {
+		t.Errorf("honest %v, previous %v", keys, prev)
+	}
+	// A million repos, 80% on one host: 12 workers by the per-host limit; the previous
+	// model sized by fetcher time alone (7).
+	if b.Workers != 12 || b.PreviousWorkers != 7 {
+		t.Errorf("workers %d, previous %d; want 12 and 7", b.Workers, b.PreviousWorkers)
+	}
+	// Nothing throttles the workers: they poll as fast as the big host allows, 2.59 a
+	// day, not the budget's 2.
+	if want := budget.Default().PollCapacity(1_000_000, 12, 0) / 1e6; !nearTo(b.PollsPerDay, want, 1e-9) || b.PollsPerDay <= 2 {
+		t.Errorf("polls a day %v, want %v", b.PollsPerDay, want)
+	}
+	if b.EFS == nil || len(b.EFS.Reads) == 0 {
+		t.Error("no EFS month recorded")
+	}
+}
+
+// A fleet at the bill's poll rate shows less staleness than the scaling step and the
+// alarm the stack derives from the same budget.
+func TestBilledFleetIsNotInAlarm(t *testing.T) {
+	md, p := testModel(), testPrices(t)
+	st := testStack()
+	st.Workers.MinTasks, st.Workers.MaxTasks = 1, 12
+	b0 := budget.Default()
+	st.StaleAfterSeconds = b0.StaleAfter().Seconds()
+	md.MinWorkers = 1
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b := md.bill(n, measured{}, p, st, testInputs())
+		if s := b.Staleness; s.TailHours >= s.ScaleOutHours || s.TailHours >= s.AlarmHours || s.AlarmHours != b0.StaleAfter().Hours() {
+			t.Errorf("%d repos: %+v", n, s)
+		}
+	}
+}
+
+// The tiers: the deployed one first, a longer scrub cheaper, the S3 tier with its own
+// line; each total is the bill with its storage lines.
+func TestTiers(t *testing.T) {
+	md, p := testModel(), testPrices(t)
+	for i := range p {
+		switch p[i].Key {
+		case "efs_elastic_read":
+			p[i].USD = 0.03
+		case "efs_ia":
+			p[i].USD = 0.016
+		case "efs_archive":
+			p[i].USD = 0.008
+		case "s3_gir_storage":
+			p[i].USD = 0.004
+		}
+	}
+	st := testStack()
+	st.FS = stackfacts.FileSystem{IAAfterDays: 1, ArchiveAfterDays: 90}
+	md.ColdAfterDays = 30
+	ts := md.tiers(10_000, measured{}, p, st, testInputs())
+	if len(ts) != 5 || !ts[0].Deployed || ts[1].Deployed {
+		t.Fatalf("tiers %+v", ts)
+	}
+	b := md.bill(10_000, measured{}, p, st, testInputs())
+	if !nearTo(ts[0].TotalUSD, b.TotalUSD, 1e-9) {
+		t.Errorf("deployed tier total %v, bill %v", ts[0].TotalUSD, b.TotalUSD)
+	}
+	if !(ts[2].StorageUSD < ts[1].StorageUSD && ts[1].StorageUSD < ts[0].StorageUSD) {
+		t.Errorf("scrub 90 / 180 / 365 days: %v, %v, %v", ts[0].StorageUSD, ts[1].StorageUSD, ts[2].StorageUSD)
+	}
+	last := ts[len(ts)-1]
+	if last.Components[len(last.Components)-1].Key != "s3" || last.Components[len(last.Components)-1].USD <= 0 {
+		t.Errorf("S3 tier %+v", last)
+	}
+}
