@@ -5,7 +5,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # Node 20 is past its end of life for jsii; this silences that banner for major version 20.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: all run test vet unit infra cfnspec synth deploy destroy bench microbench build localstack-test fmt clean
+.PHONY: all run test vet unit infra cfnspec synth smoke deploy destroy bench microbench build localstack-test fmt clean
 
 all: test
 
@@ -63,6 +63,17 @@ deploy: build
 
 destroy:
 	cd infra && npx --yes aws-cdk@2 destroy
+
+## smoke: check a running fleet end to end: add SMOKE_REPO through the API at SMOKE_URL,
+## wait until it is ok, clone it through its clone URL, read the serving front's metrics.
+## A local fleet: SMOKE_URL=http://127.0.0.1:8080 SMOKE_TOKEN=<token> (or its data
+## directory's token file). After `cdk deploy`: SMOKE_URL=<the stack's ApiUrl output>
+## SMOKE_AWS=1 (the API takes IAM auth: requests are signed with your AWS credentials).
+## `make test` runs the same command against a local fleet (cmd/mirrorfleet TestSmoke).
+SMOKE_REPO ?= https://github.com/octocat/Hello-World
+smoke:
+	@test -n "$(SMOKE_URL)" || { echo "make smoke needs SMOKE_URL=<the fleet's API URL>: http://127.0.0.1:8080 for make run, the stack's ApiUrl output after cdk deploy (with SMOKE_AWS=1)" >&2; exit 2; }
+	$(GO) run ./cmd/mirrorfleet smoke --api "$(SMOKE_URL)" --repo "$(SMOKE_REPO)" $(if $(SMOKE_TOKEN),--token "$(SMOKE_TOKEN)") $(if $(SMOKE_AWS),--aws)
 
 ## bench: every benchmark, then bench/REPORT.md and its charts from the results (~1 h on 2 cores; ticklatency's 1M-repo cells are most of it)
 # Run one after another: the figures include wall times, which a parallel run would distort.

@@ -54,6 +54,7 @@ type clientFlags struct {
 	limit int
 	all   bool
 	yes   bool
+	smoke smokeFlags
 }
 
 func commands(f *clientFlags) []command {
@@ -99,6 +100,15 @@ func commands(f *clientFlags) []command {
 			run: func(c *client, ctx context.Context, _ []string) error { return c.listStatus(ctx) }},
 		{name: "list confirm", args: "COMMIT", help: "let the held purge of COMMIT go ahead", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error { return c.listConfirm(ctx, a[0]) }},
+		{name: "smoke", args: "--repo URL [--aws] [--timeout D] [--metrics URL]",
+			help: "check a fleet end to end: add --repo, wait until it is ok, clone it through its clone URL, read the serving front's metrics",
+			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&f.smoke.repo, "repo", "", "the repository to add and clone: a small public one (on AWS e.g. https://github.com/octocat/Hello-World)")
+				fs.DurationVar(&f.smoke.timeout, "timeout", 10*time.Minute, "give up after this long (a new repo waits for the next coordinator tick, then its clone)")
+				fs.BoolVar(&f.smoke.aws, "aws", false, "sign API requests with AWS SigV4 (the stack's API takes IAM auth) with the AWS SDK's default credentials")
+				fs.StringVar(&f.smoke.metrics, "metrics", "", "the serving front's Prometheus metrics (default: the clone URL's origin + /metrics)")
+			},
+			run: func(c *client, ctx context.Context, _ []string) error { return c.smoke(ctx, f.smoke) }},
 	}
 }
 

@@ -54,6 +54,9 @@ Usage:
   mirrorfleet list                        the repo list kept in git: commit, bad lines, held purge
   mirrorfleet list confirm COMMIT         let the held purge of COMMIT go ahead
   mirrorfleet backup FILE                 copy the running fleet's store to FILE (consistent)
+  mirrorfleet smoke --repo URL [--aws]    check a fleet end to end: add the repo, wait until
+                                          it is ok, clone it through its clone URL, read the
+                                          serving front's metrics (make smoke)
   mirrorfleet version [-o json]           the version and commit of this binary
 
 Client commands find the fleet through --api, $MIRRORFLEET_URL, the config file
@@ -93,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runHealthcheck(args[1:], stdout, stderr)
 	case "version", "--version":
 		err = runVersion(args[1:], stdout, stderr)
-	case "repos", "workers", "ring", "status", "list", "backup":
+	case "repos", "workers", "ring", "status", "list", "backup", "smoke":
 		err = runClient(args, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "mirrorfleet: unknown command %q\n\n%s", args[0], usage)

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/config"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// smokeFlags are the smoke command's own flags.
+type smokeFlags struct {
+	repo    string
+	timeout time.Duration
+	aws     bool
+	metrics string
+}
+
+// serveMetric is the counter the git front keeps of the requests it answered
+// (shared/metrics ServeRequests, by status class): a clone through the serving URL
+// raises it where the clone was served.
+const serveMetric = "mirrorfleet_serve_requests_total"
+
+// smoke checks a deployed fleet end to end: it adds repo through the API, waits until
+// the repo is ok, clones it through its clone URL with git, and reads the serving
+// front's /metrics for the requests the clone made. Every wait ends by ctx (the
+// --timeout).
+func (c *client) smoke(ctx context.Context, f smokeFlags) error {
+	if f.repo == "" {
+		return usageError{"smoke needs --repo URL: a small public repository the fleet may mirror"}
+	}
+	if f.aws {
+		if err := c.signWithAWS(ctx); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	begin := time.Now()
+	say := func(format string, a ...any) { fmt.Fprintf(c.out, "smoke: "+format+"\n", a...) }
+
+	var repo api.Repo
+	if err := c.do(ctx, http.MethodPost, "/v1/repos", map[string]any{"url": f.repo}, &repo); err != nil {
+		return fmt.Errorf("smoke: add %s: %w", f.repo, err)
+	}
+	say("added %s as %s (%s)", repo.URL, repo.ID, repo.State)
+
+	// Wait until a worker has mirrored it.
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for repo.State != store.RepoOK {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("smoke: %s is still %s after %s (last error: %q): %w", repo.ID, repo.State,
+				time.Since(begin).Round(time.Second), repo.LastError, ctx.Err())
+		case <-tick.C:
+		}
+		if err := c.do(ctx, http.MethodGet, repoPath(repo.ID), nil, &repo); err != nil {
+			return fmt.Errorf("smoke: %w", err)
+		}
+	}
+	say("%s is ok after %s", repo.ID, time.Since(begin).Round(time.Second))
+	if repo.CloneURL == nil || *repo.CloneURL == "" {
+		return errors.New("smoke: the repo has no clone_url: the API is not told where the mirrors are served (MIRRORFLEET_CLONE_BASE_URL; serving=false on AWS)")
+	}
+	cloneURL := *repo.CloneURL
+
+	// Clone it through the serving URL.
+	git, err := gitbin.Find(ctx)
+	if err != nil {
+		return fmt.Errorf("smoke: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "mirrorfleet-smoke-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	gitRun := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, git.Path, args...)
+		cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
+		}
+		return strings.TrimSpace(out.String()), nil
+	}
+	clone := dir + "/clone.git"
+	if _, err := gitRun("clone", "--mirror", "-q", cloneURL, clone); err != nil {
+		return fmt.Errorf("smoke: clone through the serving URL: %w", err)
+	}
+	refs, err := gitRun("-C", clone, "for-each-ref", "--format=%(refname)")
+	if err != nil {
+		return fmt.Errorf("smoke: %w", err)
+	}
+	n := len(strings.Fields(refs))
+	if n == 0 {
+		return fmt.Errorf("smoke: the clone of %s has no refs", cloneURL)
+	}
+	if _, err := gitRun("-C", clone, "fsck", "--connectivity-only", "--no-progress"); err != nil {
+		return fmt.Errorf("smoke: the clone of %s is not whole: %w", cloneURL, err)
+	}
+	say("cloned %s: %d refs, connected", cloneURL, n)
+
+	// The front counted the clone's requests.
+	metricsURL := f.metrics
+	if metricsURL == "" {
+		i := strings.Index(cloneURL, "/git/")
+		if i < 0 {
+			return fmt.Errorf("smoke: clone URL %s has no /git/ path; pass --metrics", cloneURL)
+		}
+		metricsURL = cloneURL[:i] + "/metrics"
+	}
+	// Behind a load balancer with several git servers a scrape reaches one of them; a
+	// few tries find the one that served the clone.
+	var last error
+	for try := 0; try < 8; try++ {
+		v, err := c.scrape(ctx, metricsURL, serveMetric)
+		if err == nil && v > 0 {
+			say("%s: %s %s", metricsURL, serveMetric, strconv.FormatFloat(v, 'f', -1, 64))
+			say("passed in %s", time.Since(begin).Round(time.Second))
+			return nil
+		}
+		last = err
+		if err == nil {
+			last = fmt.Errorf("%s is %v", serveMetric, v)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("smoke: %s: %v: %w", metricsURL, last, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	return fmt.Errorf("smoke: %s: no scrape counted the clone: %v", metricsURL, last)
+}
+
+// scrape reads a Prometheus text exposition and sums the samples of metric.
+func (c *client) scrape(ctx context.Context, u, metric string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	sum, seen := 0.0, false
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric) {
+			continue
+		}
+		rest := line[len(metric):]
+		if rest != "" && rest[0] != '{' && rest[0] != ' ' {
+			continue // another metric with this one's name as prefix
+		}
+		fields := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", u, line, err)
+		}
+		sum, seen = sum+v, true
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if !seen {
+		return 0, fmt.Errorf("%s has no %s", u, metric)
+	}
+	return sum, nil
+}
+
+// signWithAWS makes the client sign its API requests with SigV4 for API Gateway
+// (execute-api), with the credentials and region of the AWS SDK's default chain (the
+// stack's API takes IAM auth, no token).
+func (c *client) signWithAWS(ctx context.Context) error {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("smoke --aws: %w", err)
+	}
+	region := cfg.Region
+	if u, err := url.Parse(c.base); err == nil {
+		// <id>.execute-api.<region>.amazonaws.com
+		if parts := strings.Split(u.Hostname(), "."); len(parts) >= 4 && parts[1] == "execute-api" {
+			region = parts[2]
+		}
+	}
+	if region == "" {
+		return errors.New("smoke --aws: no region: set AWS_REGION, or use the API's execute-api URL")
+	}
+	c.token = ""
+	next := c.http.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	hc := *c.http
+	u, err := url.Parse(c.base)
+	if err != nil {
+		return fmt.Errorf("smoke --aws: API URL %q: %w", c.base, err)
+	}
+	hc.Transport = sigv4{next: next, creds: cfg.Credentials, region: region, signer: v4.NewSigner(), host: u.Host}
+	c.http = &hc
+	return nil
+}
+
+// sigv4 signs the requests to the API it carries.
+type sigv4 struct {
+	next   http.RoundTripper
+	creds  aws.CredentialsProvider
+	region string
+	signer *v4.Signer
+	host   string // the API's: requests elsewhere (the serving URL) go unsigned
+}
+
+func (s sigv4) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Host != s.host {
+		return s.next.RoundTrip(req)
+	}
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	sum := sha256.Sum256(body)
+	creds, err := s.creds.Retrieve(req.Context())
+	if err != nil {
+		return nil, fmt.Errorf("AWS credentials: %w", err)
+	}
+	if err := s.signer.SignHTTP(req.Context(), creds, r, hex.EncodeToString(sum[:]), "execute-api", s.region, time.Now()); err != nil {
+		return nil, err
+	}
+	return s.next.RoundTrip(r)
+}
