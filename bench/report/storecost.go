@@ -74,8 +74,11 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 		Sensitivity         *scSensitivityFigures
 		Taken               string
 		Prices              []price
+		Previous, EFS       mdTable
+		Staleness, Tiers    mdTable
 	}{v, scHeadline(v), scUnitsTable(v.Measurements), opTables, chart, scBillTable(v.Bills), scStackTable(v.Bills),
-		scDynamoTable(scPlain(v.Bills)), scBillDetails(v.Bills), scBaseline(v), sens, taken, prices})
+		scDynamoTable(scPlain(v.Bills)), scBillDetails(v.Bills), scBaseline(v), sens, taken, prices,
+		scPreviousTable(v.Bills), scEFSTable(v.Bills), scStalenessTable(v.Bills), scTiersTable(v.Tiers)})
 	return md, v.Meta, err
 }
 
@@ -200,8 +203,16 @@ func scStackTable(bills []results.StoreCostBill) mdTable {
 	row("custom metrics / dashboards", func(s results.StoreCostStack) string { return fmt.Sprintf("%d / %d", s.CustomMetrics, s.Dashboards) })
 	row("Container Insights", func(s results.StoreCostStack) string { return yes(s.Insights) })
 	row("EFS to IA / Archive after", func(s results.StoreCostStack) string {
-		return fmt.Sprintf("%d / %d days", s.EFSIADays, s.EFSArchiveDays)
+		back := ""
+		if s.EFSBackOnRead {
+			back = ", back on a read"
+		}
+		return fmt.Sprintf("%d / %d days%s", s.EFSIADays, s.EFSArchiveDays, back)
 	})
+	row("scrub every / KMS keys", func(s results.StoreCostStack) string {
+		return fmt.Sprintf("%s days / %d", scNum(s.ScrubDays), s.KMSKeys)
+	})
+	row("stale-repos alarm", func(s results.StoreCostStack) string { return scNum(s.StaleAfterH) + " h" })
 	return t
 }
 
@@ -519,4 +530,141 @@ func scNum(x float64) string {
 // scCell keeps text from breaking a table row.
 func scCell(s string) string {
 	return strings.NewReplacer("|", "\\|", "\n", " ").Replace(s)
+}
+
+// scPreviousTable sets the previous model's bill beside the honest one, line by line,
+// for every bill that carries both: a column pair per bill.
+func scPreviousTable(bills []results.StoreCostBill) mdTable {
+	var with []results.StoreCostBill
+	for _, b := range bills {
+		if len(b.Previous) > 0 {
+			with = append(with, b)
+		}
+	}
+	t := mdTable{Header: []string{"component"}, Align: scAlign(1, 2*len(with))}
+	if len(with) == 0 {
+		return t
+	}
+	for _, b := range with {
+		t.Header = append(t.Header, scBillLabel(b)+": previous", "honest")
+	}
+	var keys []string
+	names := map[string]string{}
+	for _, b := range with {
+		for _, cs := range [][]results.StoreCostComponent{b.Previous, b.Components} {
+			for _, c := range cs {
+				if _, ok := names[c.Key]; !ok {
+					keys = append(keys, c.Key)
+					names[c.Key] = c.Name
+				}
+			}
+		}
+	}
+	cell := func(cs []results.StoreCostComponent, k string) string {
+		if c, ok := scComponent(cs, k); ok {
+			return scUSD(c.USD)
+		}
+		return "—"
+	}
+	r := []string{"workers"}
+	for _, b := range with {
+		r = append(r, strconv.Itoa(b.PreviousWorkers), strconv.Itoa(b.Workers))
+	}
+	t.Rows = append(t.Rows, r)
+	for _, k := range keys {
+		r := []string{names[k]}
+		for _, b := range with {
+			r = append(r, cell(b.Previous, k), cell(b.Components, k))
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	r = []string{"**total**"}
+	for _, b := range with {
+		r = append(r, "**"+scUSD(b.PreviousTotalUSD)+"**", "**"+scUSD(b.TotalUSD)+"**")
+	}
+	t.Rows = append(t.Rows, r)
+	return t
+}
+
+// scEFSTable is each bill's month on EFS: storage by class and the reads by source.
+func scEFSTable(bills []results.StoreCostBill) mdTable {
+	var with []results.StoreCostBill
+	for _, b := range bills {
+		if b.EFS != nil {
+			with = append(with, b)
+		}
+	}
+	t := scSizeTable("GB a month", with)
+	row := func(label string, f func(e *results.StoreCostEFS) string) {
+		r := []string{label}
+		for _, b := range with {
+			r = append(r, f(b.EFS))
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	row("stored: Standard / IA / Archive", func(e *results.StoreCostEFS) string {
+		return scNum(e.StandardGB) + " / " + scNum(e.IAGB) + " / " + scNum(e.ArchiveGB)
+	})
+	var sources []string
+	for _, b := range with {
+		for _, r := range b.EFS.Reads {
+			if !slices.Contains(sources, r.Source) {
+				sources = append(sources, r.Source)
+			}
+		}
+	}
+	for _, src := range sources {
+		row("read by "+src+": Standard / IA / Archive", func(e *results.StoreCostEFS) string {
+			for _, r := range e.Reads {
+				if r.Source == src {
+					return scNum(r.StandardGB) + " / " + scNum(r.IAGB) + " / " + scNum(r.ArchiveGB)
+				}
+			}
+			return "—"
+		})
+	}
+	row("written; moved to IA / Archive", func(e *results.StoreCostEFS) string {
+		return scNum(e.WriteGB) + "; " + scNum(e.ToIAGB) + " / " + scNum(e.ToArchiveGB)
+	})
+	row("changes / scrubs a month", func(e *results.StoreCostEFS) string { return fmtInt(int(e.Changes)) + " / " + fmtInt(int(e.ScrubsPerMonth)) })
+	return t
+}
+
+// scStalenessTable sets what each billed fleet shows against the stack's thresholds.
+func scStalenessTable(bills []results.StoreCostBill) mdTable {
+	t := mdTable{Header: []string{"fleet", "workers", "polls / repo / day", "p99 staleness (h)", "scale out above (h)", "alarm above (h)", ""},
+		Align: scAlign(1, 6)}
+	for _, b := range scPlain(bills) {
+		s := b.Staleness
+		verdict := "quiet"
+		switch {
+		case s.AlarmHours > 0 && s.TailHours > s.AlarmHours:
+			verdict = "**in ALARM**"
+		case s.TailHours > s.ScaleOutHours:
+			verdict = "**scales out**"
+		}
+		t.Rows = append(t.Rows, []string{fmtInt(b.Repos) + " repos", strconv.Itoa(b.Workers), scNum(s.PollsPerDay), scNum(s.TailHours),
+			scNum(s.ScaleOutHours), scNum(s.AlarmHours), verdict})
+	}
+	return t
+}
+
+// scTiersTable is the storage tiers the model compares (ADR 24).
+func scTiersTable(tiers []results.StoreCostTier) mdTable {
+	t := mdTable{Header: []string{"repos", "storage", "storage lines", "bill total", "goal", "what"}, Align: []string{"---:", "---", "---:", "---:", "---", "---"}}
+	for _, x := range tiers {
+		name := x.Name
+		if x.Deployed {
+			name = "**" + name + "** (deployed)"
+		}
+		goal := "—"
+		if x.GoalUSD > 0 {
+			goal = "≤ " + scUSD(x.GoalUSD) + ": met"
+			if x.TotalUSD > x.GoalUSD {
+				goal = "≤ " + scUSD(x.GoalUSD) + ": **missed**"
+			}
+		}
+		t.Rows = append(t.Rows, []string{fmtInt(x.Repos), name, scUSD(x.StorageUSD), scUSD(x.TotalUSD), goal, scCell(x.Description)})
+	}
+	return t
 }

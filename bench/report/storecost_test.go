@@ -42,6 +42,12 @@ func storeCostFixture() results.StoreCost {
 		for _, c := range b.Components {
 			b.TotalUSD += c.USD
 		}
+		b.Previous = []results.StoreCostComponent{comp("dynamodb", "DynamoDB", 1.5*k), comp("efs_throughput", "EFS Elastic throughput", 1.33*k)}
+		b.PreviousTotalUSD, b.PreviousWorkers = 2.83*k, workers-1
+		b.EFS = &results.StoreCostEFS{StandardGB: 9.85 * k, IAGB: 73.5 * k, ArchiveGB: 405 * k, WriteGB: 6.57, ToIAGB: 21.1, ToArchiveGB: 12.7,
+			Changes: 2980 * k, ScrubsPerMonth: 3350 * k,
+			Reads: []results.StoreCostEFSRead{{Source: "scrubs", StandardGB: 0.5, IAGB: 57.6, ArchiveGB: 305 * k}}}
+		b.Staleness = results.StoreCostStaleness{PollsPerDay: 21.6 / k, TailHours: 5.89 * k, AlarmHours: 127.2, ScaleOutHours: 95.4}
 		return b
 	}
 	return results.StoreCost{
@@ -64,7 +70,12 @@ func storeCostFixture() results.StoreCost {
 		Bills: []results.StoreCostBill{bill(10_000, 2, 1, false, 90), bill(10_000, 2, 1, true, 100), bill(1_000_000, 8, 10, false, 1500)},
 		Sensitivity: results.StoreCostSensitivity{Repos: 100_000, PollsPerDay: []float64{2, 24, 288},
 			OursUSD: []float64{11.41, 22.89, 22.91}, NaiveUSD: []float64{11.41, 136.88, 1642.5}},
-		Notes: []string{"The bill uses the AWS-rule units."},
+		Notes:   []string{"The bill uses the AWS-rule units."},
+		Sources: []string{"EFS read figures: bench/results/maintenance.json (test)"},
+		Tiers: []results.StoreCostTier{
+			{Repos: 1_000_000, Name: "EFS as deployed", Description: "IA after 1 day", Deployed: true, StorageUSD: 1110, TotalUSD: 1377, GoalUSD: 1500},
+			{Repos: 1_000_000, Name: "cold packs on S3 Glacier Instant Retrieval", Description: "modelled", StorageUSD: 1219.95, TotalUSD: 1587.62, GoalUSD: 1500},
+		},
 	}
 }
 
@@ -127,6 +138,20 @@ func TestStoreCostSectionShowsTheJSON(t *testing.T) {
 		"*Not drawn (under $0.01 at every size):* EventBridge Scheduler.",
 		"The bill uses the AWS-rule units.",
 		"![Monthly AWS bill by component for each fleet size](plots/storecost-bill.svg)",
+		// the previous model beside the honest one
+		"| component | 10,000 repos: previous | honest | 10,000 repos, serving: previous | honest | 1,000,000 repos: previous | honest |",
+		"| workers | 1 | 2 | 1 | 2 | 7 | 8 |",
+		"| EFS Elastic throughput | $1.33 | — | $1.33 | — | $13.30 | — |",
+		"| EFS storage | — | $25.84 | — | $25.84 | — | $2,584 |",
+		"| **total** | **$2.83** | **$85.22** | **$2.83** | **$101.94** | **$28.30** | **$3,178** |",
+		"EFS read figures: bench/results/maintenance.json (test)",
+		// EFS month, staleness, tiers
+		"| stored: Standard / IA / Archive | 9.85 / 73.5 / 405 | 9.85 / 73.5 / 405 | 98.5 / 735 / 4050 |",
+		"| read by scrubs: Standard / IA / Archive | 0.5 / 57.6 / 305 | 0.5 / 57.6 / 305 | 0.5 / 57.6 / 3050 |",
+		"| 10,000 repos | 2 | 21.6 | 5.89 | 95.4 | 127.2 | quiet |",
+		"| 1,000,000 repos | 8 | 2.16 | 58.9 | 95.4 | 127.2 | quiet |",
+		"| 1,000,000 | **EFS as deployed** (deployed) | $1,110 | $1,377 | ≤ $1,500: met | IA after 1 day |",
+		"| 1,000,000 | cold packs on S3 Glacier Instant Retrieval | $1,220 | $1,588 | ≤ $1,500: **missed** | modelled |",
 		"(plots/storecost-baseline.svg)",
 	} {
 		if !strings.Contains(md, want) {

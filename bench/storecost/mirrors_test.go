@@ -197,8 +197,8 @@ func TestTiers(t *testing.T) {
 	st := testStack()
 	st.FS = stackfacts.FileSystem{IAAfterDays: 1, ArchiveAfterDays: 90}
 	md.ColdAfterDays = 30
-	ts := md.tiers(10_000, measured{}, p, st, testInputs())
-	if len(ts) != 5 || !ts[0].Deployed || ts[1].Deployed {
+	ts := md.tiers(10_000, measured{}, p, st, testInputs()) // the stack scrubs every 90 days
+	if len(ts) != 5 || !ts[0].Deployed || ts[1].Deployed || strings.Contains(ts[1].Name, "90 days") {
 		t.Fatalf("tiers %+v", ts)
 	}
 	b := md.bill(10_000, measured{}, p, st, testInputs())
@@ -207,6 +207,9 @@ func TestTiers(t *testing.T) {
 	}
 	if !(ts[2].StorageUSD < ts[1].StorageUSD && ts[1].StorageUSD < ts[0].StorageUSD) {
 		t.Errorf("scrub 90 / 180 / 365 days: %v, %v, %v", ts[0].StorageUSD, ts[1].StorageUSD, ts[2].StorageUSD)
+	}
+	if ts[3].StorageUSD >= ts[0].StorageUSD || !strings.Contains(ts[3].Name, "changed mirrors only") {
+		t.Errorf("scrubbing changed mirrors only: %+v", ts[3])
 	}
 	last := ts[len(ts)-1]
 	if last.Components[len(last.Components)-1].Key != "s3" || last.Components[len(last.Components)-1].USD <= 0 {

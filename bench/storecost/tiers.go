@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 // tiers prices the ways of storing the mirrors of repos repos on the stack st (ADR 24):
@@ -33,11 +34,18 @@ func (md model) tiers(repos int, mu measured, p []results.StoreCostPrice, st sta
 	var out []results.StoreCostTier
 	out = append(out, tier("EFS as deployed", fmt.Sprintf("IA after %d days and Archive after %d without a read, staying there when read; a scrub per mirror every %.0f days",
 		st.FS.IAAfterDays, st.FS.ArchiveAfterDays, st.ScrubDays), true, efsComponents(md.mirrorsOnEFS(load, in.Reads, in.Pop), p)))
-	for _, days := range []float64{180, 365} {
+	for _, days := range []float64{90, 180, 365} {
+		if days == st.ScrubDays {
+			continue
+		}
 		l := load
 		l.ScrubDays = days
+		what := ""
+		if days == worker.DefaultConfig().ScrubEvery.Hours()/24 {
+			what = " (the worker's own default)"
+		}
 		out = append(out, tier(fmt.Sprintf("EFS, scrub every %.0f days", days),
-			fmt.Sprintf("the same file system; the scrub (which reads a mirror whole, %.2g× its pack) every %.0f days", in.Reads.ScrubPackFactor, days),
+			fmt.Sprintf("the same file system; the scrub (which reads a mirror whole, %.2g× its pack) every %.0f days%s", in.Reads.ScrubPackFactor, days, what),
 			false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop), p)))
 	}
 	l := load
