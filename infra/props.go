@@ -35,9 +35,9 @@ type Props struct {
 	NoWarmup        bool          // no first-start warm-up (a fleet being rebuilt): MIRRORFLEET_WARMUP=0
 	MinLive         int           // alarm when fewer live workers; default WorkerCount
 	StaleAfter      time.Duration // alarm when StalenessMax exceeds it
-	// CoordinatorConcurrency is the coordinator's reserved concurrency; default 1, one
-	// tick at a time; negative: none reserved (an account whose concurrency quota cannot
-	// spare a reservation, see infra/README.md).
+	// CoordinatorConcurrency is the coordinator's reserved concurrency; default none:
+	// the lease already keeps one leader, and a new account's quota of 10 refuses any
+	// reservation (see infra/README.md). Positive: reserve that many.
 	CoordinatorConcurrency int
 	List                   deployenv.List // list sync of the coordinator; Repo "" = off
 
@@ -96,9 +96,6 @@ func (p Props) Defaults() Props {
 	def(&p.ServeMemory, 1024)
 	def(&p.ServeMin, 1)
 	def(&p.ServeMax, 4)
-	if p.CoordinatorConcurrency == 0 {
-		p.CoordinatorConcurrency = 1
-	}
 	if p.Grace <= 0 {
 		p.Grace = 10 * time.Minute
 	}

@@ -226,12 +226,13 @@ func TestLambdaEnvironmentIsTheContract(t *testing.T) {
 	))
 }
 
-// One tick at a time, and neither Lambda nor EventBridge retries a failed tick or
-// firing: the next minute's tick repairs it.
+// No reservation by default (a new account's quota refuses one; the lease keeps one
+// leader), and neither Lambda nor EventBridge retries a failed tick or firing: the next
+// minute's tick repairs it.
 func TestCoordinatorInvocation(t *testing.T) {
 	fns := resourcesOf("AWS::Lambda::Function")
-	if rc := props(fns[logicalID(stack.Coordinator)])["ReservedConcurrentExecutions"]; rc != 1.0 {
-		t.Errorf("coordinator reserved concurrency %v, want 1", rc)
+	if rc := props(fns[logicalID(stack.Coordinator)])["ReservedConcurrentExecutions"]; rc != nil {
+		t.Errorf("coordinator reserved concurrency %v by default, want none", rc)
 	}
 	if rc := props(fns[logicalID(stack.API)])["ReservedConcurrentExecutions"]; rc != nil {
 		t.Errorf("API reserved concurrency %v, want none", rc)
@@ -245,13 +246,13 @@ func TestCoordinatorInvocation(t *testing.T) {
 		"Targets", arrayWith(like("RetryPolicy", obj("MaximumRetryAttempts", 0, "MaximumEventAgeInSeconds", 60))),
 	))
 
-	// Without a reservation (an account whose quota cannot spare one), still no retries.
-	s, _, tp := variant(t, "Unreserved", Props{CoordinatorConcurrency: -1, WithoutServing: true}, false)
-	if rc := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.Coordinator)])["ReservedConcurrentExecutions"]; rc != nil {
-		t.Errorf("coordinatorConcurrency=none: reserved %v", rc)
+	// An explicit reservation is kept, with the same retry settings.
+	s, _, tp := variant(t, "Reserved", Props{CoordinatorConcurrency: 1, WithoutServing: true}, false)
+	if rc := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.Coordinator)])["ReservedConcurrentExecutions"]; rc != 1.0 {
+		t.Errorf("coordinatorConcurrency=1: reserved %v", rc)
 	}
 	if len(tp.resources("AWS::Lambda::EventInvokeConfig")) != 1 {
-		t.Error("coordinatorConcurrency=none dropped the async retry settings")
+		t.Error("coordinatorConcurrency=1 dropped the async retry settings")
 	}
 }
 
