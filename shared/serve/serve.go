@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -386,10 +387,16 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// uploadPack runs git upload-pack for one request and streams its output. With fill, the response also goes into the
-// pack cache's whole-response entry (and the hook does not cache the pack again); it
-// reports whether git answered in full, and the client got it.
-func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req request, proto string, body []byte, fill io.Writer) bool {
+// uploadPack runs git upload-pack for one request and streams its output. With fill,
+// the response goes into the pack cache's whole-response entry at disk speed and the
+// client is sent it from there (and the hook does not cache the pack again); it
+// reports whether git answered in full, and the client got it. git and whatever it
+// starts (the hook, pack-objects) run in a process group of their own, killed when
+// the request ends.
+func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req request, proto string, body []byte, fill *packcache.Fill) bool {
+	if fill != nil {
+		defer fill.Abort() // a no-op once it ran
+	}
 	scratch, err := h.scratchDir(dir)
 	if err != nil {
 		h.cfg.Log.Error("serve: scratch git directory", "err", err)
@@ -419,6 +426,9 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.cfg.Git, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second // a descendant holding git's output open does not hold the request
 	cmd.Env = append(append([]string(nil), h.env...), packcache.EnvRepo+"="+dir)
 	if fill != nil {
 		cmd.Env = append(cmd.Env, packcache.EnvDir+"=") // the last one counts: no pack entry besides the response's
@@ -439,6 +449,9 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		fail(w, http.StatusInternalServerError, "internal error: git did not start")
 		return false
 	}
+	// Nothing git started outlives the request: a hook waiting for a cache entry,
+	// a pack-objects whose reader went away.
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 
 	// The status waits for git's first bytes: a request git refuses before it says
 	// anything is a 400 with git's own words, not a 200 with an empty body.
@@ -458,9 +471,6 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	noCache(hd)
 	rc := http.NewResponseController(w)
 	write := func(p []byte) error {
-		if fill != nil {
-			fill.Write(p) // never fails: a fill that cannot keep up just is not kept
-		}
 		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.IdleTimeout))
 		if _, err := w.Write(p); err != nil {
 			return err
@@ -480,6 +490,13 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		hd.Set("Content-Type", "application/x-git-upload-pack-result")
 		w.WriteHeader(http.StatusOK)
 	}
+	if fill != nil {
+		res := fill.Run(io.MultiReader(bytes.NewReader(buf[:n]), out), writerFunc(write), cmd.Wait, cancel)
+		if res.GenErr != nil && ctx.Err() == nil {
+			h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", res.GenErr, "stderr", firstLine(stderr.String()))
+		}
+		return res.WriteErr == nil && res.GenErr == nil
+	}
 	sent := stream(out, buf[:n], write)
 	if sent != nil {
 		cancel() // the client went away or stopped reading: stop git
@@ -489,6 +506,16 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", werr, "stderr", firstLine(stderr.String()))
 	}
 	return sent == nil && werr == nil
+}
+
+// writerFunc is an io.Writer made of a function that writes all of p or fails.
+type writerFunc func(p []byte) error
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	if err := f(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // noCache sets the headers that keep proxies from caching a response (as git's

@@ -18,6 +18,7 @@
 package packcache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -160,14 +161,30 @@ func (c Config) lockEntry(key string) (*flock, error) {
 	return l, nil
 }
 
-// Wait returns once nobody fills key's entry.
-func (c Config) Wait(key string) error {
-	l, err := lockFile(c.withDefaults().entry(key, ".lock"), syscall.LOCK_SH)
-	if err != nil {
-		return fmt.Errorf("pack cache: %w", err)
+// Wait returns once nobody fills key's entry, or with ctx's error when ctx ends first.
+// It polls the lock (a blocking flock cannot be given up on), from every few
+// milliseconds up to a tenth of a second.
+func (c Config) Wait(ctx context.Context, key string) error {
+	p := c.withDefaults().entry(key, ".lock")
+	backoff := 5 * time.Millisecond
+	for {
+		l, err := lockFile(p, syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			l.unlock()
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("pack cache: %w", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("pack cache: waiting for an entry: %w", ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
 	}
-	l.unlock()
-	return nil
 }
 
 // evict removes entries unused for longer than the TTL, then the least recently used

@@ -2,6 +2,8 @@ package packcache
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -142,5 +144,26 @@ func TestEvict(t *testing.T) {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s kept=%v, want %v", filepath.Base(p), err == nil, want)
 		}
+	}
+}
+
+// A wait for an entry in generation ends with the waiting request.
+func TestWaitEndsWithItsContext(t *testing.T) {
+	c := Config{Dir: t.TempDir()}.withDefaults()
+	key := strings.Repeat("ab", 32)
+	l, err := c.lockEntry(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Wait(ctx, key) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after its context ended: %v", err)
+	}
+	l.unlock()
+	if err := c.Wait(context.Background(), key); err != nil {
+		t.Fatalf("Wait on a free entry: %v", err)
 	}
 }
