@@ -45,6 +45,7 @@ import (
 const (
 	DefaultMaxPerRepo      = 32
 	DefaultMaxTotal        = 64
+	DefaultMaxPerClient    = 8
 	DefaultQueueWait       = 10 * time.Second
 	DefaultRetryAfter      = 5 * time.Second
 	DefaultMaxRequestBytes = 16 << 20
@@ -80,7 +81,12 @@ type Config struct {
 	// (server) with Retry-After.
 	MaxPerRepo, MaxTotal int
 	QueueWait            time.Duration
-	RetryAfter           time.Duration
+	// MaxPerClient bounds one client's requests at once; past it, 429 at once. A
+	// client is its address: the peer's, or from X-Forwarded-For when the peer is in
+	// TrustedProxies.
+	MaxPerClient   int
+	TrustedProxies []netip.Prefix
+	RetryAfter     time.Duration
 	// MaxRequestBytes bounds a request body after decompression.
 	MaxRequestBytes int64
 	// ReadTimeout bounds reading a request body; IdleTimeout the time a response
@@ -89,8 +95,8 @@ type Config struct {
 	ReadTimeout, IdleTimeout time.Duration
 	// Index lists the repos for GET /git/; nil: no index.
 	Index Lister
-	// BaseURL is the clone base URL the index shows (http://host:port); "" takes
-	// the request's Host.
+	// BaseURL is the clone base URL the index shows (http://host:port); "": the
+	// index shows path-only URLs. Never the request's Host.
 	BaseURL string
 	Metrics Sink
 	Log     *slog.Logger
@@ -109,6 +115,7 @@ func (c Config) withDefaults() Config {
 	}
 	set(&c.MaxPerRepo, DefaultMaxPerRepo)
 	set(&c.MaxTotal, DefaultMaxTotal)
+	set(&c.MaxPerClient, DefaultMaxPerClient)
 	setD(&c.QueueWait, DefaultQueueWait)
 	setD(&c.RetryAfter, DefaultRetryAfter)
 	setD(&c.ReadTimeout, DefaultReadTimeout)
@@ -154,7 +161,7 @@ func New(cfg Config) (*Handler, error) {
 	if _, err := os.ReadDir(root); err != nil {
 		return nil, fmt.Errorf("serve: mirrors root %s is not a readable directory: %w", cfg.Root, err)
 	}
-	h := &Handler{cfg: cfg, root: root, limit: newLimiter(cfg.MaxPerRepo, cfg.MaxTotal),
+	h := &Handler{cfg: cfg, root: root, limit: newLimiter(cfg.MaxPerClient, cfg.MaxPerRepo, cfg.MaxTotal),
 		tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	h.env = gitEnv(cfg.Git)
 	if cfg.PackCache.Dir != "" && len(cfg.Hook) > 0 {
@@ -286,8 +293,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	release, why := h.limit.acquire(r.Context(), dir, h.cfg.QueueWait)
+	release, why := h.limit.acquire(r.Context(), clientAddr(r, h.cfg.TrustedProxies), dir, h.cfg.QueueWait)
 	switch why {
+	case clientBusy:
+		h.reject(rw, http.StatusTooManyRequests, "too many requests from your address at once; retry later")
+		return
 	case repoBusy:
 		h.reject(rw, http.StatusTooManyRequests, "too many clones of this repository at once; retry later")
 		return
@@ -633,6 +643,15 @@ func (h *Handler) scratchDir(dir string) (string, error) {
 		return "", err
 	}
 	return d, nil
+}
+
+// Guard puts next (such as /metrics) under the front's token and allowed networks.
+func (h *Handler) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.authorized(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
