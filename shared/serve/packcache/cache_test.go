@@ -167,3 +167,50 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Wait on a free entry: %v", err)
 	}
 }
+
+// The key follows the repository's contents, not its files' sizes and times: a ref
+// rewritten to another value of the same length with its old mtime, or a changed
+// config, alternates or shallow file, is another key.
+func TestKeyFollowsContents(t *testing.T) {
+	bare, head := repo(t)
+	key := func() string {
+		k, err := Key(bare, []string{"pack-objects", "--stdout"}, []byte(head+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	before := key()
+	if key() != before {
+		t.Fatal("the key of an unchanged repository changed")
+	}
+	ref := filepath.Join(bare, "refs", "heads", "other")
+	old := time.Unix(1_700_000_000, 0)
+	write := func(p, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ref, strings.Repeat("a", 40)+"\n")
+	k1 := key()
+	write(ref, strings.Repeat("b", 40)+"\n") // same size, same mtime
+	if k2 := key(); k2 == k1 || k1 == before {
+		t.Fatal("a ref rewritten with the same size and mtime kept its key")
+	}
+	for _, name := range []string{"config", "shallow", "objects/info/alternates"} {
+		k := key()
+		p := filepath.Join(bare, filepath.FromSlash(name))
+		prev, _ := os.ReadFile(p)
+		write(p, string(prev)+"# changed\n")
+		if key() == k {
+			t.Errorf("a changed %s kept the key", name)
+		}
+	}
+}
