@@ -41,6 +41,7 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 	fs.StringVar(&sf.allow, "serve-allow", "", "comma-separated client networks (CIDR) that may read without the token; with no token, only they may read")
 	fs.StringVar(&sf.cacheBytes, "pack-cache-bytes", envOr(cloud.EnvPackCacheBytes, "10G"), "pack cache size bound (512M, 10G, ...)")
 	fs.DurationVar(&c.PackCache.TTL, "pack-cache-ttl", packcache.DefaultTTL, "a cached pack unused for this long is removed")
+	fs.IntVar(&c.PackCache.MaxEntries, "pack-cache-max-entries", packcache.DefaultMaxEntries, "files in the pack cache (entries, locks, partly written ones); past it the least recently used go")
 	fs.IntVar(&c.MaxPerRepo, "serve-max-per-repo", serve.DefaultMaxPerRepo, "git processes at once for one repo; past it, 429")
 	fs.IntVar(&c.MaxTotal, "serve-max-total", serve.DefaultMaxTotal, "git processes at once in all; past it, 503")
 	fs.IntVar(&c.MaxPerClient, "serve-max-per-client", serve.DefaultMaxPerClient, "git requests at once from one client address; past it, 429")

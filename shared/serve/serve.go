@@ -182,6 +182,9 @@ func New(cfg Config) (*Handler, error) {
 		if cfg.PackCache.TTL > 0 {
 			h.env = append(h.env, packcache.EnvTTL+"="+cfg.PackCache.TTL.String())
 		}
+		if cfg.PackCache.MaxEntries > 0 {
+			h.env = append(h.env, packcache.EnvEntries+"="+strconv.Itoa(cfg.PackCache.MaxEntries))
+		}
 	}
 	return h, nil
 }

@@ -23,12 +23,13 @@ const Arg = "pack-objects-hook"
 
 // The hook's environment, set by the server on upload-pack and inherited by the hook.
 const (
-	EnvDir    = "MIRRORFLEET_PACK_CACHE_DIR"    // the cache directory; empty: no cache
-	EnvBytes  = "MIRRORFLEET_PACK_CACHE_BYTES"  // Config.MaxBytes, in bytes
-	EnvTTL    = "MIRRORFLEET_PACK_CACHE_TTL"    // Config.TTL, a Go duration
-	EnvRepo   = "MIRRORFLEET_SERVE_REPO"        // the repository's real path (its identity)
-	EnvReport = "MIRRORFLEET_PACK_CACHE_REPORT" // a unixgram socket the outcome is sent to
-	EnvGit    = gitbin.EnvGit                   // the git binary
+	EnvDir     = "MIRRORFLEET_PACK_CACHE_DIR"         // the cache directory; empty: no cache
+	EnvBytes   = "MIRRORFLEET_PACK_CACHE_BYTES"       // Config.MaxBytes, in bytes
+	EnvTTL     = "MIRRORFLEET_PACK_CACHE_TTL"         // Config.TTL, a Go duration
+	EnvEntries = "MIRRORFLEET_PACK_CACHE_MAX_ENTRIES" // Config.MaxEntries
+	EnvRepo    = "MIRRORFLEET_SERVE_REPO"             // the repository's real path (its identity)
+	EnvReport  = "MIRRORFLEET_PACK_CACHE_REPORT"      // a unixgram socket the outcome is sent to
+	EnvGit     = gitbin.EnvGit                        // the git binary
 )
 
 // maxStdin bounds the standard input a key is made of; a bigger one (an enormous list
@@ -112,6 +113,13 @@ func newHook(args []string, getenv func(string) string, stderr io.Writer) (*hook
 			return nil, fmt.Errorf("%s=%q: not a number of bytes", EnvBytes, v)
 		}
 		h.cfg.MaxBytes = n
+	}
+	if v := getenv(EnvEntries); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: not a number of entries", EnvEntries, v)
+		}
+		h.cfg.MaxEntries = n
 	}
 	if v := getenv(EnvTTL); v != "" {
 		d, err := time.ParseDuration(v)
