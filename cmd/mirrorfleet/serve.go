@@ -119,7 +119,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.Git = git.Path
 	if *table != "" {
-		st, err := cloud.NewDynamoStore(ctx, "", *table)
+		st, err := cloud.OpenDynamoStore(ctx, "", *table)
 		if err != nil {
 			return err
 		}

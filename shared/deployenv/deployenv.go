@@ -70,6 +70,7 @@ const (
 	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
 	ScrubEvery      = "MIRRORFLEET_SCRUB_EVERY"      // each mirror gets a full run (bitmap, connectivity check) once per this period
+	EventBus        = "MIRRORFLEET_EVENT_BUS"        // EventBridge bus (name or ARN) the mirror.updated events go to; empty: none
 
 	// What one upstream can make a fetch receive (mirror.Limits) and politeness per
 	// upstream host (worker.Config).
@@ -239,6 +240,7 @@ type Worker struct {
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
 	// the worker's defaults.
 	MaintainEvery, ScrubEvery time.Duration
+	EventBus                  string // name or ARN of the bus the events go to; "" = none
 }
 
 // Env is the worker's environment.
@@ -253,6 +255,7 @@ func (w Worker) Env() map[string]string {
 	set(m, AliveFile, w.AliveFile)
 	set(m, MaintainEvery, dur(w.MaintainEvery))
 	set(m, ScrubEvery, dur(w.ScrubEvery))
+	set(m, EventBus, w.EventBus)
 	return m
 }
 
