@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
@@ -11,7 +12,7 @@ import (
 type oneRepo struct{}
 
 func (oneRepo) ListRepos(context.Context, string, int) ([]store.Repo, string, error) {
-	return []store.Repo{{ID: "r1", URL: "https://example.com/a/b.git"}}, "", nil
+	return []store.Repo{{ID: "r1", URL: "https://example.com/a/b.git", LastSuccessAt: time.Unix(1_700_000_000, 0)}}, "", nil
 }
 
 // The index's clone URLs come from the configured base, never from the request's
