@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -42,7 +43,13 @@ func (h *Handler) answer(w *recorder, r *http.Request, dir string, req request, 
 		fill, err := c.Claim(key)
 		if errors.Is(err, packcache.ErrBusy) {
 			waited = true
-			if err := c.Wait(r.Context(), key); err != nil {
+			// At most the queue wait: a generation runs at disk speed, and one that
+			// takes longer is not worth more of this request's time than a place in
+			// the queue; past it, git answers this request itself.
+			wctx, cancel := context.WithTimeout(r.Context(), h.cfg.QueueWait)
+			err := c.Wait(wctx, key)
+			cancel()
+			if err != nil {
 				break
 			}
 			continue

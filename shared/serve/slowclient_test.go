@@ -89,21 +89,23 @@ func TestSlowClientDoesNotHoldIdenticalRequests(t *testing.T) {
 	e.git(work, "clone", "--bare", "-q", "base.git", "base2.git") // the same haves for both fetches
 	proxy := newGatedProxy(t, strings.TrimPrefix(e.srv.URL, "http://"), 64<<10)
 	slowURL := "http://" + proxy.addr() + Prefix + "big/r.git"
+	proxy2 := newGatedProxy(t, strings.TrimPrefix(e.srv.URL, "http://"), 64<<10)
+	slowURL2 := "http://" + proxy2.addr() + Prefix + "big/r.git"
 
 	for _, tc := range []struct {
 		name, slowDir, fastDir string
+		proxy                  *gatedProxy
 		slow, fast             []string
 	}{
-		{"clone", work, work,
+		{"clone", work, work, proxy,
 			[]string{"clone", "--bare", "-q", slowURL, "slow-clone.git"},
 			[]string{"clone", "--bare", "-q", e.url("big/r.git"), "fast-clone.git"}},
-		{"fetch", filepath.Join(work, "base.git"), filepath.Join(work, "base2.git"),
-			[]string{"fetch", "-q", slowURL, "+refs/heads/*:refs/heads/*"},
+		{"fetch", filepath.Join(work, "base.git"), filepath.Join(work, "base2.git"), proxy2,
+			[]string{"fetch", "-q", slowURL2, "+refs/heads/*:refs/heads/*"},
 			[]string{"fetch", "-q", e.url("big/r.git"), "+refs/heads/*:refs/heads/*"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proxy.gate = make(chan struct{})
-			proxy.once = sync.Once{}
+			proxy := tc.proxy
 			defer proxy.open()
 			slowDone := make(chan error, 1)
 			go func() {
