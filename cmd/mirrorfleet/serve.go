@@ -33,6 +33,9 @@ import (
 type serveFlags struct {
 	allow      string
 	cacheBytes string
+	// envTrusted is $MIRRORFLEET_TRUSTED_PROXY, taken when no --trusted-proxy is given.
+	envTrusted string
+	trusted    func(string) error
 }
 
 func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
@@ -45,24 +48,33 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 	fs.IntVar(&c.MaxPerRepo, "serve-max-per-repo", serve.DefaultMaxPerRepo, "git processes at once for one repo; past it, 429")
 	fs.IntVar(&c.MaxTotal, "serve-max-total", serve.DefaultMaxTotal, "git processes at once in all; past it, 503")
 	fs.IntVar(&c.MaxPerClient, "serve-max-per-client", serve.DefaultMaxPerClient, "git requests at once from one client address; past it, 429")
-	fs.Func("trusted-proxy", "a proxy's network (`CIDR`, e.g. the load balancer's subnets) whose X-Forwarded-For names the client; repeat or comma-separate",
-		func(v string) error {
-			for _, p := range strings.Split(v, ",") {
-				if p = strings.TrimSpace(p); p == "" {
-					continue
-				}
-				pfx, err := netip.ParsePrefix(p)
-				if err != nil {
-					return err
-				}
-				c.TrustedProxies = append(c.TrustedProxies, pfx)
+	trusted := func(v string) error {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
 			}
-			return nil
-		})
+			pfx, err := netip.ParsePrefix(p)
+			if err != nil {
+				return err
+			}
+			c.TrustedProxies = append(c.TrustedProxies, pfx)
+		}
+		return nil
+	}
+	fs.Func("trusted-proxy", "a proxy's network (`CIDR`, e.g. the load balancer's subnets) whose X-Forwarded-For names the client; repeat or comma-separate (default $"+cloud.EnvTrustedProxy+")", trusted)
+	if v := os.Getenv(cloud.EnvTrustedProxy); v != "" {
+		sf.envTrusted = v
+	}
+	sf.trusted = trusted
 	return sf
 }
 
 func (sf *serveFlags) finish(c *serve.Config) error {
+	if len(c.TrustedProxies) == 0 && sf.envTrusted != "" {
+		if err := sf.trusted(sf.envTrusted); err != nil {
+			return usageError{fmt.Sprintf("$%s %q: %v", cloud.EnvTrustedProxy, sf.envTrusted, err)}
+		}
+	}
 	n, err := cloud.ParseBytes(sf.cacheBytes)
 	if err != nil || n <= 0 {
 		return usageError{fmt.Sprintf("--pack-cache-bytes %q: want a size such as 512M or 10G", sf.cacheBytes)}
