@@ -14,8 +14,12 @@ all: test
 ## run in make's place (exec): a SIGTERM or Ctrl-C reaches the fleet itself, which stops
 ## cleanly and frees its port and store (go run would leave it running).
 BIN ?= build/host/mirrorfleet
+# The version `mirrorfleet version` prints; the commit comes from Go's VCS stamping.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION_FLAG := -X github.com/mirrorfleet/mirrorfleet/shared/buildinfo.version=$(VERSION) -X github.com/mirrorfleet/mirrorfleet/shared/buildinfo.commit=$(COMMIT)
 run:
-	$(GO) build -o $(BIN) ./cmd/mirrorfleet
+	$(GO) build -ldflags='$(VERSION_FLAG)' -o $(BIN) ./cmd/mirrorfleet
 	exec $(BIN) run $(ARGS)
 
 ## test: every test tier this machine can run
@@ -64,6 +68,7 @@ bench:
 	bash scripts/with-dynamodb-local.sh $(GO) run ./bench/hostile -out $(BENCH_RESULTS)
 	$(GO) run ./bench/serve -out $(BENCH_RESULTS)
 	$(GO) run ./bench/maintenance -out $(BENCH_RESULTS)
+	$(GO) run ./bench/events -out $(BENCH_RESULTS)
 	$(GO) run ./bench/report -results $(BENCH_RESULTS) -out bench
 
 ## microbench: the Go micro-benchmarks (ring lookups, queue, mirror, policy) with go test -bench
@@ -79,7 +84,7 @@ build:
 	$(LAMBDA_FLAGS) $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/api/bootstrap ./functions/api
 	cd build/coordinator && rm -f ../coordinator.zip && zip -q -X ../coordinator.zip bootstrap
 	cd build/api && rm -f ../api.zip && zip -q -X ../api.zip bootstrap
-	$(LAMBDA_FLAGS) $(GO) build -trimpath -ldflags='-s -w' -o build/mirrorfleet ./cmd/mirrorfleet
+	$(LAMBDA_FLAGS) $(GO) build -trimpath -ldflags='-s -w $(VERSION_FLAG)' -o build/mirrorfleet ./cmd/mirrorfleet
 	@ls -l build/*.zip build/mirrorfleet
 
 ## localstack-test: the LocalStack tier (needs Docker and LOCALSTACK_AUTH_TOKEN; says so when absent)

@@ -174,6 +174,7 @@ func (s *Stack) workers() {
 		DiskQuota:    s.props.DiskQuota,
 		DiskUsage:    deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
 		AliveFile:    aliveFile,
+		EventBus:     *s.EventBus.EventBusName(),
 
 		MaintainEvery: s.props.MaintainEvery,
 		ScrubEvery:    s.props.ScrubEvery,
@@ -187,6 +188,7 @@ func (s *Stack) workers() {
 	)
 	s.grantTable(task.TaskRole(), tableActions)
 	s.grantMount(task.TaskRole(), true)
+	s.grantPutEvents(task.TaskRole())
 
 	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
 		Vpc:              s.Vpc,

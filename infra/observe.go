@@ -189,7 +189,7 @@ func (s *Stack) dashboard() {
 		{
 			graph("Coordinator ticks", m("Ticks", "Sum")),
 			graph("Tick duration (s)", m("TickDuration", "Average"), m("TickDuration", "p99")),
-			graph("Leader term / repos moved", m("LeaderTerm", "Maximum"), m("ReposMoved", "Sum")),
+			graph("Leader term / repos moved", m("LeaderTerm", "Maximum"), m("ReposMoved", "Sum"), m("ReposOffOwner", "Sum")),
 		},
 		{
 			graph("Workers by state", search("WorkersByState", "Maximum", "workers")),
@@ -204,6 +204,7 @@ func (s *Stack) dashboard() {
 		{
 			graph("Mirror maintenance", m(maintenanceMetrics[0], "Sum"), m(maintenanceMetrics[2], "Sum"), m(maintenanceMetrics[3], "Maximum")),
 			graph("Maintenance duration (s)", m(maintenanceMetrics[1], "Average"), m(maintenanceMetrics[1], "p99")),
+			s.eventWidget(graph),
 		},
 	}
 	if s.Serve != nil {

@@ -57,6 +57,7 @@ type Stack struct {
 	Service       awsecs.FargateService // the Spot workers
 	Fallback      awsecs.FargateService // their on-demand twin; nil WithoutFallback
 	Serve         *Serving              // nil WithoutServing
+	EventBus      awsevents.EventBus    // the workers' mirror.updated events
 	AlarmTopic    awssns.Topic
 	Dashboard     awscloudwatch.Dashboard
 
@@ -106,6 +107,7 @@ func NewStack(scope constructs.Construct, id string, props Props) (*Stack, error
 	}
 	s.Image = image
 	s.Cluster = s.cluster(s.Vpc)
+	s.EventBus = s.eventBus()
 	s.workers()
 	if !s.props.WithoutServing {
 		s.serving()

@@ -178,6 +178,7 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::SNS::Subscription":     1,
 		"AWS::Logs::LogGroup":        6,
 		"AWS::S3::Bucket":            0,
+		"AWS::Events::EventBus":      1,
 	} {
 		template.ResourceCountIs(jsii.String(typ), jsii.Number(n))
 	}
@@ -327,14 +328,15 @@ func TestWorkers(t *testing.T) {
 	c := container(td)
 	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "1228M",
 		Drain: 20 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs, AliveFile: "/tmp/mirrorfleet/alive"}.Env()
-	want[deployenv.Table] = ""
+	want[deployenv.Table], want[deployenv.EventBus] = "", ""
 	got := envVars(c)
 	for k, v := range want {
-		if k != deployenv.Table && got[k] != v {
+		if k != deployenv.Table && k != deployenv.EventBus && got[k] != v {
 			t.Errorf("worker %s = %v, want %q", k, got[k], v)
 		}
 	}
-	if len(got) != len(want) || js(got[deployenv.Table]) != js(ref(logicalID(stack.Table))) {
+	if len(got) != len(want) || js(got[deployenv.Table]) != js(ref(logicalID(stack.Table))) ||
+		js(got[deployenv.EventBus]) != js(ref(logicalID(stack.EventBus))) {
 		t.Errorf("worker environment %s, want the contract's %v", js(got), want)
 	}
 	if js(c["Command"]) != `["worker"]` || c["User"] != "65532:65532" || c["ReadonlyRootFilesystem"] != true {
@@ -563,6 +565,41 @@ func TestSchedulerRoleInvokesOnlyCoordinator(t *testing.T) {
 	))
 }
 
+// The stack creates the workers' event bus, and only the worker task role may put
+// events, on that bus only.
+func TestEventBus(t *testing.T) {
+	bus := logicalID(stack.EventBus)
+	template.HasResourceProperties(jsii.String("AWS::Events::EventBus"), obj("Name", "MirrorFleetTest-mirrorfleet"))
+	workerRole := taskRole(t, logicalID(stack.Service))
+	grants := 0
+	for id, r := range resourcesOf("AWS::IAM::Policy") {
+		for _, st := range tmpl.statements()[id] {
+			for _, a := range list(st["Action"]) {
+				if !strings.HasPrefix(a.(string), "events:") {
+					continue
+				}
+				if a != "events:PutEvents" || js(st["Resource"]) != js(getAtt(bus, "Arn")) || st["Effect"] != "Allow" {
+					t.Errorf("policy %s: %v on %v", id, a, js(st["Resource"]))
+				}
+				if js(list(props(r)["Roles"])) != js([]any{ref(workerRole)}) {
+					t.Errorf("policy %s grants %v to %v, want the worker task role only", id, a, js(props(r)["Roles"]))
+				}
+				grants++
+			}
+		}
+	}
+	if grants != 1 {
+		t.Errorf("%d events: grants, want 1 (PutEvents to the workers)", grants)
+	}
+}
+
+// taskRole is the logical id of the task role of a service's task definition.
+func taskRole(t *testing.T, svc string) string {
+	t.Helper()
+	r := tmpl.taskDef(t, svc)["TaskRoleArn"].(map[string]any)["Fn::GetAtt"].([]any)
+	return r[0].(string)
+}
+
 func TestNoWildcardActionsOnTable(t *testing.T) {
 	table := logicalID(stack.Table)
 	n := 0
@@ -782,7 +819,7 @@ func TestDashboard(t *testing.T) {
 		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth",
 		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "ThrottledRequests", "StorageBytes", "MeteredIOBytes",
 		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
-	names = append(append(names, servingMetrics...), maintenanceMetrics...)
+	names = append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...)
 	for _, name := range names {
 		if !strings.Contains(b, `\"`+name+`\"`) && !strings.Contains(b, `MetricName=\\\"`+name+`\\\"`) {
 			t.Errorf("dashboard lacks %s", name)
@@ -836,7 +873,9 @@ func TestServing(t *testing.T) {
 			t.Errorf("git server %s = %v, want %q", k, env[k], v)
 		}
 	}
-	if len(env) != len(want)+1 || js(env[deployenv.Table]) != js(ref(logicalID(stack.Table))) {
+	// The load balancer's network is trusted for X-Forwarded-For: the VPC's CIDR.
+	if len(env) != len(want)+2 || js(env[deployenv.Table]) != js(ref(logicalID(stack.Table))) ||
+		js(env[deployenv.TrustedProxy]) != js(getAtt(logicalID(stack.Vpc), "CidrBlock")) {
 		t.Errorf("git server environment %s", js(env))
 	}
 	if js(c["Command"]) != `["serve"]` || c["ReadonlyRootFilesystem"] != true ||

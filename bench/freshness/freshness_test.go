@@ -147,7 +147,7 @@ func TestSimulatedOptimumMatchesTheClosedForm(t *testing.T) {
 	pop := NewPopulation(3000, 5, targets)
 	cfg := runConfig{Budget: 1, End: 170, Windows: []window{{30, 150}}}
 	up := pop.NewUpstream(5, cfg.End, 0, batch, targets)
-	r := run(pop, up, optimum{up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	r := run(pop, up, optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	want := analyticOptimum(pop, cfg.Budget*3000) * 24
 	if math.Abs(r.LagMeanH-want)/want > 0.15 {
 		t.Fatalf("simulated optimum %.2f h, closed form %.2f h", r.LagMeanH, want)
@@ -161,13 +161,13 @@ func TestDriftingOptimumFollowsEachRepoAtOnce(t *testing.T) {
 	pop := NewPopulation(3000, 5, targets)
 	cfg := runConfig{Budget: 1, End: 200, Windows: []window{{60, 180}}}
 	up := pop.NewUpstream(5, cfg.End, 0.1, batch, targets)
-	r := run(pop, up, optimum{up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	r := run(pop, up, optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	// It never polls a repo while it is dormant, and catches a woken repo's pushes as
 	// soon as a repo of its new rate would be: its lag is the stationary optimum's.
 	if r.DormantPolls != 0 {
 		t.Fatalf("drifting optimum spent %.3f of its polls on dormant repos", r.DormantPolls)
 	}
-	steady := run(pop, pop.NewUpstream(5, cfg.End, 0, batch, targets), optimum{up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	steady := run(pop, pop.NewUpstream(5, cfg.End, 0, batch, targets), optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	if r.LagMeanH > 1.5*steady.LagMeanH || r.Commits == 0 {
 		t.Fatalf("drifting optimum's lag %.2f h, stationary %.2f h", r.LagMeanH, steady.LagMeanH)
 	}

@@ -35,6 +35,8 @@ func main() {
 	only := flag.String("policies", "", "comma-separated policies to run (default: all)")
 	drift := flag.Float64("drift", 0.1, "for the drift runs: chance per month that a repo draws a new rate (0: no drift runs)")
 	costs := flag.Bool("costs", true, "measure the worker-side costs (needs git)")
+	realistic := flag.Bool("realistic", true, "also run the realistic population (repos of every age, dormant repos with long histories)")
+	sigs := flag.Bool("signals", true, "run the sections with hooks and feeds (the default policy and the optimum)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	bs, err := parseBudgets(*budgets)
@@ -42,7 +44,7 @@ func main() {
 		log.Error("bad -budgets", "err", err)
 		os.Exit(2)
 	}
-	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift)
+	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift, *sigs, *realistic)
 	if *costs {
 		if res.Costs, err = measureCosts(context.Background(), log); err != nil {
 			log.Error("costs", "err", err)
@@ -74,7 +76,7 @@ var targets = Targets{Dormant: 0.5, TopFraction: 0.025, TopShare: 0.5, MonthlyCh
 // days are the stretches of a simulation.
 type days struct{ warmup, window, drain, cold float64 }
 
-func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64) results.Freshness {
+func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64, withSignals, withRealistic bool) results.Freshness {
 	meta := results.Collect()
 	pop := NewPopulation(n, seed, targets)
 	end := d.warmup + d.window + d.drain
@@ -90,22 +92,38 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		setup.DriftPerMonth, setup.DriftBudgets = drift, budgets
 		drifting = pop.NewUpstream(seed^0xd1f7, end, drift, batch, targets)
 	}
+	var (
+		real                Population
+		realSteady, realDft Upstream
+	)
+	if withRealistic {
+		real = NewRealisticPopulation(n, seed, targets, realism)
+		realSteady = real.NewUpstream(seed^0x5ea1, end, 0, batch, targets)
+		if drift > 0 {
+			realDft = real.NewUpstream(seed^0x5ea1^0xd1f7, end, drift, batch, targets)
+		}
+	}
 	desc := describe(pop, steady, d.warmup, d.warmup+d.window)
 	log.Info("population", "repos", n, "sigma", desc.Sigma, "mu", desc.Mu, "top_share", desc.MeasuredTopShare,
 		"monthly_changed", desc.MeasuredMonthly, "window_commits", desc.WindowCommits)
 
 	type job struct {
-		k      int
-		budget float64
-		make   func() scheduler
-		up     Upstream
-		drift  bool
+		k         int
+		budget    float64
+		make      func() scheduler
+		pop       Population
+		up        Upstream
+		drift     bool
+		realistic bool
+		signal    *signals
 	}
 	var jobs []job
 	for _, u := range []struct {
-		up    Upstream
-		drift bool
-	}{{steady, false}, {drifting, true}} {
+		pop       Population
+		up        Upstream
+		drift     bool
+		realistic bool
+	}{{pop, steady, false, false}, {pop, drifting, true, false}, {real, realSteady, false, true}, {real, realDft, true, true}} {
 		if u.up == nil {
 			continue
 		}
@@ -114,7 +132,29 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 				if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
 					continue
 				}
-				jobs = append(jobs, job{len(jobs), b, mk, u.up, u.drift})
+				jobs = append(jobs, job{len(jobs), b, mk, u.pop, u.up, u.drift, u.realistic, nil})
+			}
+		}
+	}
+	if withSignals {
+		setup.HookStretch, setup.FeedStretch, setup.SignalMemoryDays, setup.OrgMeanRepos = hookStretch, feedStretch, signalMemory, 1+orgExtra
+		for _, sg := range signalSections {
+			up := steady
+			if sg.Drift {
+				if drifting == nil {
+					continue
+				}
+				up = drifting
+			}
+			setup.Signals = append(setup.Signals, sg.doc())
+			// The default policy, and the optimum given the same signals for reference.
+			for _, b := range budgets {
+				for _, mk := range []func() scheduler{func() scheduler { return production{defaultPolicy()} }, func() scheduler { return optimum{up: up} }} {
+					if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
+						continue
+					}
+					jobs = append(jobs, job{len(jobs), b, mk, pop, up, sg.Drift, false, &sg})
+				}
 			}
 		}
 	}
@@ -131,12 +171,21 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 				}
 				cfg := runConfig{Budget: j.budget, End: end, MinInterval: setup.MinIntervalMin / (24 * 60),
 					Windows: []window{{d.warmup, d.warmup + d.window}}}
-				if !j.drift {
+				if !j.drift && j.signal == nil {
 					cfg.Windows = append(cfg.Windows, window{0, d.cold})
 				}
-				rs := run(pop, j.up, s, cfg, rng)
+				if j.signal != nil {
+					cfg.Signal, cfg.Orgs = j.signal, orgs(n, seed)
+					cfg.Covered = covered(cfg.Orgs, seed, j.signal.Share)
+					cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, end, rand.New(rand.NewPCG(seed, uint64(j.k)+2000)))
+				}
+				rs := run(j.pop, j.up, s, cfg, rng)
+				section := ""
+				if j.signal != nil {
+					section = j.signal.Section
+				}
 				for k, r := range rs {
-					log.Info("run", "drift", j.drift, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
+					log.Info("run", "section", section, "realistic", j.realistic, "drift", j.drift, "signal_fetches", r.SignalFetches, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
 						"lag_mean_h", round(r.LagMeanH), "lag_p99_h", round(r.LagP99H), "dormant_polls", round(r.DormantPolls),
 						"censored", r.Censored)
 				}
@@ -156,6 +205,11 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		opt = append(opt, results.FreshnessAnalytic{Budget: b, LagMeanH: analyticOptimum(pop, b*float64(n)) * 24})
 	}
 	res := results.Freshness{Meta: meta, Setup: setup, Population: desc, Optimum: opt}
+	if withRealistic {
+		rd := describe(real, realSteady, d.warmup, d.warmup+d.window)
+		rd.Realism = describeRealism(real, realSteady)
+		res.PopulationRealistic = &rd
+	}
 	brng := rand.New(rand.NewPCG(seed, 0xb0))
 	for _, b := range []struct {
 		section string
@@ -163,6 +217,30 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 	}{{"coldstart", d.cold / 2}, {"runs", d.warmup + d.window/2}} {
 		x := bound(pop, b.day, 2, brng)
 		x.Section = b.section
+		res.Bound = append(res.Bound, x)
+	}
+	// The bounds with everything a first clone and the fetches show, for both populations.
+	for _, b := range []struct {
+		section string
+		day     float64
+		real    bool
+	}{{"coldstart", d.cold / 2, false}, {"runs", d.warmup + d.window/2, false},
+		{"coldstart_realistic", d.cold / 2, true}, {"runs_realistic", d.warmup + d.window/2, true}} {
+		if b.real && !withRealistic {
+			continue
+		}
+		draw := func(s uint64) Upstream {
+			return NewPopulation(n, s, targets).NewUpstream(s, b.day+1, 0, batch, targets)
+		}
+		evalSeed := seed
+		if b.real {
+			draw = func(s uint64) Upstream {
+				return NewRealisticPopulation(n, s, targets, realism).NewUpstream(s^0x5ea1, b.day+1, 0, batch, targets)
+			}
+		}
+		x := infoBound(draw, evalSeed, b.day)
+		x.Section = b.section
+		log.Info("bound", "section", x.Section, "evidence", x.Evidence, "ratio", round(x.Ratio), "dormant_polls", round(x.DormantPolls))
 		res.Bound = append(res.Bound, x)
 	}
 	if drifting != nil {
@@ -175,6 +253,20 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		rs := runs[j.k]
 		for k := range rs {
 			rs[k].Default = rs[k].Policy == def.Name()
+		}
+		if j.signal != nil {
+			sec := res.SignalSection(j.signal.Section)
+			*sec = append(*sec, rs[0])
+			continue
+		}
+		if j.realistic {
+			if j.drift {
+				res.DriftRealistic = append(res.DriftRealistic, rs[0])
+			} else {
+				res.RunsRealistic = append(res.RunsRealistic, rs[0])
+				res.ColdStartRealistic = append(res.ColdStartRealistic, rs[1])
+			}
+			continue
 		}
 		if j.drift {
 			res.Drift = append(res.Drift, rs[0])
@@ -263,5 +355,7 @@ var policyDocs = []results.FreshnessPolicyDoc{
 	{Name: "bayes", Description: "priority.Bayes: the expected current push rate under the prior the worker learns from its repos (empirical Bayes on a grid of rates with a dormant point mass, and a learned rate of changes of behaviour); a repo's evidence is the pushes (bursts of commits less than " + fmt.Sprint(priority.SessionGap.Hours()) + " h apart) its first clone's history and its fetches showed, judged every " + fmt.Sprint(priority.Window.Hours()/24) + " days as a change of behaviour or not; step 1/√rate, the rate held above " + fmt.Sprint(priority.MinRate) + "/day",
 		Uses: "the commit times each fetch brought, the first clone's history (bounded), the time between polls, the prior learned from the worker's other repos"},
 	{Name: "optimum", Description: "reference: the true current rates, periodic polls at f ∝ √λ, never polls a repo while it does not change",
+		Uses: "the true push rates (not knowable)"},
+	{Name: "optimum04", Description: "reference: the optimum's periodic polls at f ∝ λ^0.4 instead of √λ, which gives up a little of the mean for a shorter tail",
 		Uses: "the true push rates (not knowable)"},
 }

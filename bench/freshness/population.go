@@ -21,6 +21,11 @@ type Population struct {
 	Quiet []float64 // days since the newest commit when the run starts
 	Sigma float64   // of the log-normal rates of the active repos
 	Mu    float64
+	// A realistic population (NewRealisticPopulation) also has each repo's age in days
+	// and, for a dormant repo, how long it was worked on and its commits; nil otherwise.
+	Age     []float64
+	Life    []float64
+	Commits []int
 }
 
 // NewPopulation draws n repos: a Dormant share that never changes, the rest with
@@ -152,8 +157,10 @@ func (p Population) NewUpstream(seed uint64, end, perMonth float64, b Batch, t T
 		// Before day 0: an active repo's newest push Quiet days ago, then back at the same
 		// rate. A dormant repo was touched only when it was made: a burst of a few pushes
 		// over its first days (most repos are personal and short-lived), the last of them
-		// Quiet days ago.
-		if rate > 0 {
+		// Quiet days ago. A realistic population's repos have ages (realisticPast).
+		if p.Age != nil {
+			life.Past, life.Newest, life.Born = p.realisticPast(i, rate, rng, b)
+		} else if rate > 0 {
 			for at, first := -p.Quiet[i], true; at > -pastDays; first = false {
 				c := b.commits(rng, at)
 				if first {

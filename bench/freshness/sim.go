@@ -21,6 +21,39 @@ type runConfig struct {
 	End         float64  // days simulated
 	Windows     []window // the lag of the pushes made in each is measured
 	MinInterval float64  // days between two polls of one repo, as the worker enforces
+	// Signal, if set, is a change signal some repos send (hooks or a feed): Deliveries are
+	// when each reaches the worker, Covered which repos send it.
+	Signal     *signals
+	Deliveries []delivery
+	Covered    []bool
+	Orgs       []int // each repo's organization
+}
+
+// Fall-back polling of repos that signal their pushes. A signalled push is fetched at
+// once, so polls of such a repo are there only for the signals that get lost: with a
+// share ℓ of them lost, the pushes polls must find arrive at ℓ·λ, and the √-allocation
+// polls that at √ℓ of the repo's rate. hookStretch is 1/√ℓ for ℓ = 1%, the loss the hook
+// sections simulate. A feed loses nothing while it answers (a failing probe is seen), so
+// its repos are polled a hundredth as often. A repo counts as sending hooks once a repo
+// of its organization has sent one (signalled.covers), for signalMemory at most; a feed's
+// repos are known from the start.
+const (
+	hookStretch  = worker.HookStretch
+	feedStretch  = worker.FeedStretch
+	signalMemory = 365.0 // days
+)
+
+// stretch is the factor on the poll step of repo i at day now.
+func (c runConfig) stretch(sig *signalled, i int, now float64) float64 {
+	switch {
+	case sig == nil:
+		return 1
+	case c.Signal.Period > 0 && c.Covered[i]:
+		return feedStretch
+	case sig.covers(i, now):
+		return hookStretch
+	}
+	return 1
 }
 
 // window is a measured stretch of days [From, To).
@@ -66,6 +99,10 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	for k, w := range cfg.Windows {
 		meters[k] = meter{ws: w.From, we: w.To, run: results.FreshnessRun{Policy: sched.name(), Budget: cfg.Budget}}
 	}
+	var sig *signalled
+	if cfg.Signal != nil {
+		sig = newSignalled(cfg.Orgs, cfg.Deliveries)
+	}
 	dt := 1 / (cfg.Budget * float64(n))
 	for k := 0; ; k++ {
 		now := float64(k) * dt
@@ -94,7 +131,27 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			prior = priority.Fit(all, prior, at(now), &scores)
 			scores.Fade()
 		}
-		id, old, ok := q.Pop(at(now))
+		var (
+			id       string
+			old      float64
+			ok       bool
+			signaled bool
+		)
+		if sig != nil {
+			sig.arrive(now)
+			if i, got := sig.next(); got {
+				// Fetched now, whatever its place in the queue: its next poll is a step from
+				// the queue's front, where a poll made now would be.
+				id, old, ok, signaled = ids[i], q.Min(), true, true
+				if p, in := q.Priority(id); in {
+					old = min(old, p)
+				}
+				q.Remove(id)
+			}
+		}
+		if !ok {
+			id, old, ok = q.Pop(at(now))
+		}
 		if !ok {
 			for k := range meters {
 				if now >= meters[k].ws && now < meters[k].we {
@@ -115,6 +172,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			m := &meters[k]
 			if now >= m.ws && now < m.we {
 				m.run.Polls++
+				if signaled {
+					m.run.SignalFetches++
+				}
 				if rate == 0 {
 					m.dormantPolls++
 				}
@@ -124,7 +184,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			}
 			if len(brought) > 0 {
 				for _, p := range brought {
-					m.push(p, now)
+					if m.push(p, now) && cfg.Covered != nil && cfg.Covered[i] {
+						m.signalling(p, now)
+					}
 				}
 				m.stale(brought[0].At, now)
 			}
@@ -152,6 +214,12 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		cursor[i] = c
 		lastPoll[i] = now
 		p, again := sched.next(i, old, seen{now: now, changed: poll.Changed, lastCommit: lastCommit[i], stats: stats[i], prior: prior})
+		if sig != nil && !signaled && len(brought) > 0 {
+			sig.unannounced(i)
+		}
+		if again {
+			p = old + (p-old)*cfg.stretch(sig, i, now)
+		}
 		if again {
 			q.Push(id, p, at(now+cfg.MinInterval))
 		}
@@ -165,6 +233,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			for k := range meters {
 				if meters[k].push(p, cfg.End) {
 					meters[k].run.Censored += len(p.Authored)
+					if cfg.Covered != nil && cfg.Covered[i] {
+						meters[k].signalling(p, cfg.End)
+					}
 				}
 			}
 		}
@@ -255,7 +326,15 @@ type meter struct {
 	changedPolls int
 	firstCommits int     // commits of pushes that were a repo's first after a change of rate
 	firstLag     float64 // their total lag, days
+	covCommits   int     // commits of repos that send a signal (signal sections)
+	covLag       float64 // their total lag, days
 	run          results.FreshnessRun
+}
+
+// signalling records that a push counted by push came from a repo that sends signals.
+func (m *meter) signalling(p Push, seen float64) {
+	m.covCommits += len(p.Authored)
+	m.covLag += (seen - p.At) * float64(len(p.Authored))
 }
 
 // push records a push made at p.At and mirrored at seen, once per commit it carried; it
@@ -302,6 +381,13 @@ func (m *meter) result(n int) results.FreshnessRun {
 	if m.firstCommits > 0 {
 		res.FirstPushShare = float64(m.firstCommits) / float64(len(lags))
 		res.FirstPushLagH = m.firstLag / float64(m.firstCommits) * 24
+	}
+	if m.covCommits > 0 && len(lags) > 0 {
+		res.SignallingCommitShare = float64(m.covCommits) / float64(len(lags))
+		res.SignallingLagMeanH = m.covLag / float64(m.covCommits) * 24
+		if rest := len(lags) - m.covCommits; rest > 0 {
+			res.SilentLagMeanH = (res.LagMeanH/24*float64(len(lags)) - m.covLag) / float64(rest) * 24
+		}
 	}
 	days := m.we - m.ws
 	res.Freshness = 1 - m.staleDays/(float64(n)*days)

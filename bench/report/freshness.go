@@ -47,6 +47,21 @@ func freshSections(v results.Freshness) []freshSection {
 	}
 }
 
+// freshRealisticSections are the sections of the realistic population, if it was run.
+func freshRealisticSections(v results.Freshness) []freshSection {
+	if v.PopulationRealistic == nil {
+		return nil
+	}
+	out := []freshSection{
+		{"runs_realistic", fmt.Sprintf("Realistic population, stationary (days %g–%g)", v.Setup.WarmupDays, v.Setup.WarmupDays+v.Setup.WindowDays), v.Setup.Budgets, indexRuns(v.RunsRealistic)},
+		{"coldstart_realistic", fmt.Sprintf("Realistic population, cold start (days 0–%g)", v.Setup.ColdStartDays), v.Setup.Budgets, indexRuns(v.ColdStartRealistic)},
+	}
+	if len(v.DriftRealistic) > 0 {
+		out = append(out, freshSection{"drift_realistic", fmt.Sprintf("Realistic population, drift (%.0f%% of repos a month)", 100*v.Setup.DriftPerMonth), v.Setup.DriftBudgets, indexRuns(v.DriftRealistic)})
+	}
+	return out
+}
+
 // defaultPolicy is the name of the policy marked default.
 func defaultPolicy(v results.Freshness) (string, error) {
 	for _, p := range v.Policies {
@@ -77,7 +92,8 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 		}
 	}
 	secs := freshSections(v)
-	for _, s := range secs {
+	real := freshRealisticSections(v)
+	for _, s := range append(slices.Clone(secs), real...) {
 		for _, n := range names {
 			for _, b := range s.budgets {
 				if _, ok := s.runs[n][b]; !ok {
@@ -99,13 +115,17 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 		Closed     []string
 	}
 	var sections []section
-	for _, s := range secs {
+	for _, s := range append(slices.Clone(secs), real...) {
 		sections = append(sections, section{Key: s.key, Title: s.title, Goal: freshGoals[s.key], Budgets: s.budgets,
 			Rows: freshSectionRows(v, s, def), ClosedForm: s.key == "runs", Closed: freshClosedForm(v, s)})
 	}
 	var costs *results.FreshnessCosts
 	if v.Costs.Policy != "" {
 		costs = &v.Costs
+	}
+	signals, err := freshSignalRows(v, def)
+	if err != nil {
+		return "", v.Meta, err
 	}
 	var detail *freshDetailFigures
 	if b := 0.5; slices.Contains(v.Setup.Budgets, b) {
@@ -122,8 +142,10 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 		Chart        string
 		Costs        *results.FreshnessCosts
 		Explain      []string
+		Signals      []freshSignalRow
+		Bounds       []freshBoundRow
 	}{v, def, v.Setup.HistoryWindowDays / 365, freshGoalP99, freshGoalRows(secs, def), sections, detail, chart, costs,
-		freshExplain(v, secs, def)})
+		freshExplain(v, secs, def), signals, freshBoundRows(v, def)})
 	return md, v.Meta, err
 }
 

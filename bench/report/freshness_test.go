@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,5 +94,91 @@ func TestFreshnessSectionRefusesMissingRunsAndAnUnmarkedDefault(t *testing.T) {
 		if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
 			t.Errorf("%s: not reported", name)
 		}
+	}
+}
+
+func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
+	v := freshFixture()
+	v.Setup.HookStretch, v.Setup.FeedStretch, v.Setup.OrgMeanRepos = 10, 100, 4
+	v.Setup.Signals = []results.FreshnessSignal{
+		{Section: "hooks30", Kind: "hooks", Share: 0.3, DelayMinS: 1, DelayMaxS: 10, Loss: 0.01},
+		{Section: "feed_drift", Kind: "feed", Share: 0.7, PeriodMin: 5, Drift: true},
+	}
+	for _, b := range v.Setup.Budgets {
+		// hooks30 at 0.5: 3.05 h over the stationary optimum's 6.1 h = 0.50 (goal 0.6: met);
+		// feed_drift at 0.5: 1.52 h over the drift optimum's 7.6 h = 0.20 (goal 0.15: not met).
+		v.Hooks30 = append(v.Hooks30, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 3.05 * 0.5 / b, SignallingCommitShare: 0.31},
+			results.FreshnessRun{Policy: "optimum", Budget: b, LagMeanH: 2.44 * 0.5 / b})
+		v.FeedDrift = append(v.FeedDrift, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 1.52 * 0.5 / b})
+	}
+	dir := t.TempDir()
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 0.5 | 3.05 | 0.50 | 0.50 ✅ (≤ 0.6) | 0.40 | 31% |",
+		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 2 | 0.76 | 0.50 | — |",
+		"| feed_drift | 70% of repos, probed every 5 min | 0.5 | 1.52 | 0.20 | 0.20 ❌ (≤ 0.15) |",
+		"polled 10× less for hooks",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// A section listed in the setup without its rows is an error, not an empty table.
+	v.FeedDrift = nil
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+		t.Error("a signal section without rows was reported")
+	}
+}
+
+func TestFreshnessRealisticSections(t *testing.T) {
+	v := freshFixture()
+	p := v.Population
+	p.Realism = &results.FreshnessRealism{YoungShare: 1.0 / 3, MaxAgeDays: 6205, DormantLifeMedianDays: 9.9, DormantCommitsMedian: 6,
+		MeasuredYoungShare: 0.17, ActiveRootShare: 0.86, DormantRootShare: 0.78, DormantYearLongShare: 0.03, DormantMedianCommits: 5, ActiveMedianCommits: 6}
+	v.PopulationRealistic = &p
+	for _, r := range v.Runs {
+		r.LagMeanH *= 1.1
+		v.RunsRealistic = append(v.RunsRealistic, r)
+		v.ColdStartRealistic = append(v.ColdStartRealistic, r)
+	}
+	v.DriftRealistic = slices.Clone(v.Drift)
+	v.Bound = append(v.Bound, results.FreshnessBound{Section: "runs_realistic", Evidence: "all", SeenDays: 2235, Ratio: 1.05, DormantPolls: 0.08})
+	dir := t.TempDir()
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"**Realistic population, stationary (days 10–40)**",
+		"**Realistic population, drift (10% of repos a month)**",
+		"reaches the root commit for 86% of active and 78% of dormant repos",
+		"| **`bayes`** | 7.15 (1.07) |",
+		// 7.15 / 6.71 = 1.066 over the optimum, / 1.05 = 1.015 over the bound
+		"| runs_realistic | push counts, span, silence, root reached | 1.050 | 8.0% | 1.066 (0.5) | 1.015 |",
+		"| runs | push counts | 1.120 | 6.7% | 1.066 (0.5) | 0.951 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// A realistic section missing a policy's run is an error.
+	v.RunsRealistic = v.RunsRealistic[1:]
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+		t.Error("a realistic section with a run missing was reported")
 	}
 }

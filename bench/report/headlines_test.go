@@ -17,6 +17,7 @@ func TestWholeReportLeadsWithHeadlinesFromTheJSON(t *testing.T) {
 		"freshness": freshFixture(), "placement": placementFixture(), "fetchcost": fcFixture(),
 		"storecost": sc, "ticklatency": tickFixture(), "hostile": hostileFixture(), "serve": serveFixture(),
 		"maintenance": maintFixture(),
+		"events":      results.Events{SSE: &results.EventsSSE{Repos: 2, Pushes: 3, Workers: 1, GoalMs: 100}},
 	} {
 		if err := results.Write(dir, name, v); err != nil {
 			t.Fatal(err)

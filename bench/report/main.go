@@ -56,6 +56,7 @@ func sections() []section {
 		{"hostile", hostileSection},
 		{"serve", serveSection},
 		{"maintenance", maintenanceSection},
+		{"events", eventsSection},
 	}
 }
 

@@ -40,6 +40,7 @@ var templates = template.Must(template.New("report").Option("missingkey=error").
 	"x100":       func(x float64) float64 { return 100 * x },
 	"div1000":    func(x float64) float64 { return x / 1000 },
 	"x1000":      func(x float64) float64 { return 1000 * x },
+	"div365":     func(x float64) float64 { return x / 365 },
 	"num":        scNum,
 	"price":      scPrice,
 	"list":       func(s ...string) []string { return s },

@@ -33,16 +33,18 @@ func tickLatencySection(r *Report) (string, results.Meta, error) {
 		kinds = append(kinds, kind{ChangeKind: k, Rows: tickChangeRows(v.Cells, k.Name)})
 	}
 	md, err := render("ticklatency", struct {
-		V      results.TickLatency
-		C      string
-		Charts string
-		Bulk   string
-		Heap   string
-		Ks     []int
-		Kinds  []kind
-		Dynamo tickDynamoFigures
-		Setup  string
-	}{v, tickConclusion(v), charts, tickBulk(v.BulkAdd, v.TickBudgetS), tickHeap(v.Cells), tickKs(v.Cells), kinds, tickDynamo(v.Dynamo), tickSetup(v)})
+		V       results.TickLatency
+		C       string
+		Charts  string
+		Bulk    string
+		Heap    string
+		Ks      []int
+		Kinds   []kind
+		Dynamo  tickDynamoFigures
+		Setup   string
+		Restart string
+	}{v, tickConclusion(v), charts, tickBulk(v.BulkAdd, v.TickBudgetS), tickHeap(v.Cells), tickKs(v.Cells), kinds, tickDynamo(v.Dynamo), tickSetup(v),
+		tickRestart(v.RestartBacklog)})
 	return md, v.Meta, err
 }
 
@@ -475,4 +477,37 @@ func tickDynamo(d *results.TickDynamo) tickDynamoFigures {
 		f.Growth = &struct{ Lo, Hi results.TickCell }{lo, hi}
 	}
 	return f
+}
+
+// tickRestart is the paragraph and table of a worker restarted under an outbox backlog:
+// the longest gap between its heartbeats against its heartbeat interval.
+func tickRestart(rs []results.RestartBacklog) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("### A worker restarted under a backlog\n\n")
+	b.WriteString("A worker restarts with an outbox of entries it never applied (adds of repos it does not hold, a repo " +
+		"read each) and calls Heartbeat back to back until it has acked them all. Each call sends its heartbeat first, " +
+		"then reads at most a slice of the backlog, so **longest call** is the longest gap between two heartbeats.\n\n")
+	b.WriteString("| store | entries | heartbeats | first call s | longest call s | heartbeat interval s | caught up | entries/s | seconds |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---:|---:|\n")
+	worst := results.RestartBacklog{}
+	for _, r := range rs {
+		caught := "yes"
+		if !r.CaughtUp {
+			caught = fmt.Sprintf("no (%s acked)", fmtInt(r.Applied))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %.2f | %.2f | %g | %s | %s | %.0f |\n", r.Store, fmtInt(r.Entries), r.Heartbeats,
+			r.FirstCallS, r.LongestCallS, r.HeartbeatS, caught, fmtInt(int(r.EntriesPerSecond)), r.Seconds)
+		if r.LongestCallS >= worst.LongestCallS {
+			worst = r
+		}
+	}
+	verdict := "within"
+	if worst.HeartbeatS > 0 && worst.LongestCallS > worst.HeartbeatS {
+		verdict = "**not** within"
+	}
+	fmt.Fprintf(&b, "\nThe longest gap, %.2f s on %s, is %s one heartbeat interval (%g s).\n\n", worst.LongestCallS, worst.Store, verdict, worst.HeartbeatS)
+	return b.String()
 }

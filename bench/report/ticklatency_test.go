@@ -75,8 +75,8 @@ func TestTickLatencySectionShowsTheNumbers(t *testing.T) {
 	}
 	for _, want := range []string{
 		// quiet table: p50, p99, repos read, naive p50/p99/read, full scan, naive/ours
-		"| 1,000 | 10 | 200 | 0.137 | 1.75 | 0 | 12.6 | 19.4 | 1,000 | 11.3 | 92× |",
-		"| 100,000 | 100 | 200 | 5.14 | 6.75 | 0 | 1265 | 1945 | 100,000 | 1135 | 246× |",
+		"| 1,000 | 10 | 200 | 0.137 | 1.75 | 0% | 0 | 12.6 | 19.4 | 1,000 | 11.3 | 92× |",
+		"| 100,000 | 100 | 200 | 5.14 | 6.75 | 0% | 0 | 1265 | 1945 | 100,000 | 1135 | 246× |",
 		// add table at 1,000 × 10: k = 0 is the quiet tick, then k = 10, 100, 1000
 		"| 1,000 | 10 | 0.137 / 1.75 | 0.789 / 7.24 | 3.16 / 14.5 | 7.10 / 21.7 | 4 | 50, 50, 50 |",
 		// delete table at 100,000 × 10
@@ -228,5 +228,31 @@ func TestTickLatencyBulkAddAndHeap(t *testing.T) {
 	}
 	if md, _ := renderTick(t, tickFixture()); strings.Contains(md, "### Bulk add") || strings.Contains(md, "### Peak heap") {
 		t.Error("bulk add or heap sections without data")
+	}
+}
+
+// The restart paragraph gives each store's longest heartbeat gap and says whether the
+// worst is within one heartbeat interval, by the data.
+func TestTickLatencyRestartBacklog(t *testing.T) {
+	v := tickFixture()
+	v.RestartBacklog = []results.RestartBacklog{
+		{Store: "bbolt", Entries: 100000, HeartbeatS: 10, Heartbeats: 6, FirstCallS: 0.41, LongestCallS: 1.2, Applied: 100000, CaughtUp: true, EntriesPerSecond: 20000, Seconds: 5},
+		{Store: "DynamoDB Local", Entries: 100000, HeartbeatS: 10, Heartbeats: 40, FirstCallS: 5.3, LongestCallS: 5.61, Applied: 61000, EntriesPerSecond: 300, Seconds: 300},
+	}
+	v.Cells[0].QuietWorkerReads = 0.07
+	md, _ := renderTick(t, v)
+	for _, want := range []string{"### A worker restarted under a backlog", "| 1,000 | 10 | 200 | 0.137 | 1.75 | 7% |", "| DynamoDB Local | 100,000 | 40 | 5.30 | 5.61 | 10 | no (61,000 acked) |",
+		"The longest gap, 5.61 s on DynamoDB Local, is within one heartbeat interval (10 s)."} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	v.RestartBacklog[1].LongestCallS = 12
+	if md, _ := renderTick(t, v); !strings.Contains(md, "is **not** within one heartbeat interval") {
+		t.Error("a gap over the interval is not called out")
+	}
+	v.RestartBacklog = nil
+	if md, _ := renderTick(t, v); strings.Contains(md, "restarted under a backlog") {
+		t.Error("a run without the measurement still has its paragraph")
 	}
 }

@@ -36,7 +36,13 @@ type probe struct {
 	store.Store
 	naive   bool
 	read    int
+	lists   int          // ListWorkers calls
 	pending []store.Repo // naive: the pending repos of the last scan
+}
+
+func (p *probe) ListWorkers(ctx context.Context) ([]store.Worker, error) {
+	p.lists++
+	return p.Store.ListWorkers(ctx)
 }
 
 func (p *probe) ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error) {
@@ -115,7 +121,7 @@ func newFleet(st store.Store, seed uint64) *fleet {
 	p := &probe{Store: st}
 	return &fleet{
 		st: st, probe: p, clk: clk,
-		coord: &coordinator.Coordinator{ID: "coord", Store: p, Timer: timer.NewLocal(), Clock: clk,
+		coord: &coordinator.Coordinator{ID: "coord", Store: p, Timer: timer.NewLocal(), Clock: tickClock{v: clk, start: time.Now()},
 			Config: coordinator.Config{Warmup: coordinator.NoWarmup},
 			Log:    slog.New(slog.NewTextHandler(io.Discard, nil))},
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
@@ -226,15 +232,16 @@ func (f *fleet) heartbeat(ctx context.Context) error {
 
 // tickResult is one measured tick.
 type tickResult struct {
-	rep  coordinator.Report
-	dur  time.Duration
-	read int    // repo records read
-	heap uint64 // peak heap bytes seen during the tick
+	rep   coordinator.Report
+	dur   time.Duration
+	read  int    // repo records read
+	lists int    // ListWorkers calls
+	heap  uint64 // peak heap bytes seen during the tick
 }
 
 // tick runs one coordinator tick and times it. Only Tick is inside the timed region.
 func (f *fleet) tick(ctx context.Context) (tickResult, error) {
-	f.probe.read = 0
+	f.probe.read, f.probe.lists = 0, 0
 	h := startHeapPeak()
 	start := time.Now()
 	rep, err := f.coord.Tick(ctx)
@@ -247,7 +254,7 @@ func (f *fleet) tick(ctx context.Context) (tickResult, error) {
 		// Nothing else writes while a tick runs, so this is a broken setup, not a race.
 		return tickResult{}, fmt.Errorf("tick did not lead or stopped early: leader=%v stale=%q", rep.Leader, rep.Stale)
 	}
-	return tickResult{rep: rep, dur: dur, read: f.probe.read, heap: heap}, nil
+	return tickResult{rep: rep, dur: dur, read: f.probe.read, lists: f.probe.lists, heap: heap}, nil
 }
 
 // step advances virtual time by one tick interval, has the workers heartbeat if their
@@ -324,3 +331,13 @@ func (f *fleet) setup(ctx context.Context, repos, workers int, create bool) (res
 	}
 	return b, nil
 }
+
+// tickClock is the coordinator's clock: the virtual time between ticks plus the wall time
+// the run has taken, so a tick's budget (on the coordinator's clock) runs out in real
+// time as it would in a fleet.
+type tickClock struct {
+	v     *clock.Virtual
+	start time.Time
+}
+
+func (c tickClock) Now() time.Time { return c.v.Now().Add(time.Since(c.start)) }

@@ -22,6 +22,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 )
 
@@ -46,6 +47,8 @@ type options struct {
 	maxRepos  int
 	dynamoMax int
 	seed      uint64
+	restart   int   // outbox entries of the restart measurement (0: skip it)
+	onlyRest  bool  // only the restart measurement
 	repos     []int // bbolt grid
 	workers   []int
 	cell      func(repos, workers int) bool // which pairs of the grid run; nil: all
@@ -58,6 +61,8 @@ func main() {
 	flag.IntVar(&o.maxRepos, "max-repos", 1000000, "largest fleet measured on bbolt")
 	flag.IntVar(&o.dynamoMax, "dynamo-max-repos", 100000, "largest fleet measured on DynamoDB Local (0: skip it)")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the random choices (victims of worker deaths)")
+	flag.IntVar(&o.restart, "restart-entries", 100000, "outbox backlog of the restarted-worker measurement (0: skip it)")
+	flag.BoolVar(&o.onlyRest, "only-restart", false, "run only the restarted-worker measurement")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(context.Background(), log, o); err != nil {
@@ -73,7 +78,8 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		"Only Coordinator.Tick is timed (wall clock); heartbeats, repo creation and delete requests happen between ticks, untimed.",
 		"Workers are simulated by their store calls: they heartbeat every 10 s of virtual time (ticks are 2 s apart) and ack the outbox head they saw at the previous heartbeat.",
 		"The coordinator runs with its defaults (assignment batch doubling from 1,000 per tick, at most 50,000 moves per tick) except the first-start warm-up, which is off.",
-		"A tick reads the worker records only when one changed since the last (bbolt's workers version): here every fifth tick follows the workers' heartbeats and reads and plans them all; on DynamoDB, which keeps no such version, every tick reads them.",
+		"Quiet ticks have heartbeats flowing between them (every fifth tick follows a round). A tick reads the worker records only when the membership changed (the workers version, on both stores; heartbeats do not move it) or a silence could reach SuspectAfter (30 s): quiet_worker_reads is the share of quiet ticks that read them.",
+		"The anti-entropy sweep reads a slice of repos on some quiet ticks, paced to end a pass over every repo within 4.5 h of the coordinator's clock (virtual time between ticks plus the run's wall time); those reads are part of the quiet ticks' times.",
 		"The naive baseline is the same Tick with its needs-decision read replaced by a scan of every repo (ListRepos, 1,000 a page).",
 		"A death is timed at the tick that finds the worker past its 10 min grace; an earlier tick, past 30 s of silence, marked it suspect (nothing moves then).",
 		"Setup, untimed: the store has no batch create, so each size's repos are created one CreateRepo (one bbolt transaction) each into a template file, " +
@@ -92,6 +98,9 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	defer os.RemoveAll(dir)
 
+	if o.onlyRest {
+		o.repos, o.dynamoMax = nil, 0
+	}
 	lastN, lastTook := 0, time.Duration(0)
 	for _, n := range o.repos {
 		if n > o.maxRepos {
@@ -120,6 +129,13 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	var bulk []results.TickBulkAdd
 	res.Dynamo, bulk = runDynamo(ctx, log, o.dynamoMax, o.seed)
 	res.BulkAdd = append(res.BulkAdd, bulk...)
+	if o.restart > 0 {
+		rs, err := runRestart(ctx, log, dir, o.restart)
+		if err != nil {
+			return err
+		}
+		res.RestartBacklog = rs
+	}
 	res.Meta.Finish()
 	if err := results.Write(o.out, "ticklatency", res); err != nil {
 		return err
@@ -206,3 +222,45 @@ func copyFile(from, to string) error {
 
 // dynamoEndpoint is where DynamoDB Local listens, if `make bench` started it.
 func dynamoEndpoint() string { return os.Getenv(dynamotest.EndpointEnv) }
+
+// runRestart measures a worker restarted under a backlog on bbolt and, when it runs, on
+// DynamoDB Local.
+func runRestart(ctx context.Context, log *slog.Logger, dir string, entries int) ([]results.RestartBacklog, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := bolt.OpenWith(filepath.Join(dir, "restart.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	r, err := restartBacklog(ctx, quiet, st, "bbolt", entries)
+	st.Close()
+	if err != nil {
+		return nil, fmt.Errorf("restart on bbolt: %w", err)
+	}
+	log.Info("restart under a backlog", "store", r.Store, "longest_call_s", r.LongestCallS, "heartbeats", r.Heartbeats, "caught_up", r.CaughtUp)
+	out := []results.RestartBacklog{r}
+	ep := dynamoEndpoint()
+	if ep == "" {
+		return out, nil
+	}
+	ds, err := dynamo.New(ctx, dynamo.Config{Client: dynamotest.Client(ep),
+		Table: fmt.Sprintf("ticklatency_restart_%d", time.Now().UnixNano()%1e9), Log: quiet})
+	if err != nil {
+		return nil, err
+	}
+	if err := ds.CreateTable(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := ds.DeleteTable(dctx); err != nil {
+			log.Warn("delete table", "table", ds.Table(), "err", err)
+		}
+	}()
+	r, err = restartBacklog(ctx, quiet, ds, "DynamoDB Local", entries)
+	if err != nil {
+		return nil, fmt.Errorf("restart on DynamoDB Local: %w", err)
+	}
+	log.Info("restart under a backlog", "store", r.Store, "longest_call_s", r.LongestCallS, "heartbeats", r.Heartbeats, "caught_up", r.CaughtUp)
+	return append(out, r), nil
+}

@@ -339,3 +339,20 @@ func TestGridKeepsHundredToTenThousandReposAWorker(t *testing.T) {
 		t.Errorf("grid %v, want %v", got, want)
 	}
 }
+
+// The restart measurement writes its backlog, restarts the worker and follows it until it
+// acked every entry, timing each heartbeat call.
+func TestRestartBacklogCatchesUp(t *testing.T) {
+	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "r.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r, err := restartBacklog(t.Context(), quietLog(), st, "bbolt", 2500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.CaughtUp || r.Applied != 2500 || r.Heartbeats < 1 || r.LongestCallS < r.FirstCallS || r.HeartbeatS != 10 {
+		t.Fatalf("restart measurement: %+v", r)
+	}
+}

@@ -26,6 +26,8 @@ import (
 const bulkChunk = 500
 
 type client struct {
+	in     io.Reader // answers to questions (repos rm)
+	inTTY  bool      // in is a terminal: a person can answer
 	base   string
 	token  string
 	http   *http.Client
@@ -51,6 +53,7 @@ type clientFlags struct {
 	host  string
 	limit int
 	all   bool
+	yes   bool
 }
 
 func commands(f *clientFlags) []command {
@@ -71,10 +74,12 @@ func commands(f *clientFlags) []command {
 			run: func(c *client, ctx context.Context, _ []string) error { return c.list(ctx, f.state, f.host, f.limit) }},
 		{name: "repos show", args: "ID|URL", help: "one repo: state, last error, mirror path, clone URL, next poll", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error { return c.show(ctx, a[0]) }},
-		{name: "repos rm", args: "ID|URL", help: "stop mirroring a repo and delete its mirror (no undo)", nargs: one,
-			run: func(c *client, ctx context.Context, a []string) error {
-				return c.request(ctx, http.MethodDelete, a[0], "", "deleting %s (%s): its record and mirror are removed\n")
-			}},
+		{name: "repos rm", args: "ID|URL [-y]", help: "stop mirroring a repo and delete its mirror (no undo; asks first)", nargs: one,
+			flags: func(fs *flag.FlagSet) {
+				fs.BoolVar(&f.yes, "y", false, "delete without asking (needed when stdin is not a terminal)")
+				fs.BoolVar(&f.yes, "yes", false, "same as -y")
+			},
+			run: func(c *client, ctx context.Context, a []string) error { return c.remove(ctx, a[0], f.yes) }},
 		{name: "repos sync", args: "ID|URL", help: "fetch a repo now", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error {
 				return c.request(ctx, http.MethodPost, a[0], "/sync", "sync requested for %s (%s)\n")
@@ -88,6 +93,8 @@ func commands(f *clientFlags) []command {
 			run: func(c *client, ctx context.Context, _ []string) error { return c.ring(ctx) }},
 		{name: "status", help: "fleet summary",
 			run: func(c *client, ctx context.Context, _ []string) error { return c.status(ctx) }},
+		{name: "backup", args: "FILE", help: "copy the running fleet's store to FILE (a consistent snapshot)", nargs: one,
+			run: func(c *client, ctx context.Context, a []string) error { return c.backup(ctx, a[0]) }},
 		{name: "list", help: "the repo list kept in git: commit, bad lines, held purge",
 			run: func(c *client, ctx context.Context, _ []string) error { return c.listStatus(ctx) }},
 		{name: "list confirm", args: "COMMIT", help: "let the held purge of COMMIT go ahead", nargs: one,
@@ -177,7 +184,7 @@ func runClient(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := &client{base: base, token: tok, http: &http.Client{Timeout: 60 * time.Second},
+	c := &client{in: os.Stdin, inTTY: isTerminal(os.Stdin), base: base, token: tok, http: &http.Client{Timeout: 60 * time.Second},
 		out: stdout, errOut: stderr, json: *output == "json"}
 	return cmd.run(c, context.Background(), words)
 }
@@ -273,7 +280,94 @@ func (c *client) request(ctx context.Context, method, idOrURL, suffix, done stri
 	return nil
 }
 
+// backup saves GET /v1/backup to file: written beside it, synced, checked to open as
+// a store, then renamed into place, so file is either the whole snapshot or untouched.
+func (c *client) backup(ctx context.Context, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/backup", nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	// A large store takes longer than the client's usual timeout; ctx bounds it.
+	hc := *c.http
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var e api.ErrorBody
+		if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Message != "" {
+			return refusedError{fmt.Sprintf("backup: %s (%s)", e.Error.Message, resp.Status)}
+		}
+		return refusedError{"backup: " + resp.Status}
+	}
+	tmp := file + ".partial"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	n, err := io.Copy(f, resp.Body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = checkStoreFile(tmp)
+	}
+	if err == nil {
+		err = os.Rename(tmp, file)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("backup: %w", err)
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"file": file, "bytes": n})
+	}
+	fmt.Fprintf(c.out, "store copied to %s (%d bytes); restore: stop the fleet, copy it to <data>/mirrorfleet.db, start\n", file, n)
+	return nil
+}
+
+// remove deletes a repo once confirmed: by -y, or by a person answering "y" on a
+// terminal. Without a terminal and without -y it refuses: a script that meant to
+// delete says so, and one that did not loses nothing.
+func (c *client) remove(ctx context.Context, idOrURL string, yes bool) error {
+	var repo api.Repo
+	if err := c.do(ctx, http.MethodGet, repoPath(idOrURL), nil, &repo); err != nil {
+		return err
+	}
+	if !yes {
+		if !c.inTTY {
+			return usageError{fmt.Sprintf("repos rm deletes %s and its mirror, with no undo: pass -y to confirm (stdin is not a terminal to ask on)", repo.URL)}
+		}
+		fmt.Fprintf(c.errOut, "Delete %s (%s) and its mirror? There is no undo. [y/N] ", repo.ID, repo.URL)
+		answer, _ := bufio.NewReader(c.in).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return refusedError{"not deleted"}
+		}
+	}
+	var out api.Accepted
+	if err := c.do(ctx, http.MethodDelete, repoPath(repo.ID), nil, &out); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(out)
+	}
+	fmt.Fprintf(c.out, "deleting %s (%s): its record and mirror are removed within seconds\n", repo.ID, repo.URL)
+	return nil
+}
+
 func (c *client) add(ctx context.Context, urls []string, file string) error {
+	// where says where each URL came from: "file:line" for --file, so a refused line
+	// can be found and fixed; "" for an argument.
+	where := make([]string, len(urls))
 	if file != "" {
 		f, err := os.Open(file)
 		if err != nil {
@@ -281,10 +375,11 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
+		for n := 1; sc.Scan(); n++ {
 			line := strings.TrimSpace(sc.Text())
 			if line != "" && !strings.HasPrefix(line, "#") {
 				urls = append(urls, line)
+				where = append(where, fmt.Sprintf("%s:%d", file, n))
 			}
 		}
 		f.Close()
@@ -295,6 +390,9 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 	if len(urls) == 0 {
 		return usageError{"repos add needs URLs or --file"}
 	}
+	// Progress rewrites one line on a terminal; into a log or a pipe it is a line per
+	// chunk, without carriage returns.
+	tty := isTerminal(c.errOut)
 	var all api.BulkAdd
 	for start := 0; start < len(urls); start += bulkChunk {
 		end := min(start+bulkChunk, len(urls))
@@ -305,10 +403,15 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 		all.Results = append(all.Results, resp.Results...)
 		all.Created, all.Exists, all.Errors = all.Created+resp.Created, all.Exists+resp.Exists, all.Errors+resp.Errors
 		if len(urls) > bulkChunk {
-			fmt.Fprintf(c.errOut, "\radded %d/%d (%d new, %d existing, %d refused)", end, len(urls), all.Created, all.Exists, all.Errors)
+			progress := fmt.Sprintf("added %d/%d (%d new, %d existing, %d refused)", end, len(urls), all.Created, all.Exists, all.Errors)
+			if tty {
+				fmt.Fprint(c.errOut, "\r"+progress)
+			} else {
+				fmt.Fprintln(c.errOut, progress)
+			}
 		}
 	}
-	if len(urls) > bulkChunk {
+	if len(urls) > bulkChunk && tty {
 		fmt.Fprintln(c.errOut)
 	}
 	var err error
@@ -319,17 +422,25 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 		return errors.Join(c.printJSON(all), err)
 	}
 	var rows [][]string
-	for _, r := range all.Results {
+	for i, r := range all.Results {
 		msg := ""
 		if r.Error != nil {
 			msg = r.Error.Message
 		}
 		if len(all.Results) <= 50 || r.Error != nil {
-			rows = append(rows, []string{r.Status, r.ID, r.URL, msg})
+			row := []string{r.Status, r.ID, r.URL, msg}
+			if file != "" {
+				row = append([]string{cmp.Or(where[i], "argument")}, row...)
+			}
+			rows = append(rows, row)
 		}
 	}
 	if len(rows) > 0 {
-		if err := c.table("STATUS\tID\tURL\tERROR", rows); err != nil {
+		header := "STATUS\tID\tURL\tERROR"
+		if file != "" {
+			header = "LINE\t" + header
+		}
+		if err := c.table(header, rows); err != nil {
 			return err
 		}
 	}
@@ -428,6 +539,7 @@ func (c *client) show(ctx context.Context, idOrURL string) error {
 	row("source", string(r.Source))
 	row("owner", fmt.Sprintf("%s (epoch %d)", deref(r.Owner), r.OwnerEpoch))
 	row("added", when(r.CreatedAt))
+	row("last checked", when(r.LastCheckedAt))
 	row("last fetch", when(r.LastFetchAt))
 	row("last success", when(r.LastSuccessAt))
 	row("last change", when(r.LastChangeAt))

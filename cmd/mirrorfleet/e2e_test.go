@@ -547,23 +547,30 @@ func testCLI(t *testing.T, p *fleetProc, srv *gittest.Server, ups map[string]*up
 		if _, err := os.Stat(dir); err != nil {
 			t.Fatalf("no mirror to remove: %v", err)
 		}
-		out, _ := p.mustCLI(t, "repos", "rm", rm.URL()) // by URL
+		// Not a terminal: without -y it refuses and deletes nothing.
+		if _, errOut, code := p.cli(t, "repos", "rm", rm.URL()); code != 2 || !strings.Contains(errOut, "pass -y") {
+			t.Fatalf("repos rm without -y off a terminal: exit %d\n%s", code, errOut)
+		}
+		if r := p.call(t, http.MethodGet, "/v1/repos/"+rm.id, nil, false); r.Status != http.StatusOK {
+			t.Fatalf("repos rm without -y deleted the repo: %d %s", r.Status, r.Body)
+		}
+		out, _ := p.mustCLI(t, "repos", "rm", "-y", rm.URL()) // by URL
 		if !strings.Contains(out, "deleting "+rm.id) {
 			t.Fatalf("repos rm:\n%s", out)
 		}
-		eventually(t, 15*time.Second, "the repo is deleted", func() string {
+		eventually(t, 5*time.Second, "the repo is deleted", func() string {
 			if r := p.call(t, http.MethodGet, "/v1/repos/"+rm.id, nil, false); r.Status != http.StatusNotFound {
 				return fmt.Sprintf("GET: %d %s", r.Status, r.Body)
 			}
 			return ""
 		})
-		deadline := time.Now().Add(15 * time.Second)
+		deadline := time.Now().Add(5 * time.Second)
 		for {
 			if _, err := os.Stat(dir); os.IsNotExist(err) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still exists 15s after the repo was deleted", dir)
+				t.Fatalf("%s still exists 5s after the repo was deleted", dir)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -608,17 +615,28 @@ func TestE2EDefaultPolicyAndBulkAdd(t *testing.T) {
 	}
 	fmt.Fprintln(&file, "https://example.com/bulk/first")
 	fmt.Fprintln(&file, "https://example.com/bulk/second.git") // the same repo as .../second
+	fmt.Fprintln(&file, "ftp://example.com/bulk/bad")          // refused: its line is named
+	badLine := strings.Count(file.String(), "\n")
 	path := filepath.Join(t.TempDir(), "repos.txt")
 	if err := os.WriteFile(path, []byte(file.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut := p.mustCLI(t, "repos", "add", "--file", path)
-	if !strings.Contains(errOut, fmt.Sprintf("added 500/%d (500 new, 0 existing, 0 refused)", bulkN+2)) ||
-		!strings.Contains(errOut, fmt.Sprintf("added %d/%d (%d new, 2 existing, 0 refused)", bulkN+2, bulkN+2, bulkN)) {
-		t.Fatalf("repos add --file: no progress on stderr:\n%q", errOut)
+	out, errOut, code := p.cli(t, "repos", "add", "--file", path)
+	if code != 1 {
+		t.Fatalf("repos add --file with a refused line: exit %d, want 1\n%s", code, errOut)
 	}
-	if !strings.Contains(out, fmt.Sprintf("%d created, 2 already present, 0 refused", bulkN)) || strings.Contains(out, "STATUS") {
-		t.Fatalf("repos add --file: the summary alone (no empty table of refusals):\n%s", out)
+	// Not a terminal: a line per chunk, no carriage returns.
+	if !strings.Contains(errOut, fmt.Sprintf("added 500/%d (500 new, 0 existing, 0 refused)\n", bulkN+3)) ||
+		!strings.Contains(errOut, fmt.Sprintf("added %d/%d (%d new, 2 existing, 1 refused)\n", bulkN+3, bulkN+3, bulkN)) ||
+		strings.Contains(errOut, "\r") {
+		t.Fatalf("repos add --file: no progress lines on stderr, or carriage returns:\n%q", errOut)
+	}
+	if !strings.Contains(out, fmt.Sprintf("%d created, 2 already present, 1 refused", bulkN)) {
+		t.Fatalf("repos add --file: no summary:\n%s", out)
+	}
+	if want := fmt.Sprintf("%s:%d", path, badLine); !strings.Contains(out, want) || !strings.Contains(out, "ftp://example.com/bulk/bad") ||
+		strings.Count(out, "\n") != 3 {
+		t.Fatalf("repos add --file: the refused line is not named as %s (or other lines are listed):\n%s", want, out)
 	}
 	out, _ = p.mustCLI(t, "repos", "ls")
 	if !strings.Contains(out, fmt.Sprintf("\n%d repos\n", bulkN+2)) {

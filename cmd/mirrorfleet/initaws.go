@@ -42,6 +42,11 @@ func runInitAWS(args []string, stdout, stderr io.Writer) error {
 	default:
 		fmt.Fprintf(stdout, "table %s created\n", *table)
 	}
+	v, err := st.CheckSchema(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "table %s: schema version %d\n", *table, v)
 	if *group == "" {
 		return nil
 	}

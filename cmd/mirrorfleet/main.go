@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,12 +16,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/buildinfo"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
@@ -41,13 +46,15 @@ Usage:
   mirrorfleet repos ls [--state S] [--host H] [--limit N]
                                           list repos, by URL
   mirrorfleet repos show ID|URL           one repo: state, last error, mirror path, clone URL
-  mirrorfleet repos rm ID|URL             stop mirroring a repo and delete its mirror (no undo)
+  mirrorfleet repos rm ID|URL [-y]        stop mirroring a repo and delete its mirror (no undo; asks first)
   mirrorfleet repos sync ID|URL           fetch a repo now
   mirrorfleet workers [--all]             the workers and their health (dead ones with --all)
   mirrorfleet ring                        the consistent-hash ring
   mirrorfleet status                      fleet summary
   mirrorfleet list                        the repo list kept in git: commit, bad lines, held purge
   mirrorfleet list confirm COMMIT         let the held purge of COMMIT go ahead
+  mirrorfleet backup FILE                 copy the running fleet's store to FILE (consistent)
+  mirrorfleet version [-o json]           the version and commit of this binary
 
 Client commands find the fleet through --api, $MIRRORFLEET_URL, the config file
 ($XDG_CONFIG_HOME/mirrorfleet/config: url, token or token_file) or http://127.0.0.1:8080,
@@ -84,7 +91,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runInitAWS(args[1:], stdout, stderr)
 	case "healthcheck":
 		err = runHealthcheck(args[1:], stdout, stderr)
-	case "repos", "workers", "ring", "status", "list":
+	case "version", "--version":
+		err = runVersion(args[1:], stdout, stderr)
+	case "repos", "workers", "ring", "status", "list", "backup":
 		err = runClient(args, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "mirrorfleet: unknown command %q\n\n%s", args[0], usage)
@@ -106,6 +115,30 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// runVersion prints the binary's version and commit (shared/buildinfo).
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	format := fs.String("o", "text", "output: text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{"version takes no arguments"}
+	}
+	in := buildinfo.Get()
+	switch *format {
+	case "text":
+		_, err := fmt.Fprintln(stdout, in)
+		return err
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(in)
+	}
+	return usageError{fmt.Sprintf("-o %q: text or json", *format)}
 }
 
 // errUsageShown is a usage error whose message and usage are printed already.
@@ -158,8 +191,21 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.List.MaxURLs, "list-max-urls", listsync.DefaultMaxURLs, "the list may hold this many valid URLs; a longer list is not applied")
 	limitFlags(fs, &cfg)
 	fs.StringVar(&cfg.CloneBaseURL, "clone-base-url", "", "base of the clone URLs (default http://<listen address>)")
+	hookFlags(fs, &cfg.WebhookSecret, &cfg.WebhookSecretFor)
+	ff := addFeedFlags(fs, &cfg.FeedEvery)
 	sf := addServeFlags(fs, &cfg.Serve)
 	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", os.Getenv(cloud.EnvPackCacheDir), "pack cache directory, on local disk (default <data>/packcache)")
+	fs.Func("notify-url", "POST every mirror.updated event as JSON to this http(s) `URL` (repeatable; private addresses allowed, cloud metadata never; docs/events.md)",
+		func(v string) error {
+			if err := events.CheckNotifyURL(urlpolicy.Policy{}, v); err != nil {
+				return err
+			}
+			cfg.Events.NotifyURLs = append(cfg.Events.NotifyURLs, v)
+			return nil
+		})
+	fs.StringVar(&cfg.Events.NotifySecret, "notify-secret", "", "signs the --notify-url POSTs: X-Mirrorfleet-Signature: sha256=<hex HMAC-SHA256(secret, body)> (default $MIRRORFLEET_NOTIFY_SECRET)")
+	fs.IntVar(&cfg.Events.Backlog, "events-backlog", events.DefaultBacklog, "events kept for GET /v1/events resumes (Last-Event-ID)")
+	fs.IntVar(&cfg.Events.Streams, "event-streams", api.DefaultEventStreams, "open GET /v1/events streams at most; more get 503")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -170,8 +216,19 @@ func runFleet(args []string, stderr io.Writer) error {
 	if err := sf.finish(&cfg.Serve); err != nil {
 		return err
 	}
+	feedSources, err := ff.finish()
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	cfg.Feeds = feedSources
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
+	}
+	if cfg.Events.NotifySecret != "" && len(cfg.Events.NotifyURLs) == 0 {
+		return usageError{"--notify-secret needs --notify-url"}
+	}
+	if cfg.Events.NotifySecret == "" {
+		cfg.Events.NotifySecret = os.Getenv("MIRRORFLEET_NOTIFY_SECRET") // not a flag default: -h would print it
 	}
 	if _, ok := priority.ByName(cfg.PriorityPolicy); !ok {
 		return usageError{fmt.Sprintf("--policy %q: want bayes, rate or cbrt", cfg.PriorityPolicy)}

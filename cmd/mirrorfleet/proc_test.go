@@ -59,6 +59,14 @@ func goTool() (string, error) {
 	return "", errors.New("the go command is neither on PATH nor in $GOROOT/bin")
 }
 
+// versionFlags are the linker flags `make` gives: git's description and commit.
+func versionFlags() string {
+	describe, _ := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+	head, _ := exec.Command("git", "rev-parse", "HEAD").Output()
+	const pkg = "github.com/mirrorfleet/mirrorfleet/shared/buildinfo"
+	return "-X " + pkg + ".version=" + strings.TrimSpace(string(describe)) + " -X " + pkg + ".commit=" + strings.TrimSpace(string(head))
+}
+
 // binary builds ./cmd/mirrorfleet once per test process (with -race under -race).
 func binary(t *testing.T) string {
 	t.Helper()
@@ -73,7 +81,8 @@ func binary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(buildDir, "mirrorfleet")
-		args := []string{"build", "-o", binPath}
+		// Stamped as the Makefile stamps it: the version and commit from git.
+		args := []string{"build", "-o", binPath, "-ldflags", versionFlags()}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

@@ -35,5 +35,9 @@ func main() {
 		log.Error("api init", "err", err)
 		os.Exit(1)
 	}
+	if _, err := st.CheckSchema(ctx); err != nil {
+		log.Error("api init", "err", err)
+		os.Exit(1)
+	}
 	lambda.Start(NewHandler(cfg, st, clock.Real{}, log))
 }

@@ -55,6 +55,9 @@ func newHandlerFromEnv(ctx context.Context, cfg cloud.CoordinatorConfig, log *sl
 	if err != nil {
 		return nil, err
 	}
+	if _, err := st.CheckSchema(ctx); err != nil {
+		return nil, err
+	}
 	list, err := newListSyncer(cfg, st, log)
 	if err != nil {
 		return nil, err

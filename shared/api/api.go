@@ -12,6 +12,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -71,13 +72,34 @@ type Config struct {
 	// (no-change polls write nothing to the store), so the local fleet, whose workers run
 	// in the same process, asks them. Nil (AWS): next_poll_at is null.
 	NextPoll func(id string) (time.Time, bool)
+	// LastChecked, if set, is when a repo's worker last polled it, changed or not: a
+	// no-change poll writes the store only at its checkpoint (6 h), so the local fleet
+	// asks its in-process workers. Nil (AWS): last_checked_at is the stored last fetch.
+	LastChecked func(id string) (time.Time, bool)
 	// CloneBaseURL is the base of every repo's clone_url: <base>/git/<mirror path>
 	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
 	// clone_url is null.
 	CloneBaseURL string
+	// Backup, if set, serves GET /v1/backup: a consistent copy of the store written to w
+	// (the local fleet's bbolt file). Nil (DynamoDB, which has point-in-time recovery):
+	// the route answers 404.
+	Backup func(ctx context.Context, w io.Writer) (int64, error)
 	// List serves /v1/list and /v1/list/confirm; nil means no list repository is
 	// configured (GET /v1/list says so).
 	List ListSync
+	// Ring, if set, tells a repo's owner to fetch it now when a sync is requested (the
+	// fast path beside the durable request the coordinator carries). Must not block long.
+	Ring func(ctx context.Context, id string)
+	// Events serves GET /v1/events (Server-Sent Events); nil: the route answers 404
+	// no_event_stream (AWS, where the events go to EventBridge).
+	Events EventStream
+	// EventStreams bounds the open event streams (503 past it); default
+	// DefaultEventStreams. EventHeartbeat is the keep-alive comment's period, and
+	// EventWriteTimeout how long one write to a stream may take before the stream is
+	// cut (a client that stopped reading).
+	EventStreams      int
+	EventHeartbeat    time.Duration
+	EventWriteTimeout time.Duration
 }
 
 // DefaultMaxBulk is Config.MaxBulk's default.
@@ -93,10 +115,11 @@ var openapiYAML []byte
 var uiFS embed.FS
 
 type server struct {
-	cfg  Config
-	auth func(*http.Request) error
-	log  *slog.Logger
-	mux  *http.ServeMux
+	cfg     Config
+	auth    func(*http.Request) error
+	log     *slog.Logger
+	mux     *http.ServeMux
+	streams chan struct{} // one token per open event stream
 }
 
 // route is one (method, path) the handler serves. Path is in OpenAPI form; the ServeMux
@@ -109,7 +132,10 @@ type route struct {
 	// Query lists the query parameters a /v1 route accepts; any other is a 400. Pages
 	// ignore what they do not use, as browsers and people append things.
 	Query []string
-	h     func(*server, http.ResponseWriter, *http.Request) error
+	// Data marks a read of fleet data outside /v1 (/tunasync.json): it has the /v1
+	// reads' access (auth with ReadsNeedAuth) and their query checks.
+	Data bool
+	h    func(*server, http.ResponseWriter, *http.Request) error
 }
 
 // routes is the single list of routes, read by New and by the OpenAPI test.
@@ -122,8 +148,11 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/workers", h: (*server).listWorkers},
 	{Method: "GET", Path: "/v1/ring", h: (*server).getRing},
 	{Method: "GET", Path: "/v1/status", h: (*server).getStatus},
+	{Method: "GET", Path: "/v1/events", Query: []string{"last_event_id"}, h: (*server).streamEvents},
 	{Method: "GET", Path: "/v1/list", h: (*server).getList},
+	{Method: "GET", Path: "/v1/backup", Write: true, h: (*server).backup},
 	{Method: "POST", Path: "/v1/list/confirm", Write: true, h: (*server).confirmList},
+	{Method: "GET", Path: "/tunasync.json", Data: true, Query: []string{"cursor", "limit"}, h: (*server).tunasync},
 	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},
 	{Method: "GET", Path: "/", h: (*server).page},
 	{Method: "GET", Path: "/ui/{file}", h: (*server).asset},
@@ -151,7 +180,16 @@ func New(cfg Config) http.Handler {
 	if cfg.MaxBulk <= 0 {
 		cfg.MaxBulk = DefaultMaxBulk
 	}
-	s := &server{cfg: cfg, auth: cfg.Auth, log: cfg.Log, mux: http.NewServeMux()}
+	if cfg.EventStreams <= 0 {
+		cfg.EventStreams = DefaultEventStreams
+	}
+	if cfg.EventHeartbeat <= 0 {
+		cfg.EventHeartbeat = DefaultEventHeartbeat
+	}
+	if cfg.EventWriteTimeout <= 0 {
+		cfg.EventWriteTimeout = DefaultEventWriteTimeout
+	}
+	s := &server{cfg: cfg, auth: cfg.Auth, log: cfg.Log, mux: http.NewServeMux(), streams: make(chan struct{}, cfg.EventStreams)}
 	if s.auth == nil {
 		s.auth = BearerAuth(cfg.Token)
 	}
@@ -185,7 +223,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // wrap adds what every route shares: auth, query checks, error responses.
 func (s *server) wrap(rt route) http.Handler {
-	isAPI := strings.HasPrefix(rt.Path, "/v1/")
+	isAPI := strings.HasPrefix(rt.Path, "/v1/") || rt.Data
 	needAuth := rt.Write || (s.cfg.ReadsNeedAuth && isAPI)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if needAuth {

@@ -143,7 +143,7 @@ func TestRepoJSON(t *testing.T) {
 	e := newEnv(t)
 	id := str(e.want(e.add("https://example.com/a/b.git"), 201, "add").body["id"])
 	r := e.want(e.do("GET", "/v1/repos/"+id, nil), 200, "get")
-	want := []string{"id", "url", "source", "state", "owner", "owner_epoch", "salt", "priority", "last_fetch_at",
+	want := []string{"id", "url", "source", "state", "owner", "owner_epoch", "salt", "priority", "last_fetch_at", "last_checked_at",
 		"last_success_at", "last_change_at", "last_commit_at", "fetch_fail_cnt", "clone_fail_cnt", "size_bytes",
 		"last_error", "created_at", "sync_requested", "clone_url"}
 	for _, k := range want {
@@ -155,7 +155,7 @@ func TestRepoJSON(t *testing.T) {
 		t.Errorf("repo JSON has %d fields, want %d: %s", len(r.body), len(want), r.raw)
 	}
 	// Never-happened times and the missing owner are null, not omitted or zero.
-	for _, k := range []string{"owner", "last_fetch_at", "last_success_at", "last_change_at", "last_commit_at", "clone_url"} {
+	for _, k := range []string{"owner", "last_fetch_at", "last_checked_at", "last_success_at", "last_change_at", "last_commit_at", "clone_url"} {
 		if r.body[k] != nil {
 			t.Errorf("%s = %v, want null", k, r.body[k])
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -306,4 +307,35 @@ func (s *server) serveUI(w http.ResponseWriter, name string) error {
 	h.Set("Cache-Control", "no-cache")
 	_, _ = w.Write(b)
 	return nil
+}
+
+// backup streams a consistent copy of the store (GET /v1/backup). It needs the token
+// like a write, as the copy holds every record.
+func (s *server) backup(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Backup == nil {
+		return &Error{Status: http.StatusNotFound, Code: "not_found",
+			Message: "this server keeps no store file to copy (on AWS, use DynamoDB's point-in-time recovery)"}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", `attachment; filename="mirrorfleet.db"`)
+	h.Set("Cache-Control", "no-store")
+	// A large store takes a while: the write deadline moves with each chunk written.
+	rc := http.NewResponseController(w)
+	if _, err := s.cfg.Backup(r.Context(), deadlineWriter{w: w, rc: rc}); err != nil {
+		// Too late for an error status once bytes went out: the CLI checks the copy.
+		s.log.Warn("backup", "err", err)
+	}
+	return nil
+}
+
+// deadlineWriter gives each write 30 s, so a client that keeps reading is never cut.
+type deadlineWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	return d.w.Write(p)
 }

@@ -37,6 +37,7 @@ var pageTmpl = template.Must(template.New("index.html").Funcs(template.FuncMap{
 	"time":  fmtTime,
 	"bytes": fmtBytes,
 	"rows":  func(id string, rs []pageRepo) repoTable { return repoTable{ID: id, Rows: rs} },
+	"add":   func(a, b int) int { return a + b },
 	"short": func(commit string) string { return commit[:min(12, len(commit))] },
 }).ParseFS(uiFS, "ui/index.html"))
 
@@ -133,7 +134,8 @@ type pageData struct {
 	WorkerCount []stateCount
 	Staleness   metrics.Staleness
 	Ring        pageRing
-	Failing     int
+	Failing     int // repos failing
+	Gone        int // repos whose upstream answers "not found"
 	Failures    []pageRepo
 	Repos       []pageRepo
 	NextPage    string // link to the next page of the search, "" on the last
@@ -166,10 +168,13 @@ type pageWorker struct {
 
 type pageRepo struct {
 	store.Repo
-	CloneURL string
-	ErrKind  string
-	ErrText  string
-	StaleFor time.Duration
+	CloneURL   string
+	ErrKind    string
+	ErrText    string
+	StaleFor   time.Duration
+	Checked    time.Time     // the last poll, changed or not (last_checked_at)
+	CheckedAgo time.Duration //
+	NextSync   string        // the worker's estimate, or why there is none
 }
 
 type pageRing struct {
@@ -268,9 +273,11 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	for _, rp := range stale {
 		d.Stalest = append(d.Stalest, s.pageRepo(rp, d.Now))
 	}
-	// The failing repos, found within the scan budget; the search lists them all.
-	if d.Failing = counts[store.RepoFailing]; d.Failing > 0 {
-		fails, _, err := s.listMatching(ctx, "", failuresShown, func(r store.Repo) bool { return r.State == store.RepoFailing })
+	// The failing and gone repos (an upstream that answers "not found" is as much a
+	// failure to an operator), found within the scan budget; the search lists them all.
+	d.Failing, d.Gone = counts[store.RepoFailing], counts[store.RepoGone]
+	if d.Failing+d.Gone > 0 {
+		fails, _, err := s.listMatching(ctx, "", failuresShown, func(r store.Repo) bool { return isFailure(r.State) })
 		if err != nil {
 			return fmt.Errorf("list failing repos: %w", err)
 		}
@@ -310,6 +317,10 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	return nil
 }
 
+// isFailure says whether a repo in state st is listed among the failures: failing, or
+// gone (its upstream answers "not found"; retried on the failure cooldown).
+func isFailure(st store.RepoState) bool { return st == store.RepoFailing || st == store.RepoGone }
+
 func (s *server) pageRepo(r store.Repo, now time.Time) pageRepo {
 	p := pageRepo{Repo: r}
 	if u := s.cloneURL(r.URL); u != nil {
@@ -327,7 +338,31 @@ func (s *server) pageRepo(r store.Repo, now time.Time) pageRepo {
 		since = r.CreatedAt
 	}
 	p.StaleFor = max(0, now.Sub(since))
+	p.Checked = s.lastChecked(r)
+	p.CheckedAgo = max(0, now.Sub(p.Checked))
+	p.NextSync = s.nextSync(r, now)
 	return p
+}
+
+// nextSync is when the repo's worker expects to fetch it next, for a page's few rows:
+// only its worker knows (no-change polls write nothing), so "—" where none can say.
+func (s *server) nextSync(r store.Repo, now time.Time) string {
+	switch {
+	case r.State == store.RepoDeleting:
+		return "—"
+	case r.Owner == "":
+		return "no worker yet"
+	case s.cfg.NextPoll == nil:
+		return "—"
+	}
+	at, ok := s.cfg.NextPoll(r.ID)
+	if !ok {
+		return "—"
+	}
+	if d := at.Sub(now); d > time.Second {
+		return "in " + fmtAge(d)
+	}
+	return "now"
 }
 
 // pageRingOf draws the ring: one SVG path per arc, coloured by the member's slot.

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,11 @@ func TestStatusPage(t *testing.T) {
 			n++
 		}
 	}
+	// A long URL: its clone URL must stay on one line, cut with an ellipsis.
+	long := e.seedRepo("https://git.example.org/a-very-long-group-name/with-a-subgroup/and-another-one/"+strings.Repeat("long-project-name-", 6)+"end.git",
+		store.RepoOK, "w-alpha", t0.Add(-30*time.Minute))
+	n++
+	wantCounts[store.RepoOK]++
 	ts := httptest.NewServer(e.h)
 	defer ts.Close()
 
@@ -101,8 +107,35 @@ func TestStatusPage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	if err := os.WriteFile("/tmp/status.png", png, 0o644); err != nil {
-		t.Logf("screenshot not saved: %v", err)
+	shot := filepath.Join(t.ArtifactDir(), "status.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Errorf("screenshot not saved: %v", err)
+	}
+	t.Logf("screenshot: %s (kept with go test -artifacts)", shot)
+
+	// An operator's order: the failures (failing and gone) and the stalest repos come
+	// before the workers and the ring.
+	order, _ := eval(`[...document.querySelectorAll("main > section")].map(s => s.id).join(" ")`).(string)
+	if fi, st, wi, ri := strings.Index(order, "failures-card"), strings.Index(order, "stalest-card"), strings.Index(order, "workers-card"), strings.Index(order, "ring-card"); fi < 0 || st < fi || wi < st || ri < wi {
+		t.Errorf("sections in order %q; want failures, stalest, then workers and ring", order)
+	}
+	failures := text("#failures tbody")
+	if !strings.Contains(failures, "gone") || !strings.Contains(failures, "failing") {
+		t.Errorf("the failures table lacks the gone or the failing repo:\n%s", failures)
+	}
+	heads := text("#stalest thead")
+	for _, col := range []string{"STATE", "LAST SUCCESS", "LAST CHECKED", "NEXT SYNC", "SIZE", "CLONE URL"} {
+		if !strings.Contains(strings.ToUpper(heads), col) {
+			t.Errorf("repo tables lack the %s column: %q", col, heads)
+		}
+	}
+	// The long clone URL is cut, not wrapped: its code element is one line high and
+	// narrower than its text; the copy button still copies all of it.
+	clip, _ := eval(`(() => { const c = document.querySelector('#repos tr[data-repo="` + long.ID + `"] td.clone code');
+		if (!c) return "missing"; const lh = parseFloat(getComputedStyle(c).lineHeight) || 16;
+		return (c.scrollWidth > c.clientWidth) + " " + (c.getBoundingClientRect().height <= lh * 1.5); })()`).(string)
+	if clip != "true true" {
+		t.Errorf("the long clone URL is not cut to one line with an ellipsis (cut, one line = %q)", clip)
 	}
 
 	for _, id := range []string{"w-alpha", "w-bravo", "w-charlie"} {
@@ -136,7 +169,7 @@ func TestStatusPage(t *testing.T) {
 	if !strings.Contains(clones, "http://git.test/git/git.example.org/team-") {
 		t.Errorf("repos table:\n%s", clones)
 	}
-	first := eval(`document.querySelector("#repos td.clone").textContent`)
+	first := eval(`document.querySelector("#repos td.clone code").textContent`)
 	// Headless Chromium has no clipboard to grant: record what the button writes.
 	eval(`Object.defineProperty(navigator, "clipboard", {value: {writeText: async (s) => { window.copied = s; }}}), 1`)
 	if err := chromedp.Do(ctx,

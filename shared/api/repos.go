@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
+	"github.com/mirrorfleet/mirrorfleet/shared/repos"
 	gitfront "github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
@@ -33,13 +32,17 @@ type Repo struct {
 	SyncRequested bool            `json:"sync_requested"`
 	CreatedAt     *time.Time      `json:"created_at"`
 	LastFetchAt   *time.Time      `json:"last_fetch_at"`
-	LastSuccessAt *time.Time      `json:"last_success_at"`
-	LastChangeAt  *time.Time      `json:"last_change_at"`
-	LastCommitAt  *time.Time      `json:"last_commit_at"`
-	FetchFailCnt  int             `json:"fetch_fail_cnt"`
-	CloneFailCnt  int             `json:"clone_fail_cnt"`
-	SizeBytes     int64           `json:"size_bytes"`
-	LastError     string          `json:"last_error"`
+	// LastCheckedAt is the last poll of the upstream, whether it found anything new or
+	// not; LastFetchAt is the last one written to the store (no-change polls are
+	// written only every few hours).
+	LastCheckedAt *time.Time `json:"last_checked_at"`
+	LastSuccessAt *time.Time `json:"last_success_at"`
+	LastChangeAt  *time.Time `json:"last_change_at"`
+	LastCommitAt  *time.Time `json:"last_commit_at"`
+	FetchFailCnt  int        `json:"fetch_fail_cnt"`
+	CloneFailCnt  int        `json:"clone_fail_cnt"`
+	SizeBytes     int64      `json:"size_bytes"`
+	LastError     string     `json:"last_error"`
 	// CloneURL is where git clones the mirror from; null where the server has no
 	// clone base URL configured.
 	CloneURL *string `json:"clone_url"`
@@ -55,7 +58,19 @@ func (s *server) toRepoJSON(r store.Repo) Repo {
 		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
 		LastChangeAt: optTime(r.LastChangeAt), LastCommitAt: optTime(r.LastCommitAt),
 		FetchFailCnt: r.FetchFailCnt, CloneFailCnt: r.CloneFailCnt, SizeBytes: r.SizeBytes, LastError: r.LastError,
+		LastCheckedAt: optTime(s.lastChecked(r)),
 	}
+}
+
+// lastChecked is the later of the stored last fetch and what the repo's worker knows.
+func (s *server) lastChecked(r store.Repo) time.Time {
+	at := r.LastFetchAt
+	if s.cfg.LastChecked != nil {
+		if t, ok := s.cfg.LastChecked(r.ID); ok && t.After(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // cloneURL is the clone URL of a repo, or nil without a clone base URL (or for a URL
@@ -329,78 +344,51 @@ func (s *server) create(r *http.Request, raw string) (store.Repo, bool, error) {
 }
 
 // RepoCreator is the store method AddRepo needs; store.Store has it.
-type RepoCreator interface {
-	CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error)
-}
+type RepoCreator = repos.Creator
 
 // AddResult is the outcome of AddRepo.
 type AddResult struct {
 	Repo    store.Repo // the stored repo, new or existing; zero when Err is set
 	Created bool
 	// Err is an *Error when the input is refused (invalid_url with the policy's
-	// reason, or conflict when the repo is being deleted); any other error is the
-	// store's.
+	// reason, mirror_path_taken, or conflict when the repo is being deleted); any
+	// other error is the store's.
 	Err error
 }
 
-// AddRepo normalizes raw with p and stores it as a new pending repo from src, created
-// at now, unless a repo with its id exists. It is the one way repos are added (the API
-// and file imports), so only Policy.Normalize output ever reaches the store.
+// AddRepo is repos.Add (the one way repos are added) with its refusals as API errors.
 func AddRepo(ctx context.Context, st RepoCreator, p urlpolicy.Policy, raw string, src store.Source, now time.Time) AddResult {
-	norm, e := CheckURL(p, raw)
-	if e != nil {
-		return AddResult{Err: e}
-	}
-	repo, created, err := st.CreateRepo(ctx, store.Repo{
-		ID: store.RepoID(norm), URL: norm, Source: src, State: store.RepoPending, CreatedAt: now,
-	})
-	if err != nil {
-		return AddResult{Err: fmt.Errorf("create repo %s: %w", norm, err)}
-	}
-	if !created && repo.URL != norm {
-		// The id is the mirror path's: another URL already mirrors into that directory
-		// (a record stored under an older normalization, say).
-		rel, _ := mirrorpath.Rel(norm)
-		return AddResult{Err: &Error{Status: http.StatusConflict, Code: "mirror_path_taken",
-			Existing: &ExistingRepo{ID: repo.ID, URL: repo.URL},
-			Message: fmt.Sprintf("url %q would be mirrored in %s, which belongs to repo %s (%s); two repos never share a mirror directory: use that repo, or delete it first",
-				norm, filepath.ToSlash(rel), repo.ID, repo.URL)}}
-	}
-	if !created && repo.State == store.RepoDeleting {
-		return AddResult{Err: &Error{Status: http.StatusConflict, Code: "conflict",
-			Message: fmt.Sprintf("repo %s (%s) is being deleted; add it again once the delete completes", repo.ID, repo.URL)}}
-	}
-	return AddResult{Repo: repo, Created: created}
+	res := repos.Add(ctx, st, p, raw, src, now)
+	return AddResult{Repo: res.Repo, Created: res.Created, Err: fromDomain(res.Err)}
 }
 
-// CheckURL applies the URL policy to raw as every way of adding a repo must (AddRepo,
-// the list sync's parser): it returns the normalized URL, or an invalid_url error
-// saying why it cannot be mirrored.
+// CheckURL is repos.Check with its refusal as an API error (400 invalid_url).
 func CheckURL(p urlpolicy.Policy, raw string) (string, *Error) {
-	norm, err := p.Normalize(raw)
+	norm, err := repos.Check(p, raw)
 	if err != nil {
-		e := &Error{Status: http.StatusBadRequest, Code: "invalid_url", Message: err.Error()}
-		var pe *urlpolicy.Error
-		if errors.As(err, &pe) {
-			e.Reason = string(pe.Reason)
-		}
+		e, _ := fromDomain(err).(*Error)
 		return "", e
 	}
-	if strings.HasPrefix(norm, "git://") {
-		// go-git's git:// transport dials on its own, past the policy's connect-time
-		// check (docs/adr/0006-no-git-protocol.md).
-		return "", &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(urlpolicy.ReasonScheme),
-			Message: fmt.Sprintf("url %q: the git:// protocol is not supported (its connections cannot be checked against the URL policy, and it is unencrypted); use the repository's https:// URL", raw)}
-	}
-	if _, err := mirrorpath.Rel(norm); err != nil {
-		reason := urlpolicy.ReasonMalformed
-		if !strings.HasPrefix(norm, "https://") && !strings.HasPrefix(norm, "http://") {
-			reason = urlpolicy.ReasonScheme
-		}
-		return "", &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(reason),
-			Message: fmt.Sprintf("url %q cannot be mirrored: %v", raw, errors.Unwrap(err))}
-	}
 	return norm, nil
+}
+
+// fromDomain maps a refused add to its API error; other errors pass unchanged.
+func fromDomain(err error) error {
+	var re *repos.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch re.Kind {
+	case repos.MirrorPathTake:
+		e := &Error{Status: http.StatusConflict, Code: "mirror_path_taken", Message: re.Message}
+		if re.Existing != nil {
+			e.Existing = &ExistingRepo{ID: re.Existing.ID, URL: re.Existing.URL}
+		}
+		return e
+	case repos.BeingDeleted:
+		return &Error{Status: http.StatusConflict, Code: "conflict", Message: re.Message}
+	}
+	return &Error{Status: http.StatusBadRequest, Code: "invalid_url", Reason: string(re.Reason), Message: re.Message}
 }
 
 func (s *server) poke() {
@@ -503,6 +491,9 @@ func (s *server) syncRepo(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		return fmt.Errorf("request sync of repo %s: %w", id, err)
+	}
+	if s.cfg.Ring != nil {
+		s.cfg.Ring(r.Context(), id)
 	}
 	s.poke()
 	writeJSON(w, http.StatusAccepted, Accepted{ID: id, Status: "sync_requested"})

@@ -51,6 +51,20 @@ func NewSchedulerClient(cfg aws.Config) *scheduler.Client {
 	return scheduler.NewFromConfig(cfg)
 }
 
+// OpenDynamoStore is NewDynamoStore for a process that uses the table: it also checks
+// the table's schema version (dynamo.Store.CheckSchema), writing it into a new table,
+// migrating an older one and refusing a newer one before anything else is read.
+func OpenDynamoStore(ctx context.Context, endpoint, table string) (*dynamo.Store, error) {
+	st, err := NewDynamoStore(ctx, endpoint, table)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.CheckSchema(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // NewDynamoStore returns the store on table, with a client from the default AWS
 // configuration; a non-empty endpoint overrides the configured one. It does not create
 // the table (the CDK stack does; tests call CreateTable).

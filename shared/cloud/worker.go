@@ -14,8 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/meter"
@@ -44,6 +47,7 @@ const (
 	EnvAliveFile       = deployenv.AliveFile       // touched after each successful heartbeat
 	EnvMaintainEvery   = deployenv.MaintainEvery   // each mirror is maintained once per this interval
 	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
+	EnvEventBus        = deployenv.EventBus        // EventBridge bus of the mirror.updated events; empty: none
 	EnvScrubEvery      = deployenv.ScrubEvery      // each mirror gets a full run (bitmap, connectivity check) once per this period
 
 	// What one upstream can make a fetch receive (mirror.Limits).
@@ -71,6 +75,9 @@ const (
 	DefaultDrain           = 20 * time.Second
 	DefaultMetricsInterval = time.Minute
 	ecsMetadataTimeout     = 2 * time.Second
+	// eventFlush bounds the wait for the last events at a stop: with Drain and the
+	// goodbye it stays inside ECS's 30 s stop timeout.
+	eventFlush = 3 * time.Second
 )
 
 // WorkerConfig is a worker process's configuration.
@@ -95,6 +102,9 @@ type WorkerConfig struct {
 	HostPause         time.Duration
 	AllowPrivateHosts bool
 	WorkerID          string
+	// EventBus is the EventBridge bus (name or ARN) each mirror.updated event is put
+	// on; empty: events go nowhere.
+	EventBus string
 	// WorkerIDSource says where WorkerID came from ("env", "ecs-metadata", "hostname"),
 	// with the reason when ECS metadata was expected but not usable.
 	WorkerIDSource  string
@@ -104,9 +114,12 @@ type WorkerConfig struct {
 
 	// Not from the environment. Log defaults to NewLogger(LogLevel); Metrics (where EMF
 	// lines go) to stdout; DynamoDBEndpoint, if set, overrides the configured endpoint.
+	// EventBridge, if set, is the client of EventBus (default: one from the
+	// environment's AWS configuration).
 	Log              *slog.Logger
 	Metrics          io.Writer
 	DynamoDBEndpoint string
+	EventBridge      events.PutEventsAPI
 }
 
 // WorkerConfigFromEnv reads and validates the worker's environment. Without
@@ -135,6 +148,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		Drain:             e.duration(EnvDrain, DefaultDrain),
 		DiskQuota:         e.bytes(EnvDiskQuota, 0),
 		AliveFile:         e.raw(EnvAliveFile),
+		EventBus:          e.raw(EnvEventBus),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
 		Fleet:             e.str(EnvFleet, DefaultFleet),
 		MetricsInterval:   e.duration(EnvMetricsInterval, DefaultMetricsInterval),
@@ -278,7 +292,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if err != nil {
 		return fmt.Errorf("worker: mirror maintenance: %w", err)
 	}
-	st, err := NewDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
+	st, err := OpenDynamoStore(ctx, cfg.DynamoDBEndpoint, cfg.Table)
 	if err != nil {
 		return err
 	}
@@ -290,6 +304,21 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	defer m.Close()
 	emf := metrics.NewEMF(out, cfg.Fleet, nil)
+	var wm worker.Mirrorer = m
+	var publisher *events.EventBridge
+	if cfg.EventBus != "" {
+		client := cfg.EventBridge
+		if client == nil {
+			awsCfg, err := LoadAWSConfig(ctx)
+			if err != nil {
+				return err
+			}
+			client = eventbridge.NewFromConfig(awsCfg)
+		}
+		publisher = events.NewEventBridge(events.EventBridgeConfig{Client: client, Bus: cfg.EventBus, Metrics: emf, Log: log})
+		hub := events.NewHub(events.Config{Metrics: emf, Sinks: []events.Sink{publisher}})
+		wm = events.Mirror{Mirrorer: m, Hub: hub}
+	}
 	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota, Statfs: cfg.DiskStatfs}
 	var ws worker.Store = st
 	if cfg.AliveFile != "" {
@@ -308,12 +337,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery,
 		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
-		ws, meter.Mirror{Mirrorer: m, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
+		ws, meter.Mirror{Mirrorer: wm, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
 		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "alive_file", cfg.AliveFile,
-		"max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency, "host_rate", cfg.HostRate)
+		"max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency, "host_rate", cfg.HostRate,
+		"event_bus", cfg.EventBus)
 
 	var wg sync.WaitGroup
 	mctx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
@@ -322,7 +352,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		defer wg.Done()
 		clock.Every(mctx, cfg.MetricsInterval, nil, func() { flushWorkerMetrics(w, pool, emf, log) })
 	}()
+	if publisher != nil {
+		wg.Go(func() { publisher.Run(mctx) })
+	}
 	err = w.Run(ctx)
+	if publisher != nil {
+		// The events of the last fetches go out too, within the stop timeout; what is
+		// still failing then is lost.
+		fctx, cancel := context.WithTimeout(mctx, eventFlush)
+		publisher.Flush(fctx)
+		cancel()
+	}
 	stopMetrics()
 	wg.Wait()
 	flushWorkerMetrics(w, pool, emf, log) // the last interval's fetches, drained ones included

@@ -40,6 +40,10 @@ type Config struct {
 	Reserve time.Duration
 	// KeepDead is how long a dead worker's record stays visible once it owns nothing.
 	KeepDead time.Duration
+	// SweepPeriod bounds how long the anti-entropy sweep takes to check every repo's
+	// owner against the ring (invariant 12); it paces itself to finish a pass in three
+	// quarters of it.
+	SweepPeriod time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -61,6 +65,7 @@ func DefaultConfig() Config {
 		Budget:       8 * time.Second,
 		Reserve:      5 * time.Second,
 		KeepDead:     time.Hour,
+		SweepPeriod:  6 * time.Hour,
 	}
 }
 
@@ -78,6 +83,7 @@ func (c Config) withDefaults() Config {
 	set(&c.SuspectAfter, d.SuspectAfter)
 	set(&c.Lease, d.Lease)
 	set(&c.KeepDead, d.KeepDead)
+	set(&c.SweepPeriod, d.SweepPeriod)
 	set(&c.Budget, d.Budget)
 	set(&c.Reserve, d.Reserve)
 	seti := func(v *int, def int) {
@@ -532,18 +538,19 @@ func PlanCleanup(mem Membership, workers []store.Worker, seen map[string]time.Ti
 		}
 		var through uint64
 		switch {
-		case w.OutboxHead > w.AckSeq && w.OutboxHead-w.AckSeq > cfg.MaxLag:
-			// Too far behind: cut the outbox; the worker notices (once the trims pass
-			// what it acked) and resyncs in full.
+		case w.OutboxHead > w.AckSeq && w.OutboxHead-w.AckSeq > cfg.MaxLag && w.OutboxHead > w.TrimmedTo:
+			// Too far behind: cut the outbox at its head in one go; the worker sees its ack
+			// below the trim point and resyncs in full, with nothing left to replay.
 			through = w.OutboxHead
 		case w.AckSeq > w.TrimmedTo && w.AckSeq-w.TrimmedTo >= cfg.TrimEvery:
 			through = w.AckSeq
 		default:
 			continue
 		}
-		// At most MaxTrim entries a tick: the rest goes at the next ones.
-		through = min(through, w.TrimmedTo+cfg.MaxTrim)
-		c.Trims = append(c.Trims, Trim{TrimOutbox: store.TrimOutbox{Worker: w.ID, Through: through}, Entries: through - w.TrimmedTo})
+		// The trim point moves at once; the entries it drops are deleted at most MaxTrim a
+		// tick, the oldest first (later trims take the rest).
+		c.Trims = append(c.Trims, Trim{TrimOutbox: store.TrimOutbox{Worker: w.ID, Through: through, Max: cfg.MaxTrim},
+			Entries: min(through-w.TrimmedTo, cfg.MaxTrim)})
 	}
 	return c
 }

@@ -567,24 +567,25 @@ func TestNoOpPlanHoldsUntilItsUntil(t *testing.T) {
 }
 
 // Trims delete at most MaxTrim entries a worker a tick, and are packed so that one Apply
-// deletes at most MaxTrim: a worker far behind is cut over several ticks, never in one
-// Apply that outlasts the tick.
+// deletes at most MaxTrim, never in one Apply that outlasts the tick; the trim point
+// itself moves at once, so a worker far behind is cut at its head in one tick (it
+// resyncs in full once, with nothing to replay) while the deletes spread over ticks.
 func TestTrimsAreBounded(t *testing.T) {
 	cfg := testCfg()
 	cfg.TrimEvery, cfg.MaxLag, cfg.MaxTrim = 10, 500, 100
 	head, cur := ringOf(t, "acked", "behind", "small", "quiet")
 	ws := []store.Worker{
 		{ID: "acked", State: store.WorkerActive, OutboxHead: 900, AckSeq: 850, TrimmedTo: 100}, // 750 acked: 100 now
-		{ID: "behind", State: store.WorkerActive, OutboxHead: 2000, AckSeq: 30, TrimmedTo: 20}, // cut: 100 now
+		{ID: "behind", State: store.WorkerActive, OutboxHead: 2000, AckSeq: 30, TrimmedTo: 20}, // cut at the head, 100 deleted now
 		{ID: "small", State: store.WorkerActive, OutboxHead: 60, AckSeq: 40, TrimmedTo: 25},    // 15 acked
 		{ID: "quiet", State: store.WorkerActive, OutboxHead: 60, AckSeq: 60, TrimmedTo: 55},    // 5: under TrimEvery
 	}
 	mem := plan(t, head, cur, ws, seenAt(t0, ws...), t0)
 	cl := PlanCleanup(mem, ws, seenAt(t0, ws...), t0, cfg)
 	want := []Trim{
-		{store.TrimOutbox{Worker: "acked", Through: 200}, 100},
-		{store.TrimOutbox{Worker: "behind", Through: 120}, 100},
-		{store.TrimOutbox{Worker: "small", Through: 40}, 15},
+		{store.TrimOutbox{Worker: "acked", Through: 850, Max: 100}, 100},
+		{store.TrimOutbox{Worker: "behind", Through: 2000, Max: 100}, 100},
+		{store.TrimOutbox{Worker: "small", Through: 40, Max: 100}, 15},
 	}
 	if !reflect.DeepEqual(cl.Trims, want) {
 		t.Fatalf("trims %+v, want %+v", cl.Trims, want)

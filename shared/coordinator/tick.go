@@ -26,6 +26,8 @@ type Store interface {
 	ListWorkers(ctx context.Context) ([]store.Worker, error)
 	WorkersVersion(ctx context.Context) (uint64, error)
 	GetWorker(ctx context.Context, id string) (store.Worker, error)
+	GetSweep(ctx context.Context) (store.Sweep, error)
+	CountRepos(ctx context.Context) (map[store.RepoState]int, error)
 	ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error)
 	ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error)
 	ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error)
@@ -65,6 +67,7 @@ type Coordinator struct {
 	cursors  [2]string // where the last pass over each part of the needs-decision index stopped
 	lastTerm int64
 	quiet    quietPlan
+	sweep    sweepCache
 }
 
 type ringCache struct {
@@ -76,7 +79,7 @@ type ringCache struct {
 func (c *Coordinator) Forget() {
 	c.run.Lock()
 	defer c.run.Unlock()
-	c.ring, c.cursors, c.lastTerm, c.quiet = ringCache{}, [2]string{}, 0, quietPlan{}
+	c.ring, c.cursors, c.lastTerm, c.quiet, c.sweep = ringCache{}, [2]string{}, 0, quietPlan{}, sweepCache{}
 	c.live.forget()
 }
 
@@ -103,7 +106,14 @@ type Report struct {
 	Read        int    // repo records read
 	Ignored     string // why a timer firing was ignored
 	Stale       string // why the tick stopped early: the state changed under it
-	Writes      int    // Apply calls made
+	Writes      int    // Apply calls made (but the sweep record's: SweepWrites)
+	// SweepRead counts the repos the anti-entropy sweep read, SweepFound those it found
+	// off the owner the ring gives them (and moved), SweepPasses the passes this tick
+	// completed, SweepWrites the writes of the sweep's own record.
+	SweepRead   int
+	SweepFound  int
+	SweepPasses int
+	SweepWrites int
 	ListError   string // why the list sync failed, if it did
 }
 
@@ -114,28 +124,36 @@ func (c *Coordinator) log() *slog.Logger {
 	return c.Log
 }
 
-// budget tracks a tick's limits: its deadline (real time: it bounds the work, which the
-// virtual clock of a simulation does not model), reads and writes.
+// budget tracks a tick's limits: its deadline, reads and writes. The deadline is
+// Budget on the coordinator's clock (a test or simulation moves it as it likes), and the
+// context's deadline less Reserve, which is wall time (a Lambda invocation's).
 type budget struct {
-	until        time.Time
+	clk          clock.Clock
+	until        time.Time // on clk
+	ctxUntil     time.Time // wall time; zero: none
 	reads, moves int
 	cfg          Config
 	cut          string
 }
 
-func newBudget(ctx context.Context, cfg Config) *budget {
-	until := time.Now().Add(cfg.Budget)
-	if d, ok := ctx.Deadline(); ok && d.Add(-cfg.Reserve).Before(until) {
-		until = d.Add(-cfg.Reserve)
+func newBudget(ctx context.Context, clk clock.Clock, cfg Config) *budget {
+	b := &budget{clk: clk, until: clk.Now().Add(cfg.Budget), cfg: cfg}
+	if d, ok := ctx.Deadline(); ok {
+		b.ctxUntil = d.Add(-cfg.Reserve)
 	}
-	return &budget{until: until, cfg: cfg}
+	return b
+}
+
+// due reports whether either deadline has come.
+func (b *budget) due() bool {
+	return !b.clk.Now().Before(b.until) || (!b.ctxUntil.IsZero() && !time.Now().Before(b.ctxUntil))
 }
 
 // spent reports whether the tick must stop starting repo work, and remembers why.
 func (b *budget) spent() bool {
 	switch {
 	case b.cut != "":
-	case !time.Now().Before(b.until):
+	case b.due():
 		b.cut = "deadline"
 	case b.reads >= b.cfg.MaxReads:
 		b.cut = "max reads"
@@ -147,7 +165,7 @@ func (b *budget) spent() bool {
 
 // late reports whether the tick's deadline has come (and so it must stop writing moves).
 func (b *budget) late() bool {
-	if b.cut == "deadline" || !time.Now().Before(b.until) {
+	if b.cut == "deadline" || b.due() {
 		b.cut = "deadline"
 		return true
 	}
@@ -167,7 +185,7 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 	c.run.Lock()
 	defer c.run.Unlock()
 	cfg := c.Config.withDefaults()
-	b := newBudget(ctx, cfg)
+	b := newBudget(ctx, c.Clock, cfg)
 	now := c.Clock.Now()
 	rep := Report{Coordinator: c.ID}
 	el := election.Elector{Store: c.Store, ID: c.ID, Group: c.Group, Lease: cfg.Lease}
@@ -203,6 +221,11 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 
 	t := &tickRun{c: c, ctx: ctx, term: term, cfg: cfg, b: b, rep: &rep, version: head.Version}
 	err = t.run(mem, workers, seen, now, head)
+	if t.wroteWorkers || err != nil {
+		// The kept records' outbox heads or trim points are ours no more (the workers
+		// version does not move with them): the next tick reads the workers again.
+		c.quiet = quietPlan{}
+	}
 	rep.RingVersion = t.version
 	rep.Cut = b.cut
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrFenced) {
@@ -224,20 +247,23 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 		}
 	}
 	level := slog.LevelDebug // a quiet tick is not news
-	if rep.Moved+rep.Deleted+rep.Skipped > 0 || mem.RingChanged || len(mem.WorkerOps) > 0 || act == election.TakeOver || rep.Cut != "" {
+	if rep.Moved+rep.Deleted+rep.Skipped+rep.SweepFound > 0 || mem.RingChanged || len(mem.WorkerOps) > 0 || act == election.TakeOver || rep.Cut != "" {
 		level = slog.LevelInfo
 	}
 	c.log().Log(ctx, level, "tick", "coordinator", c.ID, "term", term, "ring", rep.RingVersion, "members", rep.Members,
 		"moved", rep.Moved, "assigned", rep.Assigned, "deleted", rep.Deleted, "skipped", rep.Skipped, "read", rep.Read,
 		"pending_left", rep.PendingLeft, "scans_left", rep.ScansLeft, "incomplete", rep.Incomplete, "cut", rep.Cut,
-		"warming_up", rep.WarmingUp)
+		"warming_up", rep.WarmingUp, "sweep_found", rep.SweepFound)
 	return rep, nil
 }
 
 // quietPlan is what a tick whose membership plan changed nothing leaves for the next.
-// While no worker record changes, the ring stays the same and no worker's silence
-// reaches a threshold (Membership.Until), the plan is that same no-op: the tick reads
-// no worker and plans nothing, so a quiet tick does not grow with the workers.
+// While the membership does not change (the workers version: heartbeats do not move it),
+// the ring stays the same, no tick wrote a worker record since (outbox heads, trims) and
+// no worker's silence reaches a threshold (Membership.Until), the plan is that same
+// no-op: the tick reads no worker and plans nothing, so a quiet tick does not grow with
+// the workers, heartbeats flowing or not. Liveness is still judged on the
+// coordinator's clock: at Until the workers are read again, their counts seen.
 type quietPlan struct {
 	ok      bool
 	term    int64
@@ -322,6 +348,8 @@ type tickRun struct {
 	rep     *Report
 	version int64 // of the stored ring
 	ap      *applier
+	// wroteWorkers: the tick wrote worker records (states, outbox heads, trims).
+	wroteWorkers bool
 }
 
 func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]time.Time, now time.Time, head store.Ring) error {
@@ -329,6 +357,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 	// 1. Worker states first: deaths, joins, drains are what everything after rests on.
 	for _, chunk := range chunks(mem.WorkerOps) {
 		t.rep.Writes++
+		t.wroteWorkers = true
 		if err := c.Store.Apply(ctx, t.term, chunk); err != nil {
 			// A conflict means a worker heartbeated since we read it: the plan rests on a
 			// stale view, so stop here and decide again next tick.
@@ -356,7 +385,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 		}
 	}
 	// 4. Repos: the ranges whose owners changed, then the repos needing a decision.
-	t.ap = &applier{store: c.Store, term: t.term, workers: workers, rep: t.rep, b: t.b}
+	t.ap = &applier{store: c.Store, term: t.term, workers: workers, rep: t.rep, b: t.b, wrote: &t.wroteWorkers}
 	p := NewPlanner(mem, workers, t.cfg)
 	batch := p.Batch
 	var left []store.Scan
@@ -375,6 +404,9 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 		return err
 	}
 	if err := t.ap.flush(ctx); err != nil {
+		return err
+	}
+	if err := t.sweep(p, workers, now); err != nil {
 		return err
 	}
 	t.rep.ScansLeft = len(left)
@@ -417,6 +449,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 			break
 		}
 		t.rep.Writes++
+		t.wroteWorkers = true
 		if err := c.Store.Apply(ctx, t.term, chunk); err != nil && !errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("clean-up: %w", err)
 		}
@@ -599,6 +632,7 @@ type applier struct {
 	b       *budget
 	pending []RepoAction
 	items   int
+	wrote   *bool // set once an Apply appends to an outbox
 }
 
 func actionItems(a RepoAction, known func(string) bool) int {
@@ -682,6 +716,9 @@ func (ap *applier) write(ctx context.Context, batch []RepoAction) error {
 	}
 	for _, w := range order {
 		muts = append(muts, store.AppendOutbox{Worker: w, ExpectHead: ap.outboxHeads()[w], Entries: entries[w]})
+	}
+	if len(order) > 0 && ap.wrote != nil {
+		*ap.wrote = true
 	}
 	ap.rep.Writes++
 	if err := ap.store.Apply(ctx, ap.term, muts); err != nil {

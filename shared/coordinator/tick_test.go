@@ -249,9 +249,10 @@ func TestStuckOverflowDoesNotStarveTheRest(t *testing.T) {
 }
 
 // slowApply is a store whose repo writes take longer than a tick's whole budget, as a
-// slow or throttled store's would.
+// slow or throttled store's would: each moves the coordinator's clock by delay.
 type slowApply struct {
 	Store
+	clk   *clock.Virtual
 	delay time.Duration
 	calls int
 }
@@ -260,7 +261,7 @@ func (s *slowApply) Apply(ctx context.Context, term int64, muts []store.Mutation
 	for _, m := range muts {
 		if _, ok := m.(store.AssignRepo); ok {
 			s.calls++
-			time.Sleep(s.delay)
+			s.clk.Advance(s.delay)
 			break
 		}
 	}
@@ -273,7 +274,7 @@ func TestDeadlineStopsWithinAPage(t *testing.T) {
 	f := newTickFleet(t, 3, 0, Config{Budget: 3 * time.Second, ReadPage: 1000})
 	f.addRepos(600) // one page of pending repos: 600 moves, about 18 Apply calls
 	// The first repo write alone outlasts the budget, however long the tick took before it.
-	slow := &slowApply{Store: f.st, delay: 3 * time.Second}
+	slow := &slowApply{Store: f.st, clk: f.clk, delay: 3 * time.Second}
 	f.c.Store = slow
 	r := f.tick()
 	// The write under way when the deadline came lands, and so does what it had batched.
@@ -297,9 +298,11 @@ func (l *listCounter) ListWorkers(ctx context.Context) ([]store.Worker, error) {
 	return l.Store.ListWorkers(ctx)
 }
 
-// While no worker record changes, a tick reads no worker and plans nothing, yet a
-// silence still turns into suspect and dead on time (nothing in the store changes for
-// that: only the coordinator's clock moves); any worker write ends the quiet.
+// While the membership does not change, a tick reads no worker and plans nothing, with
+// heartbeats flowing or not; yet a silence still turns into suspect and dead on time
+// (nothing in the store changes for that: only the coordinator's clock moves). A
+// membership change ends the quiet at once; heartbeats are seen when a silence threshold
+// comes, so a death is declared after the grace, at most SuspectAfter and a tick late.
 func TestQuietTicksReadNoWorkersYetJudgeSilence(t *testing.T) {
 	f := newTickFleet(t, 3, 200, Config{})
 	lc := &listCounter{Store: f.st}
@@ -313,47 +316,62 @@ func TestQuietTicksReadNoWorkersYetJudgeSilence(t *testing.T) {
 		}
 		return rep
 	}
+	beat := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if _, err := f.st.Heartbeat(ctx, id, store.Heartbeat{At: f.clk.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	tick() // reads the workers once and keeps the quiet plan
 	lc.lists = 0
-	for range 5 { // 25 s of silence: under SuspectAfter (30 s since the last count change)
+	for range 5 { // 25 s of heartbeats: under SuspectAfter since the workers were read
 		f.clk.Advance(5 * time.Second)
+		beat(f.live...)
 		if rep := tick(); rep.WorkersByState[store.WorkerActive] != 3 {
 			t.Fatalf("quiet tick reports workers %v, want 3 active", rep.WorkersByState)
 		}
 	}
 	if lc.lists != 0 {
-		t.Fatalf("quiet ticks listed the workers %d times, want 0", lc.lists)
+		t.Fatalf("quiet ticks with heartbeats flowing listed the workers %d times, want 0", lc.lists)
 	}
-
-	// One heartbeat is a change: the next tick reads the workers again.
-	if _, err := f.st.Heartbeat(ctx, f.live[0], store.Heartbeat{At: f.clk.Now()}); err != nil {
-		t.Fatal(err)
+	// 30 s after the read, a silence could reach SuspectAfter: the workers are read again,
+	// their counts have moved, and nobody is suspect.
+	f.clk.Advance(5 * time.Second)
+	beat(f.live...)
+	if rep := tick(); lc.lists != 1 || rep.WorkersByState[store.WorkerActive] != 3 {
+		t.Fatalf("at SuspectAfter: listed %d times, workers %v; want 1 and 3 active", lc.lists, rep.WorkersByState)
+	}
+	// A membership change (a worker registering) is seen by the next tick.
+	f.clk.Advance(5 * time.Second)
+	beat(f.live...)
+	newcomer := f.addWorker()
+	tick()
+	if lc.lists != 2 {
+		t.Fatalf("tick after a join listed the workers %d times, want 2", lc.lists)
+	}
+	// Silence: the two that stop beating turn suspect while the others beat on; then all
+	// stop and are declared dead after the grace, with no write from any worker.
+	var rep Report
+	for range 9 {
+		f.clk.Advance(5 * time.Second)
+		beat(f.live[0], newcomer)
+		rep = tick()
 	}
 	lastBeat := f.clk.Now()
-	tick()
-	if lc.lists != 1 {
-		t.Fatalf("tick after a heartbeat listed the workers %d times, want 1", lc.lists)
-	}
-
-	// Silence: the two that did not beat turn suspect once 30 s pass since the count was
-	// last seen moving, then dead after the grace, with no write from any worker.
-	var rep Report
-	for range 3 {
-		f.clk.Advance(5 * time.Second)
-		rep = tick()
-	}
 	if got := rep.WorkersByState[store.WorkerSuspect]; got != 2 {
-		t.Fatalf("after 40 s of silence: workers %v, want 2 suspect", rep.WorkersByState)
+		t.Fatalf("after 45 s of silence: workers %v, want 2 suspect", rep.WorkersByState)
 	}
-	for i := 0; i < 200 && rep.WorkersByState[store.WorkerDead] < 3; i++ {
+	for i := 0; i < 200 && rep.WorkersByState[store.WorkerDead] < 4; i++ {
 		f.clk.Advance(5 * time.Second)
 		rep = tick()
 	}
-	if rep.WorkersByState[store.WorkerDead] != 3 {
+	if rep.WorkersByState[store.WorkerDead] != 4 {
 		t.Fatalf("silent workers never declared dead: %v", rep.WorkersByState)
 	}
-	grace := DefaultConfig().Grace
-	if silent := f.clk.Now().Sub(lastBeat); silent < grace || silent > grace+5*time.Second {
-		t.Fatalf("last death declared %v after the last heartbeat, want the grace (%v) within a tick", silent, grace)
+	cfg := DefaultConfig()
+	if silent := f.clk.Now().Sub(lastBeat); silent < cfg.Grace || silent > cfg.Grace+cfg.SuspectAfter+5*time.Second {
+		t.Fatalf("last death declared %v after the last heartbeat, want the grace (%v) within SuspectAfter and a tick", silent, cfg.Grace)
 	}
 }

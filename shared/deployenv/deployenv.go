@@ -70,6 +70,7 @@ const (
 	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
 	ScrubEvery      = "MIRRORFLEET_SCRUB_EVERY"      // each mirror gets a full run (bitmap, connectivity check) once per this period
+	EventBus        = "MIRRORFLEET_EVENT_BUS"        // EventBridge bus (name or ARN) the mirror.updated events go to; empty: none
 
 	// What one upstream can make a fetch receive (mirror.Limits) and politeness per
 	// upstream host (worker.Config).
@@ -91,6 +92,7 @@ const (
 	ServeListen    = "MIRRORFLEET_SERVE_LISTEN"     // listen address, default :8080
 	PackCacheDir   = "MIRRORFLEET_PACK_CACHE_DIR"   // pack cache on local disk
 	PackCacheBytes = "MIRRORFLEET_PACK_CACHE_BYTES" // its size bound
+	TrustedProxy   = "MIRRORFLEET_TRUSTED_PROXY"    // networks (CIDR, comma-separated) whose X-Forwarded-For names the client
 	ServeToken     = "MIRRORFLEET_SERVE_TOKEN"      // optional read token
 )
 
@@ -239,6 +241,7 @@ type Worker struct {
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
 	// the worker's defaults.
 	MaintainEvery, ScrubEvery time.Duration
+	EventBus                  string // name or ARN of the bus the events go to; "" = none
 }
 
 // Env is the worker's environment.
@@ -253,6 +256,7 @@ func (w Worker) Env() map[string]string {
 	set(m, AliveFile, w.AliveFile)
 	set(m, MaintainEvery, dur(w.MaintainEvery))
 	set(m, ScrubEvery, dur(w.ScrubEvery))
+	set(m, EventBus, w.EventBus)
 	return m
 }
 
@@ -263,6 +267,9 @@ type Serve struct {
 	Listen         string // e.g. :8080
 	PackCacheDir   string
 	PackCacheBytes string // e.g. 10G
+	// TrustedProxy is the load balancer's network (CIDR): behind it every client's
+	// address comes from X-Forwarded-For, so the per-client limit is per client.
+	TrustedProxy string
 }
 
 // Env is the git server's environment.
@@ -272,6 +279,7 @@ func (s Serve) Env() map[string]string {
 	set(m, ServeListen, s.Listen)
 	set(m, PackCacheDir, s.PackCacheDir)
 	set(m, PackCacheBytes, s.PackCacheBytes)
+	set(m, TrustedProxy, s.TrustedProxy)
 	return m
 }
 

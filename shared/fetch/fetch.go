@@ -41,7 +41,22 @@ type Result struct {
 	// Packs is the mirror's pack count after a sync that wrote something (every go-git
 	// fetch adds a pack until maintenance rolls them up); 0 when nothing changed.
 	Packs int
+	// Refs are the refs this sync moved, by name: created (Old is ZeroHash), updated,
+	// deleted (New is ZeroHash); every ref of a clone is created. Read from the refs
+	// before and after, never from the packs. Empty when no ref moved (a HEAD that
+	// only changed its target sets Changed without a ref here).
+	Refs []RefUpdate
 }
+
+// RefUpdate is one ref a sync moved, with its object ids in hex.
+type RefUpdate struct {
+	Name string
+	Old  string
+	New  string
+}
+
+// ZeroHash stands for the missing side of a created or deleted ref, as git writes it.
+const ZeroHash = "0000000000000000000000000000000000000000"
 
 // MaintainRequest asks for the maintenance of one mirror (repack, commit-graph, and a
 // connectivity check now and then).

@@ -24,6 +24,8 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
+	"github.com/mirrorfleet/mirrorfleet/shared/events"
+	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
@@ -88,6 +90,27 @@ type Config struct {
 	// CloneBaseURL is the base of every clone URL; default http://<listen address>
 	// (127.0.0.1 for an unspecified address).
 	CloneBaseURL string
+	// WebhookSecret and WebhookSecretFor (host → secret) authenticate the forges' push
+	// webhooks at /v1/hooks/{forge}; with neither set the hooks answer 403.
+	WebhookSecret    string
+	WebhookSecretFor map[string]string
+	// Feeds are forges' change feeds probed every FeedEvery (feeds.DefaultPeriod): a repo
+	// a feed names is fetched at once, and the repos a feed covers are polled as a
+	// fall-back only.
+	Feeds     []feeds.Source
+	FeedEvery time.Duration
+	// Events configures the outgoing events: GET /v1/events and the webhooks.
+	Events EventsConfig
+}
+
+// EventsConfig configures the outgoing events; zero fields take the defaults.
+type EventsConfig struct {
+	Backlog   int           // events kept for Last-Event-ID resumes (events.DefaultBacklog)
+	Streams   int           // open event streams at most (api.DefaultEventStreams)
+	Heartbeat time.Duration // keep-alive comment period of a stream (api.DefaultEventHeartbeat)
+	// NotifyURLs get every event POSTed (events.Webhooks), signed with NotifySecret.
+	NotifyURLs   []string
+	NotifySecret string
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -159,6 +182,10 @@ type Fleet struct {
 	// CloneBase is the base of the clone URLs.
 	CloneBase string
 	front     *serve.Handler
+	feeds     *feeds.Runner // nil: no feed configured
+	// Events numbers and fans out the mirror.updated events.
+	Events   *events.Hub
+	webhooks *events.Webhooks
 }
 
 type runningWorker struct {
@@ -263,8 +290,20 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		ln.Close()
 		return failList(err)
 	}
+	var sinks []events.Sink
+	if len(cfg.Events.NotifyURLs) > 0 {
+		if f.webhooks, err = events.NewWebhooks(events.WebhookConfig{URLs: cfg.Events.NotifyURLs, Secret: cfg.Events.NotifySecret,
+			Policy: policy, Metrics: f.Metrics, Log: log}); err != nil {
+			ln.Close()
+			f.front.Close()
+			return failList(err)
+		}
+		sinks = append(sinks, f.webhooks)
+	}
+	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics, Sinks: sinks})
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll}
+		NextPoll: f.NextPoll, LastChecked: f.LastChecked, Backup: st.Backup, Ring: f.ringSync, Events: f.Events,
+		EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
@@ -282,8 +321,14 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	root.Handle("GET /healthz", httpguard.Deadlines(health.New(nil,
 		health.Store(func(ctx context.Context) error { _, err := st.CountRepos(ctx); return err }),
 		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data))), cfg.HTTP))
+	// The forges' webhooks come from the internet through whatever proxy the operator
+	// runs, under the site's public name: a delivery is authenticated by its signature,
+	// so they answer any Host (a page in a browser cannot sign one).
+	root.Handle(api.HookPrefix, httpguard.Deadlines(api.NewHooks(api.HookConfig{Store: st, Policy: policy,
+		Secret: cfg.WebhookSecret, SecretFor: cfg.WebhookSecretFor, Ring: f.ringHook, Poke: f.Poke, Log: log}), cfg.HTTP))
 	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
 	f.server = httpguard.Server(root, cfg.HTTP)
+	f.server.RegisterOnShutdown(f.Events.Close) // event streams never go idle: end them
 	if host, _, err := net.SplitHostPort(f.addr.String()); err == nil && !httpguard.Loopback(host) && len(cfg.AllowHosts) == 0 {
 		log.Warn("the API listens beyond loopback but answers loopback Host names only; name the hosts it is reached by with --allow-host",
 			"listen", cfg.Listen)
@@ -313,6 +358,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			log.Error("api server", "err", err)
 		}
 	}()
+	if f.webhooks != nil {
+		f.wg.Go(func() { f.webhooks.Run(runCtx) })
+	}
 	go func() {
 		defer f.coordWG.Done()
 		tmr.Run(coordCtx, clock.Real{}, func(ctx context.Context, fr timer.Firing) {
@@ -321,6 +369,19 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 			}
 		})
 	}()
+	if len(cfg.Feeds) > 0 {
+		period := cfg.FeedEvery
+		if period <= 0 {
+			period = feeds.DefaultPeriod
+		}
+		client := &http.Client{Timeout: 30 * time.Second} // the operator's own forges: no URL policy
+		var ps []*feeds.Prober
+		for _, src := range cfg.Feeds {
+			ps = append(ps, feeds.New(src, client, clock.Real{}, period))
+		}
+		f.feeds = feeds.NewRunner(ps, clock.Real{}, log)
+		f.wg.Go(func() { f.runFeeds(runCtx, period) })
+	}
 	for i := range cfg.Workers {
 		f.startWorker(runCtx, fmt.Sprintf("%s-w%d", hostLabel(host), i+1))
 	}
@@ -341,8 +402,8 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
-		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery},
-		f.Store, meter.Mirror{Mirrorer: f.Mirror, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
+		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery, FeedCovered: f.feedCovered},
+		f.Store, meter.Mirror{Mirrorer: events.Mirror{Mirrorer: f.Mirror, Hub: f.Events}, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workersMu.Lock()
 	f.workers = append(f.workers, rw)
@@ -386,6 +447,7 @@ func (f *Fleet) waitJoined(ctx context.Context, d time.Duration) {
 func (f *Fleet) coordinatorLoop(ctx context.Context) {
 	t := time.NewTicker(f.cfg.Tick)
 	defer t.Stop()
+	poked := false
 	for {
 		start := time.Now()
 		rep, err := f.coord.Tick(ctx)
@@ -393,11 +455,18 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 			f.cfg.Log.Warn("coordinator tick", "err", err)
 		}
 		f.recordMetrics(ctx, rep, time.Since(start), err)
+		if poked {
+			// The API's write (a delete, a sync) is in an outbox now: the workers read
+			// it at once rather than at their next heartbeat.
+			f.wakeWorkers()
+		}
+		poked = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-f.poke:
+			poked = true
 		}
 	}
 }
@@ -436,6 +505,82 @@ func (f *Fleet) NextPoll(id string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// ring tells the in-process worker that owns repo id to fetch it now (worker.FetchNow);
+// only the owner holds the repo, so the others decline. A repo between owners is left to
+// the durable request the caller made, which the coordinator carries to the new one.
+func (f *Fleet) ring(id string, hook bool) bool {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		if rw.w.FetchNow(id, hook) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *Fleet) ringHook(_ context.Context, id string) { f.ring(id, true) }
+func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, false) }
+
+// feedCovered reports whether a working feed lists the repo at url.
+func (f *Fleet) feedCovered(url string) bool { return f.feeds != nil && f.feeds.Covered(url) }
+
+// runFeeds probes the feeds every period until ctx ends: GitHub's feed asks about the
+// in-process workers' repos on its host; a repo a feed names gets a sync request and its
+// owner is rung, as for a push webhook.
+func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
+	policy := urlpolicy.Policy{AllowPrivateHosts: f.cfg.AllowPrivateHosts}
+	repos := func(src feeds.Source) []string {
+		f.workersMu.Lock()
+		ws := slices.Clone(f.workers)
+		f.workersMu.Unlock()
+		var out []string
+		for _, rw := range ws {
+			out = append(out, rw.w.OwnedURLs(src.Web.Host)...)
+		}
+		return out
+	}
+	sink := func(ctx context.Context, cs []feeds.Change) {
+		for _, c := range cs {
+			id, ok := api.MatchRepo(ctx, f.Store, policy, []string{c.URL})
+			if !ok {
+				continue
+			}
+			if err := f.Store.RequestSync(ctx, id); err != nil {
+				f.cfg.Log.Warn("feed: request sync", "repo", id, "err", err)
+			}
+			f.ring(id, false)
+		}
+		f.Poke()
+	}
+	f.feeds.Run(ctx, period, repos, sink)
+}
+
+// LastChecked is when the in-process worker holding repo id last polled it
+// (worker.LastChecked); false if none holds it.
+func (f *Fleet) LastChecked(id string) (time.Time, bool) {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		if at, ok := rw.w.LastChecked(id); ok {
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// wakeWorkers makes every in-process worker heartbeat now.
+func (f *Fleet) wakeWorkers() {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		rw.w.WakeHeartbeat()
+	}
 }
 
 // Poke asks the coordinator to tick now (the API calls it after writes).

@@ -14,7 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/repos"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -139,17 +139,18 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy, maxBytes i
 	return l, nil
 }
 
-// normalize applies the URL policy exactly as api.AddRepo does, so a line that passes
-// here is never refused when added (and the ids match what AddRepo stores). A refusal
-// comes with its code (the policy's reason) and message.
+// normalize checks a line as repos.Add does (repos.Check), so a line that passes here
+// is never refused when added (and the ids match what Add stores). A refusal comes
+// with its code (the policy's reason) and message.
 func normalize(p urlpolicy.Policy, raw string) (norm, code, reason string) {
-	norm, e := api.CheckURL(p, raw)
-	if e != nil {
-		code = e.Reason
-		if code == "" {
-			code = string(urlpolicy.ReasonMalformed)
+	norm, err := repos.Check(p, raw)
+	if err != nil {
+		code = string(urlpolicy.ReasonMalformed)
+		var re *repos.Error
+		if errors.As(err, &re) && re.Reason != "" {
+			code = string(re.Reason)
 		}
-		return "", code, e.Message
+		return "", code, err.Error()
 	}
 	return norm, "", ""
 }

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/liststatus"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -18,7 +17,7 @@ type ViewStore interface {
 	Apply(ctx context.Context, term int64, muts []store.Mutation) error
 }
 
-// View serves GET /v1/list and POST /v1/list/confirm from the store alone (api.ListSync),
+// View serves GET /v1/list and POST /v1/list/confirm from the store alone (api.ListSync, which statusServer mirrors),
 // for an API that runs apart from the coordinator (the API Lambda). The local fleet
 // uses the Syncer, which adds what it knows of its own last attempt.
 type View struct {
@@ -26,31 +25,37 @@ type View struct {
 	Store  ViewStore
 }
 
+// statusServer is what the API's ListSync asks of the list sync.
+type statusServer interface {
+	ListStatus(ctx context.Context) (liststatus.Status, error)
+	ConfirmPurge(ctx context.Context, commit string) (liststatus.Status, error)
+}
+
 var (
-	_ api.ListSync = View{}
-	_ api.ListSync = (*Syncer)(nil)
+	_ statusServer = View{}
+	_ statusServer = (*Syncer)(nil)
 )
 
 // ListStatus reports the configuration and the last applied state.
-func (v View) ListStatus(ctx context.Context) (api.ListStatus, error) {
+func (v View) ListStatus(ctx context.Context) (liststatus.Status, error) {
 	if !v.Config.Enabled() {
-		return api.NotConfiguredListStatus(), nil
+		return liststatus.NotConfigured(), nil
 	}
 	ls, err := v.Store.GetListSync(ctx)
 	if err != nil {
-		return api.ListStatus{}, fmt.Errorf("read list sync state: %w", err)
+		return liststatus.Status{}, fmt.Errorf("read list sync state: %w", err)
 	}
 	d, err := DecodeDetails(ls)
 	if err != nil {
-		return api.ListStatus{}, err
+		return liststatus.Status{}, err
 	}
 	cfg := v.Config.withDefaults()
-	st := api.ListStatus{
+	st := liststatus.Status{
 		Configured: true, Repo: &cfg.Repo, Paths: cfg.Paths,
 		IntervalSeconds:       ptr(cfg.Interval.Seconds()),
 		PurgeThresholdPercent: ptr(cfg.PurgeThreshold),
 		Entries:               d.Entries, BadTotal: d.BadTotal,
-		BadLines: []api.ListBadLine{}, Pending: []string{}, BadByCode: map[string]int{},
+		BadLines: []liststatus.BadLine{}, Pending: []string{}, BadByCode: map[string]int{},
 	}
 	for k, n := range d.BadByCode {
 		st.BadByCode[k] = n
@@ -63,14 +68,14 @@ func (v View) ListStatus(ctx context.Context) (api.ListStatus, error) {
 		st.Commit = &ls.Commit
 		at := ls.AppliedAt.UTC()
 		st.AppliedAt = &at
-		st.LastChange = &api.ListChange{Mode: d.Mode, Added: d.Added, Removed: d.Removed}
+		st.LastChange = &liststatus.Change{Mode: d.Mode, Added: d.Added, Removed: d.Removed}
 	}
 	for _, b := range d.BadLines {
-		st.BadLines = append(st.BadLines, api.ListBadLine(b))
+		st.BadLines = append(st.BadLines, liststatus.BadLine(b))
 	}
 	st.Pending = append(st.Pending, d.Pending...)
 	if h := d.Held; h != nil {
-		st.HeldPurge = &api.ListHeldPurge{
+		st.HeldPurge = &liststatus.HeldPurge{
 			Commit: h.Commit, Remove: h.Remove, Of: h.Of, Percent: h.Percent(), ThresholdPercent: h.Threshold,
 			Since: h.Since.UTC(), Sample: append([]string{}, h.Sample...), Confirmed: d.Confirmed == h.Commit,
 		}
@@ -79,7 +84,7 @@ func (v View) ListStatus(ctx context.Context) (api.ListStatus, error) {
 	return st, nil
 }
 
-func message(st api.ListStatus) string {
+func message(st liststatus.Status) string {
 	if st.Commit == nil {
 		return "waiting for the first sync of " + *st.Repo
 	}
@@ -115,41 +120,41 @@ const confirmTries = 5
 // of its own: it writes with the current stored term. The write is guarded by the
 // record's version, so it never overwrites a sync it did not read; a coordinator whose
 // own write then conflicts recomputes at its next tick.
-func (v View) ConfirmPurge(ctx context.Context, commit string) (api.ListStatus, error) {
+func (v View) ConfirmPurge(ctx context.Context, commit string) (liststatus.Status, error) {
 	if !v.Config.Enabled() {
-		return api.ListStatus{}, conflict("no list repository is configured, so there is no purge to confirm")
+		return liststatus.Status{}, conflict("no list repository is configured, so there is no purge to confirm")
 	}
 	commit = strings.ToLower(strings.TrimSpace(commit))
-	if len(commit) < api.MinCommitPrefix {
-		return api.ListStatus{}, &api.Error{Status: http.StatusBadRequest, Code: "invalid_request", Field: "commit",
-			Message: fmt.Sprintf("commit %q is too short: give at least %d hex digits", commit, api.MinCommitPrefix)}
+	if len(commit) < liststatus.MinCommitPrefix {
+		return liststatus.Status{}, &liststatus.Error{Kind: liststatus.Invalid, Field: "commit",
+			Message: fmt.Sprintf("commit %q is too short: give at least %d hex digits", commit, liststatus.MinCommitPrefix)}
 	}
 	for range confirmTries {
 		ls, err := v.Store.GetListSync(ctx)
 		if err != nil {
-			return api.ListStatus{}, fmt.Errorf("read list sync state: %w", err)
+			return liststatus.Status{}, fmt.Errorf("read list sync state: %w", err)
 		}
 		d, err := DecodeDetails(ls)
 		if err != nil {
-			return api.ListStatus{}, err
+			return liststatus.Status{}, err
 		}
 		if d.Held == nil {
-			return api.ListStatus{}, conflict("no purge is held (the list is at commit %s); nothing to confirm", orNone(short(ls.Commit)))
+			return liststatus.Status{}, conflict("no purge is held (the list is at commit %s); nothing to confirm", orNone(short(ls.Commit)))
 		}
 		if !strings.HasPrefix(d.Held.Commit, commit) {
-			return api.ListStatus{}, conflict("the held purge is for commit %s, not %s (a newer commit replaces a held purge; GET /v1/list shows the current one)", d.Held.Commit, commit)
+			return liststatus.Status{}, conflict("the held purge is for commit %s, not %s (a newer commit replaces a held purge; GET /v1/list shows the current one)", d.Held.Commit, commit)
 		}
 		if d.Confirmed == d.Held.Commit {
 			return v.ListStatus(ctx) // confirming twice is harmless
 		}
 		el, err := v.Store.GetElection(ctx)
 		if err != nil {
-			return api.ListStatus{}, fmt.Errorf("read election: %w", err)
+			return liststatus.Status{}, fmt.Errorf("read election: %w", err)
 		}
 		d.Confirmed = d.Held.Commit
 		extra, err := d.encode()
 		if err != nil {
-			return api.ListStatus{}, err
+			return liststatus.Status{}, err
 		}
 		rec := store.ListSync{Commit: ls.Commit, AppliedAt: ls.AppliedAt, Extra: extra}
 		err = v.Store.Apply(ctx, el.Term, []store.Mutation{store.PutListSync{ListSync: rec, ExpectVersion: ls.Version}})
@@ -157,15 +162,15 @@ func (v View) ConfirmPurge(ctx context.Context, commit string) (api.ListStatus, 
 			continue // the coordinator wrote (or a new one took over) in between: read again
 		}
 		if err != nil {
-			return api.ListStatus{}, fmt.Errorf("record the confirmation: %w", err)
+			return liststatus.Status{}, fmt.Errorf("record the confirmation: %w", err)
 		}
 		return v.ListStatus(ctx)
 	}
-	return api.ListStatus{}, conflict("the list sync state kept changing while the confirmation was recorded; try again")
+	return liststatus.Status{}, conflict("the list sync state kept changing while the confirmation was recorded; try again")
 }
 
-func conflict(format string, args ...any) *api.Error {
-	return &api.Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf(format, args...)}
+func conflict(format string, args ...any) *liststatus.Error {
+	return liststatus.Conflictf(format, args...)
 }
 
 func orNone(s string) string {
@@ -178,7 +183,7 @@ func orNone(s string) string {
 func (s *Syncer) view() View { return View{Config: s.cfg, Store: s.st} }
 
 // ListStatus is View.ListStatus plus this coordinator's own last attempt.
-func (s *Syncer) ListStatus(ctx context.Context) (api.ListStatus, error) {
+func (s *Syncer) ListStatus(ctx context.Context) (liststatus.Status, error) {
 	st, err := s.view().ListStatus(ctx)
 	if err != nil {
 		return st, err
@@ -199,7 +204,7 @@ func (s *Syncer) ListStatus(ctx context.Context) (api.ListStatus, error) {
 
 // ConfirmPurge is View.ConfirmPurge; the sync then runs at the next tick, not the next
 // interval.
-func (s *Syncer) ConfirmPurge(ctx context.Context, commit string) (api.ListStatus, error) {
+func (s *Syncer) ConfirmPurge(ctx context.Context, commit string) (liststatus.Status, error) {
 	st, err := s.view().ConfirmPurge(ctx, commit)
 	if err == nil {
 		s.Nudge()

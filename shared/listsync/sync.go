@@ -29,10 +29,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
+	"github.com/mirrorfleet/mirrorfleet/shared/repos"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -48,7 +48,7 @@ type Store interface {
 	ViewStore
 }
 
-// fencedCreator hands api.AddRepo (the one way repos are added) a create fenced by term.
+// fencedCreator hands repos.Add (the one way repos are added) a create fenced by term.
 type fencedCreator struct {
 	st   Store
 	term int64
@@ -497,7 +497,7 @@ func sortChange(ch *change) {
 // mirror path.
 type refusedAdd struct{ url, reason string }
 
-// addAll adds the URLs as source=list repos through api.AddRepo (the one way repos are
+// addAll adds the URLs as source=list repos through repos.Add (the one way repos are
 // added). A repo being deleted refuses the add: it is returned as pending, retried at
 // later syncs. A mirror path held by another repo refuses it too: returned as taken.
 func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []string) (int, []string, []refusedAdd, error) {
@@ -507,8 +507,8 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 	var taken []refusedAdd
 	err := s.parallel(ctx, len(urls), func(ctx context.Context, i int) error {
 		u := urls[i]
-		res := api.AddRepo(ctx, fencedCreator{s.st, term}, s.policy, u, store.SourceList, now)
-		var ae *api.Error
+		res := repos.Add(ctx, fencedCreator{s.st, term}, s.policy, u, store.SourceList, now)
+		var ae *repos.Error
 		switch {
 		case res.Err == nil:
 			if res.Created {
@@ -516,11 +516,11 @@ func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []s
 				created++
 				mu.Unlock()
 			}
-		case errors.As(res.Err, &ae) && ae.Code == "conflict":
+		case errors.As(res.Err, &ae) && ae.Kind == repos.BeingDeleted:
 			mu.Lock()
 			pending = append(pending, u)
 			mu.Unlock()
-		case errors.As(res.Err, &ae) && ae.Code == "mirror_path_taken":
+		case errors.As(res.Err, &ae) && ae.Kind == repos.MirrorPathTake:
 			mu.Lock()
 			taken = append(taken, refusedAdd{u, ae.Message})
 			mu.Unlock()

@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
+	"github.com/mirrorfleet/mirrorfleet/shared/liststatus"
+	"github.com/mirrorfleet/mirrorfleet/shared/repos"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
@@ -207,8 +207,8 @@ func TestHalfDeletionHeldUntilConfirmedWhileAdditionsLand(t *testing.T) {
 	}
 
 	// A wrong commit is refused; the held one (by prefix) is confirmed.
-	var ae *api.Error
-	if _, err := f.s.ConfirmPurge(context.Background(), "0123456789abcdef"); !errors.As(err, &ae) || ae.Status != http.StatusConflict || !strings.Contains(ae.Message, c2) {
+	var ae *liststatus.Error
+	if _, err := f.s.ConfirmPurge(context.Background(), "0123456789abcdef"); !errors.As(err, &ae) || ae.Kind != liststatus.Conflict || !strings.Contains(ae.Message, c2) {
 		t.Fatalf("confirming another commit: %v", err)
 	}
 	st, err = f.s.ConfirmPurge(context.Background(), c2[:10])
@@ -230,7 +230,7 @@ func TestHalfDeletionHeldUntilConfirmedWhileAdditionsLand(t *testing.T) {
 	if d.Held != nil || d.Confirmed != "" || d.Removed != 20 {
 		t.Fatalf("after the confirmed purge: %+v", d)
 	}
-	if _, err := f.s.ConfirmPurge(context.Background(), c2); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+	if _, err := f.s.ConfirmPurge(context.Background(), c2); !errors.As(err, &ae) || ae.Kind != liststatus.Conflict {
 		t.Fatalf("confirming with nothing held: %v", err)
 	}
 }
@@ -387,7 +387,7 @@ func TestAPIReposSurviveAnyListChange(t *testing.T) {
 	ctx := context.Background()
 	mine := []string{"https://git.example.org/api/kept", "https://git.example.org/api/also-listed"}
 	for _, u := range mine {
-		if res := api.AddRepo(ctx, f.db, policy, u, store.SourceAPI, f.clk.Now()); res.Err != nil || !res.Created {
+		if res := repos.Add(ctx, f.db, policy, u, store.SourceAPI, f.clk.Now()); res.Err != nil || !res.Created {
 			t.Fatalf("API add %s: %+v", u, res)
 		}
 	}
@@ -513,8 +513,8 @@ func TestNotConfigured(t *testing.T) {
 	if err != nil || st.Configured || !strings.Contains(st.Message, "--list-repo") {
 		t.Fatalf("%+v %v", st, err)
 	}
-	var ae *api.Error
-	if _, err := (View{}).ConfirmPurge(context.Background(), "abcdef0"); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+	var ae *liststatus.Error
+	if _, err := (View{}).ConfirmPurge(context.Background(), "abcdef0"); !errors.As(err, &ae) || ae.Kind != liststatus.Conflict {
 		t.Fatalf("confirm: %v", err)
 	}
 	if _, err := New(Config{}, Options{}); err == nil {

@@ -24,6 +24,7 @@ func TestNames(t *testing.T) {
 		WorkersByState: "mirrorfleet_workers_by_state",
 		ReposByState:   "mirrorfleet_repos_by_state",
 		ReposMoved:     "mirrorfleet_repos_moved_total",
+		ReposOffOwner:  "mirrorfleet_repos_off_owner_total",
 		StalenessP50:   "mirrorfleet_staleness_p50_seconds",
 		StalenessP99:   "mirrorfleet_staleness_p99_seconds",
 		StalenessMax:   "mirrorfleet_staleness_max_seconds",
@@ -49,6 +50,11 @@ func TestNames(t *testing.T) {
 		PackCacheHits:         "mirrorfleet_pack_cache_hits_total",
 		PackCacheMisses:       "mirrorfleet_pack_cache_misses_total",
 		PackGenerationSeconds: "mirrorfleet_pack_generation_seconds",
+		// outgoing events
+		EventsPublished: "mirrorfleet_events_published_total",
+		EventsDelivered: "mirrorfleet_events_delivered_total",
+		EventsRetried:   "mirrorfleet_events_retried_total",
+		EventsDropped:   "mirrorfleet_events_dropped_total",
 	}
 	ds := Defs()
 	if len(ds) != len(want) {
@@ -81,10 +87,10 @@ func find(samples []Sample, name, state string) (Sample, bool) {
 }
 
 func TestFromReport(t *testing.T) {
-	leader := coordinator.Report{Coordinator: "c1", Leader: true, Term: 7, Moved: 3,
+	leader := coordinator.Report{Coordinator: "c1", Leader: true, Term: 7, Moved: 3, SweepFound: 2,
 		WorkersByState: map[store.WorkerState]int{store.WorkerActive: 2, store.WorkerSuspect: 1, "retired": 4}}
 	got := FromReport(leader, 1500*time.Millisecond, nil)
-	want := map[string]float64{Ticks: 1, TickDuration: 1.5, LeaderTerm: 7, ReposMoved: 3}
+	want := map[string]float64{Ticks: 1, TickDuration: 1.5, LeaderTerm: 7, ReposMoved: 3, ReposOffOwner: 2}
 	for name, v := range want {
 		if s, ok := find(got, name, ""); !ok || s.Value != v {
 			t.Errorf("%s = %+v (found %v), want %v", name, s, ok, v)

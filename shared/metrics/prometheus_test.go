@@ -93,6 +93,11 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(ServeRequest(429, 10)...)
 	rec(PackCache(true, 0)...)
 	rec(PackCache(false, 1.5)...)
+	rec(EventPublished(), EventPublished())
+	rec(EventDelivery(SinkWebhook, EventsDelivered, 2)...)
+	rec(EventDelivery(SinkWebhook, EventsRetried, 3)...)
+	rec(EventDelivery(SinkSSE, EventsDropped, 1)...)
+	rec(EventDelivery(SinkSSE, EventsDropped, 0)...)
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -106,6 +111,9 @@ func TestPrometheusScrape(t *testing.T) {
 		want   float64
 	}{
 		{"mirrorfleet_ticks_total", nil, 2},
+		{"mirrorfleet_events_published_total", nil, 2},
+		{"mirrorfleet_events_retried_total", map[string]string{"sink": "webhook"}, 3},
+		{"mirrorfleet_events_dropped_total", map[string]string{"sink": "sse"}, 1},
 		{"mirrorfleet_maintenance_runs_total", nil, 2},
 		{"mirrorfleet_mirrors_recloned_total", nil, 1},
 		{"mirrorfleet_mirror_packs", map[string]string{"worker": "w1"}, 17},

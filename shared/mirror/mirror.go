@@ -449,6 +449,7 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 		m.log.Warn("mirror: sync directory", "dir", filepath.Dir(dir), "err", err)
 	}
 	res.Cloned, res.Changed = true, true
+	res.Refs = refMap{}.moves(refs)
 	return res, nil
 }
 
@@ -501,6 +502,7 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 		if refs, _, err = localRefs(sto); err != nil {
 			return res, local("read refs", err)
 		}
+		res.Refs = have.moves(refs)
 		if had != nil {
 			if res.Commits, err = newCommits(sto, had.has, have, refs); err != nil {
 				return res, local("read new commits", err)

@@ -4,11 +4,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 )
 
 // refMap is name -> hash for the hash refs under refs/.
@@ -24,6 +27,25 @@ func (a refMap) equal(b refMap) bool {
 		}
 	}
 	return true
+}
+
+// moves lists the refs that differ from a (before) to b (after), sorted by name.
+func (a refMap) moves(b refMap) []fetch.RefUpdate {
+	var out []fetch.RefUpdate
+	for n, h := range a {
+		if bh, ok := b[n]; !ok {
+			out = append(out, fetch.RefUpdate{Name: n.String(), Old: h.String(), New: fetch.ZeroHash})
+		} else if bh != h {
+			out = append(out, fetch.RefUpdate{Name: n.String(), Old: h.String(), New: bh.String()})
+		}
+	}
+	for n, h := range b {
+		if _, ok := a[n]; !ok {
+			out = append(out, fetch.RefUpdate{Name: n.String(), Old: fetch.ZeroHash, New: h.String()})
+		}
+	}
+	slices.SortFunc(out, func(x, y fetch.RefUpdate) int { return strings.Compare(x.Name, y.Name) })
+	return out
 }
 
 // localRefs reads the mirror's refs (loose and packed) and its HEAD.

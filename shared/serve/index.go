@@ -72,16 +72,15 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "cursor is not one this index returned")
 		return
 	}
-	repos, next, err := h.cfg.Index.ListRepos(r.Context(), cursor, limit)
+	repos, next, err := h.mirrored(r.Context(), cursor, limit)
 	if err != nil {
 		h.cfg.Log.Warn("serve: index", "err", err)
 		fail(w, http.StatusBadRequest, "cannot list from this cursor; start again at "+Prefix)
 		return
 	}
+	// The configured base, never the request's Host: a client must not be able to
+	// put its own host into the URLs the index shows others. No base: path-only URLs.
 	base := h.cfg.BaseURL
-	if base == "" {
-		base = "http://" + r.Host
-	}
 	page := indexPage{Repos: make([]indexEntry, 0, len(repos)), NextCursor: next}
 	for _, rp := range repos {
 		e := indexEntry{ID: rp.ID, URL: rp.URL, State: rp.State}
@@ -113,6 +112,39 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		Repos []indexEntry
 		Next  template.URL
 	}{page.Repos, page.next})
+}
+
+// indexScan bounds the repos one index page reads from the store: in a fleet where most
+// repos are not cloned yet a page may hold fewer than its limit, with a next link.
+const indexScan = 20 * maxIndexLimit
+
+// hasMirror says whether a repo's clone URL answers: it was cloned once (a failing or
+// gone repo keeps its mirror) and is not being deleted.
+func hasMirror(r store.Repo) bool {
+	return !r.LastSuccessAt.IsZero() && r.State != store.RepoDeleting
+}
+
+// mirrored reads up to limit repos that have a mirror, from cursor on, reading at most
+// indexScan repos; next is where the following page starts ("" at the end).
+func (h *Handler) mirrored(ctx context.Context, cursor string, limit int) ([]store.Repo, string, error) {
+	var out []store.Repo
+	next, scanned := cursor, 0
+	for {
+		repos, n, err := h.cfg.Index.ListRepos(ctx, next, limit-len(out))
+		if err != nil {
+			return nil, "", err
+		}
+		scanned += len(repos)
+		for _, rp := range repos {
+			if hasMirror(rp) {
+				out = append(out, rp)
+			}
+		}
+		next = n
+		if next == "" || len(out) >= limit || scanned >= indexScan {
+			return out, next, nil
+		}
+	}
 }
 
 var indexHTML = template.Must(template.New("index").Parse(`<!doctype html>

@@ -237,6 +237,13 @@ type Staleness struct {
 	Never int           `json:"never,omitempty"` // owned repos never fetched successfully
 }
 
+// MembershipChanged reports whether b differs from a in what the membership rests on
+// (WorkersVersion): state, slot, registration, recorded silence.
+func MembershipChanged(a, b Worker) bool {
+	return a.State != b.State || a.Slot != b.Slot || !a.StartedAt.Equal(b.StartedAt) ||
+		a.SilentBeats != b.SilentBeats || !a.SilentSince.Equal(b.SilentSince)
+}
+
 // Heartbeat is what a worker reports each heartbeat.
 type Heartbeat struct {
 	At        time.Time
@@ -330,6 +337,29 @@ type OutboxEntry struct {
 	Epoch  int64    `json:"epoch"` // owner epoch the entry belongs to
 	// Priority is the repo's priority at assignment; 0 means "front of the queue".
 	Priority float64 `json:"priority"`
+}
+
+// Sweep is where the anti-entropy pass stands (invariant 12): the coordinator reads
+// every worker's repos in turn, a slice a tick, and moves those the ring gives to
+// another, so a repo a lagging index hid from a move is found again within a period.
+type Sweep struct {
+	Version int64 `json:"version"`
+	// Owner and Cursor: the worker whose repos the pass reads now, and where in its
+	// owner listing; Owner "" with Cursor "" is the start of a pass.
+	Owner  string `json:"owner,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+	// PassStart is when the pass began and TickAt when the sweep last read, on the
+	// coordinator's clock. Size is what the pass expects to read (the repos counted at
+	// its start, or the last pass's count if more), which sets its pace; Read counts the
+	// repos it has read so far and LastPass the repos the last complete pass read.
+	PassStart time.Time `json:"pass_start"`
+	TickAt    time.Time `json:"tick_at"`
+	Size      int64     `json:"size"`
+	Read      int64     `json:"read"`
+	LastPass  int64     `json:"last_pass"`
+	// Passes counts complete passes; Found counts the repos found off their owner.
+	Passes int64 `json:"passes"`
+	Found  int64 `json:"found"`
 }
 
 // ListSync is the state of the upstream-list synchronisation.

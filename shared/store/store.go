@@ -54,10 +54,12 @@ type Store interface {
 	Leave(ctx context.Context, id string) error
 	GetWorker(ctx context.Context, id string) (Worker, error)
 	ListWorkers(ctx context.Context) ([]Worker, error)
-	// WorkersVersion is a number that changes with every write to any worker record,
-	// heartbeats included: a reader that saw it unchanged knows ListWorkers would return
-	// what it returned then. A backend that cannot tell cheaply returns
-	// errors.ErrUnsupported.
+	// WorkersVersion is a number that changes with every change of the membership: a
+	// worker record created or removed, or its state, slot, registration or recorded
+	// silence changed (MembershipChanged). Heartbeats, acks and outbox heads and trims
+	// do not move it: a reader that saw it unchanged knows ListWorkers would return the
+	// same workers in the same states, with only those figures moved. A backend that
+	// cannot tell cheaply returns errors.ErrUnsupported.
 	WorkersVersion(ctx context.Context) (uint64, error)
 	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]OutboxEntry, error)
 
@@ -85,8 +87,8 @@ type Store interface {
 	ListReposNeedingDecision(ctx context.Context, need Need, cursor string, limit int) ([]Repo, string, error)
 	// ListStalest returns up to limit repos (limit <= 0: a backend default) ordered by
 	// CompareStaleness — never-succeeded repos first, the first added first — leaving out
-	// repos being deleted. It feeds the status page's "stalest" table. bbolt scans every repo
-	// (O(n)); DynamoDB is expected to serve it from an index.
+	// repos being deleted. It feeds the status page's "stalest" table; both backends serve
+	// it from an index (O(limit)).
 	ListStalest(ctx context.Context, limit int) ([]Repo, error)
 	RequestDelete(ctx context.Context, id string) error
 	// RequestDeleteFenced is RequestDelete for the coordinator (the list sync), fenced by
@@ -101,6 +103,8 @@ type Store interface {
 	CountRepos(ctx context.Context) (map[RepoState]int, error)
 
 	GetListSync(ctx context.Context) (ListSync, error)
+	// GetSweep returns the anti-entropy sweep's state (zero before the first write).
+	GetSweep(ctx context.Context) (Sweep, error)
 
 	Close() error
 }
@@ -164,10 +168,22 @@ type AppendOutbox struct {
 	Entries    []OutboxEntry // Seq is assigned by the store
 }
 
-// TrimOutbox drops a worker's entries with Seq <= Through and records the trim point.
+// TrimOutbox records the trim point Through (it never moves back) and drops the
+// worker's entries at or below it, the oldest first, at most Max of them (0: all). The
+// entries left below the trim point are never read again; later trims drop them. A cut
+// (a worker far behind, which resyncs in full) thus moves the trim point to the head at
+// once, while each Apply deletes a bounded number of entries.
 type TrimOutbox struct {
 	Worker  string
 	Through uint64
+	Max     uint64
+}
+
+// PutSweep records the anti-entropy sweep's state if the stored version is
+// ExpectVersion.
+type PutSweep struct {
+	Sweep         Sweep
+	ExpectVersion int64
 }
 
 // PutListSync records the applied list commit if the stored version is ExpectVersion.
@@ -184,6 +200,7 @@ func (DeleteRepo) Items() int     { return 1 }
 func (m AppendOutbox) Items() int { return 1 + len(m.Entries) }
 func (TrimOutbox) Items() int     { return 1 }
 func (PutListSync) Items() int    { return 1 }
+func (PutSweep) Items() int       { return 1 }
 
 // CountItems sums Items over muts.
 func CountItems(muts []Mutation) int {

@@ -5,8 +5,12 @@
 // Normalized URLs have exactly one of these forms, which git reads the same
 // way we do:
 //
-//	https://host[:port]/path   (also http, git)
+//	https://host[:port]/path   (also http)
 //	ssh://[user@]host[:port]/path
+//
+// git:// is refused with a pointer to https: go-git's git:// transport dials on its
+// own, past the dialer's connect-time check, and the protocol is unencrypted
+// (docs/adr/0006-no-git-protocol.md).
 package urlpolicy
 
 import (
@@ -22,7 +26,7 @@ import (
 const MaxURLLength = 2048
 
 // Policy holds the rule options. The zero value is the strict default:
-// https, http and git only, public hosts only.
+// https and http only, public hosts only.
 type Policy struct {
 	// AllowSSH admits ssh:// and scp-like user@host:path URLs.
 	AllowSSH bool
@@ -38,9 +42,9 @@ var defaultPorts = map[string]string{"https": "443", "http": "80", "git": "9418"
 
 func (p Policy) allowedSchemes() string {
 	if p.AllowSSH {
-		return "https, http, git, ssh"
+		return "https, http, ssh"
 	}
-	return "https, http, git"
+	return "https, http"
 }
 
 // Normalize checks raw against the policy and returns its canonical form, so
@@ -147,7 +151,9 @@ func (p Policy) normalizeURL(scheme, rest string) (string, *Error) {
 		sch = "ssh"
 	}
 	switch {
-	case sch == "https" || sch == "http" || sch == "git":
+	case sch == "https" || sch == "http":
+	case sch == "git":
+		return "", refuse(ReasonScheme, "uses the git:// protocol, which is not supported (its connections cannot be checked against the URL policy, and it is unencrypted; allowed: %s); use the repository's https:// URL", p.allowedSchemes())
 	case sch == "ssh" && p.AllowSSH:
 	default:
 		return "", refuse(ReasonScheme, "scheme %q is not allowed (allowed: %s)", sch, p.allowedSchemes())

@@ -48,14 +48,12 @@ func runNormalize(t *testing.T, p Policy, cases []normCase) {
 
 func TestNormalizeAccepted(t *testing.T) {
 	runNormalize(t, strict, []normCase{
-		{in: "git://example.org/a.git", want: "git://example.org/a"},
 		{in: "HTTPS://Example.COM:443/a/b.git/", want: "https://example.com/a/b"},
 		{in: "https://github.com/a/b.git", want: "https://github.com/a/b"},
 		{in: "https://GitHub.com/a/b/", want: "https://github.com/a/b"},
 		{in: "https://github.com:443/a/b", want: "https://github.com/a/b"},
 		{in: "  https://github.com/a/b  \n", want: "https://github.com/a/b"},
 		{in: "http://example.com:80/a", want: "http://example.com/a"},
-		{in: "git://example.com:9418/a", want: "git://example.com/a"},
 		{in: "https://example.com:0443/a", want: "https://example.com/a"},
 		{in: "https://example.com:/a", want: "https://example.com/a"},
 		{in: "https://example.com:8443/a", want: "https://example.com:8443/a"},
@@ -108,6 +106,8 @@ func TestNormalizeRefused(t *testing.T) {
 		{in: "ssh://git@github.com/a/b", reason: ReasonScheme},
 		{in: "git+ssh://git@github.com/a/b", reason: ReasonScheme},
 		{in: "git@github.com:a/b.git", reason: ReasonScheme},
+		{in: "git://example.org/a.git", reason: ReasonScheme},
+		{in: "GIT://example.com:9418/a", reason: ReasonScheme},
 		{in: "github.com:a/b", reason: ReasonScheme},
 		{in: "ext::sh -c touch% /tmp/pwned", reason: ReasonScheme},
 		{in: "fd::17", reason: ReasonScheme},
@@ -117,7 +117,6 @@ func TestNormalizeRefused(t *testing.T) {
 		{in: "https://user@host.example/x.git", reason: ReasonCredentials},
 		{in: "https://ghp_token@github.com/a/b", reason: ReasonCredentials},
 		{in: "https://@github.com/a/b", reason: ReasonCredentials},
-		{in: "git://user@example.org/a", reason: ReasonCredentials},
 		// private hosts
 		{in: "http://127.0.0.1/x", reason: ReasonPrivateHost},
 		{in: "http://127.0.0.1:8080/x", reason: ReasonPrivateHost},
@@ -298,9 +297,9 @@ func TestErrorMessages(t *testing.T) {
 		in   string
 		want string
 	}{
-		{strict, "file:///etc/passwd", `url "file:///etc/passwd": scheme "file" is not allowed (allowed: https, http, git)`},
-		{strict, "ftp://example.com/a", `url "ftp://example.com/a": scheme "ftp" is not allowed (allowed: https, http, git)`},
-		{withSSH, "ftp://example.com/a", `url "ftp://example.com/a": scheme "ftp" is not allowed (allowed: https, http, git, ssh)`},
+		{strict, "file:///etc/passwd", `url "file:///etc/passwd": scheme "file" is not allowed (allowed: https, http)`},
+		{strict, "ftp://example.com/a", `url "ftp://example.com/a": scheme "ftp" is not allowed (allowed: https, http)`},
+		{withSSH, "ftp://example.com/a", `url "ftp://example.com/a": scheme "ftp" is not allowed (allowed: https, http, ssh)`},
 		{strict, "http://127.0.0.1/x", `url "http://127.0.0.1/x": 127.0.0.1 is a loopback address`},
 		{strict, "http://169.254.169.254/latest", `url "http://169.254.169.254/latest": 169.254.169.254 is a cloud metadata endpoint`},
 		// Credentials are never echoed back.
@@ -442,4 +441,27 @@ func reasonOf(err error) Reason {
 		return "not-a-policy-error"
 	}
 	return pe.Reason
+}
+
+// TestAllowedSchemesAreAccepted: the schemes a refusal names as allowed are exactly the
+// ones accepted, so "allowed: ..." never lists one that is refused next (git:// was).
+func TestAllowedSchemesAreAccepted(t *testing.T) {
+	for _, p := range []Policy{{}, {AllowSSH: true}} {
+		_, err := p.Normalize("ftp://example.org/a")
+		msg := err.Error()
+		i := strings.Index(msg, "allowed: ")
+		if i < 0 {
+			t.Fatalf("%+v: ftp refusal %q names no allowed schemes", p, msg)
+		}
+		list, _, _ := strings.Cut(msg[i+len("allowed: "):], ")")
+		for _, sch := range strings.Split(list, ", ") {
+			u := sch + "://example.org/a"
+			if _, err := p.Normalize(u); err != nil {
+				t.Errorf("%+v: %q is named as allowed, yet %s is refused: %v", p, sch, u, err)
+			}
+		}
+		if _, err := p.Normalize("git://example.org/a"); err == nil || !strings.Contains(err.Error(), "https://") {
+			t.Errorf("%+v: git:// gets %v, want a refusal pointing to https", p, err)
+		}
+	}
 }

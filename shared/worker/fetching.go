@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -48,6 +47,7 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 			continue
 		}
 		r.inFlight = true
+		r.fetchedAt = now
 		w.inFlight++
 		if w.cfg.Rate > 0 {
 			w.tokens--
@@ -168,114 +168,44 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		w.mu.Unlock()
 		return
 	}
-	rec := &r.rec
-	prev := *rec
-	write := r.unwritten
-	maintNow := false
-	notBefore := now.Add(max(w.cfg.MinInterval, 0))
-	switch {
-	case ferr == nil:
-		// The poll covers the time since the last success (failed polls in between are
-		// part of it); a first clone brings the history instead.
-		poll := priority.Poll{Now: now, Changed: res.Changed, Commits: commitTimes(res.Commits)}
-		if wasCloned && !res.Cloned && !prev.LastSuccessAt.IsZero() {
-			poll.Prev = prev.LastSuccessAt
-		} else {
-			poll.Since, poll.FromRoot, poll.LastCommitAt = res.HistorySince, res.HistoryFromRoot, res.LastCommitAt
-			if poll.LastCommitAt.IsZero() {
-				// Refs unchanged: the mirror read no commit; the record has the time.
-				poll.LastCommitAt = prev.LastCommitAt
-			}
-		}
-		w.scores.Add(w.prior, rec.Stats, poll)
-		rec.Stats = priority.Fold(rec.Stats, poll, w.prior)
-		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
-		rec.LastFetchAt, rec.LastSuccessAt = now, now
-		if res.Changed {
-			rec.LastChangeAt = now
-			w.stats.changed.Add(1)
-		}
-		if !res.LastCommitAt.IsZero() {
-			rec.LastCommitAt = res.LastCommitAt
-		}
-		rec.SizeBytes = res.SizeBytes
-		rec.State = store.RepoOK
-		if res.Packs > 0 {
-			r.packs = res.Packs
-			maintNow = w.cfg.MaintainPacks > 0 && res.Packs >= w.cfg.MaintainPacks
-		}
-		write = write || res.Cloned || res.Changed || prev.State != store.RepoOK || prev.LastError != "" ||
-			now.Sub(r.lastWritten) >= w.cfg.Checkpoint
-	case kind == fetch.KindDiskFull:
-		// Not the repo's fault: no failure is counted. The record says why the mirror is
-		// not being refreshed (written once, not at every skipped poll).
-		rec.LastError = ferr.Error()
-		write = prev.LastError != rec.LastError
-		notBefore = now.Add(max(w.cfg.MinInterval, w.cfg.BusyRetry))
-	case kind == fetch.KindBusy:
-		// Someone else is fetching it (its previous owner, just after a move): nothing to
-		// record; look again soon, but no later than a normal poll would.
-		notBefore = now.Add(min(w.cfg.BusyRetry, max(w.cfg.MinInterval, time.Second)))
-	default:
-		w.stats.failures.Add(1)
-		rec.LastFetchAt = now
-		rec.LastError = ferr.Error()
-		fails := 0
-		if wasCloned {
-			rec.FetchFailCnt++
-			fails = rec.FetchFailCnt
-		} else {
-			rec.CloneFailCnt++
-			fails = rec.CloneFailCnt
-		}
-		backoff := min(time.Duration(float64(w.cfg.BackoffBase)*math.Pow(2, float64(fails-1))), w.cfg.BackoffMax)
-		if kind == fetch.KindCorrupt && wasCloned {
-			r.corrupt, maintNow = true, true // checked, and re-cloned if need be, by maintenance
-		}
-		switch {
-		case kind == fetch.KindNotFound:
-			rec.State = store.RepoGone // the mirror is kept; checked again on the cooldown
-			backoff = w.cfg.FailCooldown
-		case fails >= w.cfg.FailAfter:
-			rec.State = store.RepoFailing
-			backoff = w.cfg.FailCooldown
-		case !wasCloned:
-			// No mirror yet: the repo is not mirrored at all, which its state says at
-			// once (with the error); retries keep their back-off.
-			rec.State = store.RepoFailing
-		}
-		if ra := fetch.RetryAfterOf(ferr); ra > backoff {
-			backoff = ra
-		}
-		notBefore = now.Add(max(backoff, w.cfg.MinInterval, 0))
-		write = true
+	covered := w.cfg.FeedCovered != nil && w.cfg.FeedCovered(r.rec.URL)
+	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
+		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: pollStretch(r.hookAt, now, covered)})
+	if o.Poll != nil {
+		w.scores.Add(w.prior, r.rec.Stats, *o.Poll)
 	}
-	cloned := wasCloned || (ferr == nil)
-	rec.Priority = w.cfg.Policy.Next(priority.Input{Old: j.Priority, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
-		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
-		Stats: rec.Stats, Prior: w.prior, Now: now})
+	if o.Changed {
+		w.stats.changed.Add(1)
+	}
+	if o.Failed {
+		w.stats.failures.Add(1)
+	}
+	if o.Packs > 0 {
+		r.packs = o.Packs
+	}
+	if o.Corrupt {
+		r.corrupt = true
+	}
+	r.rec = o.Rec
 	if r.syncAgain && kind != fetch.KindBusy {
 		// A sync was asked for while this fetch ran: fetch again, now.
 		r.syncAgain = false
 		w.queue.PushFront(j.Target.ID)
 	} else {
-		w.queue.Push(j.Target.ID, rec.Priority, notBefore)
+		w.queue.Push(j.Target.ID, o.Rec.Priority, o.NotBefore)
 	}
 	// No-change polls change the stats but write nothing (invariant 6): they reach the
 	// store with the next change or checkpoint, which carries them all.
-	report := store.FetchReport{State: rec.State, Priority: rec.Priority, LastFetchAt: rec.LastFetchAt,
-		LastSuccessAt: rec.LastSuccessAt, LastChangeAt: rec.LastChangeAt, LastCommitAt: rec.LastCommitAt,
-		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError,
-		Stats: rec.Stats}
+	report := o.report()
 	w.mu.Unlock()
-	if maintNow {
+	if o.Maintain {
 		w.pokeMaintenance()
 	}
 
 	if ferr != nil && kind != fetch.KindBusy {
 		w.log.Warn("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
 	}
-	if write {
+	if o.Write {
 		w.report(ctx, j, report, now)
 	}
 }
@@ -326,13 +256,4 @@ func (w *Worker) markWritten(id string, now time.Time, landed bool) {
 	if landed {
 		r.lastWritten = now
 	}
-}
-
-// commitTimes are the times the policy reads from the commits a sync brought.
-func commitTimes(cs []fetch.Commit) []time.Time {
-	out := make([]time.Time, len(cs))
-	for i, c := range cs {
-		out[i] = c.Time()
-	}
-	return out
 }

@@ -50,6 +50,10 @@ func (w *Worker) Join(ctx context.Context) error {
 			w.joinedAt = now // NextPoll's fetch rate counts from here
 		}
 		w.id, w.joined, w.everJoined, w.ack = rec.ID, true, true, 0
+		// Nothing is held after a join: the owner index says what is ours (a restart may
+		// find a large outbox, whose entries that index already reflects cost a read, not
+		// a repo read each), then the outbox from the trim point.
+		w.resync = resyncState{on: true}
 		w.leaseAt = now // the slot claim is the first heartbeat the store accepted
 		w.dropAllLocked()
 		w.mu.Unlock()
@@ -118,7 +122,9 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	w.mu.Lock()
 	w.leaseAt = sent // measured from when it was sent: the coordinator saw it no earlier
 	w.mu.Unlock()
-	if err := w.syncOutbox(ctx, rec); err != nil {
+	// The outbox is read in slices: a restart under a backlog resyncs and replays over
+	// several heartbeats rather than going silent until it is done.
+	if err := w.syncOutbox(ctx, rec, sent.Add(w.cfg.Heartbeat/2)); err != nil {
 		return err
 	}
 	w.retryTrash(ctx)
@@ -156,80 +162,149 @@ func (w *Worker) learn() {
 		"dormant_share", p.Weights[0], "changes_per_month", p.Hazard*30, "mean_pushes_per_day", p.Mean())
 }
 
-func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker) error {
+// syncOutbox brings the local assignment up to the outbox: a full resync first when
+// one is due (after a join, or when entries we never saw were trimmed), then the entries
+// after the ack. It reads at most ReplaySlice records and stops reading at until; the
+// rest waits for the next heartbeat, which carries on from where this one stopped (the
+// ack advances with every page applied).
+func (w *Worker) syncOutbox(ctx context.Context, rec store.Worker, until time.Time) error {
+	budget := w.cfg.ReplaySlice
+	more := func() bool { return budget > 0 && w.clock.Now().Before(until) }
 	w.mu.Lock()
 	ack := w.ack
+	if ack < rec.TrimmedTo && !w.resync.on {
+		w.resync = resyncState{on: true}
+	}
+	rs := w.resync.on
 	w.mu.Unlock()
-	if ack < rec.TrimmedTo {
-		// Resync from the owner index, then replay every entry still in the outbox: the
-		// index may lag (DynamoDB GSIs are eventually consistent) and the entries are
-		// idempotent, so replaying from the trim point closes the gap.
-		if err := w.fullResync(ctx, rec.TrimmedTo); err != nil {
+	if rs {
+		done, err := w.resyncSlice(ctx, rec.TrimmedTo, &budget, more)
+		if err != nil || !done {
 			return err
 		}
-		ack = rec.TrimmedTo
+		ack = w.currentAck()
 	}
-	for {
-		entries, err := w.store.ReadOutbox(ctx, rec.ID, ack, 1000)
+	for more() {
+		entries, err := w.store.ReadOutbox(ctx, rec.ID, ack, min(1000, budget))
 		if err != nil {
 			return fmt.Errorf("read outbox: %w", err)
 		}
 		if len(entries) == 0 {
 			return nil
 		}
+		budget -= len(entries)
 		if entries[0].Seq != ack+1 {
-			// Entries we never saw were trimmed between the heartbeat and this read.
-			if err := w.fullResync(ctx, entries[0].Seq-1); err != nil {
-				return err
-			}
-			ack = entries[0].Seq - 1
+			// Entries we never saw were trimmed between the heartbeat and this read: the
+			// next heartbeat resyncs in full.
+			w.mu.Lock()
+			w.resync = resyncState{on: true}
+			w.mu.Unlock()
+			return nil
 		}
-		for _, e := range entries {
+		for i, e := range entries {
+			if i > 0 && !w.clock.Now().Before(until) {
+				break // a page of repo reads can take seconds: stop within it
+			}
+			if superseded(entries[i+1:], e) {
+				ack = e.Seq
+				continue
+			}
 			if err := w.applyEntry(ctx, e); err != nil {
+				w.setAck(ack)
 				return err
 			}
 			ack = e.Seq
 		}
-		w.mu.Lock()
-		w.ack = ack
-		w.mu.Unlock()
+		w.setAck(ack)
 	}
+	return nil
 }
 
-// fullResync replaces the local assignment with the owner index's view and sets the ack
-// to from; the entries after it are replayed afterwards (they are idempotent).
-func (w *Worker) fullResync(ctx context.Context, from uint64) error {
-	w.stats.fullResyncs.Add(1)
-	id := w.ID()
-	listed := map[string]store.Repo{}
-	cursor := ""
-	for {
-		page, next, err := w.store.ListReposByOwner(ctx, id, cursor, 1000)
-		if err != nil {
-			return fmt.Errorf("full resync: %w", err)
-		}
-		for _, r := range page {
-			listed[r.ID] = r
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
+// superseded reports whether an add entry is undone or redone by a later one of the same
+// page: its repo is not read, the later entry decides.
+func superseded(later []store.OutboxEntry, e store.OutboxEntry) bool {
+	if e.Op != store.OpAdd {
+		return false
 	}
+	for _, l := range later {
+		if l.RepoID == e.RepoID && l.Op != store.OpSync {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Worker) currentAck() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for rid, r := range w.repos {
-		if _, ok := listed[rid]; !ok {
-			w.removeLocked(rid, r)
+	return w.ack
+}
+
+func (w *Worker) setAck(ack uint64) {
+	w.mu.Lock()
+	w.ack = ack
+	w.mu.Unlock()
+}
+
+// resyncState is a full resync under way: pages of the owner index read over one or
+// more heartbeats. from is the trim point it began at: the outbox is replayed after it
+// once the pass is complete.
+type resyncState struct {
+	on     bool
+	from   uint64
+	cursor string
+	seen   map[string]bool
+	begun  bool
+}
+
+// resyncSlice reads the owner index from where the last slice stopped while more allows
+// (counting the records read off budget). Listed repos are held at once; once the pass
+// is complete, held repos it did not list are dropped and the ack set to the trim point
+// it began at (the entries after it are replayed: they are idempotent, and close the gap
+// of an index that lags, as DynamoDB GSIs do). A trim past that point restarts the pass:
+// an entry we never saw may have assigned a repo after its page was read.
+func (w *Worker) resyncSlice(ctx context.Context, trimmedTo uint64, budget *int, more func() bool) (bool, error) {
+	id := w.ID()
+	w.mu.Lock()
+	if !w.resync.begun || trimmedTo > w.resync.from {
+		if !w.resync.begun {
+			w.stats.fullResyncs.Add(1)
 		}
+		w.resync = resyncState{on: true, begun: true, from: max(w.ack, trimmedTo), seen: map[string]bool{}}
 	}
-	front := w.queue.Min()
-	for _, r := range listed {
-		w.addLocked(r, r.Priority, front)
+	w.mu.Unlock()
+	for more() {
+		w.mu.Lock()
+		cursor := w.resync.cursor
+		w.mu.Unlock()
+		page, next, err := w.store.ListReposByOwner(ctx, id, cursor, min(1000, *budget))
+		if err != nil {
+			return false, fmt.Errorf("full resync: %w", err)
+		}
+		*budget -= len(page)
+		w.mu.Lock()
+		front := w.queue.Min()
+		for _, r := range page {
+			w.addLocked(r, r.Priority, front)
+			w.resync.seen[r.ID] = true
+		}
+		w.resync.cursor = next
+		if next == "" {
+			for rid, r := range w.repos {
+				if !w.resync.seen[rid] {
+					w.removeLocked(rid, r)
+				}
+			}
+			from := w.resync.from
+			w.ack, w.resync = from, resyncState{}
+			n := len(w.repos)
+			w.mu.Unlock()
+			w.log.Info("full resync", "as", id, "repos", n, "replay_from", from)
+			return true, nil
+		}
+		w.mu.Unlock()
 	}
-	w.ack = from
-	w.log.Info("full resync", "as", id, "repos", len(listed), "replay_from", from)
-	return nil
+	return false, nil
 }
 
 func (w *Worker) removeLocked(id string, r *repoState) {
@@ -267,6 +342,13 @@ func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
 func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 	switch e.Op {
 	case store.OpAdd:
+		w.mu.Lock()
+		r, held := w.repos[e.RepoID]
+		known := held && !r.dropped && r.rec.OwnerEpoch >= e.Epoch
+		w.mu.Unlock()
+		if known {
+			return nil // old news: a resync listed it at this epoch or later
+		}
 		rec, err := w.store.GetRepo(ctx, e.RepoID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // deleted since; a purge entry follows or already came
@@ -296,12 +378,12 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		w.mu.Lock()
 		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
 			r.rec.OwnerEpoch = e.Epoch
-			if r.inFlight {
-				r.syncAgain = true // the fetch in flight may have started before the push
-			} else {
-				w.hosts.unpark(e.RepoID)
-				w.queue.PushFront(e.RepoID)
+			if r.rungAt.IsZero() || r.fetchedAt.Before(r.rungAt) || w.clock.Now().Sub(r.rungAt) > RungCovers {
+				w.fetchNowLocked(e.RepoID, r)
 			}
+			// else: the request that set the flag also rang this worker, and a fetch that
+			// started after the ring has run: it covered the request.
+			r.rungAt = time.Time{}
 		}
 		w.mu.Unlock()
 	}

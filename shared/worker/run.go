@@ -44,7 +44,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		clock.Every(ctx, w.cfg.Heartbeat, nil, func() {
+		clock.Every(ctx, w.cfg.Heartbeat, w.beatWake, func() {
 			if err := w.Heartbeat(ctx); err != nil && ctx.Err() == nil {
 				w.log.Warn("heartbeat failed", "err", err)
 			}

@@ -66,6 +66,11 @@ type Config struct {
 	// grace.
 	Lease  time.Duration
 	Policy priority.Policy
+	// ReplaySlice bounds the records (outbox entries, owner-index rows) one heartbeat
+	// reads to bring the assignment up to date; reading also stops half a heartbeat
+	// interval after the heartbeat was sent. The rest waits for the next heartbeat, so a
+	// worker restarted under a large backlog keeps heartbeating while it catches up.
+	ReplaySlice int
 	// Memory, if set, is the memory budget the worker's fetches share (with the other
 	// workers of the process given the same pool): each fetch reserves what it is
 	// expected to need before it starts and waits for it (ADR 0026).
@@ -77,6 +82,9 @@ type Config struct {
 	// git run. A full run (scrub: bitmap, connectivity check) once per ScrubEvery, in
 	// a slot at another phase from its id; due repos are looked for every MaintainCheck.
 	MaintainEvery time.Duration
+	// FeedCovered, if set, reports whether a forge's change feed lists the repo at url:
+	// such a repo is polled FeedStretch times less (the feed tells of its pushes).
+	FeedCovered   func(url string) bool
 	MaintainPacks int
 	MaintainGap   time.Duration
 	ScrubEvery    time.Duration
@@ -105,6 +113,7 @@ func DefaultConfig() Config {
 		Drain:         20 * time.Second,
 		Lease:         5 * time.Minute,
 		Policy:        priority.Bayes{},
+		ReplaySlice:   20000,
 		MaintainEvery: 24 * time.Hour,
 		MaintainPacks: 16,
 		MaintainGap:   time.Hour,
@@ -146,6 +155,9 @@ func (c Config) withDefaults() Config {
 	if c.DiskThreshold <= 0 {
 		c.DiskThreshold = d.DiskThreshold
 	}
+	if c.ReplaySlice <= 0 {
+		c.ReplaySlice = d.ReplaySlice
+	}
 	if c.FailAfter <= 0 {
 		c.FailAfter = d.FailAfter
 	}
@@ -179,9 +191,12 @@ type repoState struct {
 	host        string     // upstream host, for politeness
 	lastWritten time.Time  // when the repo record was last written by us
 	inFlight    bool
-	dropped     bool // removed while a fetch was in flight
-	syncAgain   bool // a sync was asked for while a fetch was in flight
-	unwritten   bool // a report that should have landed did not: the next fetch writes
+	dropped     bool      // removed while a fetch was in flight
+	syncAgain   bool      // a sync was asked for while a fetch was in flight
+	rungAt      time.Time // last FetchNow (a hook or a sync's fast path)
+	hookAt      time.Time // last push webhook for the repo
+	fetchedAt   time.Time // when the last fetch started
+	unwritten   bool      // a report that should have landed did not: the next fetch writes
 
 	// Maintenance: the slot start last handled, when, the pack count last seen, and
 	// whether a fetch found the mirror corrupt.
@@ -221,6 +236,7 @@ type Worker struct {
 	joinedAt     time.Time      // when it first joined
 	pendingTrash []fetch.Target // purged mirrors whose trash failed (busy); retried each heartbeat
 	ack          uint64
+	resync       resyncState // a full resync under way, or due
 	repos        map[string]*repoState
 	queue        *Queue
 	hosts        *hosts
@@ -240,6 +256,7 @@ type Worker struct {
 		maintained, maintFailures, recloned, maintUnchanged                        atomic.Int64
 	}
 	wake      chan struct{}
+	beatWake  chan struct{} // WakeHeartbeat: heartbeat (and read the outbox) now
 	maintWake chan struct{}
 }
 
@@ -251,7 +268,7 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
 		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
-		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
 		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
 	w.maint, _ = m.(Maintainer)
 	return w
@@ -321,6 +338,19 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 	return at, true
 }
 
+// LastChecked is when the worker last polled repo id, whether or not the poll found
+// anything new or was written to the store (a no-change poll writes only at the
+// checkpoint, invariant 6); false if the worker does not hold the repo.
+func (w *Worker) LastChecked(id string) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.repos[id]
+	if !ok || r.dropped || r.rec.LastFetchAt.IsZero() {
+		return time.Time{}, false
+	}
+	return r.rec.LastFetchAt, true
+}
+
 // Prior is what the worker has learned of its repos' change rates so far.
 func (w *Worker) Prior() *priority.Prior {
 	w.mu.Lock()
@@ -361,6 +391,15 @@ func (w *Worker) Leave(ctx context.Context) error {
 		return fmt.Errorf("leave: %w", err)
 	}
 	return nil
+}
+
+// WakeHeartbeat makes Run's heartbeat loop beat now rather than at its next interval,
+// so an outbox entry just written (a purge, a sync) is applied at once. It never blocks.
+func (w *Worker) WakeHeartbeat() {
+	select {
+	case w.beatWake <- struct{}{}:
+	default:
+	}
 }
 
 func (w *Worker) poke() {

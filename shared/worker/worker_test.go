@@ -948,3 +948,72 @@ func TestBulkAddSpreadsFirstClones(t *testing.T) {
 		t.Fatal("the bulk add past the front lost or doubled repos")
 	}
 }
+
+// TestFetchNowJumpsTheQueueOnceAndAnswersTheDurableRequest: a ring makes an owned repo
+// eligible at once despite the minimum interval, rings during a fetch coalesce into one
+// more fetch, and the outbox's sync entry for the same request fetches nothing again.
+func TestFetchNowJumpsTheQueueOnceAndAnswersTheDurableRequest(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Hour})
+	ctx := context.Background()
+	f.w.RunOnce(ctx)
+	if f.w.RunOnce(ctx) {
+		t.Fatal("polled inside the minimum interval")
+	}
+	if f.w.FetchNow("not-owned", true) {
+		t.Fatal("a ring for a repo the worker does not own was taken")
+	}
+	if !f.w.FetchNow(f.id, true) || !f.w.RunOnce(ctx) {
+		t.Fatal("a ring did not make the repo eligible now")
+	}
+	if f.w.RunOnce(ctx) {
+		t.Fatal("one ring fetched twice")
+	}
+	// Three rings while a fetch is in flight: one more fetch after it, no more.
+	f.w.FetchNow(f.id, true)
+	j, ok := f.w.Next(f.clk.Now())
+	if !ok {
+		t.Fatal("no job after a ring")
+	}
+	for range 3 {
+		f.w.FetchNow(f.id, true)
+	}
+	f.w.Do(ctx, j)
+	if !f.w.RunOnce(ctx) || f.w.RunOnce(ctx) {
+		t.Fatal("rings during a fetch did not coalesce into exactly one more fetch")
+	}
+	calls := f.m.calls
+	// The durable request that went with the ring arrives through the outbox: the fetch
+	// since the ring answered it.
+	el, _ := f.st.GetElection(ctx)
+	wk, _ := f.st.GetWorker(ctx, "w1")
+	r := f.repo(t)
+	if err := f.st.Apply(ctx, el.Term, []store.Mutation{
+		store.AssignRepo{ID: f.id, ExpectOwner: "w1", ExpectEpoch: r.OwnerEpoch, Owner: "w1", ClearSync: true},
+		store.AppendOutbox{Worker: "w1", ExpectHead: wk.OutboxHead, Entries: []store.OutboxEntry{{Op: store.OpSync, RepoID: f.id, URL: r.URL, Epoch: r.OwnerEpoch + 1}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(10 * time.Second) // the host's politeness budget refills: only the answered request holds it back
+	if f.w.RunOnce(ctx) || f.m.calls != calls {
+		t.Fatal("the durable request of an answered ring fetched again")
+	}
+	// A later sync with no ring is honoured.
+	wk, _ = f.st.GetWorker(ctx, "w1")
+	r = f.repo(t)
+	if err := f.st.Apply(ctx, el.Term, []store.Mutation{
+		store.AssignRepo{ID: f.id, ExpectOwner: "w1", ExpectEpoch: r.OwnerEpoch, Owner: "w1", ClearSync: true},
+		store.AppendOutbox{Worker: "w1", ExpectHead: wk.OutboxHead, Entries: []store.OutboxEntry{{Op: store.OpSync, RepoID: f.id, URL: r.URL, Epoch: r.OwnerEpoch + 1}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(10 * time.Second) // the host's politeness budget refills; the minimum interval is an hour
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("a sync without a ring was not fetched")
+	}
+}

@@ -12,8 +12,23 @@ type Freshness struct {
 	Drift []FreshnessRun `json:"drift"`
 	// ColdStart is the first days of the fleet of Runs: every repo added on day 0, none
 	// cloned, nothing learned.
-	ColdStart []FreshnessRun      `json:"coldstart"`
-	Optimum   []FreshnessAnalytic `json:"optimum_analytic"`
+	ColdStart []FreshnessRun `json:"coldstart"`
+	// The same policies on the realistic population (PopulationRealistic): repos of every
+	// age, dormant repos with long histories.
+	PopulationRealistic *FreshnessPopulation `json:"population_realistic,omitempty"`
+	RunsRealistic       []FreshnessRun       `json:"runs_realistic,omitempty"`
+	ColdStartRealistic  []FreshnessRun       `json:"coldstart_realistic,omitempty"`
+	DriftRealistic      []FreshnessRun       `json:"drift_realistic,omitempty"`
+	// The default policy with change signals besides its polls (Setup.Signals says each
+	// section's signal): webhooks from 30% or 60% of the repos, a change feed covering 70%,
+	// on the stationary population (measured as Runs) and the drifting one (as Drift).
+	Hooks30      []FreshnessRun      `json:"hooks30,omitempty"`
+	Hooks60      []FreshnessRun      `json:"hooks60,omitempty"`
+	Hooks30Drift []FreshnessRun      `json:"hooks30_drift,omitempty"`
+	Hooks60Drift []FreshnessRun      `json:"hooks60_drift,omitempty"`
+	Feed         []FreshnessRun      `json:"feed,omitempty"`
+	FeedDrift    []FreshnessRun      `json:"feed_drift,omitempty"`
+	Optimum      []FreshnessAnalytic `json:"optimum_analytic"`
 	// Bound is the best any policy could do with what a worker can know, computed.
 	Bound    []FreshnessBound     `json:"bound"`
 	Policies []FreshnessPolicyDoc `json:"policies"`
@@ -41,6 +56,25 @@ type FreshnessSetup struct {
 	MinRate       float64 `json:"min_rate_per_day,omitempty"`
 	GuardRate     float64 `json:"guard_rate_per_day,omitempty"`
 	MaxNewCommits int     `json:"max_new_commits"`
+	// The change signals of the signal sections, and how polls fall back for the repos
+	// that send them.
+	Signals          []FreshnessSignal `json:"signals,omitempty"`
+	HookStretch      float64           `json:"hook_stretch,omitempty"`       // a repo that sends hooks: its poll step is this many times the policy's
+	FeedStretch      float64           `json:"feed_stretch,omitempty"`       // the same for a repo a feed covers
+	OrgMeanRepos     float64           `json:"org_mean_repos,omitempty"`     // repos per organization (coverage is drawn per organization)
+	SignalMemoryDays float64           `json:"signal_memory_days,omitempty"` // a repo signals "lately" if its latest signal is this recent
+}
+
+// FreshnessSignal is one signal section's signal.
+type FreshnessSignal struct {
+	Section   string  `json:"section"`
+	Kind      string  `json:"kind"`  // hooks | feed
+	Share     float64 `json:"share"` // of all repos covered
+	DelayMinS float64 `json:"delay_min_s,omitempty"`
+	DelayMaxS float64 `json:"delay_max_s,omitempty"`
+	Loss      float64 `json:"loss,omitempty"`       // share of hook deliveries lost
+	PeriodMin float64 `json:"period_min,omitempty"` // a feed's probe period
+	Drift     bool    `json:"drift,omitempty"`
 }
 
 // FreshnessBatch is how the simulated pushes carry commits and when those were
@@ -97,6 +131,24 @@ type FreshnessPopulation struct {
 	MaxPerDay          float64 `json:"max_per_day"`
 	MeanPerDay         float64 `json:"mean_per_day"` // over all repos
 	WindowCommits      int     `json:"window_commits"`
+	// Realism is set for the realistic population only.
+	Realism *FreshnessRealism `json:"realism,omitempty"`
+}
+
+// FreshnessRealism is what makes the realistic population realistic, as assumed and as
+// measured on the drawn repos (the sources are in the report).
+type FreshnessRealism struct {
+	YoungShare            float64 `json:"young_share"` // assumed: created in the last year
+	MaxAgeDays            float64 `json:"max_age_days"`
+	DormantLifeMedianDays float64 `json:"dormant_life_median_days"` // assumed: a dormant repo's working life ...
+	DormantCommitsMedian  float64 `json:"dormant_commits_median"`   // ... and its commits
+	// Measured on the drawn repos, at day 0: what a first clone shows.
+	MeasuredYoungShare   float64 `json:"measured_young_share"`    // of all repos, under a year old
+	ActiveRootShare      float64 `json:"active_root_share"`       // of active repos, a first clone reaches the root commit
+	DormantRootShare     float64 `json:"dormant_root_share"`      // of dormant repos, likewise
+	DormantYearLongShare float64 `json:"dormant_year_long_share"` // of dormant repos, worked on for over a year
+	DormantMedianCommits float64 `json:"dormant_median_commits"`  // commits a dormant repo's first clone lists (median)
+	ActiveMedianCommits  float64 `json:"active_median_commits"`   // the same for active repos
 }
 
 // FreshnessRun is one policy at one budget.
@@ -111,10 +163,16 @@ type FreshnessRun struct {
 	Commits       int     `json:"commits"`
 	Censored      int     `json:"censored"` // commits still unmirrored at the end (lag counted to the end)
 	Polls         int     `json:"polls"`
-	IdlePolls     int     `json:"idle_polls"`         // budget left unused (every repo held by the min interval)
-	DormantPolls  float64 `json:"dormant_poll_share"` // share of polls spent on repos that were not changing then
-	ChangingPolls float64 `json:"changed_poll_share"` // share of polls that found something new
-	Default       bool    `json:"default,omitempty"`  // the policy a worker runs unless told otherwise
+	IdlePolls     int     `json:"idle_polls"`               // budget left unused (every repo held by the min interval)
+	DormantPolls  float64 `json:"dormant_poll_share"`       // share of polls spent on repos that were not changing then
+	ChangingPolls float64 `json:"changed_poll_share"`       // share of polls that found something new
+	SignalFetches int     `json:"signal_fetches,omitempty"` // of Polls, fetches made because a hook or a feed named the repo
+	// Signal sections: the share of the commits made in repos that send the signal, their
+	// mean lag, and the mean lag of the others' commits.
+	SignallingCommitShare float64 `json:"signalling_commit_share,omitempty"`
+	SignallingLagMeanH    float64 `json:"signalling_lag_mean_h,omitempty"`
+	SilentLagMeanH        float64 `json:"silent_lag_mean_h,omitempty"`
+	Default               bool    `json:"default,omitempty"` // the policy a worker runs unless told otherwise
 	// Pushes that were a repo's first after it changed rate (drift only): their share of
 	// the commits and their mean lag. No policy can know of a change before such a push.
 	FirstPushShare float64 `json:"first_push_share,omitempty"`
@@ -139,7 +197,11 @@ type FreshnessAnalytic struct {
 // the exact push times under the true model (the prior and its rate of changes), and the
 // ratio is averaged over three days of the window.
 type FreshnessBound struct {
-	Section      string  `json:"section"` // runs, coldstart or drift
+	Section string `json:"section"` // runs, coldstart or drift
+	// Evidence is what the bound knows of each repo: "" the exact push counts over what
+	// a worker could have seen (and, for drift, their times); "all" also whether the
+	// first clone reached the root, the span seen and the silence since the newest push.
+	Evidence     string  `json:"evidence,omitempty"`
 	SeenDays     float64 `json:"seen_days"`
 	Ratio        float64 `json:"ratio"`
 	DormantPolls float64 `json:"dormant_poll_share"`
@@ -151,4 +213,23 @@ type FreshnessPolicyDoc struct {
 	Description string `json:"description"`
 	Uses        string `json:"uses"` // the information it decides from
 	Default     bool   `json:"default,omitempty"`
+}
+
+// SignalSection is the rows of the named signal section (nil for another name).
+func (f *Freshness) SignalSection(name string) *[]FreshnessRun {
+	switch name {
+	case "hooks30":
+		return &f.Hooks30
+	case "hooks60":
+		return &f.Hooks60
+	case "hooks30_drift":
+		return &f.Hooks30Drift
+	case "hooks60_drift":
+		return &f.Hooks60Drift
+	case "feed":
+		return &f.Feed
+	case "feed_drift":
+		return &f.FeedDrift
+	}
+	return nil
 }

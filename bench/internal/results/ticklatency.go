@@ -20,6 +20,9 @@ type TickLatency struct {
 	// BulkAdd: each fleet's setup seen as a bulk add (every repo pending at once, assigned
 	// by the coordinator's own ticks in its batches), on every store.
 	BulkAdd []TickBulkAdd `json:"bulk_add,omitempty"`
+	// RestartBacklog: a worker restarted with a large outbox backlog, heartbeating while
+	// it catches up, on each store measured.
+	RestartBacklog []RestartBacklog `json:"restart_backlog,omitempty"`
 	// TickBudgetS is the coordinator's budget for a tick's repo work, in seconds (its
 	// Config.Budget; the runs have no context deadline).
 	TickBudgetS float64 `json:"tick_budget_s,omitempty"`
@@ -55,6 +58,10 @@ type TickCell struct {
 	Workers int `json:"workers"`
 	// Quiet: ticks where nothing changed (also the k = 0 point of every change kind).
 	Quiet Latency `json:"quiet"`
+	// QuietWorkerReads is the share of the quiet ticks that read the worker records
+	// (heartbeats flow between them; the workers are read when a silence could reach a
+	// threshold, not at every heartbeat).
+	QuietWorkerReads float64 `json:"quiet_worker_reads"`
 	// Changes: ticks deciding exactly K changes of one kind.
 	Changes []ChangeLatency `json:"changes"`
 	// Join and Death: the tick that admits a new worker, and the tick that declares a
@@ -112,4 +119,22 @@ type SetupTiming struct {
 	Repos   int     `json:"repos"`
 	Workers int     `json:"workers"`
 	Seconds float64 `json:"seconds"`
+}
+
+// RestartBacklog is one restart of a worker whose outbox holds Entries entries it has
+// not applied: its Heartbeat calls, back to back, until it acked them all (or the run's
+// cap). Each entry is an add of a repo the worker does not hold, the costly kind (a repo
+// read each). A heartbeat is sent at the start of each call, so the longest call is the
+// longest gap between two heartbeats.
+type RestartBacklog struct {
+	Store            string  `json:"store"`
+	Entries          int     `json:"entries"`
+	HeartbeatS       float64 `json:"heartbeat_s"` // the worker's heartbeat interval
+	Heartbeats       int     `json:"heartbeats"`  // calls made
+	LongestCallS     float64 `json:"longest_call_s"`
+	FirstCallS       float64 `json:"first_call_s"`
+	Applied          int     `json:"applied"`            // entries acked at the end
+	CaughtUp         bool    `json:"caught_up"`          // all of them
+	EntriesPerSecond float64 `json:"entries_per_second"` // while catching up
+	Seconds          float64 `json:"seconds"`
 }

@@ -47,6 +47,12 @@ func (s *Store) apply(tx *bbolt.Tx, m store.Mutation) error {
 	switch m := m.(type) {
 	case store.PutRing:
 		return s.putRing(tx, m)
+	case store.PutSweep:
+		if err := checkVersion(tx, keySweep, m.ExpectVersion); err != nil {
+			return err
+		}
+		m.Sweep.Version = m.ExpectVersion + 1
+		return putJSON(tx.Bucket(bktMeta), keySweep, m.Sweep)
 	case store.PutListSync:
 		if err := checkVersion(tx, keyListSync, m.ExpectVersion); err != nil {
 			return err
@@ -108,7 +114,7 @@ func (s *Store) apply(tx *bbolt.Tx, m store.Mutation) error {
 		if err != nil {
 			return err
 		}
-		if err := deleteOutbox(tx, w.ID, m.Through); err != nil {
+		if err := deleteOutbox(tx, w.ID, m.Through, m.Max); err != nil {
 			return err
 		}
 		w.TrimmedTo = max(w.TrimmedTo, m.Through)
@@ -160,7 +166,7 @@ func workerForBeats(tx *bbolt.Tx, id string, expect uint64) (store.Worker, error
 }
 
 func deleteWorker(tx *bbolt.Tx, w store.Worker) error {
-	if err := deleteOutbox(tx, w.ID, ^uint64(0)); err != nil {
+	if err := deleteOutbox(tx, w.ID, ^uint64(0), 0); err != nil {
 		return err
 	}
 	meta := tx.Bucket(bktMeta)
@@ -178,14 +184,17 @@ func deleteWorker(tx *bbolt.Tx, w store.Worker) error {
 	return b.Delete([]byte(w.ID))
 }
 
-// deleteOutbox drops the worker's entries with seq <= through.
-func deleteOutbox(tx *bbolt.Tx, worker string, through uint64) error {
+// deleteOutbox drops the worker's entries with seq <= through, the oldest first, at
+// most most of them (0: all).
+func deleteOutbox(tx *bbolt.Tx, worker string, through, most uint64) error {
 	prefix := outboxPrefix(worker)
 	c := tx.Bucket(bktOutbox).Cursor()
+	n := uint64(0)
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
-		if binary.BigEndian.Uint64(k[len(prefix):]) > through {
+		if binary.BigEndian.Uint64(k[len(prefix):]) > through || (most > 0 && n >= most) {
 			return nil
 		}
+		n++
 		if err := c.Delete(); err != nil {
 			return err
 		}
@@ -231,6 +240,9 @@ func writeRepo(tx *bbolt.Tx, old, nu *store.Repo) error {
 				return err
 			}
 		}
+		if err := tx.Bucket(bktStalest).Delete(staleKey(old)); err != nil {
+			return err
+		}
 		if err := addCount(counts, old.State, -1); err != nil {
 			return err
 		}
@@ -247,8 +259,13 @@ func writeRepo(tx *bbolt.Tx, old, nu *store.Repo) error {
 	return putJSON(tx.Bucket(bktRepos), []byte(nu.ID), nu)
 }
 
-// indexRepo adds r to the owner and needs-decision indexes it belongs in.
+// indexRepo adds r to the owner, needs-decision and stalest indexes it belongs in.
 func indexRepo(tx *bbolt.Tx, r *store.Repo) error {
+	if r.State != store.RepoDeleting {
+		if err := tx.Bucket(bktStalest).Put(staleKey(r), []byte{}); err != nil {
+			return err
+		}
+	}
 	if r.Owner != "" {
 		if err := tx.Bucket(bktByOwner).Put(ownerKey(r.Owner, r.RingPos(), r.ID), []byte{}); err != nil {
 			return err

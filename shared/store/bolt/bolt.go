@@ -10,6 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,11 +43,13 @@ var (
 	bktNeedAction = []byte("repos_need_action")  // repo id -> "" while NeedsDecision and Need is NeedAction
 	bktNeedOwner  = []byte("repos_need_owner")   // repo id -> "" while NeedsDecision and Need is NeedOwner
 	bktCounts     = []byte("repo_counts")        // state -> count (8 bytes BE)
+	bktStalest    = []byte("repos_stalest")      // staleKey(repo) -> "" for repos not being deleted (layout 3)
 
 	keyElection = []byte("election")
 	keyRing     = []byte("ring")      // ringHead: the ring without its members and tokens
 	keyRingBody = []byte("ring_body") // ringBody: the members and tokens, rewritten only when they change
 	keyListSync = []byte("list_sync")
+	keySweep    = []byte("sweep")
 	keySlots    = []byte("slots")  // bitmap: bit i of byte i/8 set = slot i taken
 	keyLayout   = []byte("layout") // layout version (8 bytes BE); older files are upgraded by Open
 
@@ -52,8 +58,14 @@ var (
 	oldNeeds   = []byte("repos_needing_decision")
 )
 
-// layout is the version of the file layout this code writes.
-const layout = 2
+// layout is the version of the file layout (the store's schema version) this code
+// writes. Open writes it into a new file, upgrades an older file, and refuses a newer
+// one with a *store.SchemaError.
+// 3 added the stalest index.
+const layout = 3
+
+// SchemaVersion is the schema version of the file once opened: always this code's.
+func (s *Store) SchemaVersion() int64 { return layout }
 
 // Store is a store.Store backed by one bbolt file. It is safe for concurrent use.
 type Store struct {
@@ -84,7 +96,7 @@ func OpenWith(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeedAction, bktNeedOwner, bktCounts} {
+		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeedAction, bktNeedOwner, bktCounts, bktStalest} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
@@ -96,6 +108,42 @@ func OpenWith(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// Backup writes a consistent copy of the whole file to w, from one read transaction
+// (bbolt's Tx.WriteTo): writers go on meanwhile, and the copy is the store as of the
+// moment the transaction began. Open the copy as a store to restore it.
+//
+// The copy is spooled to a temporary file beside the store first, and only then sent to
+// w: a read transaction held open blocks a write that has to grow bbolt's memory map, so
+// it lasts as long as a local disk copy, never as long as a slow reader of w. The spool
+// costs one store's size of disk while it lasts.
+func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	spool, err := os.CreateTemp(filepath.Dir(s.db.Path()), "."+filepath.Base(s.db.Path())+".backup-*")
+	if err != nil {
+		return 0, fmt.Errorf("bolt: backup: %w", err)
+	}
+	defer func() {
+		spool.Close()
+		os.Remove(spool.Name())
+	}()
+	var total int64
+	err = s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		total, err = tx.WriteTo(spool)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bolt: backup: %w", err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("bolt: backup: %w", err)
+	}
+	n, err := io.Copy(w, io.LimitReader(spool, total))
+	if err != nil {
+		return n, fmt.Errorf("bolt: backup: %w", err)
+	}
+	return n, nil
 }
 
 // Close releases the file.
@@ -149,6 +197,29 @@ func ownerPrefix(owner string) []byte { return []byte(owner + "\x00") }
 // ownerKey is a repo's key in the owner index: owned repos sort by ring position.
 func ownerKey(owner string, pos uint64, id string) []byte {
 	return append(binary.BigEndian.AppendUint64(ownerPrefix(owner), pos), id...)
+}
+
+// staleKey orders the stalest index as store.CompareStaleness orders repos: never
+// succeeded first (by when added), then by last success, then by id.
+func staleKey(r *store.Repo) []byte {
+	key, t := []byte{1}, r.LastSuccessAt
+	if t.IsZero() {
+		key, t = []byte{0}, r.CreatedAt
+	}
+	key = binary.BigEndian.AppendUint64(key, staleNanos(t))
+	return append(key, r.ID...)
+}
+
+// staleNanos is t as sortable bytes: nanoseconds since 1970 with the sign bit flipped,
+// clamped to what int64 holds (a zero CreatedAt is year 1).
+func staleNanos(t time.Time) uint64 {
+	lo, hi := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+	if t.Before(lo) {
+		t = lo
+	} else if t.After(hi) {
+		t = hi
+	}
+	return uint64(t.UnixNano()) ^ (1 << 63)
 }
 
 // needBucket is the needs-decision index bucket of need.

@@ -40,3 +40,12 @@ func (s *Store) GetListSync(ctx context.Context) (store.ListSync, error) {
 	})
 	return l, err
 }
+
+func (s *Store) GetSweep(ctx context.Context) (store.Sweep, error) {
+	var l store.Sweep
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		_, err := getJSON(tx.Bucket(bktMeta), keySweep, &l)
+		return err
+	})
+	return l, err
+}

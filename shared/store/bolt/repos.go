@@ -2,13 +2,11 @@ package bolt
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"go.etcd.io/bbolt"
 
@@ -169,61 +167,35 @@ func (s *Store) ListReposNeedingDecision(ctx context.Context, need store.Need, c
 	return rs, next, nil
 }
 
-// ListStalest scans every repo (O(n) reads, O(limit) memory): bbolt has no secondary
-// index on LastSuccessAt, and one would cost a write on every successful fetch, which is
-// the hot path. The status page asks for a handful, a few times a minute.
+// ListStalest reads the first limit entries of the stalest index (layout 3), then
+// their records: O(limit), whatever the number of repos.
 func (s *Store) ListStalest(ctx context.Context, limit int) ([]store.Repo, error) {
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	// h is a max-heap of the limit stalest repos seen so far: its root is the least stale,
-	// the one to drop when a staler repo turns up.
-	h := &staleHeap{}
+	// The stalest index is in CompareStaleness order: the first limit entries.
+	var out []store.Repo
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		return tx.Bucket(bktRepos).ForEach(func(k, v []byte) error {
+		repos := tx.Bucket(bktRepos)
+		c := tx.Bucket(bktStalest).Cursor()
+		for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+			id := k[9:]
 			var r store.Repo
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("bolt: decode repo %q: %w", k, err)
+			ok, err := getJSON(repos, id, &r)
+			if err != nil {
+				return err
 			}
-			if r.State == store.RepoDeleting {
-				return nil
+			if !ok {
+				return fmt.Errorf("bolt: stalest index names repo %q, which does not exist", id)
 			}
-			switch {
-			case h.Len() < limit:
-				heap.Push(h, r)
-			case staler(r, (*h)[0]):
-				(*h)[0] = r
-				heap.Fix(h, 0)
-			}
-			return nil
-		})
+			out = append(out, r)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := []store.Repo(*h)
-	slices.SortFunc(out, func(a, b store.Repo) int {
-		if staler(a, b) {
-			return -1
-		}
-		return 1 // ids are unique, so a and b are never equally stale
-	})
 	return out, nil
-}
-
-func staler(a, b store.Repo) bool { return store.CompareStaleness(a, b) < 0 }
-
-type staleHeap []store.Repo
-
-func (h staleHeap) Len() int           { return len(h) }
-func (h staleHeap) Less(i, j int) bool { return staler(h[j], h[i]) } // max-heap
-func (h staleHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *staleHeap) Push(x any)        { *h = append(*h, x.(store.Repo)) }
-func (h *staleHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return r
 }
 
 // scan calls fn for up to limit keys under prefix that sort after prefix+after, passing

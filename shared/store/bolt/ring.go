@@ -138,16 +138,36 @@ func upgrade(tx *bbolt.Tx) error {
 	if raw := meta.Get(keyLayout); len(raw) == 8 {
 		v = binary.BigEndian.Uint64(raw)
 	}
-	if v >= layout {
+	if v > layout {
+		return &store.SchemaError{Store: "bbolt file " + tx.DB().Path(), Found: int64(v), Supported: layout}
+	}
+	if v == layout {
 		return nil
 	}
-	for _, name := range [][]byte{oldByOwner, oldNeeds} {
-		if tx.Bucket(name) != nil {
-			if err := tx.DeleteBucket(name); err != nil {
-				return fmt.Errorf("upgrade: drop %s: %w", name, err)
+	if v < 2 {
+		for _, name := range [][]byte{oldByOwner, oldNeeds} {
+			if tx.Bucket(name) != nil {
+				if err := tx.DeleteBucket(name); err != nil {
+					return fmt.Errorf("upgrade: drop %s: %w", name, err)
+				}
+			}
+		}
+		var whole store.Ring
+		if ok, err := getJSON(meta, keyRing, &whole); err != nil {
+			return err
+		} else if ok && whole.Version > 0 {
+			h := ringHead{Ring: whole, Body: whole.Version}
+			h.Members, h.Tokens = nil, nil
+			if err := putJSON(meta, keyRingBody, ringBody{Members: whole.Members, Tokens: whole.Tokens}); err != nil {
+				return err
+			}
+			if err := putJSON(meta, keyRing, h); err != nil {
+				return err
 			}
 		}
 	}
+	// Every index of the current layout is rebuilt from the records (2: by owner and
+	// ring position, needs decision; 3: stalest). Putting an entry again is harmless.
 	err := tx.Bucket(bktRepos).ForEach(func(k, v []byte) error {
 		var r store.Repo
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -157,19 +177,6 @@ func upgrade(tx *bbolt.Tx) error {
 	})
 	if err != nil {
 		return err
-	}
-	var whole store.Ring
-	if ok, err := getJSON(meta, keyRing, &whole); err != nil {
-		return err
-	} else if ok && whole.Version > 0 {
-		h := ringHead{Ring: whole, Body: whole.Version}
-		h.Members, h.Tokens = nil, nil
-		if err := putJSON(meta, keyRingBody, ringBody{Members: whole.Members, Tokens: whole.Tokens}); err != nil {
-			return err
-		}
-		if err := putJSON(meta, keyRing, h); err != nil {
-			return err
-		}
 	}
 	return meta.Put(keyLayout, binary.BigEndian.AppendUint64(nil, layout))
 }

@@ -86,11 +86,20 @@ func (s *Store) updateWorker(ctx context.Context, id string, fn func(*store.Work
 }
 
 // putWorker writes a worker record. Every change to the workers bucket goes through it
-// or deleteWorker, which count it in the bucket's sequence: WorkersVersion.
+// or deleteWorker; those that change the membership (a new record, its state, slot,
+// registration or recorded silence) move the bucket's sequence: WorkersVersion.
+// Heartbeats and outbox heads and trims do not.
 func putWorker(tx *bbolt.Tx, w store.Worker) error {
-	b, err := changeWorkers(tx)
+	b := tx.Bucket(bktWorkers)
+	var old store.Worker
+	ok, err := getJSON(b, []byte(w.ID), &old)
 	if err != nil {
 		return err
+	}
+	if !ok || store.MembershipChanged(old, w) {
+		if b, err = changeWorkers(tx); err != nil {
+			return err
+		}
 	}
 	return putJSON(b, []byte(w.ID), w)
 }
@@ -101,7 +110,8 @@ func changeWorkers(tx *bbolt.Tx) (*bbolt.Bucket, error) {
 	return b, b.SetSequence(b.Sequence() + 1)
 }
 
-// WorkersVersion is the workers bucket's sequence, which putWorker and deleteWorker move.
+// WorkersVersion is the workers bucket's sequence, which membership changes move
+// (putWorker, deleteWorker).
 func (s *Store) WorkersVersion(ctx context.Context) (uint64, error) {
 	var v uint64
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
@@ -149,6 +159,16 @@ func (s *Store) ReadOutbox(ctx context.Context, worker string, after uint64, lim
 	}
 	var es []store.OutboxEntry
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		// Entries a bounded trim left below the trim point are not read.
+		var w store.Worker
+		if ok, err := getJSON(tx.Bucket(bktWorkers), []byte(worker), &w); err != nil {
+			return err
+		} else if ok && w.TrimmedTo > after {
+			after = w.TrimmedTo
+		}
+		if after == ^uint64(0) {
+			return nil
+		}
 		prefix := outboxPrefix(worker)
 		c := tx.Bucket(bktOutbox).Cursor()
 		for k, v := c.Seek(seqKey(worker, after+1)); k != nil && bytes.HasPrefix(k, prefix) && len(es) < limit; k, v = c.Next() {

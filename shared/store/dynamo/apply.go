@@ -136,6 +136,8 @@ func mutationKey(m store.Mutation) (item, error) {
 		return ringHeadKey(), nil
 	case store.PutListSync:
 		return listSyncKey(), nil
+	case store.PutSweep:
+		return sweepKey(), nil
 	case store.SetWorkerState:
 		return workerKey(m.ID), nil
 	case store.DeleteWorker:
@@ -170,6 +172,8 @@ type txPlan struct {
 	ringValue store.Ring
 	listSync  *singletonWork
 	listValue store.ListSync
+	sweep     *singletonWork
+	sweepVal  store.Sweep
 
 	actions []types.TransactWriteItem
 	deltas  map[store.RepoState]int
@@ -184,6 +188,7 @@ type workerWork struct {
 	state   bool   // fields changed
 	head    bool
 	trimmed bool
+	trimMax uint64 // entries the trim deletes at most (0: all)
 	entries []store.OutboxEntry
 }
 
@@ -345,6 +350,13 @@ func (p *txPlan) mutation(i int, m store.Mutation) error {
 		}
 		r.cur = m.ExpectVersion + 1
 		p.ringIdx, p.ringValue = i, m.Ring
+	case store.PutSweep:
+		sw := p.singleton(&p.sweep, sweepKey())
+		if sw.cur != m.ExpectVersion {
+			return conflictf("sweep version is %d, want %d", sw.cur, m.ExpectVersion)
+		}
+		sw.cur = m.ExpectVersion + 1
+		p.sweepVal = m.Sweep
 	case store.PutListSync:
 		l := p.singleton(&p.listSync, listSyncKey())
 		if l.cur != m.ExpectVersion {
@@ -397,7 +409,7 @@ func (p *txPlan) mutation(i int, m store.Mutation) error {
 			return err
 		}
 		if m.Through > w.cur.TrimmedTo { // never moves back
-			w.cur.TrimmedTo, w.trimmed = m.Through, true
+			w.cur.TrimmedTo, w.trimmed, w.trimMax = m.Through, true, m.Max
 		}
 	case store.AssignRepo:
 		r, err := p.repo(m.ID)
@@ -436,6 +448,20 @@ func (p *txPlan) emit(ks string) error {
 	switch {
 	case ks == keyString(ringHeadKey()):
 		return p.emitRing()
+	case ks == keyString(sweepKey()):
+		sw := p.sweepVal
+		sw.Version = p.sweep.cur
+		it, err := sweepItem(sw)
+		if err != nil {
+			return err
+		}
+		var x expr
+		p.add(types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(p.s.table), Item: it,
+			ConditionExpression:      aws.String(versionCond(&x, p.sweep.read)),
+			ExpressionAttributeNames: x.Names(), ExpressionAttributeValues: x.Values(),
+		}})
+		return nil
 	case ks == keyString(listSyncKey()):
 		l := p.listValue
 		l.Version = p.listSync.cur
@@ -520,11 +546,15 @@ func (p *txPlan) emitWorker(w *workerWork) error {
 		}})
 		id, inc := w.read.ID, w.read.Inc
 		p.after = append(p.after, func(ctx context.Context) {
+			p.s.bumpWorkersVersion(ctx, "Apply/DeleteWorker")
 			p.s.deleteMatching(ctx, "Apply/DeleteWorker", partition(outboxPK(id, inc)), nil)
 		})
 		return nil
 	}
 	var sets []string
+	if w.state && store.MembershipChanged(w.read.Worker, w.cur.Worker) {
+		p.after = append(p.after, func(ctx context.Context) { p.s.bumpWorkersVersion(ctx, "Apply/SetWorkerState") })
+	}
 	if w.state {
 		// Zero values, not REMOVE, clear a silence: they read back as zero alike.
 		sets = append(sets, x.eq(wState, avS(string(w.cur.State))),
@@ -537,9 +567,9 @@ func (p *txPlan) emitWorker(w *workerWork) error {
 	if w.trimmed {
 		cond += " AND " + x.eq(wTrimmed, avU(w.read.TrimmedTo))
 		sets = append(sets, x.eq(wTrimmed, avU(w.cur.TrimmedTo)))
-		id, inc, through := w.read.ID, w.read.Inc, w.cur.TrimmedTo
+		id, inc, through, most := w.read.ID, w.read.Inc, w.cur.TrimmedTo, w.trimMax
 		p.after = append(p.after, func(ctx context.Context) {
-			p.s.deleteMatching(ctx, "Apply/TrimOutbox", between(outboxPK(id, inc), seqSK(0), seqSK(through)), nil)
+			p.s.deleteFirst(ctx, "Apply/TrimOutbox", between(outboxPK(id, inc), seqSK(0), seqSK(through)), int(most))
 		})
 	}
 	if len(sets) == 0 { // e.g. a trim that does not move: the worker must still exist

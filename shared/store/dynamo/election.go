@@ -71,6 +71,14 @@ func (s *Store) retryConflicts(ctx context.Context, write func() error) error {
 	}
 }
 
+func (s *Store) GetSweep(ctx context.Context) (store.Sweep, error) {
+	m, err := s.getItem(ctx, "GetSweep", sweepKey())
+	if err != nil || m == nil {
+		return store.Sweep{}, err
+	}
+	return decodeSweep(m)
+}
+
 func (s *Store) GetListSync(ctx context.Context) (store.ListSync, error) {
 	m, err := s.getItem(ctx, "GetListSync", listSyncKey())
 	if err != nil || m == nil {

@@ -178,6 +178,38 @@ func (s *Store) deleteMatching(ctx context.Context, op string, in *dynamodb.Quer
 	}
 }
 
+// deleteFirst deletes the first most items in's query finds (all when most is 0): a
+// bounded clean-up that leaves the rest, invisible to readers, for a later one.
+func (s *Store) deleteFirst(ctx context.Context, op string, in *dynamodb.QueryInput, most int) {
+	if most <= 0 {
+		s.deleteMatching(ctx, op, in, nil)
+		return
+	}
+	var keys []item
+	in = keysOnly(in)
+	var err error
+	for len(keys) < most {
+		in.Limit = aws.Int32(int32(min(most-len(keys), defaultLimit)))
+		var out *dynamodb.QueryOutput
+		if out, err = s.queryPage(ctx, op, in); err != nil {
+			break
+		}
+		for _, it := range out.Items {
+			keys = append(keys, key(getS(it, attrPK), getS(it, attrSK)))
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	if err == nil {
+		err = s.batchWrite(ctx, op, deleteRequests(keys))
+	}
+	if err != nil {
+		s.cfg.Log.Warn("dynamo: clean-up failed; the leftovers are invisible to readers", "op", op, "err", err)
+	}
+}
+
 // beginsWith is a key condition on a partition and a sort key prefix.
 func beginsWith(pk, prefix string) *dynamodb.QueryInput {
 	var e expr

@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -298,6 +299,7 @@ func decodeEntry(m item) (store.OutboxEntry, error) {
 const (
 	eVersion, eTerm, eVotedFor, eLease, eLastCall = "version", "term", "voted_for", "lease_until", "last_call"
 	lVersion, lCommit, lApplied, lExtra           = "version", "commit", "applied_at", "extra"
+	attrWorkersV                                  = "v"
 )
 
 func decodeElection(m item) (store.Election, error) {
@@ -310,6 +312,27 @@ func decodeElection(m item) (store.Election, error) {
 		LastCallTime: d.t(eLastCall),
 	}
 	return e, d.err
+}
+
+// sweepItem keeps the sweep's state as JSON beside its version: nothing queries it.
+func sweepItem(sw store.Sweep) (item, error) {
+	b, err := json.Marshal(sw)
+	if err != nil {
+		return nil, fmt.Errorf("dynamo: encode sweep: %w", err)
+	}
+	m := sweepKey()
+	m[lVersion] = avN(sw.Version)
+	m[lExtra] = avB(b)
+	return m, nil
+}
+
+func decodeSweep(m item) (store.Sweep, error) {
+	var sw store.Sweep
+	if err := json.Unmarshal(getB(m, lExtra), &sw); err != nil {
+		return store.Sweep{}, fmt.Errorf("dynamo: decode sweep: %w", err)
+	}
+	sw.Version = versionOf(m)
+	return sw, nil
 }
 
 func listSyncItem(l store.ListSync) item {

@@ -47,6 +47,8 @@ const (
 	pkRing     = "RING"
 	skRingHead = "HEAD"
 	pkListSync = "LISTSYNC"
+	pkSweep    = "SWEEP"
+	pkWorkersV = "WORKERSVERSION"
 	pkWorkers  = "WORKERS"
 	pkSlots    = "SLOTS"
 	pkCounts   = "COUNTS"
@@ -65,6 +67,8 @@ func key(pk, sk string) item { return item{attrPK: avS(pk), attrSK: avS(sk)} }
 func electionKey() item         { return key(pkElection, skSingle) }
 func ringHeadKey() item         { return key(pkRing, skRingHead) }
 func listSyncKey() item         { return key(pkListSync, skSingle) }
+func sweepKey() item            { return key(pkSweep, skSingle) }
+func workersVersionKey() item   { return key(pkWorkersV, skSingle) }
 func workerKey(id string) item  { return key(pkWorkers, id) }
 func slotKey(slot int) item     { return key(pkSlots, fmt.Sprintf("%010d", slot)) }
 func repoKey(id string) item    { return key(pkRepoPre+id, skSingle) }

@@ -89,6 +89,7 @@ func (s *Store) ClaimSlot(ctx context.Context, w store.Worker, maxSlots int) (st
 			TransactItems: []types.TransactWriteItem{
 				{Put: &types.Put{TableName: aws.String(s.table), Item: workerItem(w, inc), ConditionExpression: aws.String(wx.notExists()), ExpressionAttributeNames: wx.Names()}},
 				{Put: &types.Put{TableName: aws.String(s.table), Item: slotItem, ConditionExpression: aws.String(sx.notExists()), ExpressionAttributeNames: sx.Names()}},
+				{Update: s.workersVersionUpdate()},
 			},
 			ReturnConsumedCapacity: s.rcc(),
 		})
@@ -194,6 +195,7 @@ func (s *Store) Leave(ctx context.Context, id string) error {
 	case err != nil:
 		return fmt.Errorf("dynamo: leave %s: %w", id, err)
 	}
+	s.bumpWorkersVersion(ctx, "Leave")
 	return nil
 }
 
@@ -220,11 +222,47 @@ func (s *Store) getWorker(ctx context.Context, op, id string) (*storedWorker, er
 	return &w, nil
 }
 
-// ListWorkers is one strongly consistent Query of the WORKERS partition.
-// WorkersVersion is not kept: a counter every heartbeat bumps would be a second write
-// per heartbeat, all on one item. The coordinator reads the workers every tick instead.
-func (s *Store) WorkersVersion(context.Context) (uint64, error) {
-	return 0, fmt.Errorf("dynamo: workers version: %w", errors.ErrUnsupported)
+// WorkersVersion is a counter item that membership changes move: ClaimSlot in its
+// transaction, Leave and the Applies that change a worker's state or remove it right
+// after their write (a reader that saw the old count read the old membership, or sees a
+// new count once the write is in). Heartbeats do not touch it, so it costs no write on
+// the hot path; reading it is one strongly consistent GetItem.
+func (s *Store) WorkersVersion(ctx context.Context) (uint64, error) {
+	m, err := s.getItem(ctx, "WorkersVersion", workersVersionKey())
+	if err != nil || m == nil {
+		return 0, err
+	}
+	d := decoder{what: "workers version", m: m}
+	v := d.u64(attrWorkersV)
+	return v, d.err
+}
+
+// bumpWorkersVersion moves the workers version after a membership change that is not in
+// a transaction with it. A failure is logged: the coordinator then sees the change when
+// its kept plan runs out (a silence threshold), at most SuspectAfter later.
+func (s *Store) bumpWorkersVersion(ctx context.Context, op string) {
+	in := s.workersVersionUpdate()
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: in.TableName, Key: in.Key, UpdateExpression: in.UpdateExpression,
+		ExpressionAttributeNames: in.ExpressionAttributeNames, ExpressionAttributeValues: in.ExpressionAttributeValues,
+		ReturnConsumedCapacity: s.rcc(),
+	})
+	if err != nil {
+		s.cfg.Log.Warn("dynamo: workers version not moved", "op", op, "err", err)
+		return
+	}
+	s.consumedPtr(op+"/UpdateItem", out.ConsumedCapacity)
+}
+
+// workersVersionUpdate adds one to the workers version.
+func (s *Store) workersVersionUpdate() *types.Update {
+	var x expr
+	return &types.Update{
+		TableName: aws.String(s.table), Key: workersVersionKey(),
+		UpdateExpression:          aws.String("ADD " + x.n(attrWorkersV) + " " + x.v(avN(1))),
+		ExpressionAttributeNames:  x.Names(),
+		ExpressionAttributeValues: x.Values(),
+	}
 }
 
 func (s *Store) ListWorkers(ctx context.Context) ([]store.Worker, error) {

@@ -430,3 +430,34 @@ func testStaleTermWritesNothing(t *testing.T, s store.Store) {
 	wantErr(t, s.RequestDeleteFenced(ctx, cur.Term, "r-none"), store.ErrNotFound, "RequestDeleteFenced of an unknown repo")
 	checkIndexes(t, s, "w1")
 }
+
+// testPutSweep: the anti-entropy sweep's state is a versioned singleton, fenced by term.
+func testPutSweep(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	got, err := s.GetSweep(ctx)
+	noErr(t, err, "GetSweep")
+	equal(t, "empty sweep", got, store.Sweep{}, normSweep)
+	term := lead(t, s)
+	first := store.Sweep{Owner: "w1", Cursor: store.PosCursor(7, "r1"), PassStart: t0, TickAt: t0.Add(time.Minute),
+		Read: 1000, LastPass: 5000, Passes: 3, Found: 2}
+	mustApply(t, s, term, store.PutSweep{Sweep: first, ExpectVersion: 0})
+	first.Version = 1
+	got, err = s.GetSweep(ctx)
+	noErr(t, err, "GetSweep")
+	equal(t, "stored sweep", got, first, normSweep)
+	for _, stale := range []int64{0, 2} {
+		err = s.Apply(ctx, term, []store.Mutation{store.PutSweep{Sweep: store.Sweep{Owner: "zzz"}, ExpectVersion: stale}})
+		wantErr(t, err, store.ErrConflict, fmt.Sprintf("PutSweep(expect %d) at version 1", stale))
+	}
+	err = s.Apply(ctx, term-1, []store.Mutation{store.PutSweep{Sweep: store.Sweep{Owner: "zzz"}, ExpectVersion: 1}})
+	wantErr(t, err, store.ErrFenced, "PutSweep with an old term")
+	got, err = s.GetSweep(ctx)
+	noErr(t, err, "GetSweep")
+	equal(t, "sweep after refused puts", got, first, normSweep)
+	second := store.Sweep{PassStart: t0.Add(time.Hour), LastPass: 6000, Passes: 4}
+	mustApply(t, s, term, store.PutSweep{Sweep: second, ExpectVersion: 1})
+	second.Version = 2
+	got, err = s.GetSweep(ctx)
+	noErr(t, err, "GetSweep")
+	equal(t, "second sweep", got, second, normSweep)
+}

@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PutRing", testPutRing},
 		{"PutRingRace", testPutRingRace},
 		{"PutListSync", testPutListSync},
+		{"PutSweep", testPutSweep},
 		{"ApplyFenced", testApplyFenced},
 		{"StaleTermWritesNothing", testStaleTermWritesNothing},
 		{"ApplyAtomic", testApplyAtomic},
@@ -226,6 +227,11 @@ func normRing(r store.Ring) store.Ring {
 		r.Scans = nil
 	}
 	return r
+}
+
+func normSweep(sw store.Sweep) store.Sweep {
+	sw.PassStart, sw.TickAt = sw.PassStart.UTC(), sw.TickAt.UTC()
+	return sw
 }
 
 func normListSync(l store.ListSync) store.ListSync {

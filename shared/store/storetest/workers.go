@@ -379,10 +379,30 @@ func testOutbox(t *testing.T, s store.Store) {
 	if got := seqs(readOutbox(t, s, "w10", 0, 0)); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("w10 outbox after w1's trims = %v, want [1]", got)
 	}
+
+	// A bounded trim (a cut at the head that deletes few entries now) moves the trim
+	// point at once: the entries it leaves below it are never read again.
+	for head := uint64(6); head < 10; head++ {
+		mustApply(t, s, term, store.AppendOutbox{Worker: "w1", ExpectHead: head, Entries: first[:1]})
+	}
+	mustApply(t, s, term, store.TrimOutbox{Worker: "w1", Through: 9, Max: 1})
+	if w := getWorker(t, s, "w1"); w.OutboxHead != 10 || w.TrimmedTo != 9 {
+		t.Fatalf("w1 head %d trimmed %d after a bounded cut, want 10 and 9", w.OutboxHead, w.TrimmedTo)
+	}
+	for _, after := range []uint64{0, 6, 9} {
+		if got := seqs(readOutbox(t, s, "w1", after, 0)); !slices.Equal(got, []uint64{10}) {
+			t.Fatalf("ReadOutbox(w1, after %d) after a bounded cut through 9 = %v, want [10]", after, got)
+		}
+	}
+	mustApply(t, s, term, store.TrimOutbox{Worker: "w1", Through: 10, Max: 1})
+	if es := readOutbox(t, s, "w1", 0, 0); len(es) != 0 {
+		t.Fatalf("w1 outbox after a bounded trim of all = %v", seqs(es))
+	}
 }
 
-// testWorkersVersion: every write to a worker record moves the version, so a coordinator
-// that saw it unchanged may skip reading the workers; a backend may say it keeps none.
+// testWorkersVersion: every change of the membership moves the version, so a coordinator
+// that saw it unchanged may keep its plan; heartbeats and outbox writes do not, so a
+// live fleet's ticks can be quiet. A backend may say it keeps none.
 func testWorkersVersion(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	version := func(what string) uint64 {
@@ -409,7 +429,7 @@ func testWorkersVersion(t *testing.T, s store.Store) {
 	stayed := func(what string) {
 		t.Helper()
 		if v := version(what); v != last {
-			t.Fatalf("WorkersVersion moved from %d to %d with %s, which writes no worker", last, v, what)
+			t.Fatalf("WorkersVersion moved from %d to %d with %s, which changes no membership", last, v, what)
 		}
 	}
 
@@ -418,20 +438,25 @@ func testWorkersVersion(t *testing.T, s store.Store) {
 	claim(t, s, "w-b")
 	moved("a second ClaimSlot")
 	heartbeat(t, s, "w-a", t0)
-	moved("Heartbeat")
-	heartbeat(t, s, "w-a", t0) // the same report again is still a beat
-	moved("a second Heartbeat")
+	stayed("Heartbeat")
+	heartbeat(t, s, "w-a", t0.Add(time.Second))
+	stayed("a second Heartbeat")
 	noErr(t, s.Leave(ctx, "w-b"), "Leave")
 	moved("Leave")
 	term := lead(t, s)
 	stayed("an election")
 	mustApply(t, s, term, store.SetWorkerState{ID: "w-a", State: store.WorkerActive})
 	moved("SetWorkerState")
+	mustApply(t, s, term, store.SetWorkerState{ID: "w-a", State: store.WorkerActive})
+	stayed("SetWorkerState to the state it has")
+	w := getWorker(t, s, "w-a")
+	mustApply(t, s, term, store.SetWorkerState{ID: "w-a", State: store.WorkerSuspect, ExpectBeats: w.Beats, SilentSince: t0})
+	moved("SetWorkerState recording a silence")
 	mustApply(t, s, term, store.AppendOutbox{Worker: "w-a", Entries: []store.OutboxEntry{
 		{Op: store.OpAdd, RepoID: "r1", URL: "https://example.org/r1", Epoch: 1}}})
-	moved("AppendOutbox")
+	stayed("AppendOutbox")
 	mustApply(t, s, term, store.TrimOutbox{Worker: "w-a", Through: 1})
-	moved("TrimOutbox")
+	stayed("TrimOutbox")
 	mustApply(t, s, term, store.DeleteWorker{ID: "w-b"})
 	moved("DeleteWorker")
 	_, err := s.ClaimSlot(ctx, store.Worker{ID: "w-a"}, 8)

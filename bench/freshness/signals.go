@@ -1,0 +1,177 @@
+package main
+
+import (
+	"cmp"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+)
+
+// signals is a change signal some repos send besides what polls find: a forge's push
+// webhooks (delivered seconds after a push, a few lost) or a change feed the worker probes
+// (a listing by last activity, which names every repo that changed since the last probe).
+type signals struct {
+	Section string  // the section of freshness.json it fills
+	Share   float64 // of all repos covered (a repo whose forge sends hooks, or whose host has a feed)
+	// Hooks: each push is delivered after a delay drawn uniformly in [DelayMin, DelayMax]
+	// days, or lost with chance Loss.
+	DelayMin, DelayMax, Loss float64
+	// Feeds: probed every Period days; a probe names every covered repo pushed since the last.
+	Period float64
+	Drift  bool // on the drifting population
+}
+
+// The sections with signals. Hooks are set up per organization as often as per repo,
+// and a feed lists a whole host, so coverage is drawn per organization (repos fall into
+// organizations of 1 + geometric(mean orgExtra) repos); a share of 30% covers 30% of the
+// repos, and of the active ones, in expectation. An organization covered at 30% is covered
+// at 60% (the same draw), so the sections differ only in coverage.
+var signalSections = []signals{
+	{Section: "hooks30", Share: 0.3, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01},
+	{Section: "hooks60", Share: 0.6, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01},
+	{Section: "hooks30_drift", Share: 0.3, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01, Drift: true},
+	{Section: "hooks60_drift", Share: 0.6, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01, Drift: true},
+	{Section: "feed", Share: 0.7, Period: 5.0 / (24 * 60)},
+	{Section: "feed_drift", Share: 0.7, Period: 5.0 / (24 * 60), Drift: true},
+}
+
+// doc is the section's signal as freshness.json records it.
+func (s signals) doc() results.FreshnessSignal {
+	d := results.FreshnessSignal{Section: s.Section, Kind: "hooks", Share: s.Share, DelayMinS: s.DelayMin * 86400,
+		DelayMaxS: s.DelayMax * 86400, Loss: s.Loss, Drift: s.Drift}
+	if s.Period > 0 {
+		d = results.FreshnessSignal{Section: s.Section, Kind: "feed", Share: s.Share, PeriodMin: s.Period * 24 * 60, Drift: s.Drift}
+	}
+	return d
+}
+
+// delivery is a signal reaching the worker: repo's pushes up to the time it names are there.
+type delivery struct {
+	at   float64
+	repo int
+}
+
+// orgExtra is the mean number of repos an organization has besides its first.
+const orgExtra = 3.0
+
+// orgs assigns the n repos to organizations: org[i] is repo i's.
+func orgs(n int, seed uint64) []int {
+	rng := rand.New(rand.NewPCG(seed, 0x0e6))
+	out := make([]int, n)
+	org, left := 0, 0
+	for _, i := range rng.Perm(n) {
+		if left == 0 {
+			org++
+			left = 1
+			for rng.Float64() < orgExtra/(1+orgExtra) {
+				left++
+			}
+		}
+		out[i] = org
+		left--
+	}
+	return out
+}
+
+// covered draws which repos send the signal: a uniform draw per organization, the same
+// for every section of a seed, so a higher share covers a superset.
+func covered(org []int, seed uint64, share float64) []bool {
+	rng := rand.New(rand.NewPCG(seed, 0x51611a1))
+	draw := map[int]float64{}
+	out := make([]bool, len(org))
+	for i, o := range org {
+		u, ok := draw[o]
+		if !ok {
+			u = rng.Float64()
+			draw[o] = u
+		}
+		out[i] = u < share
+	}
+	return out
+}
+
+// deliveries lists every signal the covered repos send up to end, in time order. A feed
+// coalesces by construction (one listing per probe names a repo once).
+func (s signals) deliveries(up Upstream, cov []bool, end float64, rng *rand.Rand) []delivery {
+	var out []delivery
+	for i, l := range up {
+		if !cov[i] {
+			continue
+		}
+		lastProbe := math.Inf(-1)
+		for _, p := range l.Pushes {
+			if p.At > end {
+				break
+			}
+			if s.Period > 0 {
+				probe := math.Ceil(p.At/s.Period) * s.Period
+				if probe != lastProbe {
+					out = append(out, delivery{probe, i})
+					lastProbe = probe
+				}
+				continue
+			}
+			if rng.Float64() < s.Loss {
+				continue
+			}
+			out = append(out, delivery{p.At + s.DelayMin + rng.Float64()*(s.DelayMax-s.DelayMin), i})
+		}
+	}
+	slices.SortFunc(out, func(a, b delivery) int { return cmp.Compare(a.at, b.at) })
+	return out
+}
+
+// signalled is the worker's side: deliveries arriving, a queue of repos to fetch at once
+// (one entry per repo however many signals it got: bursts coalesce), and which
+// organizations have signalled lately. A repo of such an organization is taken to be
+// covered (an organization's hook covers all its repos) unless a poll of it found a push
+// that no signal announced.
+type signalled struct {
+	pending   []delivery // not yet arrived
+	queue     []int      // arrived, to fetch before any poll, oldest first
+	queued    []bool
+	org       []int
+	last      map[int]float64 // day of each organization's latest signal
+	distrusts []bool          // a poll found a push of this repo that no signal announced
+}
+
+func newSignalled(org []int, ds []delivery) *signalled {
+	n := len(org)
+	return &signalled{pending: ds, queued: make([]bool, n), org: org, last: map[int]float64{}, distrusts: make([]bool, n)}
+}
+
+// arrive takes in the deliveries made by now.
+func (s *signalled) arrive(now float64) {
+	for len(s.pending) > 0 && s.pending[0].at <= now {
+		d := s.pending[0]
+		s.pending = s.pending[1:]
+		s.last[s.org[d.repo]] = d.at
+		s.distrusts[d.repo] = false
+		if !s.queued[d.repo] {
+			s.queued[d.repo] = true
+			s.queue = append(s.queue, d.repo)
+		}
+	}
+}
+
+// unannounced records that a poll of repo i found pushes no signal announced.
+func (s *signalled) unannounced(i int) { s.distrusts[i] = true }
+
+// covers is whether the worker takes repo i to signal its pushes at day now.
+func (s *signalled) covers(i int, now float64) bool {
+	last, ok := s.last[s.org[i]]
+	return ok && now-last <= signalMemory && !s.distrusts[i]
+}
+
+// next is the repo to fetch now because it signalled, if any.
+func (s *signalled) next() (int, bool) {
+	if len(s.queue) == 0 {
+		return 0, false
+	}
+	i := s.queue[0]
+	s.queue = s.queue[1:]
+	s.queued[i] = false
+	return i, true
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestCoverageIsPerOrganizationAndNested(t *testing.T) {
+	org := orgs(20000, 3)
+	a, b := covered(org, 3, 0.3), covered(org, 3, 0.6)
+	n30, n60 := 0, 0
+	byOrg := map[int]bool{}
+	for i := range org {
+		if a[i] && !b[i] {
+			t.Fatalf("repo %d covered at 30%% but not at 60%%", i)
+		}
+		if c, ok := byOrg[org[i]]; ok && c != a[i] {
+			t.Fatalf("organization %d is partly covered", org[i])
+		}
+		byOrg[org[i]] = a[i]
+		if a[i] {
+			n30++
+		}
+		if b[i] {
+			n60++
+		}
+	}
+	if s := float64(n30) / 20000; math.Abs(s-0.3) > 0.03 {
+		t.Errorf("30%% section covers %.3f of the repos", s)
+	}
+	if s := float64(n60) / 20000; math.Abs(s-0.6) > 0.03 {
+		t.Errorf("60%% section covers %.3f of the repos", s)
+	}
+	if per := 20000 / float64(len(byOrg)); math.Abs(per-(1+orgExtra)) > 0.2 {
+		t.Errorf("%.2f repos per organization, want %g", per, 1+orgExtra)
+	}
+}
+
+func TestDeliveries(t *testing.T) {
+	up := Upstream{
+		{Pushes: []Push{{At: 0.995}, {At: 1.0}, {At: 2.0}}},
+		{Pushes: []Push{{At: 1.5}}},
+	}
+	cov := []bool{true, false}
+	rng := rand.New(rand.NewPCG(1, 2))
+	// Hooks: one delivery per push of a covered repo, within the delay.
+	h := signals{DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400}
+	ds := h.deliveries(up, cov, 10, rng)
+	if len(ds) != 3 {
+		t.Fatalf("hooks: %d deliveries, want 3: %+v", len(ds), ds)
+	}
+	for k, d := range ds {
+		p := up[0].Pushes[k].At
+		if d.repo != 0 || d.at < p+h.DelayMin || d.at > p+h.DelayMax {
+			t.Errorf("delivery %+v for a push at %v", d, p)
+		}
+	}
+	// All lost.
+	h.Loss = 1
+	if ds := h.deliveries(up, cov, 10, rng); len(ds) != 0 {
+		t.Errorf("%d deliveries with every hook lost", len(ds))
+	}
+	// A feed: one listing per probe names the repo once, at the probe after the push.
+	f := signals{Period: 0.01}
+	ds = f.deliveries(up, []bool{true, true}, 10, rng)
+	if len(ds) != 3 || ds[0].repo != 0 || math.Abs(ds[0].at-1.0) > 1e-12 || ds[1].at != 1.5 || ds[2].at != 2.0 {
+		t.Fatalf("feed deliveries %+v", ds)
+	}
+}
+
+func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
+	org := []int{1, 1, 2}
+	s := newSignalled(org, []delivery{{1.0, 0}, {1.1, 0}, {1.2, 2}, {5, 1}})
+	s.arrive(2)
+	if i, ok := s.next(); !ok || i != 0 {
+		t.Fatalf("first fetch %d %v, want repo 0", i, ok)
+	}
+	if i, ok := s.next(); !ok || i != 2 {
+		t.Fatalf("second fetch %d %v, want repo 2 (repo 0's burst coalesced)", i, ok)
+	}
+	if _, ok := s.next(); ok {
+		t.Fatal("a fetch with nothing signalled")
+	}
+	// Repo 1 has not signalled, but its organization has.
+	if !s.covers(1, 3) || s.covers(1, 1.05+signalMemory+1) {
+		t.Error("coverage is not the organization's, or does not expire")
+	}
+	s.unannounced(1)
+	if s.covers(1, 3) {
+		t.Error("a repo whose poll found an unannounced push still counts as signalling")
+	}
+	s.arrive(6) // repo 1's own hook restores it
+	if !s.covers(1, 6) {
+		t.Error("a repo's own hook does not restore it")
+	}
+}
+
+func TestSignalsCutTheLagWithinTheBudget(t *testing.T) {
+	pop := NewPopulation(600, 5, targets)
+	up := pop.NewUpstream(5, 120, 0, batch, targets)
+	base := runConfig{Budget: 0.5, End: 120, MinInterval: 5.0 / (24 * 60), Windows: []window{{60, 100}}}
+	poll := run(pop, up, production{defaultPolicy()}, base, rand.New(rand.NewPCG(5, 1)))[0]
+	sg := signals{Section: "hooks60", Share: 0.6, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01}
+	cfg := base
+	cfg.Signal, cfg.Orgs = &sg, orgs(600, 5)
+	cfg.Covered = covered(cfg.Orgs, 5, sg.Share)
+	cfg.Deliveries = sg.deliveries(up, cfg.Covered, cfg.End, rand.New(rand.NewPCG(5, 2)))
+	hooked := run(pop, up, production{defaultPolicy()}, cfg, rand.New(rand.NewPCG(5, 1)))[0]
+	if hooked.Polls != poll.Polls {
+		t.Errorf("signals changed the fetches made: %d, poll-only %d", hooked.Polls, poll.Polls)
+	}
+	if hooked.SignalFetches == 0 || hooked.SignallingCommitShare == 0 {
+		t.Fatalf("no signal fetch: %+v", hooked)
+	}
+	if hooked.SignallingLagMeanH >= hooked.SilentLagMeanH/2 {
+		t.Errorf("signalled commits wait %.2f h, the others %.2f h", hooked.SignallingLagMeanH, hooked.SilentLagMeanH)
+	}
+	if hooked.LagMeanH >= poll.LagMeanH*0.8 {
+		t.Errorf("hooks from 60%% of the repos: mean lag %.2f h, poll-only %.2f h", hooked.LagMeanH, poll.LagMeanH)
+	}
+}
+
+func TestRealisticPopulation(t *testing.T) {
+	const n = 20000
+	plain, real := NewPopulation(n, 7, targets), NewRealisticPopulation(n, 7, targets, realism)
+	up := real.NewUpstream(7, 120, 0, batch, targets)
+	young, activeRoot, dormantLong, dormant, active := 0, 0, 0, 0, 0
+	for i := range n {
+		if plain.Rates[i] != real.Rates[i] {
+			t.Fatalf("repo %d: rate %v, plain %v (the same seed must give the same rates)", i, real.Rates[i], plain.Rates[i])
+		}
+		if real.Age[i] < 365 {
+			young++
+		}
+		l := up[i]
+		if l.Newest > 0 || (len(l.Past) == 0 && real.Quiet[i] < pastDays) || (len(l.Past) > 0 && l.Past[len(l.Past)-1] < -real.Age[i]-1e-9) {
+			t.Fatalf("repo %d: history of %d commits, newest %v, for age %v", i, len(l.Past), l.Newest, real.Age[i])
+		}
+		if real.Rates[i] > 0 {
+			active++
+			_, _, root := historyAt(l, 0, 0)
+			if root {
+				activeRoot++
+			}
+			continue
+		}
+		dormant++
+		if real.Quiet[i] < 365 || len(l.Pushes) > 0 {
+			t.Fatalf("dormant repo %d touched %v days ago, %d pushes in the run", i, real.Quiet[i], len(l.Pushes))
+		}
+		if real.Life[i] > 365 {
+			dormantLong++
+		}
+	}
+	// A third of the active repos are under a year old (the dormant ones are older: they
+	// were left a year at least), most active repos' first clone reaches the root, and
+	// some dormant repos were worked on for over a year.
+	if s := float64(young) / float64(active); math.Abs(s-1.0/3) > 0.05 {
+		t.Errorf("%.3f of repos under a year old per active repo", s)
+	}
+	if s := float64(activeRoot) / float64(active); s < 0.3 {
+		t.Errorf("only %.3f of active repos show their root commit", s)
+	}
+	if dormantLong == 0 {
+		t.Error("no dormant repo was worked on for over a year")
+	}
+}
+
+func TestInfoBound(t *testing.T) {
+	const n, day = 3000, 60.0
+	plain := func(seed uint64) Upstream {
+		return NewPopulation(n, seed, targets).NewUpstream(seed, day+1, 0, batch, targets)
+	}
+	real := func(seed uint64) Upstream {
+		return NewRealisticPopulation(n, seed, targets, realism).NewUpstream(seed, day+1, 0, batch, targets)
+	}
+	counts := bound(NewPopulation(n, 1, targets), day, 2, rand.New(rand.NewPCG(1, 2)))
+	p, r := infoBound(plain, 1, day), infoBound(real, 1, day)
+	t.Logf("plain: counts %.3f, all evidence %.3f (dormant polls %.3f); realistic: all evidence %.3f", counts.Ratio, p.Ratio, p.DormantPolls, r.Ratio)
+	// In the plain population the root flag tells dormant repos apart, so knowing it must
+	// beat knowing the counts alone; a bound is never under the optimum.
+	if p.Ratio < 1 || r.Ratio < 1 {
+		t.Errorf("a bound under the optimum: %.3f, %.3f", p.Ratio, r.Ratio)
+	}
+	if p.Ratio >= counts.Ratio {
+		t.Errorf("all evidence %.3f, counts alone %.3f", p.Ratio, counts.Ratio)
+	}
+}

@@ -1,0 +1,49 @@
+package results
+
+// Events is bench/results/events.json: the event-driven paths of issue 21.
+type Events struct {
+	Meta  Meta         `json:"meta"`
+	SSE   *EventsSSE   `json:"sse,omitempty"`
+	Hooks *EventsHooks `json:"hooks,omitempty"`
+}
+
+// EventsHooks is the incoming side: from a forge's push webhook (or a sync request) to
+// the fleet serving the pushed commit, on a local fleet that polls at the same time.
+type EventsHooks struct {
+	Repos       int `json:"repos"`        // mirrored by the fleet
+	HookedRepos int `json:"hooked_repos"` // the pushes go to these
+	Pushes      int `json:"pushes"`       // each followed by a hook
+	Syncs       int `json:"syncs"`        // pushes followed by a sync request instead
+	Workers     int `json:"workers"`
+	// HookToServedMs: from the hook's POST to `git ls-remote` of the clone URL showing
+	// the commit. SyncToServedMs: the same from POST /v1/repos/{id}/sync.
+	HookToServedMs EventLatencyMs `json:"hook_to_served_ms"`
+	SyncToServedMs EventLatencyMs `json:"sync_to_served_ms"`
+	GoalP50Ms      float64        `json:"goal_p50_ms"`
+	GoalP99Ms      float64        `json:"goal_p99_ms"`
+	Notes          []string       `json:"notes,omitempty"`
+}
+
+// EventsSSE is the outgoing side: from a ref moving in a mirror to the mirror.updated
+// event read by a client of GET /v1/events, on a local fleet.
+type EventsSSE struct {
+	Repos   int `json:"repos"`
+	Pushes  int `json:"pushes"`
+	Workers int `json:"workers"`
+	// RefToEventMs: from the mirror's ref file being written (its mtime) to the event
+	// parsed by the SSE client. PublishToEventMs: from the event's "at" (stamped when
+	// the hub published it) to the same moment: the hub and the stream alone.
+	RefToEventMs     EventLatencyMs `json:"ref_to_event_ms"`
+	PublishToEventMs EventLatencyMs `json:"publish_to_event_ms"`
+	GoalMs           float64        `json:"goal_ms"` // the issue's goal for RefToEventMs
+	Notes            []string       `json:"notes,omitempty"`
+}
+
+// EventLatencyMs summarizes latencies in milliseconds.
+type EventLatencyMs struct {
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+	Mean float64 `json:"mean"`
+}

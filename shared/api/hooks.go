@@ -1,0 +1,386 @@
+package api
+
+import (
+	"container/list"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
+)
+
+// HookStore is what the webhook receiver needs of the store.
+type HookStore interface {
+	GetRepo(ctx context.Context, id string) (store.Repo, error)
+	RequestSync(ctx context.Context, id string) error
+}
+
+// HookConfig configures the forges' push webhooks at POST /v1/hooks/{forge}.
+type HookConfig struct {
+	Store  HookStore
+	Policy urlpolicy.Policy
+	// Secret is the shared secret of every hook; SecretFor overrides it for the repos of
+	// one upstream host. With neither set the hooks answer 403 and fetch nothing.
+	Secret    string
+	SecretFor map[string]string
+	// Ring, if set, tells the repo's owner to fetch it now (the fast path); the durable
+	// request (Store.RequestSync) is made either way, so a repo moving between owners is
+	// fetched by the new one. It must not block for long.
+	Ring func(ctx context.Context, id string)
+	// Poke asks the coordinator to act on the durable request now.
+	Poke func()
+	// MaxBody bounds a delivery (413 past it); default MaxHookBody.
+	MaxBody int64
+	// Replays is how many delivery ids are remembered to drop a forge's redeliveries;
+	// default DefaultHookReplays.
+	Replays int
+	Log     *slog.Logger
+}
+
+// MaxHookBody is a delivery's default size bound. GitHub caps its payloads at 25 MB but
+// a push names at most 20 commits (2,048 with the compare API); a megabyte holds that.
+const MaxHookBody = 1 << 20
+
+// DefaultHookReplays bounds the remembered delivery ids (a few MB at most).
+const DefaultHookReplays = 65536
+
+// Enabled reports whether any secret is configured.
+func (c HookConfig) Enabled() bool { return c.Secret != "" || len(c.SecretFor) > 0 }
+
+// secretFor is the secret for a repo on host.
+func (c HookConfig) secretFor(host string) string {
+	if s, ok := c.SecretFor[strings.ToLower(host)]; ok {
+		return s
+	}
+	return c.Secret
+}
+
+// HookPrefix is where the hooks are served.
+const HookPrefix = "/v1/hooks/"
+
+// HookRoute is the route NewHooks serves, as openapi.yaml documents it.
+const HookRoute = "POST /v1/hooks/{forge}"
+
+type hooks struct {
+	cfg     HookConfig
+	log     *slog.Logger
+	mu      sync.Mutex
+	seen    map[string]*list.Element // delivery ids, most recent at the front of order
+	order   *list.List
+	maxSeen int
+}
+
+// NewHooks serves POST /v1/hooks/{github,gitlab,gitea}. A delivery is authenticated by
+// its signature alone (no API token): GitHub's X-Hub-Signature-256, GitLab's
+// X-Gitlab-Token, Gitea's and Forgejo's X-Gitea-Signature / X-Forgejo-Signature.
+// A signed push for a mirrored repo asks its owner to fetch it at once; the answer is
+// the same 202 whether or not the repo is mirrored, so it tells nobody which are.
+func NewHooks(cfg HookConfig) http.Handler {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = MaxHookBody
+	}
+	if cfg.Replays <= 0 {
+		cfg.Replays = DefaultHookReplays
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &hooks{cfg: cfg, log: log, seen: map[string]*list.Element{}, order: list.New(), maxSeen: cfg.Replays}
+}
+
+// forge is one dialect of push webhook.
+type forge struct {
+	name string
+	// event is the delivery's event name, "" when the header is missing.
+	event func(h http.Header) string
+	// pushLike are the events that may move refs.
+	pushLike map[string]bool
+	ping     string // answered 200 once signed ("" none)
+	delivery func(h http.Header) string
+	// verify checks the delivery against secret.
+	verify func(h http.Header, body []byte, secret string) bool
+	// urls are the repo URLs a payload names, clone and web.
+	urls func(p hookPayload) []string
+}
+
+// hookPayload is the part of the three forges' push payloads read here.
+type hookPayload struct {
+	Repository struct {
+		CloneURL   string `json:"clone_url"`
+		HTMLURL    string `json:"html_url"`
+		GitHTTPURL string `json:"git_http_url"`
+		Homepage   string `json:"homepage"`
+	} `json:"repository"`
+	Project struct {
+		GitHTTPURL string `json:"git_http_url"`
+		WebURL     string `json:"web_url"`
+	} `json:"project"`
+}
+
+func hmacHex(secret string, body []byte) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return []byte(hex.EncodeToString(m.Sum(nil)))
+}
+
+var forges = map[string]forge{
+	"github": {
+		name:     "GitHub",
+		event:    func(h http.Header) string { return h.Get("X-GitHub-Event") },
+		pushLike: map[string]bool{"push": true, "create": true, "delete": true},
+		ping:     "ping",
+		delivery: func(h http.Header) string { return h.Get("X-GitHub-Delivery") },
+		verify: func(h http.Header, body []byte, secret string) bool {
+			sig, ok := strings.CutPrefix(h.Get("X-Hub-Signature-256"), "sha256=")
+			return ok && hmac.Equal([]byte(strings.ToLower(sig)), hmacHex(secret, body))
+		},
+		urls: func(p hookPayload) []string { return []string{p.Repository.CloneURL, p.Repository.HTMLURL} },
+	},
+	"gitlab": {
+		name:     "GitLab",
+		event:    func(h http.Header) string { return h.Get("X-Gitlab-Event") },
+		pushLike: map[string]bool{"Push Hook": true, "Tag Push Hook": true},
+		delivery: func(h http.Header) string {
+			if id := h.Get("Idempotency-Key"); id != "" {
+				return id
+			}
+			return h.Get("X-Gitlab-Event-UUID")
+		},
+		verify: func(h http.Header, _ []byte, secret string) bool {
+			return subtle.ConstantTimeCompare([]byte(h.Get("X-Gitlab-Token")), []byte(secret)) == 1
+		},
+		urls: func(p hookPayload) []string {
+			return []string{p.Project.GitHTTPURL, p.Project.WebURL, p.Repository.GitHTTPURL, p.Repository.Homepage}
+		},
+	},
+	"gitea": {
+		name: "Gitea",
+		event: func(h http.Header) string {
+			if e := h.Get("X-Gitea-Event"); e != "" {
+				return e
+			}
+			return h.Get("X-Forgejo-Event")
+		},
+		pushLike: map[string]bool{"push": true, "create": true, "delete": true},
+		delivery: func(h http.Header) string {
+			if id := h.Get("X-Gitea-Delivery"); id != "" {
+				return id
+			}
+			return h.Get("X-Forgejo-Delivery")
+		},
+		verify: func(h http.Header, body []byte, secret string) bool {
+			sig := h.Get("X-Gitea-Signature")
+			if sig == "" {
+				sig = h.Get("X-Forgejo-Signature")
+			}
+			return sig != "" && hmac.Equal([]byte(strings.ToLower(sig)), hmacHex(secret, body))
+		},
+		urls: func(p hookPayload) []string { return []string{p.Repository.CloneURL, p.Repository.HTMLURL} },
+	},
+}
+
+// HookAnswer is the body of every hook answer that is not an error.
+type HookAnswer struct {
+	// Status is accepted (a signed push: fetched if the repo is mirrored, which the
+	// answer does not say), pong (a ping), ignored (an event that moves no refs) or
+	// duplicate (a redelivery already taken).
+	Status string `json:"status"`
+}
+
+func (h *hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.serve(w, r); err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			h.log.Error("webhook: internal error", "path", r.URL.Path, "err", err)
+			e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; the server log has the detail"}
+		}
+		writeJSON(w, e.Status, errorBody{e})
+	}
+}
+
+func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
+	name, ok := strings.CutPrefix(r.URL.Path, HookPrefix)
+	f, known := forges[name]
+	if !ok || !known {
+		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no webhook at %s: use %sgithub, %sgitlab or %sgitea", r.URL.Path, HookPrefix, HookPrefix, HookPrefix)}
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "webhooks are POSTed"}
+	}
+	if !h.cfg.Enabled() {
+		return &Error{Status: http.StatusForbidden, Code: "hooks_disabled", Message: "webhooks are off: no --webhook-secret is configured"}
+	}
+	event := f.event(r.Header)
+	if event == "" {
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: f.name + " webhook without its event header"}
+	}
+	form := false
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		switch {
+		case err == nil && mt == "application/json":
+		case err == nil && mt == "application/x-www-form-urlencoded" && name == "github":
+			form = true // GitHub's other content type: the JSON in a payload= field
+		default:
+			return &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+				Message: fmt.Sprintf("content type %q: send application/json", ct)}
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("a webhook body may be %d bytes at most", h.cfg.MaxBody)}
+		}
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: "reading the body: " + err.Error()}
+	}
+	js := body
+	if form {
+		v, err := url.ParseQuery(string(body))
+		if err != nil || v.Get("payload") == "" {
+			return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: "a form-encoded GitHub webhook needs a payload field"}
+		}
+		js = []byte(v.Get("payload"))
+	}
+	var p hookPayload
+	if err := json.Unmarshal(js, &p); err != nil {
+		return &Error{Status: http.StatusBadRequest, Code: "bad_json", Message: "the payload is not JSON: " + err.Error()}
+	}
+	// The secret is chosen by the host the payload names, before the signature is checked:
+	// a forged payload only picks which secret it must know.
+	urls := nonEmpty(f.urls(p))
+	host := ""
+	for _, u := range urls {
+		if pu, err := url.Parse(u); err == nil && pu.Hostname() != "" {
+			host = pu.Hostname()
+			break
+		}
+	}
+	secret := h.cfg.secretFor(host)
+	if secret == "" || !f.verify(r.Header, body, secret) {
+		return &Error{Status: http.StatusUnauthorized, Code: "bad_signature", Message: "the webhook's signature does not match the configured secret"}
+	}
+	if f.ping != "" && event == f.ping {
+		writeJSON(w, http.StatusOK, HookAnswer{Status: "pong"})
+		return nil
+	}
+	if !f.pushLike[event] {
+		writeJSON(w, http.StatusAccepted, HookAnswer{Status: "ignored"})
+		return nil
+	}
+	delivery := ""
+	if id := f.delivery(r.Header); id != "" {
+		delivery = name + "/" + id
+		if h.replayed(delivery) {
+			writeJSON(w, http.StatusAccepted, HookAnswer{Status: "duplicate"})
+			return nil
+		}
+	}
+	if len(urls) == 0 {
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: f.name + " push payload names no repository URL"}
+	}
+	if id, ok := h.match(r.Context(), urls); ok {
+		if err := h.cfg.Store.RequestSync(r.Context(), id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			h.forget(delivery) // the forge's redelivery must not be taken for a replay
+			return fmt.Errorf("request sync of repo %s: %w", id, err)
+		}
+		if h.cfg.Ring != nil {
+			h.cfg.Ring(r.Context(), id)
+		}
+		if h.cfg.Poke != nil {
+			h.cfg.Poke()
+		}
+		h.log.Debug("webhook push", "forge", name, "repo", id)
+	}
+	writeJSON(w, http.StatusAccepted, HookAnswer{Status: "accepted"})
+	return nil
+}
+
+// match finds the mirrored repo a payload names.
+func (h *hooks) match(ctx context.Context, urls []string) (string, bool) {
+	return MatchRepo(ctx, h.cfg.Store, h.cfg.Policy, urls)
+}
+
+// MatchRepo finds the mirrored repo that one of urls names (a forge's clone or web URL):
+// each through the URL policy and the repo identity, and its http/https twin (a forge
+// may name either). Repos being deleted do not match.
+func MatchRepo(ctx context.Context, st interface {
+	GetRepo(ctx context.Context, id string) (store.Repo, error)
+}, policy urlpolicy.Policy, urls []string) (string, bool) {
+	for _, raw := range urls {
+		n, err := policy.Normalize(raw)
+		if err != nil {
+			continue
+		}
+		cands := []string{n}
+		if t, ok := strings.CutPrefix(n, "https://"); ok {
+			cands = append(cands, "http://"+t)
+		} else if t, ok := strings.CutPrefix(n, "http://"); ok {
+			cands = append(cands, "https://"+t)
+		}
+		for _, c := range cands {
+			id := store.RepoID(c)
+			repo, err := st.GetRepo(ctx, id)
+			if err == nil && repo.State != store.RepoDeleting {
+				return id, true
+			}
+		}
+	}
+	return "", false
+}
+
+// replayed records a delivery id and reports whether it was seen before; the oldest
+// ids are forgotten past the bound.
+func (h *hooks) replayed(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.seen[id]; ok {
+		h.order.MoveToFront(e)
+		return true
+	}
+	h.seen[id] = h.order.PushFront(id)
+	for h.order.Len() > h.maxSeen {
+		old := h.order.Back()
+		h.order.Remove(old)
+		delete(h.seen, old.Value.(string))
+	}
+	return false
+}
+
+// forget drops a delivery id recorded by replayed.
+func (h *hooks) forget(id string) {
+	if id == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.seen[id]; ok {
+		h.order.Remove(e)
+		delete(h.seen, id)
+	}
+}
+
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s = strings.TrimSpace(s); s != "" && !strings.ContainsRune(s, 0) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
