@@ -1011,7 +1011,7 @@ func TestPropsFromContext(t *testing.T) {
 	d := d0.Defaults()
 	if err != nil || d.WorkerCount != 1 || d.MaxWorkers != 10 || d.WorkerCPU != 256 || d.WorkerMemory != 2048 || d.Fetchers != 10 ||
 		d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" || d.NoWarmup || d.MinLive != 1 || !d.DeletionGuard ||
-		d.DiskQuota != "500G" || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 1 ||
+		d.DiskQuota != "500G" || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 0 ||
 		d.ServeMin != 1 || d.ServeMax != 4 || d.ServeCPU != 256 || d.ServeMemory != 1024 {
 		t.Errorf("defaults = %+v, %v", d, err)
 	}
