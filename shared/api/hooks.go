@@ -50,7 +50,7 @@ type HookConfig struct {
 	// Concurrent bounds the deliveries read at once (503 with Retry-After past it), so a
 	// flood holds at most Concurrent × MaxBody in memory; default DefaultHookConcurrent.
 	Concurrent int
-	Log     *slog.Logger
+	Log        *slog.Logger
 }
 
 // MaxHookBody is a delivery's default size bound. GitHub caps its payloads at 25 MB but
