@@ -172,6 +172,9 @@ func (s *Stack) serving() {
 		Listen:         fmt.Sprintf(":%d", servePort),
 		PackCacheDir:   packCacheDir,
 		PackCacheBytes: s.props.PackCacheBytes,
+		// The load balancer sits in the VPC: its X-Forwarded-For names the client, so the
+		// per-client limit is not one limit for everyone behind it.
+		TrustedProxy: *s.Vpc.VpcCidrBlock(),
 	}.Env()
 	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
 		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)))

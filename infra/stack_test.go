@@ -1054,7 +1054,9 @@ func TestServing(t *testing.T) {
 			t.Errorf("git server %s = %v, want %q", k, env[k], v)
 		}
 	}
-	if len(env) != len(want)+1 || js(env[deployenv.Table]) != js(ref(logicalID(stack.Table))) {
+	// The load balancer's network is trusted for X-Forwarded-For: the VPC's CIDR.
+	if len(env) != len(want)+2 || js(env[deployenv.Table]) != js(ref(logicalID(stack.Table))) ||
+		js(env[deployenv.TrustedProxy]) != js(getAtt(logicalID(stack.Vpc), "CidrBlock")) {
 		t.Errorf("git server environment %s", js(env))
 	}
 	if js(c["Command"]) != `["serve"]` || c["ReadonlyRootFilesystem"] != true ||

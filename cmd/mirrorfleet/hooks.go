@@ -14,7 +14,9 @@ import (
 // hookFlags adds the webhook secrets of `mirrorfleet run`: --webhook-secret (default
 // $MIRRORFLEET_WEBHOOK_SECRET) and --webhook-secret-for HOST=SECRET, repeatable.
 func hookFlags(fs *flag.FlagSet, secret *string, secretFor *map[string]string) {
-	fs.StringVar(secret, "webhook-secret", os.Getenv("MIRRORFLEET_WEBHOOK_SECRET"),
+	// The environment's value is taken after parsing (webhookSecretFromEnv), not as the
+	// flag's default, so -h never prints the secret.
+	fs.StringVar(secret, "webhook-secret", "",
 		"shared `secret` of the forges' push webhooks at /v1/hooks/{github,gitlab,gitea} (default $MIRRORFLEET_WEBHOOK_SECRET; none: the hooks answer 403)")
 	fs.Func("webhook-secret-for", "`HOST=SECRET`: the webhook secret for the repos of one upstream host, instead of --webhook-secret; repeatable",
 		func(v string) error {
@@ -32,6 +34,13 @@ func hookFlags(fs *flag.FlagSet, secret *string, secretFor *map[string]string) {
 			(*secretFor)[host] = s
 			return nil
 		})
+}
+
+// webhookSecretFromEnv fills an unset --webhook-secret from $MIRRORFLEET_WEBHOOK_SECRET.
+func webhookSecretFromEnv(secret *string) {
+	if *secret == "" {
+		*secret = os.Getenv("MIRRORFLEET_WEBHOOK_SECRET")
+	}
 }
 
 // feedFlags adds the forges' change feeds of `mirrorfleet run`: --feed KIND=URL

@@ -219,6 +219,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	if err := sf.finish(&cfg.Serve); err != nil {
 		return err
 	}
+	webhookSecretFromEnv(&cfg.WebhookSecret)
 	feedSources, err := ff.finish()
 	if err != nil {
 		return usageError{err.Error()}

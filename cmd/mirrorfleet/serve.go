@@ -33,6 +33,9 @@ import (
 type serveFlags struct {
 	allow      string
 	cacheBytes string
+	// envTrusted is $MIRRORFLEET_TRUSTED_PROXY, taken when no --trusted-proxy is given.
+	envTrusted string
+	trusted    func(string) error
 }
 
 func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
@@ -41,12 +44,37 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 	fs.StringVar(&sf.allow, "serve-allow", "", "comma-separated client networks (CIDR) that may read without the token; with no token, only they may read")
 	fs.StringVar(&sf.cacheBytes, "pack-cache-bytes", envOr(cloud.EnvPackCacheBytes, "10G"), "pack cache size bound (512M, 10G, ...)")
 	fs.DurationVar(&c.PackCache.TTL, "pack-cache-ttl", packcache.DefaultTTL, "a cached pack unused for this long is removed")
+	fs.IntVar(&c.PackCache.MaxEntries, "pack-cache-max-entries", packcache.DefaultMaxEntries, "files in the pack cache (entries, locks, partly written ones); past it the least recently used go")
 	fs.IntVar(&c.MaxPerRepo, "serve-max-per-repo", serve.DefaultMaxPerRepo, "git processes at once for one repo; past it, 429")
 	fs.IntVar(&c.MaxTotal, "serve-max-total", serve.DefaultMaxTotal, "git processes at once in all; past it, 503")
+	fs.IntVar(&c.MaxPerClient, "serve-max-per-client", serve.DefaultMaxPerClient, "git requests at once from one client address; past it, 429")
+	trusted := func(v string) error {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p == "" {
+				continue
+			}
+			pfx, err := netip.ParsePrefix(p)
+			if err != nil {
+				return err
+			}
+			c.TrustedProxies = append(c.TrustedProxies, pfx)
+		}
+		return nil
+	}
+	fs.Func("trusted-proxy", "a proxy's network (`CIDR`, e.g. the load balancer's subnets) whose X-Forwarded-For names the client; repeat or comma-separate (default $"+cloud.EnvTrustedProxy+")", trusted)
+	if v := os.Getenv(cloud.EnvTrustedProxy); v != "" {
+		sf.envTrusted = v
+	}
+	sf.trusted = trusted
 	return sf
 }
 
 func (sf *serveFlags) finish(c *serve.Config) error {
+	if len(c.TrustedProxies) == 0 && sf.envTrusted != "" {
+		if err := sf.trusted(sf.envTrusted); err != nil {
+			return usageError{fmt.Sprintf("$%s %q: %v", cloud.EnvTrustedProxy, sf.envTrusted, err)}
+		}
+	}
 	n, err := cloud.ParseBytes(sf.cacheBytes)
 	if err != nil || n <= 0 {
 		return usageError{fmt.Sprintf("--pack-cache-bytes %q: want a size such as 512M or 10G", sf.cacheBytes)}
@@ -80,7 +108,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", envOr(cloud.EnvServeListen, ":8080"), "listen address")
 	fs.StringVar(&cfg.PackCache.Dir, "pack-cache-dir", envOr(cloud.EnvPackCacheDir, filepath.Join(os.TempDir(), "mirrorfleet-packcache")), "pack cache directory, on local disk")
 	table := fs.String("table", os.Getenv(cloud.EnvTable), "DynamoDB table of the fleet, for the /git/ index (empty: no index)")
-	fs.StringVar(&cfg.BaseURL, "clone-base-url", os.Getenv(cloud.EnvCloneBaseURL), "base of the clone URLs the index shows (default: the request's host)")
+	fs.StringVar(&cfg.BaseURL, "clone-base-url", os.Getenv(cloud.EnvCloneBaseURL), "base of the clone URLs the index shows (default: http://<listen address>; never the request's Host)")
+	maxConns := fs.Int("max-conns", httpguard.DefaultLimits().MaxConns, "open connections at once; more wait to be accepted")
 	emfEvery := fs.Duration("emf-interval", time.Minute, "how often CloudWatch EMF metrics go to stdout (0: never)")
 	sf := addServeFlags(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
@@ -112,20 +141,25 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	prom := metrics.NewPrometheus()
 	emf := metrics.NewEMF(stdout, envOr(cloud.EnvFleet, cloud.DefaultFleet), nil)
 	cfg.Metrics = teeSink{prom, emf}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	ln = httpguard.Listener(ln, *maxConns)
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "http://" + ln.Addr().String()
+	}
 	front, err := serve.New(cfg)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	defer front.Close()
 
 	mux := http.NewServeMux()
 	mux.Handle(serve.Prefix, front)
-	mux.Handle("GET /metrics", prom.Handler())
+	mux.Handle("GET /metrics", front.Guard(prom.Handler())) // what is served, and how often, is the token's to see
 	mux.Handle("GET /healthz", health.New(nil, health.Git(git.Path), health.MirrorsRoot(cfg.Root)))
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *listen, err)
-	}
 	// No WriteTimeout: a clone may stream for as long as it reads; the front sets
 	// per-request deadlines instead.
 	srv := httpguard.Server(mux, httpguard.Limits{IdleTimeout: 2 * time.Minute})

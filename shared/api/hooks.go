@@ -47,7 +47,10 @@ type HookConfig struct {
 	// Replays is how many delivery ids are remembered to drop a forge's redeliveries;
 	// default DefaultHookReplays.
 	Replays int
-	Log     *slog.Logger
+	// Concurrent bounds the deliveries read at once (503 with Retry-After past it), so a
+	// flood holds at most Concurrent × MaxBody in memory; default DefaultHookConcurrent.
+	Concurrent int
+	Log        *slog.Logger
 }
 
 // MaxHookBody is a delivery's default size bound. GitHub caps its payloads at 25 MB but
@@ -56,6 +59,9 @@ const MaxHookBody = 1 << 20
 
 // DefaultHookReplays bounds the remembered delivery ids (a few MB at most).
 const DefaultHookReplays = 65536
+
+// DefaultHookConcurrent is HookConfig.Concurrent's default: 32 MiB of bodies at most.
+const DefaultHookConcurrent = 32
 
 // Enabled reports whether any secret is configured.
 func (c HookConfig) Enabled() bool { return c.Secret != "" || len(c.SecretFor) > 0 }
@@ -81,6 +87,7 @@ type hooks struct {
 	seen    map[string]*list.Element // delivery ids, most recent at the front of order
 	order   *list.List
 	maxSeen int
+	slots   chan struct{} // one per delivery being read and handled
 }
 
 // NewHooks serves POST /v1/hooks/{github,gitlab,gitea}. A delivery is authenticated by
@@ -95,11 +102,15 @@ func NewHooks(cfg HookConfig) http.Handler {
 	if cfg.Replays <= 0 {
 		cfg.Replays = DefaultHookReplays
 	}
+	if cfg.Concurrent <= 0 {
+		cfg.Concurrent = DefaultHookConcurrent
+	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &hooks{cfg: cfg, log: log, seen: map[string]*list.Element{}, order: list.New(), maxSeen: cfg.Replays}
+	return &hooks{cfg: cfg, log: log, seen: map[string]*list.Element{}, order: list.New(), maxSeen: cfg.Replays,
+		slots: make(chan struct{}, cfg.Concurrent)}
 }
 
 // forge is one dialect of push webhook.
@@ -224,6 +235,14 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !h.cfg.Enabled() {
 		return &Error{Status: http.StatusForbidden, Code: "hooks_disabled", Message: "webhooks are off: no --webhook-secret is configured"}
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		// Forges retry a 5xx delivery later; a flood costs no more memory than the slots.
+		w.Header().Set("Retry-After", "1")
+		return &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are being handled; retry", cap(h.slots))}
 	}
 	event := f.event(r.Header)
 	if event == "" {

@@ -35,6 +35,7 @@ const (
 	EnvPackCacheDir   = deployenv.PackCacheDir   // pack cache directory, local disk
 	EnvPackCacheBytes = deployenv.PackCacheBytes // pack cache bound; default 10G
 	EnvServeToken     = deployenv.ServeToken     // optional token every read needs
+	EnvTrustedProxy   = deployenv.TrustedProxy   // the load balancer's networks (CIDR, comma-separated)
 )
 
 // DefaultFleet is the Fleet dimension when MIRRORFLEET_FLEET is unset.

@@ -92,6 +92,7 @@ const (
 	ServeListen    = "MIRRORFLEET_SERVE_LISTEN"     // listen address, default :8080
 	PackCacheDir   = "MIRRORFLEET_PACK_CACHE_DIR"   // pack cache on local disk
 	PackCacheBytes = "MIRRORFLEET_PACK_CACHE_BYTES" // its size bound
+	TrustedProxy   = "MIRRORFLEET_TRUSTED_PROXY"    // networks (CIDR, comma-separated) whose X-Forwarded-For names the client
 	ServeToken     = "MIRRORFLEET_SERVE_TOKEN"      // optional read token
 )
 
@@ -266,6 +267,9 @@ type Serve struct {
 	Listen         string // e.g. :8080
 	PackCacheDir   string
 	PackCacheBytes string // e.g. 10G
+	// TrustedProxy is the load balancer's network (CIDR): behind it every client's
+	// address comes from X-Forwarded-For, so the per-client limit is per client.
+	TrustedProxy string
 }
 
 // Env is the git server's environment.
@@ -275,6 +279,7 @@ func (s Serve) Env() map[string]string {
 	set(m, ServeListen, s.Listen)
 	set(m, PackCacheDir, s.PackCacheDir)
 	set(m, PackCacheBytes, s.PackCacheBytes)
+	set(m, TrustedProxy, s.TrustedProxy)
 	return m
 }
 

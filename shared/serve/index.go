@@ -78,10 +78,9 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "cannot list from this cursor; start again at "+Prefix)
 		return
 	}
+	// The configured base, never the request's Host: a client must not be able to
+	// put its own host into the URLs the index shows others. No base: path-only URLs.
 	base := h.cfg.BaseURL
-	if base == "" {
-		base = "http://" + r.Host
-	}
 	page := indexPage{Repos: make([]indexEntry, 0, len(repos)), NextCursor: next}
 	for _, rp := range repos {
 		e := indexEntry{ID: rp.ID, URL: rp.URL, State: rp.State}

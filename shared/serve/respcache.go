@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -13,7 +14,8 @@ import (
 
 // answer serves an upload-pack request. A clone (no haves) is answered from the pack
 // cache's whole-response entry when there is one; while another request fills it, it
-// waits and is answered from it; otherwise git answers and the response is kept. Any
+// waits (at most as long as its own request lasts) and is answered from it; otherwise
+// git answers into the entry at disk speed and this client reads it at its own pace. Any
 // other request, or a cache that cannot be used, goes to git as it is.
 func (h *Handler) answer(w *recorder, r *http.Request, dir string, req request, proto string, body []byte) {
 	c := h.cfg.PackCache
@@ -41,7 +43,13 @@ func (h *Handler) answer(w *recorder, r *http.Request, dir string, req request, 
 		fill, err := c.Claim(key)
 		if errors.Is(err, packcache.ErrBusy) {
 			waited = true
-			if err := c.Wait(key); err != nil {
+			// At most the queue wait: a generation runs at disk speed, and one that
+			// takes longer is not worth more of this request's time than a place in
+			// the queue; past it, git answers this request itself.
+			wctx, cancel := context.WithTimeout(r.Context(), h.cfg.QueueWait)
+			err := c.Wait(wctx, key)
+			cancel()
+			if err != nil {
 				break
 			}
 			continue
@@ -50,11 +58,7 @@ func (h *Handler) answer(w *recorder, r *http.Request, dir string, req request, 
 			h.cfg.Log.Warn("serve: pack cache bypassed", "reason", err)
 			break
 		}
-		if h.uploadPack(w, r, dir, req, proto, body, fill) {
-			fill.Commit()
-		} else {
-			fill.Abort()
-		}
+		h.uploadPack(w, r, dir, req, proto, body, fill)
 		return
 	}
 	h.uploadPack(w, r, dir, req, proto, body, nil)

@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -44,6 +45,7 @@ import (
 const (
 	DefaultMaxPerRepo      = 32
 	DefaultMaxTotal        = 64
+	DefaultMaxPerClient    = 8
 	DefaultQueueWait       = 10 * time.Second
 	DefaultRetryAfter      = 5 * time.Second
 	DefaultMaxRequestBytes = 16 << 20
@@ -79,7 +81,12 @@ type Config struct {
 	// (server) with Retry-After.
 	MaxPerRepo, MaxTotal int
 	QueueWait            time.Duration
-	RetryAfter           time.Duration
+	// MaxPerClient bounds one client's requests at once; past it, 429 at once. A
+	// client is its address: the peer's, or from X-Forwarded-For when the peer is in
+	// TrustedProxies.
+	MaxPerClient   int
+	TrustedProxies []netip.Prefix
+	RetryAfter     time.Duration
 	// MaxRequestBytes bounds a request body after decompression.
 	MaxRequestBytes int64
 	// ReadTimeout bounds reading a request body; IdleTimeout the time a response
@@ -88,8 +95,8 @@ type Config struct {
 	ReadTimeout, IdleTimeout time.Duration
 	// Index lists the repos for GET /git/; nil: no index.
 	Index Lister
-	// BaseURL is the clone base URL the index shows (http://host:port); "" takes
-	// the request's Host.
+	// BaseURL is the clone base URL the index shows (http://host:port); "": the
+	// index shows path-only URLs. Never the request's Host.
 	BaseURL string
 	Metrics Sink
 	Log     *slog.Logger
@@ -108,6 +115,7 @@ func (c Config) withDefaults() Config {
 	}
 	set(&c.MaxPerRepo, DefaultMaxPerRepo)
 	set(&c.MaxTotal, DefaultMaxTotal)
+	set(&c.MaxPerClient, DefaultMaxPerClient)
 	setD(&c.QueueWait, DefaultQueueWait)
 	setD(&c.RetryAfter, DefaultRetryAfter)
 	setD(&c.ReadTimeout, DefaultReadTimeout)
@@ -153,7 +161,7 @@ func New(cfg Config) (*Handler, error) {
 	if _, err := os.ReadDir(root); err != nil {
 		return nil, fmt.Errorf("serve: mirrors root %s is not a readable directory: %w", cfg.Root, err)
 	}
-	h := &Handler{cfg: cfg, root: root, limit: newLimiter(cfg.MaxPerRepo, cfg.MaxTotal),
+	h := &Handler{cfg: cfg, root: root, limit: newLimiter(cfg.MaxPerClient, cfg.MaxPerRepo, cfg.MaxTotal),
 		tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	h.env = gitEnv(cfg.Git)
 	if cfg.PackCache.Dir != "" && len(cfg.Hook) > 0 {
@@ -173,6 +181,9 @@ func New(cfg Config) (*Handler, error) {
 		}
 		if cfg.PackCache.TTL > 0 {
 			h.env = append(h.env, packcache.EnvTTL+"="+cfg.PackCache.TTL.String())
+		}
+		if cfg.PackCache.MaxEntries > 0 {
+			h.env = append(h.env, packcache.EnvEntries+"="+strconv.Itoa(cfg.PackCache.MaxEntries))
 		}
 	}
 	return h, nil
@@ -285,8 +296,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	release, why := h.limit.acquire(r.Context(), dir, h.cfg.QueueWait)
+	release, why := h.limit.acquire(r.Context(), clientAddr(r, h.cfg.TrustedProxies), dir, h.cfg.QueueWait)
 	switch why {
+	case clientBusy:
+		h.reject(rw, http.StatusTooManyRequests, "too many requests from your address at once; retry later")
+		return
 	case repoBusy:
 		h.reject(rw, http.StatusTooManyRequests, "too many clones of this repository at once; retry later")
 		return
@@ -386,10 +400,16 @@ func isTimeout(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
-// uploadPack runs git upload-pack for one request and streams its output. With fill, the response also goes into the
-// pack cache's whole-response entry (and the hook does not cache the pack again); it
-// reports whether git answered in full, and the client got it.
-func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req request, proto string, body []byte, fill io.Writer) bool {
+// uploadPack runs git upload-pack for one request and streams its output. With fill,
+// the response goes into the pack cache's whole-response entry at disk speed and the
+// client is sent it from there (and the hook does not cache the pack again); it
+// reports whether git answered in full, and the client got it. git and whatever it
+// starts (the hook, pack-objects) run in a process group of their own, killed when
+// the request ends.
+func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req request, proto string, body []byte, fill *packcache.Fill) bool {
+	if fill != nil {
+		defer fill.Abort() // a no-op once it ran
+	}
 	scratch, err := h.scratchDir(dir)
 	if err != nil {
 		h.cfg.Log.Error("serve: scratch git directory", "err", err)
@@ -419,6 +439,9 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.cfg.Git, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second // a descendant holding git's output open does not hold the request
 	cmd.Env = append(append([]string(nil), h.env...), packcache.EnvRepo+"="+dir)
 	if fill != nil {
 		cmd.Env = append(cmd.Env, packcache.EnvDir+"=") // the last one counts: no pack entry besides the response's
@@ -439,6 +462,9 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		fail(w, http.StatusInternalServerError, "internal error: git did not start")
 		return false
 	}
+	// Nothing git started outlives the request: a hook waiting for a cache entry,
+	// a pack-objects whose reader went away.
+	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 
 	// The status waits for git's first bytes: a request git refuses before it says
 	// anything is a 400 with git's own words, not a 200 with an empty body.
@@ -458,9 +484,6 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	noCache(hd)
 	rc := http.NewResponseController(w)
 	write := func(p []byte) error {
-		if fill != nil {
-			fill.Write(p) // never fails: a fill that cannot keep up just is not kept
-		}
 		_ = rc.SetWriteDeadline(time.Now().Add(h.cfg.IdleTimeout))
 		if _, err := w.Write(p); err != nil {
 			return err
@@ -480,6 +503,13 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		hd.Set("Content-Type", "application/x-git-upload-pack-result")
 		w.WriteHeader(http.StatusOK)
 	}
+	if fill != nil {
+		res := fill.Run(io.MultiReader(bytes.NewReader(buf[:n]), out), writerFunc(write), cmd.Wait, cancel)
+		if res.GenErr != nil && ctx.Err() == nil {
+			h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", res.GenErr, "stderr", firstLine(stderr.String()))
+		}
+		return res.WriteErr == nil && res.GenErr == nil
+	}
 	sent := stream(out, buf[:n], write)
 	if sent != nil {
 		cancel() // the client went away or stopped reading: stop git
@@ -489,6 +519,16 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", werr, "stderr", firstLine(stderr.String()))
 	}
 	return sent == nil && werr == nil
+}
+
+// writerFunc is an io.Writer made of a function that writes all of p or fails.
+type writerFunc func(p []byte) error
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	if err := f(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // noCache sets the headers that keep proxies from caching a response (as git's
@@ -606,6 +646,15 @@ func (h *Handler) scratchDir(dir string) (string, error) {
 		return "", err
 	}
 	return d, nil
+}
+
+// Guard puts next (such as /metrics) under the front's token and allowed networks.
+func (h *Handler) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.authorized(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
 }
 
 func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {

@@ -18,6 +18,7 @@
 package packcache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -31,8 +32,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxBytes = 10 << 30
-	DefaultTTL      = 24 * time.Hour
+	DefaultMaxBytes   = 10 << 30
+	DefaultTTL        = 24 * time.Hour
+	DefaultMaxEntries = 100_000
 )
 
 // Config is where the cache lives and how big and old it may grow.
@@ -40,6 +42,9 @@ type Config struct {
 	Dir      string
 	MaxBytes int64         // the sum of the cached packs; <= 0: DefaultMaxBytes
 	TTL      time.Duration // an entry unused for this long goes; <= 0: DefaultTTL
+	// MaxEntries bounds the files in the cache: entries, lock and marker files and
+	// partly written ones; <= 0: DefaultMaxEntries.
+	MaxEntries int
 }
 
 func (c Config) withDefaults() Config {
@@ -48,6 +53,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TTL <= 0 {
 		c.TTL = DefaultTTL
+	}
+	if c.MaxEntries <= 0 {
+		c.MaxEntries = DefaultMaxEntries
 	}
 	return c
 }
@@ -160,20 +168,39 @@ func (c Config) lockEntry(key string) (*flock, error) {
 	return l, nil
 }
 
-// Wait returns once nobody fills key's entry.
-func (c Config) Wait(key string) error {
-	l, err := lockFile(c.withDefaults().entry(key, ".lock"), syscall.LOCK_SH)
-	if err != nil {
-		return fmt.Errorf("pack cache: %w", err)
+// Wait returns once nobody fills key's entry, or with ctx's error when ctx ends first.
+// It polls the lock (a blocking flock cannot be given up on), from every few
+// milliseconds up to a tenth of a second.
+func (c Config) Wait(ctx context.Context, key string) error {
+	p := c.withDefaults().entry(key, ".lock")
+	backoff := 5 * time.Millisecond
+	for {
+		l, err := lockFile(p, syscall.LOCK_SH|syscall.LOCK_NB)
+		if err == nil {
+			l.unlock()
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("pack cache: %w", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("pack cache: waiting for an entry: %w", ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
 	}
-	l.unlock()
-	return nil
 }
 
-// evict removes entries unused for longer than the TTL, then the least recently used
-// until the packs fit in MaxBytes, and leftovers of hooks that died. One eviction at a
+// evict removes entries unused for longer than the TTL, leftovers of hooks that died,
+// then the least recently used entries until the files fit in MaxBytes and
+// MaxEntries. Partly written files and lock and marker files count against both
+// bounds (a fill in progress takes room as a finished entry does). One eviction at a
 // time; a hook that finds one running skips its own.
 func evict(c Config, now time.Time) {
+	c = c.withDefaults()
 	l, err := lockFile(filepath.Join(c.Dir, "evict.lock"), syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
 		return
@@ -184,10 +211,11 @@ func evict(c Config, now time.Time) {
 		size  int64
 		mtime time.Time
 	}
-	var packs []entry
+	var packs, small []entry // small: lock and marker files, removable when idle
 	var total int64
+	files := 1 // evict.lock
 	_ = filepath.WalkDir(c.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || p == l.f.Name() {
 			return nil
 		}
 		fi, err := d.Info()
@@ -199,6 +227,7 @@ func evict(c Config, now time.Time) {
 		case filepath.Dir(p) == c.tmpDir():
 			if old { // a hook that died while writing
 				os.Remove(p)
+				return nil
 			}
 		case ext == ".pack":
 			if old {
@@ -206,39 +235,62 @@ func evict(c Config, now time.Time) {
 				return nil
 			}
 			packs = append(packs, entry{p, fi.Size(), fi.ModTime()})
-			total += fi.Size()
 		case ext == ".nocache" && old:
 			os.Remove(p)
+			return nil
 		case ext == ".lock" && old:
-			removeIdleLock(p)
+			if removeIdleLock(p) {
+				return nil
+			}
+		case ext == ".lock" || ext == ".nocache":
+			small = append(small, entry{p, fi.Size(), fi.ModTime()})
 		}
+		files++
+		total += fi.Size()
 		return nil
 	})
-	if total <= c.MaxBytes {
+	over := func() bool { return total > c.MaxBytes || files > c.MaxEntries }
+	if !over() {
 		return
 	}
-	slices.SortFunc(packs, func(a, b entry) int { return a.mtime.Compare(b.mtime) })
+	byAge := func(a, b entry) int { return a.mtime.Compare(b.mtime) }
+	slices.SortFunc(small, byAge)
+	for _, e := range small {
+		if files <= c.MaxEntries {
+			break
+		}
+		if strings.HasSuffix(e.path, ".lock") && !removeIdleLock(e.path) {
+			continue
+		}
+		if !strings.HasSuffix(e.path, ".lock") && os.Remove(e.path) != nil {
+			continue
+		}
+		files--
+	}
+	slices.SortFunc(packs, byAge)
 	for _, e := range packs {
-		if total <= c.MaxBytes {
+		if !over() {
 			break
 		}
 		// A reader holding the file open keeps reading it: removal only frees the
 		// space once the last reader is done.
 		if os.Remove(e.path) == nil {
 			total -= e.size
+			files--
 		}
 	}
 }
 
 // removeIdleLock removes a lock file nobody holds (lockFile copes with a removal
-// racing its own open).
-func removeIdleLock(p string) {
+// racing its own open); false if it is held.
+func removeIdleLock(p string) bool {
 	l, err := lockFile(p, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err != nil {
-		return
+		return false
 	}
 	os.Remove(p)
 	l.unlock()
+	return true
 }
 
 // Size is the bytes of complete packs in the cache (for reports and tests).

@@ -2,6 +2,8 @@ package packcache
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,6 +141,106 @@ func TestEvict(t *testing.T) {
 	newest := put("dd04", 100, time.Minute)
 	evict(c, now)
 	for p, want := range map[string]bool{expired: false, oldest: false, older: true, newest: true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s kept=%v, want %v", filepath.Base(p), err == nil, want)
+		}
+	}
+}
+
+// A wait for an entry in generation ends with the waiting request.
+func TestWaitEndsWithItsContext(t *testing.T) {
+	c := Config{Dir: t.TempDir()}.withDefaults()
+	key := strings.Repeat("ab", 32)
+	l, err := c.lockEntry(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Wait(ctx, key) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after its context ended: %v", err)
+	}
+	l.unlock()
+	if err := c.Wait(context.Background(), key); err != nil {
+		t.Fatalf("Wait on a free entry: %v", err)
+	}
+}
+
+// The key follows the repository's contents, not its files' sizes and times: a ref
+// rewritten to another value of the same length with its old mtime, or a changed
+// config, alternates or shallow file, is another key.
+func TestKeyFollowsContents(t *testing.T) {
+	bare, head := repo(t)
+	key := func() string {
+		k, err := Key(bare, []string{"pack-objects", "--stdout"}, []byte(head+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	before := key()
+	if key() != before {
+		t.Fatal("the key of an unchanged repository changed")
+	}
+	ref := filepath.Join(bare, "refs", "heads", "other")
+	old := time.Unix(1_700_000_000, 0)
+	write := func(p, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ref, strings.Repeat("a", 40)+"\n")
+	k1 := key()
+	write(ref, strings.Repeat("b", 40)+"\n") // same size, same mtime
+	if k2 := key(); k2 == k1 || k1 == before {
+		t.Fatal("a ref rewritten with the same size and mtime kept its key")
+	}
+	for _, name := range []string{"config", "shallow", "objects/info/alternates"} {
+		k := key()
+		p := filepath.Join(bare, filepath.FromSlash(name))
+		prev, _ := os.ReadFile(p)
+		write(p, string(prev)+"# changed\n")
+		if key() == k {
+			t.Errorf("a changed %s kept the key", name)
+		}
+	}
+}
+
+// The entry bound counts every file: lock and marker files and partly written ones
+// too. Idle locks and markers go first, then the least recently used entries; a held
+// lock and a fill in progress stay.
+func TestEvictBoundsFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := Config{Dir: dir, MaxEntries: 4, TTL: time.Hour}.withDefaults()
+	now := time.Now()
+	put := func(name string, age time.Duration) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("x"), 0o644)
+		os.Chtimes(p, now.Add(-age), now.Add(-age))
+		return p
+	}
+	oldPack := put("aa/aa01.pack", 30*time.Minute)
+	newPack := put("bb/bb02.pack", time.Minute)
+	idle := put("cc/cc03.lock", 20*time.Minute)
+	marker := put("dd/dd04.nocache", 20*time.Minute)
+	partial := put("tmp/ee05-1.pack", time.Minute)
+	held, err := c.lockEntry("ff06" + strings.Repeat("0", 60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.unlock()
+	evict(c, now) // 7 files with evict.lock, bound 4
+	for p, want := range map[string]bool{oldPack: false, newPack: true, idle: false, marker: false, partial: true, held.f.Name(): true} {
 		if _, err := os.Stat(p); (err == nil) != want {
 			t.Errorf("%s kept=%v, want %v", filepath.Base(p), err == nil, want)
 		}

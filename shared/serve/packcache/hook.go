@@ -2,6 +2,7 @@ package packcache
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,12 +23,13 @@ const Arg = "pack-objects-hook"
 
 // The hook's environment, set by the server on upload-pack and inherited by the hook.
 const (
-	EnvDir    = "MIRRORFLEET_PACK_CACHE_DIR"    // the cache directory; empty: no cache
-	EnvBytes  = "MIRRORFLEET_PACK_CACHE_BYTES"  // Config.MaxBytes, in bytes
-	EnvTTL    = "MIRRORFLEET_PACK_CACHE_TTL"    // Config.TTL, a Go duration
-	EnvRepo   = "MIRRORFLEET_SERVE_REPO"        // the repository's real path (its identity)
-	EnvReport = "MIRRORFLEET_PACK_CACHE_REPORT" // a unixgram socket the outcome is sent to
-	EnvGit    = gitbin.EnvGit                   // the git binary
+	EnvDir     = "MIRRORFLEET_PACK_CACHE_DIR"         // the cache directory; empty: no cache
+	EnvBytes   = "MIRRORFLEET_PACK_CACHE_BYTES"       // Config.MaxBytes, in bytes
+	EnvTTL     = "MIRRORFLEET_PACK_CACHE_TTL"         // Config.TTL, a Go duration
+	EnvEntries = "MIRRORFLEET_PACK_CACHE_MAX_ENTRIES" // Config.MaxEntries
+	EnvRepo    = "MIRRORFLEET_SERVE_REPO"             // the repository's real path (its identity)
+	EnvReport  = "MIRRORFLEET_PACK_CACHE_REPORT"      // a unixgram socket the outcome is sent to
+	EnvGit     = gitbin.EnvGit                        // the git binary
 )
 
 // maxStdin bounds the standard input a key is made of; a bigger one (an enormous list
@@ -112,6 +114,13 @@ func newHook(args []string, getenv func(string) string, stderr io.Writer) (*hook
 		}
 		h.cfg.MaxBytes = n
 	}
+	if v := getenv(EnvEntries); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: not a number of entries", EnvEntries, v)
+		}
+		h.cfg.MaxEntries = n
+	}
 	if v := getenv(EnvTTL); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -166,29 +175,25 @@ func (h *hook) cached(key string, in []byte, stdout io.Writer) (int, Report) {
 		if !errors.Is(err, ErrBusy) {
 			break
 		}
-		// Another hook generates this pack: wait until it lets go of the lock.
+		// Another hook generates this pack, at disk speed: wait until it lets go of
+		// the lock. The wait ends with this request, whose process group is killed.
 		waited = true
-		if c.Wait(key) != nil {
+		if c.Wait(context.Background(), key) != nil {
 			break
 		}
 	}
 	return h.direct(bytes.NewReader(in), stdout)
 }
 
-// generate runs pack-objects into a spool file while streaming it out, then makes the
-// file the cache entry of key. It holds l, the key's lock, until the entry is in place.
+// generate runs pack-objects into the cache entry of key at disk speed while
+// streaming the entry out at upload-pack's pace (Fill.Run). l, the key's lock, is
+// released as soon as the entry is in place, not when this client has it all.
 func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int, Report) {
-	defer l.unlock()
-	c := h.cfg
-	_ = os.MkdirAll(c.tmpDir(), 0o755)
-	tmp, err := os.CreateTemp(c.tmpDir(), key[:16]+"-*.pack")
+	fill, err := h.cfg.newFill(key, l, ".pack")
 	if err != nil {
 		return h.direct(bytes.NewReader(in), stdout)
 	}
-	defer func() {
-		tmp.Close()
-		os.Remove(tmp.Name()) // a no-op once renamed into place
-	}()
+	defer fill.Abort()
 	cmd := h.command(bytes.NewReader(in))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -198,41 +203,15 @@ func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int,
 	if err := cmd.Start(); err != nil {
 		return exitCode(err, h.stderr), Report{Result: Bypass}
 	}
-	sp := newSpool(tmp, c.maxEntry())
-	go sp.fill(out)
-	sent, werr := sp.drain(stdout)
-	if werr != nil && sp.spilled() {
-		// upload-pack went away and the rest of the pack cannot be cached anyway.
-		cmd.Process.Kill()
-		sp.discard()
-	} else if werr != nil {
-		// The client went away, but the pack is going into the cache, where the
-		// clients waiting for it (or the next one) will find it.
-		sp.wait()
+	res := fill.Run(out, stdout, cmd.Wait, func() { cmd.Process.Kill() })
+	rep := Report{Result: Bypass, GenerationSeconds: time.Since(start).Seconds(), Bytes: res.Sent}
+	if res.Cached > 0 {
+		rep.Result, rep.CachedBytes = Miss, res.Cached
 	}
-	err = cmd.Wait()
-	gen := time.Since(start).Seconds()
-	rep := Report{Result: Bypass, GenerationSeconds: gen, Bytes: sent}
-	if err == nil && sp.err != nil {
-		err = sp.err
+	if res.GenErr != nil && res.WriteErr == nil {
+		return exitCode(res.GenErr, h.stderr), rep
 	}
-	if err != nil {
-		return exitCode(err, h.stderr), rep
-	}
-	if sp.spilled() {
-		// Too big to cache: tell the hooks that wait for it not to wait next time.
-		c.markUncacheable(key)
-		return exitStatus(werr), rep
-	}
-	if err := tmp.Sync(); err != nil {
-		return exitStatus(werr), rep
-	}
-	if err := os.Rename(tmp.Name(), c.entry(key, ".pack")); err != nil {
-		return exitStatus(werr), rep
-	}
-	rep.Result, rep.CachedBytes = Miss, sp.size()
-	evict(c, time.Now())
-	return exitStatus(werr), rep
+	return exitStatus(res.WriteErr), rep
 }
 
 func exitStatus(writeErr error) int {

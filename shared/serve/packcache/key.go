@@ -3,6 +3,7 @@ package packcache
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -13,7 +14,7 @@ import (
 )
 
 // keyVersion changes when what a key covers changes, so old entries are never used.
-const keyVersion = "mirrorfleet-pack-cache-1"
+const keyVersion = "mirrorfleet-pack-cache-2"
 
 // Key identifies one pack: the same key always stands for the same pack bytes.
 //
@@ -71,20 +72,39 @@ func fileSum(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// fingerprint writes what changes when the repository's refs or packs change: HEAD,
-// packed-refs and every loose ref by name, size and modification time, and the names
-// of the packs. A mirror's refs are packed after every fetch, so this is a few stats.
+// fingerprint writes what the packs served from the repository depend on, by content:
+// HEAD, packed-refs and every loose ref (name and content), the reftable's table list,
+// config, shallow and objects/info/alternates, and the names of the packs (a pack's
+// name is its checksum). Not sizes and modification times: a ref rewritten within one
+// timestamp step to a value of the same length must not keep its old entries.
+// A mirror's refs are packed after every fetch, so this is a few small reads.
 func fingerprint(h hash.Hash, repo string) error {
 	head, err := os.ReadFile(filepath.Join(repo, "HEAD"))
 	if err != nil {
 		return fmt.Errorf("repository %s: %w", repo, err)
 	}
 	fmt.Fprintf(h, "HEAD %q\n", head)
-	stat := func(name string, fi fs.FileInfo) {
-		fmt.Fprintf(h, "%s %d %d\n", name, fi.Size(), fi.ModTime().UnixNano())
+	content := func(name, p string) error {
+		f, err := os.Open(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(h, "%s none\n", name)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		c := sha256.New()
+		if _, err := io.Copy(c, f); err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %x\n", name, c.Sum(nil))
+		return nil
 	}
-	if fi, err := os.Stat(filepath.Join(repo, "packed-refs")); err == nil {
-		stat("packed-refs", fi)
+	for _, name := range []string{"packed-refs", "config", "shallow", "reftable/tables.list", "objects/info/alternates"} {
+		if err := content(name, filepath.Join(repo, filepath.FromSlash(name))); err != nil {
+			return fmt.Errorf("repository %s: %w", repo, err)
+		}
 	}
 	refs := filepath.Join(repo, "refs")
 	err = filepath.WalkDir(refs, func(p string, d fs.DirEntry, err error) error {
@@ -92,12 +112,8 @@ func fingerprint(h hash.Hash, repo string) error {
 			return err
 		}
 		if d.Type().IsRegular() {
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
 			rel, _ := filepath.Rel(refs, p)
-			stat("refs/"+filepath.ToSlash(rel), fi)
+			return content("refs/"+filepath.ToSlash(rel), p)
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package packcache
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 )
@@ -19,20 +20,24 @@ func ResponseKey(repo, protocol string, body []byte) (string, error) {
 	return Key(repo, []string{"upload-pack-response", protocol}, body)
 }
 
-// Claim makes the caller the one to fill key's entry: write the response through the
-// Fill, then Commit or Abort it. ErrBusy means another request fills it: Wait, then
-// Open.
+// Claim makes the caller the one to fill key's entry: generate it through the
+// Fill's Run (or Abort it). ErrBusy means another request fills it: Wait, then Open.
 func (c Config) Claim(key string) (*Fill, error) {
 	c = c.withDefaults()
 	l, err := c.lockEntry(key)
 	if err != nil {
 		return nil, err
 	}
+	return c.newFill(key, l, ".resp")
+}
+
+// newFill makes the Fill of key, whose lock l the caller holds; it releases l on error.
+func (c Config) newFill(key string, l *flock, ext string) (*Fill, error) {
 	if err := os.MkdirAll(c.tmpDir(), 0o755); err != nil {
 		l.unlock()
 		return nil, fmt.Errorf("pack cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(c.tmpDir(), key[:16]+"-*.resp")
+	tmp, err := os.CreateTemp(c.tmpDir(), key[:16]+"-*"+ext)
 	if err != nil {
 		l.unlock()
 		return nil, fmt.Errorf("pack cache: %w", err)
@@ -40,58 +45,97 @@ func (c Config) Claim(key string) (*Fill, error) {
 	return &Fill{c: c, key: key, lock: l, tmp: tmp}, nil
 }
 
-// Fill writes one entry. Its Write never fails: past the entry size limit, or on a
-// disk error, it stops keeping what it is given and the entry is not cached.
+// Fill generates one entry, holding its lock while the generator runs.
 type Fill struct {
-	c    Config
-	key  string
-	lock *flock
-	tmp  *os.File
-	n    int64
-	over bool // past maxEntry
-	err  error
+	c        Config
+	key      string
+	lock     *flock
+	unlocked bool
+	tmp      *os.File
+	closed   bool
 }
 
-func (f *Fill) Write(p []byte) (int, error) {
-	if f.err != nil || f.over {
-		return len(p), nil
-	}
-	if f.n+int64(len(p)) > f.c.maxEntry() {
-		f.over = true
-		return len(p), nil
-	}
-	n, err := f.tmp.Write(p)
-	f.n += int64(n)
-	f.err = err
-	return len(p), nil
+// Result is what a Fill's Run did.
+type Result struct {
+	Sent     int64 // bytes written to the client
+	Cached   int64 // bytes of the entry put in place; 0: none
+	WriteErr error // writing to the client
+	GenErr   error // the generator's (done's) error, or reading its output
 }
 
-// Commit puts the entry in place and returns its size; false if it was not kept (too
-// big: later requests for it then generate without waiting).
-func (f *Fill) Commit() (int64, bool) {
-	defer f.release()
-	switch {
-	case f.over:
-		f.c.markUncacheable(f.key)
-		return 0, false
-	case f.err != nil:
-		return 0, false
+// Run generates the entry from r, the generator's output, into a file as fast as r
+// gives it, while w is sent the same bytes from that file at its own pace. At r's end
+// done is called (the generator's exit); if all went well the entry is renamed into
+// place and the lock released at once, while w may still be reading: the clients
+// waiting for the entry never wait for another client's pace. Past the entry bound
+// the entry is given up at once (the lock released, later requests generate without
+// waiting) and the rest goes from r to w directly, at w's pace; if w then fails, stop
+// is called to end the generator. A failed w does not stop a generation going into
+// the cache at disk speed.
+func (f *Fill) Run(r io.Reader, w io.Writer, done func() error, stop func()) Result {
+	defer f.close()
+	sp := newSpool(f.tmp, f.c.maxEntry())
+	go sp.fill(r)
+	finished := make(chan Result, 1)
+	go func() {
+		if sp.waitEnd() { // spilled: too big to cache
+			f.c.markUncacheable(f.key)
+			f.unlock()
+		}
+		sp.waitDone()
+		var res Result
+		res.GenErr = done()
+		if res.GenErr == nil {
+			res.GenErr = sp.err
+		}
+		if res.GenErr == nil && !sp.spilled() {
+			res.Cached = f.commit(sp.size())
+		}
+		f.unlock()
+		finished <- res
+	}()
+	sent, werr := sp.drain(w)
+	if werr != nil {
+		if sp.spilled() {
+			stop()
+			sp.discard()
+		} else if sp.wait(); sp.spilled() {
+			stop()
+		}
 	}
+	res := <-finished
+	res.Sent, res.WriteErr = sent, werr
+	return res
+}
+
+// commit puts the tmp file of n bytes in place as the entry; it returns n, or 0 if it
+// could not.
+func (f *Fill) commit(n int64) int64 {
 	if err := f.tmp.Sync(); err != nil {
-		return 0, false
+		return 0
 	}
 	if err := os.Rename(f.tmp.Name(), f.c.entry(f.key, ".pack")); err != nil {
-		return 0, false
+		return 0
 	}
 	evict(f.c, time.Now())
-	return f.n, true
+	return n
 }
 
-// Abort drops what was written (the response failed or was cut).
-func (f *Fill) Abort() { f.release() }
+// Abort gives the entry up without generating it; a no-op after Run.
+func (f *Fill) Abort() { f.close() }
 
-func (f *Fill) release() {
-	f.tmp.Close()
-	os.Remove(f.tmp.Name()) // a no-op once renamed into place
-	f.lock.unlock()
+func (f *Fill) unlock() {
+	if !f.unlocked {
+		f.unlocked = true
+		f.lock.unlock()
+	}
+}
+
+func (f *Fill) close() {
+	if !f.closed {
+		f.closed = true
+		f.tmp.Close()
+		os.Remove(f.tmp.Name()) // a no-op once renamed into place
+	}
+	f.unlock()
 }

@@ -120,6 +120,26 @@ func (s *spool) wait() {
 	s.discard()
 }
 
+// waitEnd returns once the pack is complete in the file or spills; it reports whether
+// it spilled.
+func (s *spool) waitEnd() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.done && s.spill < 0 {
+		s.cond.Wait()
+	}
+	return s.spill >= 0
+}
+
+// waitDone returns once pack-objects' output has been read to its end.
+func (s *spool) waitDone() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.done {
+		s.cond.Wait()
+	}
+}
+
 // discard reads and drops whatever still comes through the channel.
 func (s *spool) discard() {
 	for range s.ch {

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -111,13 +113,33 @@ func OpenWith(path string, o Options) (*Store, error) {
 // Backup writes a consistent copy of the whole file to w, from one read transaction
 // (bbolt's Tx.WriteTo): writers go on meanwhile, and the copy is the store as of the
 // moment the transaction began. Open the copy as a store to restore it.
+//
+// The copy is spooled to a temporary file beside the store first, and only then sent to
+// w: a read transaction held open blocks a write that has to grow bbolt's memory map, so
+// it lasts as long as a local disk copy, never as long as a slow reader of w. The spool
+// costs one store's size of disk while it lasts.
 func (s *Store) Backup(ctx context.Context, w io.Writer) (int64, error) {
-	var n int64
-	err := s.view(ctx, func(tx *bbolt.Tx) error {
+	spool, err := os.CreateTemp(filepath.Dir(s.db.Path()), "."+filepath.Base(s.db.Path())+".backup-*")
+	if err != nil {
+		return 0, fmt.Errorf("bolt: backup: %w", err)
+	}
+	defer func() {
+		spool.Close()
+		os.Remove(spool.Name())
+	}()
+	var total int64
+	err = s.view(ctx, func(tx *bbolt.Tx) error {
 		var err error
-		n, err = tx.WriteTo(w)
+		total, err = tx.WriteTo(spool)
 		return err
 	})
+	if err != nil {
+		return 0, fmt.Errorf("bolt: backup: %w", err)
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("bolt: backup: %w", err)
+	}
+	n, err := io.Copy(w, io.LimitReader(spool, total))
 	if err != nil {
 		return n, fmt.Errorf("bolt: backup: %w", err)
 	}
