@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
@@ -53,6 +54,10 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 	}
 	if fs := f.FileSystems; len(fs) != 1 || fs[0].IAAfterDays != 1 || fs[0].ArchiveAfterDays != 90 || fs[0].BackToStandardOnRead || !fs[0].Elastic {
 		t.Errorf("file systems %+v", fs)
+	}
+	// The bill's key and the alarm threshold it checks its fleet against.
+	if f.KMSKeys != 1 || f.StaleAfterSeconds != budget.Default().StaleAfter().Seconds() {
+		t.Errorf("%d KMS keys, stale-repos alarm at %v s", f.KMSKeys, f.StaleAfterSeconds)
 	}
 	if l, ok := f.TickLambda(); !ok || l.ID != logicalID(stack.Coordinator) || l.MemoryMB != 512 || f.TickSeconds != 60 {
 		t.Errorf("tick Lambda %+v every %v s", l, f.TickSeconds)
