@@ -168,6 +168,10 @@ func New(cfg Config) (*Handler, error) {
 		if err := packcache.Prepare(cfg.PackCache); err != nil {
 			return nil, fmt.Errorf("serve: %w", err)
 		}
+		// One walk of the cache now; from here on the index evicts without one.
+		if h.cfg.PackCache.Index, err = packcache.OpenIndex(cfg.PackCache); err != nil {
+			return nil, fmt.Errorf("serve: pack cache: %w", err)
+		}
 		h.reports, err = packcache.Listen("", h.recordCache, cfg.Log)
 		if err != nil {
 			return nil, fmt.Errorf("serve: pack cache report socket: %w", err)
@@ -795,6 +799,10 @@ func (h *Handler) recordRequest(r *recorder) {
 }
 
 func (h *Handler) recordCache(rep packcache.Report) {
+	h.cfg.PackCache.Index.Note(rep)
+	if rep.Result == packcache.Filling {
+		return
+	}
 	if rep.Note != "" {
 		h.cfg.Log.Warn("serve: pack cache bypassed", "reason", rep.Note)
 	}

@@ -14,7 +14,8 @@
 //	<kk>/<key>.lock     held (flock) by the hook generating <key>
 //	<kk>/<key>.nocache  the pack was too big to cache: do not wait, generate
 //	tmp/                packs being written, renamed into place when complete
-//	evict.lock          one eviction at a time
+//
+// The server keeps these files in an Index and is the one process that evicts.
 package packcache
 
 import (
@@ -24,7 +25,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +45,9 @@ type Config struct {
 	// MaxEntries bounds the files in the cache: entries, lock and marker files and
 	// partly written ones; <= 0: DefaultMaxEntries.
 	MaxEntries int
+	// Index, in the server, keeps the cache's files and evicts (OpenIndex); nil in a
+	// hook, which names its key in its report instead.
+	Index *Index
 }
 
 func (c Config) withDefaults() Config {
@@ -129,7 +132,8 @@ func (c Config) Open(key string) (*os.File, int64, bool) {
 		return nil, 0, false
 	}
 	now := time.Now()
-	_ = os.Chtimes(p, now, now) // least recently used goes first
+	_ = os.Chtimes(p, now, now) // least recently used goes first, after a restart too
+	c.Index.Key(key, true)
 	return f, fi.Size(), true
 }
 
@@ -143,6 +147,7 @@ func (c Config) Uncacheable(key string) bool {
 // markUncacheable records that key's entry is too big to cache.
 func (c Config) markUncacheable(key string) {
 	_ = os.WriteFile(c.entry(key, ".nocache"), nil, 0o644)
+	c.Index.Key(key, false)
 }
 
 // ErrBusy is Claim's answer while another process fills the same entry, or when it
@@ -178,6 +183,7 @@ func (c Config) Wait(ctx context.Context, key string) error {
 		l, err := lockFile(p, syscall.LOCK_SH|syscall.LOCK_NB)
 		if err == nil {
 			l.unlock()
+			c.Index.Key(key, false) // the lock file may be new
 			return nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
@@ -191,93 +197,6 @@ func (c Config) Wait(ctx context.Context, key string) error {
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
-	}
-}
-
-// evict removes entries unused for longer than the TTL, leftovers of hooks that died,
-// then the least recently used entries until the files fit in MaxBytes and
-// MaxEntries. Partly written files and lock and marker files count against both
-// bounds (a fill in progress takes room as a finished entry does). One eviction at a
-// time; a hook that finds one running skips its own.
-func evict(c Config, now time.Time) {
-	c = c.withDefaults()
-	l, err := lockFile(filepath.Join(c.Dir, "evict.lock"), syscall.LOCK_EX|syscall.LOCK_NB)
-	if err != nil {
-		return
-	}
-	defer l.unlock()
-	type entry struct {
-		path  string
-		size  int64
-		mtime time.Time
-	}
-	var packs, small []entry // small: lock and marker files, removable when idle
-	var total int64
-	files := 1 // evict.lock
-	_ = filepath.WalkDir(c.Dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || p == l.f.Name() {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		old := now.Sub(fi.ModTime()) > c.TTL
-		switch ext := filepath.Ext(p); {
-		case filepath.Dir(p) == c.tmpDir():
-			if old { // a hook that died while writing
-				os.Remove(p)
-				return nil
-			}
-		case ext == ".pack":
-			if old {
-				os.Remove(p)
-				return nil
-			}
-			packs = append(packs, entry{p, fi.Size(), fi.ModTime()})
-		case ext == ".nocache" && old:
-			os.Remove(p)
-			return nil
-		case ext == ".lock" && old:
-			if removeIdleLock(p) {
-				return nil
-			}
-		case ext == ".lock" || ext == ".nocache":
-			small = append(small, entry{p, fi.Size(), fi.ModTime()})
-		}
-		files++
-		total += fi.Size()
-		return nil
-	})
-	over := func() bool { return total > c.MaxBytes || files > c.MaxEntries }
-	if !over() {
-		return
-	}
-	byAge := func(a, b entry) int { return a.mtime.Compare(b.mtime) }
-	slices.SortFunc(small, byAge)
-	for _, e := range small {
-		if files <= c.MaxEntries {
-			break
-		}
-		if strings.HasSuffix(e.path, ".lock") && !removeIdleLock(e.path) {
-			continue
-		}
-		if !strings.HasSuffix(e.path, ".lock") && os.Remove(e.path) != nil {
-			continue
-		}
-		files--
-	}
-	slices.SortFunc(packs, byAge)
-	for _, e := range packs {
-		if !over() {
-			break
-		}
-		// A reader holding the file open keeps reading it: removal only frees the
-		// space once the last reader is done.
-		if os.Remove(e.path) == nil {
-			total -= e.size
-			files--
-		}
 	}
 }
 

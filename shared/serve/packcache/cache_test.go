@@ -124,29 +124,6 @@ func TestKey(t *testing.T) {
 	}
 }
 
-func TestEvict(t *testing.T) {
-	dir := t.TempDir()
-	c := Config{Dir: dir, MaxBytes: 250, TTL: time.Hour}.withDefaults()
-	now := time.Now()
-	put := func(key string, size int, age time.Duration) string {
-		p := c.entry(key, ".pack")
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, make([]byte, size), 0o644)
-		os.Chtimes(p, now.Add(-age), now.Add(-age))
-		return p
-	}
-	expired := put("aa01", 10, 2*time.Hour)
-	oldest := put("bb02", 100, 30*time.Minute)
-	older := put("cc03", 100, 20*time.Minute)
-	newest := put("dd04", 100, time.Minute)
-	evict(c, now)
-	for p, want := range map[string]bool{expired: false, oldest: false, older: true, newest: true} {
-		if _, err := os.Stat(p); (err == nil) != want {
-			t.Errorf("%s kept=%v, want %v", filepath.Base(p), err == nil, want)
-		}
-	}
-}
-
 // A wait for an entry in generation ends with the waiting request.
 func TestWaitEndsWithItsContext(t *testing.T) {
 	c := Config{Dir: t.TempDir()}.withDefaults()
@@ -215,34 +192,3 @@ func TestKeyFollowsContents(t *testing.T) {
 	}
 }
 
-// The entry bound counts every file: lock and marker files and partly written ones
-// too. Idle locks and markers go first, then the least recently used entries; a held
-// lock and a fill in progress stay.
-func TestEvictBoundsFiles(t *testing.T) {
-	dir := t.TempDir()
-	c := Config{Dir: dir, MaxEntries: 4, TTL: time.Hour}.withDefaults()
-	now := time.Now()
-	put := func(name string, age time.Duration) string {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte("x"), 0o644)
-		os.Chtimes(p, now.Add(-age), now.Add(-age))
-		return p
-	}
-	oldPack := put("aa/aa01.pack", 30*time.Minute)
-	newPack := put("bb/bb02.pack", time.Minute)
-	idle := put("cc/cc03.lock", 20*time.Minute)
-	marker := put("dd/dd04.nocache", 20*time.Minute)
-	partial := put("tmp/ee05-1.pack", time.Minute)
-	held, err := c.lockEntry("ff06" + strings.Repeat("0", 60))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.unlock()
-	evict(c, now) // 7 files with evict.lock, bound 4
-	for p, want := range map[string]bool{oldPack: false, newPack: true, idle: false, marker: false, partial: true, held.f.Name(): true} {
-		if _, err := os.Stat(p); (err == nil) != want {
-			t.Errorf("%s kept=%v, want %v", filepath.Base(p), err == nil, want)
-		}
-	}
-}

@@ -42,6 +42,9 @@ const (
 	Waited = "wait"   // another hook was generating the same pack: served from the cache after it
 	Miss   = "miss"   // generated and cached
 	Bypass = "bypass" // generated, not cached (too big, no cache, an error of the cache)
+	// Filling is not an outcome but the report a hook sends when it starts writing
+	// Tmp for Key, so that the server's index counts the partly written file.
+	Filling = "filling"
 )
 
 // Report is what a hook run sends to the server's report socket.
@@ -53,6 +56,10 @@ type Report struct {
 	// Note says why a request that could have been cached was not; the server logs
 	// it (the client's stderr is no place for it).
 	Note string `json:"note,omitempty"`
+	// Key is the entry the hook looked up, filled or waited for, and Tmp the file it
+	// wrote the entry into: the server's index looks at their files again (Index.Note).
+	Key string `json:"key,omitempty"`
+	Tmp string `json:"tmp,omitempty"`
 }
 
 // Main runs the hook: args is what follows the hook command (git ...), getenv its
@@ -77,6 +84,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 		rep.Note = fmt.Sprintf("no cache for this request: %v", kerr)
 	} else {
 		code, rep = h.cached(key, in, stdout)
+		rep.Key = key
 	}
 	sendReport(getenv(EnvReport), rep)
 	return code
@@ -87,6 +95,7 @@ type hook struct {
 	git    string
 	args   []string // after "git"
 	repo   string
+	report string // the server's report socket
 	stderr io.Writer
 }
 
@@ -102,7 +111,7 @@ func newHook(args []string, getenv func(string) string, stderr io.Writer) (*hook
 	if rest[0] != "pack-objects" {
 		return nil, fmt.Errorf("only runs pack-objects, not %q", rest[0])
 	}
-	h := &hook{git: getenv(EnvGit), args: args[1:], repo: getenv(EnvRepo), stderr: stderr,
+	h := &hook{git: getenv(EnvGit), args: args[1:], repo: getenv(EnvRepo), report: getenv(EnvReport), stderr: stderr,
 		cfg: Config{Dir: getenv(EnvDir)}}
 	if h.git == "" {
 		h.git = "git"
@@ -194,6 +203,7 @@ func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int,
 		return h.direct(bytes.NewReader(in), stdout)
 	}
 	defer fill.Abort()
+	sendReport(h.report, Report{Result: Filling, Key: key, Tmp: fill.tmp.Name()})
 	cmd := h.command(bytes.NewReader(in))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -201,10 +211,10 @@ func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int,
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return exitCode(err, h.stderr), Report{Result: Bypass}
+		return exitCode(err, h.stderr), Report{Result: Bypass, Tmp: fill.tmp.Name()}
 	}
 	res := fill.Run(out, stdout, cmd.Wait, func() { cmd.Process.Kill() })
-	rep := Report{Result: Bypass, GenerationSeconds: time.Since(start).Seconds(), Bytes: res.Sent}
+	rep := Report{Result: Bypass, GenerationSeconds: time.Since(start).Seconds(), Bytes: res.Sent, Tmp: fill.tmp.Name()}
 	if res.Cached > 0 {
 		rep.Result, rep.CachedBytes = Miss, res.Cached
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 )
 
 // Whole responses. The server also caches a clone's whole upload-pack response (the
@@ -42,6 +41,7 @@ func (c Config) newFill(key string, l *flock, ext string) (*Fill, error) {
 		l.unlock()
 		return nil, fmt.Errorf("pack cache: %w", err)
 	}
+	c.Index.Filling(key, tmp.Name())
 	return &Fill{c: c, key: key, lock: l, tmp: tmp}, nil
 }
 
@@ -117,7 +117,7 @@ func (f *Fill) commit(n int64) int64 {
 	if err := os.Rename(f.tmp.Name(), f.c.entry(f.key, ".pack")); err != nil {
 		return 0
 	}
-	evict(f.c, time.Now())
+	f.c.Index.Filled(f.key, f.tmp.Name())
 	return n
 }
 
@@ -136,6 +136,7 @@ func (f *Fill) close() {
 		f.closed = true
 		f.tmp.Close()
 		os.Remove(f.tmp.Name()) // a no-op once renamed into place
+		f.c.Index.Filled(f.key, f.tmp.Name())
 	}
 	f.unlock()
 }
