@@ -191,4 +191,3 @@ func TestKeyFollowsContents(t *testing.T) {
 		}
 	}
 }
-
