@@ -5,7 +5,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # Node 20 is past its end of life for jsii; this silences that banner for major version 20.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: all run test vet unit infra cfnspec synth smoke deploy destroy bench microbench build localstack-test fmt clean
+.PHONY: all run test vet unit fuzz infra cfnspec synth smoke deploy destroy bench microbench build localstack-test fmt clean
 
 all: test
 
@@ -23,7 +23,7 @@ run:
 	exec $(BIN) run $(ARGS)
 
 ## test: every test tier this machine can run
-test: vet unit infra synth
+test: vet unit fuzz infra synth
 
 vet:
 	$(GO) vet ./...
@@ -32,6 +32,11 @@ vet:
 # minutes, and jsii's own code is not what the race detector is for here.
 unit:
 	bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m $$($(GO) list ./... | grep -v /infra)
+
+# A short run of the fuzz targets, each against its real counterpart (the clone
+# detector against git upload-pack).
+fuzz:
+	$(GO) test ./shared/serve -run '^$$' -fuzz '^FuzzCloneDetector$$' -fuzztime 10s
 
 # The infra tests check the synthesized templates against CloudFormation's resource
 # specification, fetched first (npm, cached in build/cfnspec) at the version the CDK

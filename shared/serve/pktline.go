@@ -2,7 +2,6 @@ package serve
 
 import (
 	"fmt"
-	"strings"
 )
 
 // maxPktLen is the largest pkt-line git allows: 4 bytes of length and 65516 of data
@@ -85,48 +84,4 @@ func printable(b []byte) string {
 // pktLine encodes one pkt-line of data.
 func pktLine(data string) []byte {
 	return fmt.Appendf(nil, "%04x%s", len(data)+4, data)
-}
-
-// cloneRequest reports whether an upload-pack request asks for a pack with no haves (a
-// clone, shallow or partial included), and if so returns the request as the response
-// cache keys it: without the client's agent= and session-id=, which name the client
-// and its run, not what it asks for (upload-pack's answer does not depend on them), so
-// clients of different git versions asking the same share one cached response.
-func cloneRequest(body []byte) (key []byte, ok bool) {
-	done, haves := false, false
-	err := walkPktLines(body, func(n int, line []byte) {
-		if n <= 2 {
-			key = fmt.Appendf(key, "%04x", n)
-			return
-		}
-		l := string(line)
-		switch {
-		case strings.HasPrefix(l, "have "):
-			haves = true
-		case l == "done" || l == "done\n":
-			done = true
-		case clientOnly(strings.TrimSuffix(l, "\n")):
-			return // v2: a capability line of its own
-		case strings.HasPrefix(l, "want ") && strings.Contains(l, "="):
-			// v0: the first want carries the capabilities after the object id.
-			f := strings.Fields(l)
-			kept := f[:0]
-			for _, c := range f {
-				if !clientOnly(c) {
-					kept = append(kept, c)
-				}
-			}
-			l = strings.Join(kept, " ") + "\n"
-		}
-		key = append(key, pktLine(l)...)
-	})
-	if err != nil || !done || haves {
-		return nil, false
-	}
-	return key, true
-}
-
-// clientOnly reports whether a capability names the client rather than the request.
-func clientOnly(c string) bool {
-	return strings.HasPrefix(c, "agent=") || strings.HasPrefix(c, "session-id=")
 }

@@ -19,7 +19,7 @@ import (
 // other request, or a cache that cannot be used, goes to git as it is.
 func (h *Handler) answer(w *recorder, r *http.Request, dir string, req request, proto string, body []byte) {
 	c := h.cfg.PackCache
-	keyed, clone := cloneRequest(body)
+	keyed, clone := cloneRequest(proto, body)
 	if req.svc != svcUploadPack || h.hook == "" || !clone {
 		h.uploadPack(w, r, dir, req, proto, body, nil)
 		return

@@ -422,19 +422,7 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	}
 	defer os.RemoveAll(scratch)
 
-	// Command-line configuration (the mirrors are never written to): partial clone,
-	// lazy fetches of single objects by v0 clients (v2 allows them anyway), and the
-	// hook, which git takes only from protected configuration such as -c. Not
-	// uploadpack.allowRefInWant: git 2.39's client fails a shallow clone with it.
-	args := []string{
-		"-c", "uploadpack.allowFilter=true",
-		"-c", "uploadpack.allowAnySHA1InWant=true",
-		"-c", "safe.directory=*",
-	}
-	if h.hook != "" {
-		args = append(args, "-c", "uploadpack.packObjectsHook="+h.hook)
-	}
-	args = append(args, "upload-pack", "--strict", "--stateless-rpc")
+	args := uploadPackArgs(h.hook)
 	if req.svc == svcInfoRefs {
 		args = append(args, "--advertise-refs")
 	}
@@ -523,6 +511,24 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", werr, "stderr", firstLine(stderr.String()))
 	}
 	return sent == nil && werr == nil
+}
+
+// uploadPackArgs is git's command line for upload-pack up to the directory, with the
+// command-line configuration (the mirrors are never written to): partial clone, lazy
+// fetches of single objects by v0 clients (v2 allows them anyway), and the hook (""
+// for none), which git takes only from protected configuration such as -c. Not
+// uploadpack.allowRefInWant: git 2.39's client fails a shallow clone with it. The
+// clone detector parses requests as upload-pack does with this configuration.
+func uploadPackArgs(hook string) []string {
+	args := []string{
+		"-c", "uploadpack.allowFilter=true",
+		"-c", "uploadpack.allowAnySHA1InWant=true",
+		"-c", "safe.directory=*",
+	}
+	if hook != "" {
+		args = append(args, "-c", "uploadpack.packObjectsHook="+hook)
+	}
+	return append(args, "upload-pack", "--strict", "--stateless-rpc")
 }
 
 // writerFunc is an io.Writer made of a function that writes all of p or fails.
