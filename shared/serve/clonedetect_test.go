@@ -44,12 +44,14 @@ type uploadPack struct {
 type outcome int
 
 const (
-	gitError  outcome = iota // upload-pack failed
-	gitOther                 // an answer without a pack, or a pack that depends on what the client has
-	gitClone                 // a pack, the same as for the request without the client's have and shallow lines
+	gitError outcome = iota // upload-pack failed
+	gitOther                // an answer without a pack, or a pack that depends on what the client has
+	gitClone                // a pack, the same as for the request without the client's have and shallow lines
 )
 
-func (o outcome) String() string { return [...]string{"git failed", "not a clone's answer", "a clone's answer"}[o] }
+func (o outcome) String() string {
+	return [...]string{"git failed", "not a clone's answer", "a clone's answer"}[o]
+}
 
 func (u uploadPack) run(proto string, body []byte) ([]byte, error) {
 	args := append([]string{"-c", "pack.threads=1"}, uploadPackArgs("")...)
