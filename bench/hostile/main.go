@@ -1,6 +1,6 @@
-// Command hostile attacks a fleet the way issue 15 lists — hostile upstreams, a list of
-// bad lines, hostile API clients — and runs the simulation's chaos, and writes what
-// came of it to bench/results/hostile.json: each attack's outcome and the process's
+// Command hostile attacks a fleet the way issues 15 and 23 list — hostile upstreams, a
+// list of bad lines, hostile API clients, hostile clients of the git front — and runs
+// the simulation's chaos, and writes what came of it to bench/results/hostile.json: each attack's outcome and the process's
 // memory peak under it, and the repos the chaos lost (none).
 //
 // Everything runs in this process on 127.0.0.1: the attacker and the fleet share the
@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -25,8 +26,18 @@ import (
 func main() {
 	out := flag.String("out", "bench/results", "directory to write hostile.json into")
 	quick := flag.Bool("quick", false, "small figures (a try-out, not the report's)")
+	servingOnly := flag.Bool("serving-only", false, "only the git front's attacks, printed, not written (a try-out)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *servingOnly {
+		v, err := serving(context.Background(), log, *quick)
+		if err != nil {
+			log.Error("hostile", "err", err)
+			os.Exit(1)
+		}
+		json.NewEncoder(os.Stdout).Encode(v)
+		return
+	}
 	if err := run(context.Background(), *out, *quick, log); err != nil {
 		log.Error("hostile", "err", err)
 		os.Exit(1)
@@ -58,6 +69,10 @@ func run(ctx context.Context, out string, quick bool, log *slog.Logger) error {
 		return fmt.Errorf("clients: %w", err)
 	}
 	v.Limits = append(v.Limits, limits...)
+	log.Info("serving attacks")
+	if v.Serving, err = serving(ctx, log, quick); err != nil {
+		return fmt.Errorf("serving: %w", err)
+	}
 	log.Info("chaos")
 	if v.Chaos, err = chaos(ctx, log); err != nil {
 		return fmt.Errorf("chaos: %w", err)
@@ -65,6 +80,7 @@ func run(ctx context.Context, out string, quick bool, log *slog.Logger) error {
 	v.Notes = append(v.Notes,
 		"The attacker runs in the measured process: heap and RSS peaks are of the fleet and its attacker together.",
 		"Heap peak: the Go heap's objects (runtime/metrics), sampled every 2 ms after a collection; RSS peak: VmHWM, reset per attack through /proc/self/clear_refs.",
+		"Serving attacks: `mirrorfleet serve` runs as a process of its own (default limits, a fresh one and an empty pack cache per attack, the loopback trusted as a proxy so each attacker names its client address in X-Forwarded-For); its RSS peak is its own VmHWM, without the git processes it runs. Git processes are counted by their command line or working directory in the bench's directory, children of the front or not.",
 		fmt.Sprintf("Run with quick=%v.", quick))
 	v.Meta.Finish()
 	if err := results.Write(out, "hostile", v); err != nil {

@@ -54,8 +54,53 @@ func hostileSection(r *Report) (string, results.Meta, error) {
 		Headline, During string
 		Chaos            []chaos
 		Stages           []string
-	}{v, hostileHeadline(v), strings.Join(during, "; "), runs, stages})
+		Serving          *hostileServing
+	}{v, hostileHeadline(v), strings.Join(during, "; "), runs, stages, newHostileServing(v.Serving)})
 	return md, v.Meta, err
+}
+
+// Goals of the serving attacks (issue 23).
+const (
+	hostileFrontMemGoal   = 256 // MiB, the front's peak over every attack
+	hostileCacheFilesGoal = 2.0 // cache files on disk ÷ the entry bound
+)
+
+// hostileServing is the serving attacks with their goals checked; nil without them.
+type hostileServing struct {
+	V                            *results.HostileServing
+	MemGoal                      int
+	Abandoned, MemMet, FilesText string
+	During                       string
+}
+
+func newHostileServing(v *results.HostileServing) *hostileServing {
+	if v == nil || len(v.Scenarios) == 0 {
+		return nil
+	}
+	h := &hostileServing{V: v, MemGoal: hostileFrontMemGoal, Abandoned: "not run", FilesText: "not run",
+		MemMet: goalText(v.PeakFrontRSSMiB <= hostileFrontMemGoal)}
+	var during []string
+	for _, s := range v.Scenarios {
+		if s.Name == "abandoned" && s.GitProcessesAfter >= 0 {
+			h.Abandoned = fmt.Sprintf("%d: %s", s.GitProcessesAfter, goalText(s.GitProcessesAfter == 0))
+		}
+		if s.CacheEntryBound > 0 {
+			x := float64(s.CacheFilesPeak) / float64(s.CacheEntryBound)
+			h.FilesText = fmt.Sprintf("%s files for a bound of %s, %.2f×: %s", fmtInt(s.CacheFilesPeak), fmtInt(s.CacheEntryBound), x, goalText(x <= hostileCacheFilesGoal))
+		}
+		if s.Detail != "" {
+			during = append(during, fmt.Sprintf("`%s`: %s", s.Name, s.Detail))
+		}
+	}
+	h.During = strings.Join(during, "; ")
+	return h
+}
+
+func goalText(met bool) string {
+	if met {
+		return "meets the goal"
+	}
+	return "**misses the goal**"
 }
 
 // hostileHeadline counts the attacks refused, the highest heap peak among them, and

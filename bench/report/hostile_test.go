@@ -69,3 +69,42 @@ func TestHostileSectionShowsTheJSON(t *testing.T) {
 		}
 	}
 }
+
+// The serving attacks (issue 23) with their goals: one met, one missed, one not run.
+func TestHostileSectionShowsServing(t *testing.T) {
+	v := hostileFixture()
+	v.Serving = &results.HostileServing{MirrorBytes: 35 << 20, PeakFrontRSSMiB: 300.4, Scenarios: []results.HostileServe{
+		{Name: "abandoned", What: "100 fetches dropped", Sent: 100, Refused: 12, Outcome: "0 git processes 5 s after the clients left",
+			Detail: "an honest clone: 200", Seconds: 7.25, FrontRSSPeakMiB: 61.2, GitProcessesAfter: 0},
+		{Name: "filter-spam", What: "1500 clones", Sent: 1500, Outcome: "at most 900 cache files", Seconds: 95, FrontRSSPeakMiB: 300.4,
+			GitProcessesAfter: -1, CacheFilesPeak: 900, CacheEntryBound: 500},
+	}}
+	r := &Report{Results: t.TempDir(), Out: t.TempDir()}
+	if err := results.Write(r.Results, "hostile", v); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := hostileSection(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"### Clients of the git front",
+		"(35.0 MiB mirror",
+		"0 git processes 5 s after abandoned requests (0: meets the goal)",
+		"at most 256 MiB over every attack (300 MiB: **misses the goal**)",
+		"(900 files for a bound of 500, 1.80×: meets the goal)",
+		"| `abandoned` | 100 fetches dropped | 100 | 12 | 0 git processes 5 s after the clients left | 0 | 7.2 s | 61 MiB |",
+		"| `filter-spam` | 1500 clones | 1,500 | 0 | at most 900 cache files | — | 95.0 s | 300 MiB |",
+		"`abandoned`: an honest clone: 200",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q\n%s", want, md)
+		}
+	}
+	// Results from before the serving attacks have no such part.
+	v.Serving = nil
+	results.Write(r.Results, "hostile", v)
+	if md, _, _ := hostileSection(r); strings.Contains(md, "Clients of the git front") {
+		t.Error("a serving part without serving results")
+	}
+}

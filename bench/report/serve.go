@@ -52,8 +52,38 @@ func serveSection(r *Report) (string, results.Meta, error) {
 		V                         results.Serve
 		States                    []state
 		CloneGoal, ConcurrentGoal float64
-	}{v, states, serveCloneGoal, serveConcurrentGoal})
+		Slow                      *serveSlow
+	}{v, states, serveCloneGoal, serveConcurrentGoal, newServeSlow(v)})
 	return md, v.Meta, err
+}
+
+// serveSlowGoal: an operation beside one slow client making the identical request,
+// over its time alone (issue 23).
+const serveSlowGoal = 1.1
+
+// serveSlow is the slow-client part with its goal checked; nil without it.
+type serveSlow struct {
+	State, Rate string
+	Runs        int
+	Goal        float64
+	Rows        []serveSlowRow
+}
+
+type serveSlowRow struct {
+	results.ServeSlowOp
+	Met string
+}
+
+func newServeSlow(v results.Serve) *serveSlow {
+	if v.Slow == nil {
+		return nil
+	}
+	s := &serveSlow{State: v.States[len(v.States)-1].Name, Rate: hBytes(int64(v.Slow.RateBytesPerSecond)),
+		Runs: v.Slow.Runs, Goal: serveSlowGoal}
+	for _, op := range []results.ServeSlowOp{v.Slow.Clone, v.Slow.Fetch} {
+		s.Rows = append(s.Rows, serveSlowRow{op, serveMet(op.Ratio, serveSlowGoal)})
+	}
+	return s
 }
 
 // serveHits is "hits / packs (ratio)" for the front; a dash without packs.

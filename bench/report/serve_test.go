@@ -71,3 +71,36 @@ func TestServeSection(t *testing.T) {
 		t.Error("no error without serve.json")
 	}
 }
+
+// The slow-client part (issue 23): the clone meets the goal, the fetch misses it.
+func TestServeSectionSlowClient(t *testing.T) {
+	v := serveFixture()
+	v.Slow = &results.ServeSlow{RateBytesPerSecond: 8 << 10, Runs: 2,
+		Clone: results.ServeSlowOp{What: "git clone --mirror", ResponseBytes: 126 << 20, AloneSeconds: 3.1, WithSlowSeconds: 2.9, Ratio: 2.9 / 3.1, SlowBytes: 40 << 10},
+		Fetch: results.ServeSlowOp{What: "v2 fetch", ResponseBytes: 60 << 20, AloneSeconds: 1.0, WithSlowSeconds: 1.5, Ratio: 1.5, SlowBytes: 12 << 10}}
+	r := &Report{Results: t.TempDir(), Out: t.TempDir()}
+	if err := results.Write(r.Results, "serve", v); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := serveSection(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"### One slow client",
+		"The maintained mirror, a fresh front",
+		"reading at 8.0 KiB/s",
+		"(median of 2). Goal: at most 1.1× the time alone.",
+		"| git clone --mirror | 126 MiB | 3.10 s | 2.90 s | 0.94× | meets | 40.0 KiB |",
+		"| v2 fetch | 60.0 MiB | 1.00 s | 1.50 s | 1.50× | misses | 12.0 KiB |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("section lacks %q\n%s", want, md)
+		}
+	}
+	v.Slow = nil
+	results.Write(r.Results, "serve", v)
+	if md, _, _ := serveSection(r); strings.Contains(md, "One slow client") {
+		t.Error("a slow-client part without its results")
+	}
+}

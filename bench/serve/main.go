@@ -127,6 +127,10 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		}
 		res.States = append(res.States, s)
 	}
+	log.Info("slow client")
+	if res.Slow, err = b.slow(ctx, cfg.cloneRuns); err != nil {
+		return fmt.Errorf("slow client: %w", err)
+	}
 	res.Notes = []string{
 		"Client and servers share one machine; the client's work is in the wall times, not in the server CPU.",
 		"Each server process is started for one operation and stopped after it; its CPU is the rusage of the process and of every process it waited for (upload-pack, pack-objects, the pack cache hook, http-backend).",
@@ -134,6 +138,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 		"A clone (no haves) is kept in the cache as its whole response and answered again from the file with no git process; fetches go to upload-pack and the cached packs.",
 		"Maintenance here is the fleet's own first (full) run (mirror.Maintain): `git pack-refs`, `git repack --geometric=2 -d --write-midx --write-bitmap-index`, `git commit-graph write --split --reachable` and `git fsck --connectivity-only`.",
 		"Wall times are the client's: from starting git until the last clone of the operation finished.",
+		"Slow client (maintained mirror): the slow request goes through a proxy that reads the front's answer at 8 KiB/s from a 16 KiB socket buffer; it starts a second before the measured identical request, on a fresh front with an empty cache, and is cut when that request is done.",
 	}
 	res.LoadEnd = results.LoadAverage()
 	res.Meta.Finish()

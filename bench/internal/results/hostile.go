@@ -10,7 +10,40 @@ type Hostile struct {
 	List      HostileList     `json:"list"`
 	Clients   []HostileAttack `json:"clients"`
 	Chaos     []HostileChaos  `json:"chaos"`
-	Notes     []string        `json:"notes,omitempty"`
+	// Serving is hostile clients of the git front (issue 23); nil in results from
+	// before it.
+	Serving *HostileServing `json:"serving,omitempty"`
+	Notes   []string        `json:"notes,omitempty"`
+}
+
+// HostileServing is hostile clients against `mirrorfleet serve` with default limits
+// (a fresh front process and an empty cache for each scenario).
+type HostileServing struct {
+	MirrorBytes int64 `json:"mirror_bytes"` // pack bytes of the mirror served
+	// PeakFrontRSSMiB is the front process's peak resident set (VmHWM) over every
+	// scenario; the git processes it runs are not in it.
+	PeakFrontRSSMiB float64        `json:"peak_front_rss_mib"`
+	Scenarios       []HostileServe `json:"scenarios"`
+}
+
+// HostileServe is one serving scenario and what came of it.
+type HostileServe struct {
+	Name    string  `json:"name"`
+	What    string  `json:"what"`
+	Sent    int     `json:"sent"`             // requests or connections
+	Refused int     `json:"refused"`          // answered 429 or 503
+	Outcome string  `json:"outcome"`          // what the scenario checks, in words
+	Detail  string  `json:"detail,omitempty"` // the honest client's view
+	Seconds float64 `json:"seconds"`
+	// FrontRSSPeakMiB is the front process's VmHWM at the scenario's end.
+	FrontRSSPeakMiB float64 `json:"front_rss_peak_mib"`
+	// GitProcessesAfter is the git processes (upload-pack, the hook, pack-objects)
+	// of the front still running 5 s after the clients left; -1: not counted.
+	GitProcessesAfter int `json:"git_processes_after"`
+	// Cache files: the most seen on disk during the scenario (sampled) and the
+	// entry bound in force; 0 when not looked at.
+	CacheFilesPeak  int `json:"cache_files_peak,omitempty"`
+	CacheEntryBound int `json:"cache_entry_bound,omitempty"`
 }
 
 // HostileLimit is one limit in force during the attacks.

@@ -17,7 +17,32 @@ type Serve struct {
 	// States are the mirror as the fetcher leaves it ("unmaintained": go-git's packs,
 	// no bitmap) and after maintenance ("maintained": repacked, with a bitmap).
 	States []ServeState `json:"states"`
-	Notes  []string     `json:"notes"`
+	// Slow is the maintained mirror served to one client reading at a trickle while
+	// identical requests run (issue 23); nil in results from before it.
+	Slow  *ServeSlow `json:"slow,omitempty"`
+	Notes []string   `json:"notes"`
+}
+
+// ServeSlow is each operation's time alone and beside one slow client making the
+// identical request through the front (a fresh front and an empty cache each time).
+type ServeSlow struct {
+	RateBytesPerSecond int         `json:"rate_bytes_per_second"` // the slow client's reading
+	Runs               int         `json:"runs"`                  // of each operation, alone and beside it
+	Clone              ServeSlowOp `json:"clone"`
+	Fetch              ServeSlowOp `json:"fetch"`
+}
+
+// ServeSlowOp is one operation alone and beside the slow client (medians).
+type ServeSlowOp struct {
+	What            string    `json:"what"`
+	ResponseBytes   int64     `json:"response_bytes"` // what one client receives
+	AloneSeconds    float64   `json:"alone_seconds"`
+	AloneAll        []float64 `json:"alone_seconds_all"`
+	WithSlowSeconds float64   `json:"with_slow_seconds"`
+	WithSlowAll     []float64 `json:"with_slow_seconds_all"`
+	Ratio           float64   `json:"ratio"` // with the slow client ÷ alone
+	// SlowBytes is what the slow client had received when the operation finished.
+	SlowBytes int64 `json:"slow_bytes"`
 }
 
 // ServeRepo describes the generated mirror.
