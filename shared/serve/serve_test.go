@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -276,5 +278,42 @@ func TestCachedCloneRunsNoGit(t *testing.T) {
 	_, third := clone("third.git")
 	if third != first {
 		t.Fatalf("the clone after a change ran git %d times, want %d (a new generation)", third, first)
+	}
+}
+
+// The front's index of the pack cache follows what the hooks (separate processes,
+// through their reports) and the front's own fills put on disk, and keeps the files
+// within the entry bound with no directory walk.
+func TestPackCacheIndexFollowsTheHooks(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.PackCache.MaxEntries = 6 })
+	up := e.repo("example.com/team/app.git")
+	work := filepath.Join(t.TempDir(), "work")
+	e.git("", "clone", "--quiet", e.url("example.com/team/app"), work) // the front's fill
+	for i := range 4 {
+		up.Commit(t, "next", map[string][]byte{"README": fmt.Appendf(nil, "next %d\n", i)})
+		e.git(work, "fetch", "--quiet", "origin") // a hook's fill, told in its report
+	}
+	onDisk := func() int {
+		n := 0
+		filepath.WalkDir(e.cache, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	// Reports are datagrams the front reads as they come: wait for the last one.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		files, _ := e.h.cfg.PackCache.Index.Counts()
+		disk := onDisk()
+		if files == disk && disk <= 6 && disk >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the index counts %d files, the disk holds %d (bound 6)", files, disk)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
