@@ -329,7 +329,9 @@ func (b *bench) start(ctx context.Context, front bool) (*server, error) {
 		}
 		args = []string{b.launcher, b.front, "serve", "--root", b.root, "--listen", "127.0.0.1:0",
 			"--pack-cache-dir", s.cache, "--pack-cache-bytes", "8G", "--emf-interval", "0",
-			"--serve-max-per-repo", strconv.Itoa(max(b.cfg.clients, 32)), "--serve-max-total", strconv.Itoa(max(2*b.cfg.clients, 64))}
+			"--serve-max-per-repo", strconv.Itoa(max(b.cfg.clients, 32)), "--serve-max-total", strconv.Itoa(max(2*b.cfg.clients, 64)),
+			// Every client of the bench is 127.0.0.1.
+			"--serve-max-per-client", strconv.Itoa(max(2*b.cfg.clients, 64))}
 	} else {
 		args = []string{b.launcher, b.self, backendArg, b.root}
 	}
