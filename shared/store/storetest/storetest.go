@@ -207,6 +207,15 @@ func normRepos(rs []store.Repo) []store.Repo {
 
 func normWorker(w store.Worker) store.Worker {
 	w.StartedAt, w.HeartbeatAt, w.SilentSince = w.StartedAt.UTC(), w.HeartbeatAt.UTC(), w.SilentSince.UTC()
+	if len(w.Checks) > 0 {
+		cs := make([]store.Check, len(w.Checks))
+		for i, c := range w.Checks {
+			cs[i] = store.Check{RepoID: c.RepoID, At: c.At.UTC().Round(0)}
+		}
+		w.Checks = cs
+	} else {
+		w.Checks = nil
+	}
 	return w
 }
 
