@@ -39,7 +39,8 @@ func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger
 		log = slog.New(slog.DiscardHandler)
 	}
 	ac := api.Config{Store: st, Policy: urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts},
-		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, CloneBaseURL: cfg.CloneBaseURL, Clock: clk, Log: log}
+		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, CloneBaseURL: cfg.CloneBaseURL, Clock: clk, Log: log,
+		HeartbeatChecks: true} // no worker runs here: their heartbeats say when repos were polled
 	if cfg.List.Enabled() {
 		ac.List = listsync.View{Config: cfg.List, Store: st}
 	}

@@ -61,7 +61,8 @@ func TestSyncOfUnchangedRepoMovesLastChecked(t *testing.T) {
 	var jobs []api.TunasyncJob
 	getJSON(t, f, "/tunasync.json", &jobs)
 	if len(jobs) != 1 || jobs[0].Status != "success" || jobs[0].Upstream != before.URL || jobs[0].Size == "unknown" ||
-		jobs[0].LastEndedTS != after.LastCheckedAt.Unix() || jobs[0].LastUpdateTS == 0 {
+		jobs[0].LastEndedTS != after.LastCheckedAt.Unix() || jobs[0].LastUpdateTS == 0 ||
+		jobs[0].NextScheduleTS < jobs[0].LastEndedTS+3500 { // the next poll: not before the 1 h minimum interval
 		t.Errorf("GET /tunasync.json = %+v", jobs)
 	}
 }

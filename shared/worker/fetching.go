@@ -187,6 +187,13 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		r.corrupt = true
 	}
 	r.rec = o.Rec
+	// A fetch someone asked for that writes nothing shows in the next heartbeat's
+	// checks: beat now, so the API shows the poll at once (one beat per request, not
+	// per poll).
+	wakeBeat := r.wakeBeat && !o.Write && kind != fetch.KindBusy
+	if kind != fetch.KindBusy {
+		r.wakeBeat = false
+	}
 	if r.syncAgain && kind != fetch.KindBusy {
 		// A sync was asked for while this fetch ran: fetch again, now.
 		r.syncAgain = false
@@ -200,6 +207,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	w.mu.Unlock()
 	if o.Maintain {
 		w.pokeMaintenance()
+	}
+	if wakeBeat {
+		w.WakeHeartbeat()
 	}
 
 	if ferr != nil && kind != fetch.KindBusy {

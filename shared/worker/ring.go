@@ -50,6 +50,7 @@ func (w *Worker) FetchNow(id string, hook bool) bool {
 
 // fetchNowLocked queues id next in line, or once more behind the fetch in flight.
 func (w *Worker) fetchNowLocked(id string, r *repoState) {
+	r.wakeBeat = true
 	if r.inFlight {
 		r.syncAgain = true // the fetch in flight may have started before the push
 		return

@@ -197,6 +197,7 @@ type repoState struct {
 	hookAt      time.Time // last push webhook for the repo
 	fetchedAt   time.Time // when the last fetch started
 	unwritten   bool      // a report that should have landed did not: the next fetch writes
+	wakeBeat    bool      // a fetch was asked for (FetchNow, a sync): beat once it is done
 
 	// Maintenance: the slot start last handled, when, the pack count last seen, and
 	// whether a fetch found the mirror corrupt.
@@ -323,19 +324,28 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	rate := w.cfg.Rate
+	rate := w.fetchRateLocked(now)
 	if rate <= 0 {
-		up := now.Sub(w.joinedAt).Seconds()
-		if w.joinedAt.IsZero() || up <= 0 || w.stats.fetches.Load() == 0 {
-			return time.Time{}, false
-		}
-		rate = float64(w.stats.fetches.Load()) / up // fetches counts from the process's start, as joinedAt
+		return time.Time{}, false
 	}
 	at := now.Add(time.Duration(float64(ahead) / rate * float64(time.Second)))
 	if notBefore.After(at) {
 		at = notBefore
 	}
 	return at, true
+}
+
+// fetchRateLocked is the worker's fetch rate at now: its configured Rate, or the rate it
+// has kept since it joined; 0 before it has fetched anything.
+func (w *Worker) fetchRateLocked(now time.Time) float64 {
+	if w.cfg.Rate > 0 {
+		return w.cfg.Rate
+	}
+	up := now.Sub(w.joinedAt).Seconds()
+	if w.joinedAt.IsZero() || up <= 0 {
+		return 0
+	}
+	return float64(w.stats.fetches.Load()) / up // fetches counts from the process's start, as joinedAt
 }
 
 // LastChecked is when the worker last polled repo id, whether or not the poll found
