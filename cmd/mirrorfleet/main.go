@@ -54,6 +54,7 @@ Usage:
   mirrorfleet list                        the repo list kept in git: commit, bad lines, held purge
   mirrorfleet list confirm COMMIT         let the held purge of COMMIT go ahead
   mirrorfleet backup FILE                 copy the running fleet's store to FILE (consistent)
+  mirrorfleet restore [--data D] FILE     put a backup in place of a stopped fleet's store
   mirrorfleet smoke --repo URL [--aws]    check a fleet end to end: add the repo, wait until
                                           it is ok, clone it through its clone URL, read the
                                           serving front's metrics (make smoke)
@@ -96,6 +97,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runHealthcheck(args[1:], stdout, stderr)
 	case "version", "--version":
 		err = runVersion(args[1:], stdout, stderr)
+	case "restore":
+		err = runRestore(args[1:], stdout, stderr)
 	case "repos", "workers", "ring", "status", "list", "backup", "smoke":
 		err = runClient(args, stdout, stderr)
 	default:
