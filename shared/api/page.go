@@ -296,7 +296,7 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	if q.Q == "" && q.State == "" {
 		repos, next, err = s.cfg.Store.ListRepos(ctx, q.Cursor, q.Limit)
 	} else {
-		repos, next, err = s.listMatching(ctx, q.Cursor, q.Limit, q.match)
+		repos, next, err = s.search(ctx, q)
 	}
 	if err != nil {
 		return fmt.Errorf("list repos: %w", err)
