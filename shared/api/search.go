@@ -27,7 +27,11 @@ func (s *server) search(ctx context.Context, q pageQuery) ([]store.Repo, string,
 	if !ok {
 		return s.listMatching(ctx, q.Cursor, q.Limit, q.match)
 	}
-	return rs.SearchRepos(ctx, q.Cursor, q.Limit, searchBudget, rawMaybe(q.Q), q.match)
+	maybe, budget := rawMaybe(q.Q), searchBudget
+	if maybe == nil {
+		budget = scanBudget // every repo read is decoded
+	}
+	return rs.SearchRepos(ctx, q.Cursor, q.Limit, budget, maybe, q.match)
 }
 
 // rawMaybe is a test on a repo's stored JSON that is false only for repos q cannot
