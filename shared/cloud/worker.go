@@ -266,7 +266,8 @@ func ecsTaskID(ctx context.Context, uri string) (string, error) {
 	return id, nil
 }
 
-// RunWorker runs one worker until ctx ends: it joins the fleet, heartbeats, fetches its
+// RunWorker runs one worker until ctx ends: it joins the fleet, heartbeats, reads its
+// signal item every second (a hook or a sync the API passed on: fetched at once), fetches its
 // repos into cfg.MirrorRoot, maintains them with git (which it needs: it refuses to
 // start without), and writes EMF metrics every cfg.MetricsInterval. When ctx
 // ends (SIGTERM) in-flight fetches get cfg.Drain to finish and are then abandoned (a cut
@@ -355,6 +356,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if publisher != nil {
 		wg.Go(func() { publisher.Run(mctx) })
 	}
+	// The API Lambda's rings (hooks, syncs) arrive in the worker's signal item (ADR 21).
+	wg.Go(func() { w.RunSignals(ctx, st, worker.SignalEvery) })
 	err = w.Run(ctx)
 	if publisher != nil {
 		// The events of the last fetches go out too, within the stop timeout; what is
