@@ -51,6 +51,9 @@ const (
 	APIBasePath  = "MIRRORFLEET_API_BASE_PATH"  // path prefix API Gateway puts before the API's paths
 	PublicReads  = "MIRRORFLEET_PUBLIC_READS"   // /v1 reads without an IAM identity
 	CloneBaseURL = "MIRRORFLEET_CLONE_BASE_URL" // clone URL of a repo: <base>/git/<mirror path>
+	// WebhookSecretARN names the Secrets Manager secret holding the forges' webhook
+	// secret(s), read at cold start; never the value itself. Empty: hooks answer 403.
+	WebhookSecretARN = "MIRRORFLEET_WEBHOOK_SECRET_ARN"
 )
 
 // Variables of the worker.
@@ -215,6 +218,8 @@ type API struct {
 	CloneBaseURL string
 	// List: GET /v1/list reports the list sync's configuration.
 	List List
+	// WebhookSecretARN is the secret of the webhooks (its ARN); "" = hooks off.
+	WebhookSecretARN string
 }
 
 // Env is the API's environment.
@@ -222,6 +227,7 @@ func (a API) Env() map[string]string {
 	m := a.Common.env()
 	m[PublicReads] = strconv.FormatBool(a.PublicReads)
 	set(m, CloneBaseURL, a.CloneBaseURL)
+	set(m, WebhookSecretARN, a.WebhookSecretARN)
 	a.List.env(m)
 	return m
 }
