@@ -54,8 +54,13 @@ type Props struct {
 	// PrivateNetwork puts the tasks in private subnets behind a NAT gateway; the default
 	// is public subnets, a public IP per task and security groups without ingress.
 	PrivateNetwork bool
-	PublicReads    bool   // GET routes without IAM auth (the API Lambda then serves reads to anyone)
-	DiskQuota      string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
+	PublicReads    bool // GET routes without IAM auth (the API Lambda then serves reads to anyone)
+	// WithoutWebhooks leaves out the public webhook route and its secret.
+	WithoutWebhooks bool
+	// WebhookSecretARN is an existing Secrets Manager secret (its complete ARN) holding
+	// the webhooks' secret; empty: the stack creates one with a generated value.
+	WebhookSecretARN string
+	DiskQuota        string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
 	// AlarmEmail is the address subscribed to the alarm topic: required, or NoAlarmEmail
 	// (context alarmEmail=none), which synthesizes with a warning that nobody is told.
 	AlarmEmail    string
@@ -199,6 +204,9 @@ func (p Props) Check() error {
 			errs = append(errs, fmt.Sprintf("serveDomain %q: a host name only, e.g. git.example.org", p.ServeDomain))
 		}
 	}
+	if v := p.WebhookSecretARN; v != "" && !regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`).MatchString(v) {
+		errs = append(errs, fmt.Sprintf("webhookSecretArn %q is not a secret's complete ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)", v))
+	}
 	if p.WorkerImage == "" && !p.AllowPlaceholders {
 		errs = append(errs, "no worker image: `make deploy` builds and pushes one (cmd/pushimage) and passes it as "+
 			"-c workerImage=<reference>; or pass a prebuilt image's reference yourself")
@@ -255,6 +263,8 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.VpcID = c.str("vpcId")
 	p.PrivateNetwork = c.bool("privateNetwork", false)
 	p.PublicReads = c.bool("publicReads", false)
+	p.WithoutWebhooks = !c.bool("webhooks", true)
+	p.WebhookSecretARN = c.str("webhookSecretArn")
 	p.AlarmEmail = c.str("alarmEmail")
 	if p.AlarmEmail == "none" {
 		p.AlarmEmail, p.NoAlarmEmail = "", true

@@ -15,12 +15,25 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticloadbalancingv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
-// api: the HTTP API Lambda behind API Gateway, IAM authorization on every route.
+// HookRoute is the forges' webhook route: the HTTP API's one route without IAM (the
+// forge's signature authenticates a delivery), throttled on its own.
+const HookRoute = "POST /v1/hooks/{forge}"
+
+// Throttling of HookRoute: a forge sends one delivery per push (per hook), and retries
+// what failed; past this API Gateway answers 429 and the forge delivers again later.
+const (
+	hookRateLimit  = 10
+	hookBurstLimit = 20
+)
+
+// api: the HTTP API Lambda behind API Gateway, IAM authorization on every route but the
+// forges' webhooks (HookRoute), whose secret comes from Secrets Manager.
 func (s *Stack) api() error {
 	role, logs, code, err := s.goFunction("Api", "api")
 	if err != nil {
@@ -31,11 +44,19 @@ func (s *Stack) api() error {
 		PublicReads:  s.props.PublicReads,
 		CloneBaseURL: s.CloneBaseURL,
 		List:         s.props.List,
-	}.Env()
+	}
+	if !s.props.WithoutWebhooks {
+		s.WebhookSecret = s.webhookSecret()
+		// The ARN only: the function reads the value at cold start (shared/secrets).
+		env.WebhookSecretARN = *s.WebhookSecret.SecretArn()
+	}
 	s.API = awslambda.NewFunction(s.Stack, jsii.String("Api"),
-		functionProps(code, role, logs, 256, 15*time.Second, "mirrorfleet HTTP API", env))
+		functionProps(code, role, logs, 256, 15*time.Second, "mirrorfleet HTTP API", env.Env()))
 	s.logWrite(role, logs)
 	s.grantTable(role, tableActions)
+	if s.WebhookSecret != nil {
+		s.WebhookSecret.GrantRead(role, nil) // GetSecretValue and DescribeSecret on this secret alone
+	}
 
 	s.HTTPAPI = awsapigatewayv2.NewHttpApi(s.Stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
 		Description:        jsii.String("mirrorfleet API (SigV4)"),
@@ -59,16 +80,60 @@ func (s *Stack) api() error {
 			})
 		}
 	}
+	var hooks *[]awsapigatewayv2.HttpRoute
+	if !s.props.WithoutWebhooks {
+		hooks = s.HTTPAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String("/v1/hooks/{forge}"),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+			Integration: integration,
+			Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
+		})
+	}
 	access := s.logGroup("ApiAccessLogs")
-	awsapigatewayv2.NewHttpStage(s.Stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
+	stage := awsapigatewayv2.NewHttpStage(s.Stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
 		HttpApi:           s.HTTPAPI,
 		StageName:         jsii.String("$default"),
 		AutoDeploy:        jsii.Bool(true),
 		Throttle:          &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(50), BurstLimit: jsii.Number(100)},
 		AccessLogSettings: &accessLog{dest: awsapigatewayv2.NewLogGroupLogDestination(access)},
 	})
+	if hooks != nil {
+		// Route-level throttling (the L2 stage has no per-route settings). The route must
+		// exist before the stage names it.
+		stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).AddPropertyOverride(jsii.String("RouteSettings"), map[string]any{
+			HookRoute: map[string]any{"ThrottlingRateLimit": hookRateLimit, "ThrottlingBurstLimit": hookBurstLimit},
+		})
+		for _, r := range *hooks {
+			stage.Node().AddDependency(r)
+			s.HookRoutes = append(s.HookRoutes, r)
+		}
+		awscdk.NewCfnOutput(s.Stack, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{
+			Value:       awscdk.Fn_Join(jsii.String(""), &[]*string{s.HTTPAPI.ApiEndpoint(), jsii.String("/v1/hooks/{github,gitlab,gitea}")}),
+			Description: jsii.String("where the forges' push webhooks go (docs/webhooks.md)"),
+		})
+		awscdk.NewCfnOutput(s.Stack, jsii.String("WebhookSecretArn"), &awscdk.CfnOutputProps{
+			Value:       s.WebhookSecret.SecretArn(),
+			Description: jsii.String("the webhooks' secret: aws secretsmanager get-secret-value --secret-id <this>"),
+		})
+	}
 	awscdk.NewCfnOutput(s.Stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: s.HTTPAPI.ApiEndpoint()})
 	return nil
+}
+
+// webhookSecret is the forges' webhook secret: the one named by webhookSecretArn, or a
+// new one whose value Secrets Manager generates at deploy time (never in the template).
+func (s *Stack) webhookSecret() awssecretsmanager.ISecret {
+	if arn := s.props.WebhookSecretARN; arn != "" {
+		return awssecretsmanager.Secret_FromSecretCompleteArn(s.Stack, jsii.String("WebhookSecret"), jsii.String(arn))
+	}
+	return awssecretsmanager.NewSecret(s.Stack, jsii.String("WebhookSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("mirrorfleet: the shared secret of the forges' push webhooks (docs/webhooks.md); " +
+			`a plain string, or {"secret": S, "secret_for": {"HOST": S}}`),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(40),
+			ExcludePunctuation: jsii.Bool(true), // pasted into forms and headers as is
+		},
+	})
 }
 
 // accessLog implements IAccessLogSettings: JSON access logs with the caller identity.

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -49,6 +50,8 @@ type Stack struct {
 	TickRule      awsevents.Rule
 	API           awslambda.Function
 	HTTPAPI       awsapigatewayv2.HttpApi
+	WebhookSecret awssecretsmanager.ISecret   // nil without webhooks
+	HookRoutes    []awsapigatewayv2.HttpRoute // the public webhook route (none without webhooks)
 	Vpc           awsec2.IVpc
 	FileSystem    awsefs.IFileSystem
 	AccessPoint   awsefs.AccessPoint
