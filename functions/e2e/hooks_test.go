@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -27,7 +28,7 @@ import (
 )
 
 // hookPushes is how many pushes the hook test times.
-const hookPushes = 5
+const hookPushes = 10
 
 // AWSHookResultsEnv names a bench/results/events.json whose aws_hook section the hook
 // test writes its figures into (unset: it only logs them).
@@ -209,12 +210,29 @@ func TestHookReachesTheOwningWorker(t *testing.T) {
 	}
 }
 
-// writeSection sets one top-level section of the JSON object in path, keeping the rest.
+// writeSection sets one top-level section of the JSON object in path, keeping the
+// others and their order.
 func writeSection(path, name string, v any) error {
-	m := map[string]json.RawMessage{}
+	type section struct {
+		key string
+		val json.RawMessage
+	}
+	var secs []section
 	if b, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(b, &m); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return fmt.Errorf("%s: not a JSON object", path)
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			secs = append(secs, section{tok.(string), raw})
 		}
 	} else if !os.IsNotExist(err) {
 		return err
@@ -223,10 +241,25 @@ func writeSection(path, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	m[name] = raw
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
+	if i := slices.IndexFunc(secs, func(s section) bool { return s.key == name }); i >= 0 {
+		secs[i].val = raw
+	} else {
+		secs = append(secs, section{name, raw})
+	}
+	var out bytes.Buffer
+	out.WriteString("{")
+	for i, s := range secs {
+		if i > 0 {
+			out.WriteString(",")
+		}
+		k, _ := json.Marshal(s.key)
+		fmt.Fprintf(&out, "%s:%s", k, s.val)
+	}
+	out.WriteString("}")
+	var ind bytes.Buffer
+	if err := json.Indent(&ind, out.Bytes(), "", "  "); err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	ind.WriteByte('\n')
+	return os.WriteFile(path, ind.Bytes(), 0o644)
 }
