@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecr"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
@@ -178,6 +179,12 @@ func (s *Stack) workers() {
 
 		MaintainEvery: s.props.MaintainEvery,
 		ScrubEvery:    s.props.ScrubEvery,
+
+		// ADR 28: each worker probes the feeds for its own repos; the tokens' secret is
+		// named, never its value, and read at start with the task role.
+		Feeds:          s.props.Feeds,
+		FeedEvery:      s.props.FeedEvery,
+		ForgeTokensARN: s.props.ForgeTokensARN,
 	}.Env()
 	// Healthy while heartbeats land: a worker cut off from the store is replaced.
 	container := s.container(task, "worker", "WorkerLogs", 30*time.Second, env,
@@ -189,6 +196,9 @@ func (s *Stack) workers() {
 	s.grantTable(task.TaskRole(), tableActions)
 	s.grantMount(task.TaskRole(), true)
 	s.grantPutEvents(task.TaskRole())
+	if arn := s.props.ForgeTokensARN; arn != "" {
+		awssecretsmanager.Secret_FromSecretCompleteArn(s.Stack, jsii.String("ForgeTokens"), jsii.String(arn)).GrantRead(task.TaskRole(), nil)
+	}
 
 	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
 		Vpc:              s.Vpc,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
 )
 
 // Props configures the stack. Zero values take the defaults of Defaults.
@@ -60,6 +61,12 @@ type Props struct {
 	// WebhookSecretARN is an existing Secrets Manager secret (its complete ARN) holding
 	// the webhooks' secret; empty: the stack creates one with a generated value.
 	WebhookSecretARN string
+	// Feeds are the forges' change feeds the workers probe (KIND=URL; ADR 28), every
+	// FeedEvery (0: the worker's 5m); ForgeTokensARN is the complete ARN of the Secrets
+	// Manager secret holding their tokens (HOST=TOKEN lines), which the operator creates.
+	Feeds          []string
+	FeedEvery      time.Duration
+	ForgeTokensARN string
 	DiskQuota        string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
 	// AlarmEmail is the address subscribed to the alarm topic: required, or NoAlarmEmail
 	// (context alarmEmail=none), which synthesizes with a warning that nobody is told.
@@ -99,6 +106,9 @@ type Props struct {
 	// placeholder, for synth and tests only: a deploy of placeholders would run nothing.
 	AllowPlaceholders bool
 }
+
+// secretARN matches a Secrets Manager secret's complete ARN (with its 6-character suffix).
+var secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
 
 // DefaultScrubEvery is the scrub period of a deployed fleet (ADR 24).
 const DefaultScrubEvery = 365 * 24 * time.Hour
@@ -204,7 +214,16 @@ func (p Props) Check() error {
 			errs = append(errs, fmt.Sprintf("serveDomain %q: a host name only, e.g. git.example.org", p.ServeDomain))
 		}
 	}
-	if v := p.WebhookSecretARN; v != "" && !regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`).MatchString(v) {
+	for _, f := range p.Feeds {
+		// A GitHub feed's token is in the tokens' secret, which the workers read.
+		if _, err := feeds.ParseSource(f, nil); err != nil && (p.ForgeTokensARN == "" || !strings.Contains(err.Error(), "needs a token")) {
+			errs = append(errs, fmt.Sprintf("feeds: %v (the token goes in forgeTokensSecretArn's secret)", err))
+		}
+	}
+	if v := p.ForgeTokensARN; v != "" && !secretARN.MatchString(v) {
+		errs = append(errs, fmt.Sprintf("forgeTokensSecretArn %q is not a secret's complete ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)", v))
+	}
+	if v := p.WebhookSecretARN; v != "" && !secretARN.MatchString(v) {
 		errs = append(errs, fmt.Sprintf("webhookSecretArn %q is not a secret's complete ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)", v))
 	}
 	if p.WorkerImage == "" && !p.AllowPlaceholders {
@@ -265,6 +284,15 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.PublicReads = c.bool("publicReads", false)
 	p.WithoutWebhooks = !c.bool("webhooks", true)
 	p.WebhookSecretARN = c.str("webhookSecretArn")
+	if v := c.str("feeds"); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				p.Feeds = append(p.Feeds, f)
+			}
+		}
+	}
+	p.FeedEvery = c.duration("feedEvery")
+	p.ForgeTokensARN = c.str("forgeTokensSecretArn")
 	p.AlarmEmail = c.str("alarmEmail")
 	if p.AlarmEmail == "none" {
 		p.AlarmEmail, p.NoAlarmEmail = "", true

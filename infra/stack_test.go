@@ -1420,3 +1420,41 @@ func TestCdkJSONStatesTheDefaults(t *testing.T) {
 		t.Errorf("cdk.json context gives\n%s\nthe defaults are\n%s", got, want)
 	}
 }
+
+// TestFeedsOnTheWorkers (ADR 28): the workers are told the feeds, their period and the
+// tokens' secret by its ARN (never a token), and their task role may read that secret
+// and no other; a GitHub feed without the secret, or a partial ARN, is refused.
+func TestFeedsOnTheWorkers(t *testing.T) {
+	arn := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:forge-tokens-XyZ789"
+	feeds := []string{"github=https://github.com", "gitlab=https://gitlab.com/gnome"}
+	s, _, tp := variant(t, "MirrorFleetFeeds", Props{Feeds: feeds, FeedEvery: 10 * time.Minute, ForgeTokensARN: arn, WithoutServing: true}, false)
+	env := envVars(container(tp.taskDef(t, logicalIDIn(s, s.Service))))
+	want := map[string]any{deployenv.Feeds: strings.Join(feeds, ","), deployenv.FeedEvery: "10m0s", deployenv.ForgeTokensARN: arn}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("worker %s = %v, want %v", k, env[k], v)
+		}
+	}
+	found := false
+	for _, st := range tp.statements() {
+		for _, s := range st {
+			if strings.Contains(fmt.Sprint(s["Action"]), "secretsmanager:GetSecretValue") && fmt.Sprint(s["Resource"]) == arn {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Error("no grant to read the tokens' secret")
+	}
+	app := awscdk.NewApp(nil)
+	for name, p := range map[string]Props{
+		"github without secret": {Feeds: []string{"github=https://github.com"}},
+		"partial ARN":           {Feeds: []string{"gitlab=https://gitlab.com"}, ForgeTokensARN: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tokens"},
+		"unknown kind":          {Feeds: []string{"svn=https://x.org"}},
+	} {
+		p.AllowPlaceholders, p.AlarmEmail, p.LambdaAssetDir = true, "ops@example.com", t.TempDir()
+		if _, err := NewStack(app, "Bad"+strings.ReplaceAll(name, " ", ""), p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
