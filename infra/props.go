@@ -67,7 +67,7 @@ type Props struct {
 	Feeds          []string
 	FeedEvery      time.Duration
 	ForgeTokensARN string
-	DiskQuota        string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
+	DiskQuota      string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
 	// AlarmEmail is the address subscribed to the alarm topic: required, or NoAlarmEmail
 	// (context alarmEmail=none), which synthesizes with a warning that nobody is told.
 	AlarmEmail    string

@@ -27,10 +27,14 @@ type Ringer struct {
 }
 
 // Hook rings the owner of repo id for a forge's push.
-func (r Ringer) Hook(ctx context.Context, id string) { r.ring(ctx, id, store.Signals{Hook: []string{id}}) }
+func (r Ringer) Hook(ctx context.Context, id string) {
+	r.ring(ctx, id, store.Signals{Hook: []string{id}})
+}
 
 // Sync rings the owner of repo id for a user's sync request.
-func (r Ringer) Sync(ctx context.Context, id string) { r.ring(ctx, id, store.Signals{Sync: []string{id}}) }
+func (r Ringer) Sync(ctx context.Context, id string) {
+	r.ring(ctx, id, store.Signals{Sync: []string{id}})
+}
 
 func (r Ringer) ring(ctx context.Context, id string, sig store.Signals) {
 	ctx, cancel := context.WithTimeout(ctx, ringTimeout)

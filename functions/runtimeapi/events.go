@@ -72,7 +72,7 @@ func HTTPEventWith(method, path, body string, headers map[string]string, id *IAM
 	}
 	ev := map[string]any{
 		"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
-		"headers": hdr,
+		"headers":        hdr,
 		"requestContext": rc, "isBase64Encoded": false,
 	}
 	if body != "" {
