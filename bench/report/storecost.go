@@ -189,6 +189,9 @@ func scStackTable(bills []results.StoreCostBill) mdTable {
 	})
 	row("on-demand twin (fallback)", func(s results.StoreCostStack) string { return yes(s.OnDemandTwin) })
 	row("git server task", func(s results.StoreCostStack) string {
+		if s.ServeInWorkers {
+			return "a container of each worker task"
+		}
 		if s.ServeTasks == 0 {
 			return "—"
 		}
