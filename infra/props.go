@@ -53,7 +53,8 @@ type Props struct {
 
 	VpcID string // existing VPC (needs env account/region); empty: new VPC
 	// PrivateNetwork puts the tasks in private subnets behind a NAT gateway; the default
-	// is public subnets, a public IP per task and security groups without ingress.
+	// is public subnets, a public IP per task and security groups admitting nothing but the
+	// git server's port from its load balancer.
 	PrivateNetwork bool
 	PublicReads    bool   // GET routes without IAM auth (the API Lambda then serves reads to anyone)
 	DiskQuota      string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G

@@ -1092,7 +1092,7 @@ func TestServing(t *testing.T) {
 
 	// The settings of a service of its own want one; the worker keeps enough memory.
 	for p, want := range map[*Props]string{
-		{ServeMin: 2, ServeOnDemand: 1}:    "serveMin, serveOnDemand apply to a git server service of its own",
+		{ServeMin: 2, ServeOnDemand: 1}:     "serveMin, serveOnDemand apply to a git server service of its own",
 		{ServeMemory: 1536}:                 "leaves the worker 512 MiB",
 		{ServeSeparate: true, ServeMin: 2}:  "",
 		{WithoutServing: true, ServeMin: 2}: "",

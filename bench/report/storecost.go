@@ -629,7 +629,9 @@ func scEFSTable(bills []results.StoreCostBill) mdTable {
 	row("written; moved to IA / Archive", func(e *results.StoreCostEFS) string {
 		return scNum(e.WriteGB) + "; " + scNum(e.ToIAGB) + " / " + scNum(e.ToArchiveGB)
 	})
-	row("changes / scrubs a month", func(e *results.StoreCostEFS) string { return fmtInt(int(e.Changes)) + " / " + fmtInt(int(e.ScrubsPerMonth)) })
+	row("changes / scrubs a month", func(e *results.StoreCostEFS) string {
+		return fmtInt(int(e.Changes)) + " / " + fmtInt(int(e.ScrubsPerMonth))
+	})
 	return t
 }
 

@@ -45,11 +45,11 @@ type model struct {
 	// RareEventsPerMonth is how often each rare event an event-only metric counts
 	// happens (a mirror re-cloned, a request refused by a limit, an event delivery
 	// retried or dropped, a repo found off its owner, a 4xx or 5xx answer).
-	RareEventsPerMonth float64
-	FlowLogMBPerPublicIP   float64 // rejected-traffic flow log records a month per public IPv4 (internet probes)
-	InsightsPerService     float64 // Container Insights metrics per service, when the stack enables it
-	LogKBPerInvocation     float64 // coordinator: EMF line and Lambda's START/END/REPORT
-	LogKBPerWorkerMinute   float64 // worker EMF flush
+	RareEventsPerMonth   float64
+	FlowLogMBPerPublicIP float64 // rejected-traffic flow log records a month per public IPv4 (internet probes)
+	InsightsPerService   float64 // Container Insights metrics per service, when the stack enables it
+	LogKBPerInvocation   float64 // coordinator: EMF line and Lambda's START/END/REPORT
+	LogKBPerWorkerMinute float64 // worker EMF flush
 	// HorizonDays is how long a pack nothing rewrites is billed as living: a dormant
 	// mirror's pack lives as long as the fleet, and the months after it reached its
 	// final class are what the bill averages over.
