@@ -29,7 +29,7 @@ func (s *Stack) nagSuppressions() {
 			"(AWS/ECS, free).")
 
 	tasks := []awsecs.TaskDefinition{s.Service.TaskDefinition()}
-	if s.Serve != nil {
+	if s.Serve != nil && s.Serve.Separate { // else the git server is in the workers' task
 		tasks = append(tasks, s.Serve.Service.TaskDefinition())
 	}
 	for _, task := range tasks {

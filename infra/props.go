@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,7 +54,8 @@ type Props struct {
 
 	VpcID string // existing VPC (needs env account/region); empty: new VPC
 	// PrivateNetwork puts the tasks in private subnets behind a NAT gateway; the default
-	// is public subnets, a public IP per task and security groups without ingress.
+	// is public subnets, a public IP per task and security groups admitting nothing but the
+	// git server's port from its load balancer.
 	PrivateNetwork bool
 	PublicReads    bool // GET routes without IAM auth (the API Lambda then serves reads to anyone)
 	// WithoutWebhooks leaves out the public webhook route and its secret.
@@ -79,12 +81,19 @@ type Props struct {
 	ExistingTable, ExistingFileSystem string
 
 	// WithoutServing leaves out the git server behind its load balancer.
-	WithoutServing  bool
-	ServeCPU        int    // Fargate CPU units of a serving task
-	ServeMemory     int    // MiB
-	ServeMin        int    // serving tasks, the autoscaling minimum
-	ServeMax        int    // autoscaling maximum
-	ServeOnDemand   int    // of the ServeMin, how many run on on-demand Fargate (the rest on Spot)
+	WithoutServing bool
+	// ServeSeparate runs the git server as a service of its own (own tasks, task role,
+	// public IPs and scaling on CPU and requests). By default it is a second container
+	// in every worker task (ADR 27): no task and no public IPv4 address of its own, the
+	// workers' task role, serving capacity that follows the worker count.
+	ServeSeparate bool
+	// ServeMemory is the git server's MiB: its container's share of the worker task
+	// (default 512; the worker keeps the rest), or with ServeSeparate its task's (1024).
+	ServeMemory int
+	// With ServeSeparate only: the serving tasks' CPU units, the autoscaling bounds, and
+	// how many of ServeMin run on on-demand Fargate (the rest on Spot).
+	ServeCPU, ServeMin, ServeMax, ServeOnDemand int
+
 	PackCacheBytes  string // MIRRORFLEET_PACK_CACHE_BYTES on the task's local disk; default 10G
 	CertificateARN  string // ACM certificate: HTTPS on 443 (HTTP redirects); empty: HTTP on 80
 	ServeDomain     string // the DNS name clients use (a CNAME to the load balancer); needed with a certificate
@@ -113,6 +122,25 @@ var secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0
 // DefaultScrubEvery is the scrub period of a deployed fleet (ADR 24).
 const DefaultScrubEvery = 365 * 24 * time.Hour
 
+// DefaultServeContainerMemory is the git server container's MiB in a worker task, and
+// minWorkerContainerMemory what the worker container keeps at least (ADR 27).
+const (
+	DefaultServeContainerMemory = 512
+	minWorkerContainerMemory    = 1024
+)
+
+// ServeBeside says whether the git server runs in the worker tasks.
+func (p Props) ServeBeside() bool { return !p.WithoutServing && !p.ServeSeparate }
+
+// WorkerContainerMemory is the worker container's MiB: the task's, less the git
+// server's beside it.
+func (p Props) WorkerContainerMemory() int {
+	if p.ServeBeside() {
+		return p.WorkerMemory - p.ServeMemory
+	}
+	return p.WorkerMemory
+}
+
 // Defaults fills the zero fields of p.
 func (p Props) Defaults() Props {
 	def := func(v *int, d int) {
@@ -129,10 +157,14 @@ func (p Props) Defaults() Props {
 	}
 	def(&p.MaxWorkers, max(p.Budget().MaxWorkers(), p.WorkerCount))
 	def(&p.MinLive, p.WorkerCount)
-	def(&p.ServeCPU, 256)
-	def(&p.ServeMemory, 1024)
-	def(&p.ServeMin, 1)
-	def(&p.ServeMax, 4)
+	if p.ServeSeparate {
+		def(&p.ServeCPU, 256)
+		def(&p.ServeMemory, 1024)
+		def(&p.ServeMin, 1)
+		def(&p.ServeMax, 4)
+	} else {
+		def(&p.ServeMemory, DefaultServeContainerMemory)
+	}
 	if p.Grace <= 0 {
 		p.Grace = 10 * time.Minute
 	}
@@ -195,6 +227,23 @@ func (p Props) Check() error {
 	}
 	if p.MaxWorkers < p.WorkerCount {
 		errs = append(errs, fmt.Sprintf("maxWorkers (%d) is below workerCount (%d)", p.MaxWorkers, p.WorkerCount))
+	}
+	if p.ServeBeside() {
+		var separateOnly []string
+		for name, v := range map[string]int{"serveCpu": p.ServeCPU, "serveMin": p.ServeMin, "serveMax": p.ServeMax, "serveOnDemand": p.ServeOnDemand} {
+			if v != 0 {
+				separateOnly = append(separateOnly, name)
+			}
+		}
+		if len(separateOnly) > 0 {
+			slices.Sort(separateOnly)
+			errs = append(errs, fmt.Sprintf("%s apply to a git server service of its own: add serveSeparate=true, or leave them out "+
+				"(the git server runs in the worker tasks and scales with them)", strings.Join(separateOnly, ", ")))
+		}
+		if p.WorkerContainerMemory() < minWorkerContainerMemory {
+			errs = append(errs, fmt.Sprintf("serveMemory (%d MiB) leaves the worker %d MiB of its %d MiB task, want at least %d",
+				p.ServeMemory, p.WorkerContainerMemory(), p.WorkerMemory, minWorkerContainerMemory))
+		}
 	}
 	if !p.WithoutServing {
 		if p.ServeMax < p.ServeMin {
@@ -302,6 +351,7 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.ExistingTable = c.str("tableName")
 	p.ExistingFileSystem = c.str("fileSystemId")
 	p.WithoutServing = !c.bool("serving", true)
+	p.ServeSeparate = c.bool("serveSeparate", false)
 	p.ServeCPU = c.int("serveCpu")
 	p.ServeMemory = c.int("serveMemory")
 	p.ServeMin = c.int("serveMin")

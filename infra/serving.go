@@ -147,11 +147,11 @@ func (a *accessLog) Format() awsapigateway.AccessLogFormat {
 	return awsapigateway.AccessLogFormat_Custom(jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","userArn":"$context.identity.userArn","requestTime":"$context.requestTime","method":"$context.httpMethod","path":"$context.path","status":"$context.status","latency":"$context.responseLatency","error":"$context.error.message"}`))
 }
 
-// serving: `mirrorfleet serve` on Fargate ARM64 (Spot, but ServeOnDemand tasks) behind
-// an internet-facing Application Load Balancer, the mirrors mounted read-only (the task
-// role cannot write through EFS either), health-checked at /healthz, scaled on CPU and
-// on requests per task. HTTPS on 443 with certificateArn (HTTP then redirects), plain
-// HTTP on 80 otherwise. The clone base URL goes to the API and to the stack's outputs.
+// serving: `mirrorfleet serve` behind an internet-facing Application Load Balancer,
+// health-checked at /healthz: by default the git server container of every worker task
+// (ADR 27), with serveSeparate a service of its own (serveService). HTTPS on 443 with
+// certificateArn (HTTP then redirects), plain HTTP on 80 otherwise. The clone base URL
+// goes to the API and to the stack's outputs.
 func (s *Stack) serving() {
 	public := &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PUBLIC}
 	lbSG := awsec2.NewSecurityGroup(s.Stack, jsii.String("ServeLoadBalancerSG"), &awsec2.SecurityGroupProps{
@@ -230,7 +230,37 @@ func (s *Stack) serving() {
 		s.CloneBaseURL = "http://" + *host
 	}
 
-	task := s.taskDefinition("ServeTask", s.props.ServeCPU, s.props.ServeMemory, "packcache")
+	var svc awsecs.FargateService
+	var sg awsec2.ISecurityGroup
+	if s.props.ServeSeparate {
+		svc, sg = s.serveService(tg)
+	} else {
+		// Beside the workers (ADR 27): every worker task's git server is a target, the
+		// on-demand twin's too, so serving fails over with the workers.
+		svc, sg = s.Service, s.workerSG
+		for _, w := range []awsecs.FargateService{s.Service, s.Fallback} {
+			if w != nil {
+				tg.AddTarget(w.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
+					ContainerName: jsii.String("serve"), ContainerPort: jsii.Number(servePort)}))
+			}
+		}
+	}
+	lbSG.AddEgressRule(sg, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("to the git server"), nil)
+	sg.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("from the load balancer"), nil)
+	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, Separate: s.props.ServeSeparate, AccessLogs: logs}
+	awscdk.NewCfnOutput(s.Stack, jsii.String("CloneBaseUrl"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(s.CloneBaseURL),
+		Description: jsii.String("Clone a mirror from <CloneBaseUrl>/git/<mirror path>; each repo's clone_url in the API says it in full"),
+	})
+	awscdk.NewCfnOutput(s.Stack, jsii.String("ServeLoadBalancerDns"), &awscdk.CfnOutputProps{
+		Value:       lb.LoadBalancerDnsName(),
+		Description: jsii.String("Point serveDomain (a CNAME) here"),
+	})
+}
+
+// serveContainer adds the git server to task: `mirrorfleet serve` on the mirrors
+// mounted read-only, its pack cache on the task's local disk.
+func (s *Stack) serveContainer(task awsecs.TaskDefinition, share *taskShare) awsecs.ContainerDefinition {
 	env := deployenv.Serve{
 		Common:         deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
 		MirrorRoot:     mirrorRoot,
@@ -242,13 +272,22 @@ func (s *Stack) serving() {
 		TrustedProxy: *s.Vpc.VpcCidrBlock(),
 	}.Env()
 	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
-		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)))
+		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)), share)
 	container.AddPortMappings(&awsecs.PortMapping{ContainerPort: jsii.Number(servePort)})
 	container.AddMountPoints(
 		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(true)},
 		&awsecs.MountPoint{SourceVolume: jsii.String("packcache"), ContainerPath: jsii.String(packCacheDir), ReadOnly: jsii.Bool(false)},
 		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
 	)
+	return container
+}
+
+// serveService is the git server as a service of its own (serveSeparate): Fargate ARM64
+// tasks on Spot (but ServeOnDemand of them), a task role that may only read — the
+// table, and the mirrors through EFS — scaled on CPU and on requests per task.
+func (s *Stack) serveService(tg awselasticloadbalancingv2.ApplicationTargetGroup) (awsecs.FargateService, awsec2.ISecurityGroup) {
+	task := s.taskDefinition("ServeTask", s.props.ServeCPU, s.props.ServeMemory, "packcache")
+	s.serveContainer(task, nil)
 	s.grantTable(task.TaskRole(), tableReadActions) // the /git/ index lists the repos
 	s.grantMount(task.TaskRole(), false)
 
@@ -257,8 +296,6 @@ func (s *Stack) serving() {
 		Description:      jsii.String("mirrorfleet git server: the load balancer only"),
 		AllowAllOutbound: jsii.Bool(true),
 	})
-	lbSG.AddEgressRule(sg, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("to the git server"), nil)
-	sg.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("from the load balancer"), nil)
 	s.FileSystem.Connections().AllowDefaultPortFrom(sg, jsii.String("NFS from the mirrorfleet git server"))
 
 	providers := []*awsecs.CapacityProviderStrategy{strategy(fargateSpot, 1, 0)}
@@ -282,13 +319,5 @@ func (s *Stack) serving() {
 		ScaleInCooldown:   awscdk.Duration_Minutes(jsii.Number(10)),
 		ScaleOutCooldown:  awscdk.Duration_Minutes(jsii.Number(2)),
 	})
-	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, AccessLogs: logs}
-	awscdk.NewCfnOutput(s.Stack, jsii.String("CloneBaseUrl"), &awscdk.CfnOutputProps{
-		Value:       jsii.String(s.CloneBaseURL),
-		Description: jsii.String("Clone a mirror from <CloneBaseUrl>/git/<mirror path>; each repo's clone_url in the API says it in full"),
-	})
-	awscdk.NewCfnOutput(s.Stack, jsii.String("ServeLoadBalancerDns"), &awscdk.CfnOutputProps{
-		Value:       lb.LoadBalancerDnsName(),
-		Description: jsii.String("Point serveDomain (a CNAME) here"),
-	})
+	return svc, sg
 }

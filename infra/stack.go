@@ -71,14 +71,18 @@ type Stack struct {
 	Placeholders []string
 
 	liveWorkers awscloudwatch.IMetric // joining + active workers, as the coordinator reports them
+	workerSG    awsec2.SecurityGroup
 }
 
 // Serving is the git server behind its load balancer.
 type Serving struct {
 	LoadBalancer awselasticloadbalancingv2.ApplicationLoadBalancer
 	TargetGroup  awselasticloadbalancingv2.ApplicationTargetGroup
-	Service      awsecs.FargateService
-	AccessLogs   awss3.Bucket // nil without serveAccessLogs
+	// Service runs the git server: the Spot workers' (and their twin's tasks serve too),
+	// or with serveSeparate a service of its own (Separate).
+	Service    awsecs.FargateService
+	Separate   bool
+	AccessLogs awss3.Bucket // nil without serveAccessLogs
 }
 
 // NewStack builds the stack, or says why the props cannot be deployed.

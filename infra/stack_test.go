@@ -168,13 +168,12 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::EFS::FileSystem":                      1,
 		"AWS::EFS::AccessPoint":                     1,
 		"AWS::ECS::Cluster":                         1,
-		"AWS::ECS::Service":                         3, // Spot workers, their on-demand twin, the git server
-		"AWS::ECS::TaskDefinition":                  2,
+		"AWS::ECS::Service":                         2, // Spot workers and their on-demand twin; the git server runs in their tasks
+		"AWS::ECS::TaskDefinition":                  1,
 		"AWS::ElasticLoadBalancingV2::LoadBalancer": 1,
 		"AWS::ElasticLoadBalancingV2::TargetGroup":  1,
 		"AWS::ElasticLoadBalancingV2::Listener":     1,
-		// Eight operator alarms, two for the staleness scaling, two for the fallback;
-		// the git server's target tracking alarms are made by Application Auto Scaling.
+		// Eight operator alarms, two for the staleness scaling, two for the fallback.
 		"AWS::CloudWatch::Alarm":     12,
 		"AWS::CloudWatch::Dashboard": 1,
 		"AWS::SNS::Topic":            1,
@@ -432,7 +431,9 @@ func TestWorkers(t *testing.T) {
 		t.Error("the on-demand twin runs another task definition")
 	}
 	c := container(td)
-	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "1228M",
+	// The budget is 60% of the worker container's 1,536 MiB: the git server has 512 of
+	// the task's 2,048.
+	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "921M",
 		Drain: 20 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs, AliveFile: "/tmp/mirrorfleet/alive",
 		ScrubEvery: DefaultScrubEvery}.Env()
 	want[deployenv.Table], want[deployenv.EventBus] = "", ""
@@ -446,7 +447,8 @@ func TestWorkers(t *testing.T) {
 		js(got[deployenv.EventBus]) != js(ref(logicalID(stack.EventBus))) {
 		t.Errorf("worker environment %s, want the contract's %v", js(got), want)
 	}
-	if js(c["Command"]) != `["worker"]` || c["User"] != "65532:65532" || c["ReadonlyRootFilesystem"] != true {
+	if js(c["Command"]) != `["worker"]` || c["User"] != "65532:65532" || c["ReadonlyRootFilesystem"] != true ||
+		c["Memory"] != 1536.0 || c["Essential"] != nil && c["Essential"] != true {
 		t.Errorf("worker container command %v user %v read-only root %v", c["Command"], c["User"], c["ReadonlyRootFilesystem"])
 	}
 	hc := c["HealthCheck"].(map[string]any)
@@ -631,8 +633,8 @@ func TestRedeployImportsTheRetainedTableAndFileSystem(t *testing.T) {
 			ingress++
 		}
 	}
-	if ingress != 2 {
-		t.Errorf("%d NFS ingress rules on the mirrors' security group, want the workers' and the git server's", ingress)
+	if ingress != 1 {
+		t.Errorf("%d NFS ingress rules on the mirrors' security group, want the workers' (the git server runs in their tasks)", ingress)
 	}
 	granted := false
 	for _, st := range tp.roleStatements(logicalIDIn(s, s.Coordinator.Role())) {
@@ -650,8 +652,8 @@ func TestRedeployImportsTheRetainedTableAndFileSystem(t *testing.T) {
 }
 
 // Public subnets, no NAT gateway, DynamoDB through a gateway endpoint; nothing admits
-// traffic but the file system (NFS from the tasks), the git server (from its load
-// balancer) and the load balancer (HTTP from anywhere).
+// traffic but the file system (NFS from the tasks), the worker tasks' git server (its
+// port, from the load balancer) and the load balancer (HTTP from anywhere).
 func TestNetwork(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::EC2::VPCEndpoint"), obj(
 		"VpcEndpointType", "Gateway",
@@ -663,8 +665,8 @@ func TestNetwork(t *testing.T) {
 		}
 	}
 	ingress := resourcesOf("AWS::EC2::SecurityGroupIngress")
-	if len(ingress) != 3 {
-		t.Errorf("%d SecurityGroupIngress resources, want 3 (NFS from workers and server, 8080 from the load balancer)", len(ingress))
+	if len(ingress) != 2 {
+		t.Errorf("%d SecurityGroupIngress resources, want 2 (NFS from the worker tasks, 8080 from the load balancer)", len(ingress))
 	}
 	for id, r := range ingress {
 		p := props(r)
@@ -822,8 +824,8 @@ func TestNoWildcardActionsOnTable(t *testing.T) {
 			}
 		}
 	}
-	if n != 4 {
-		t.Errorf("%d statements on the table, want 4 (coordinator, API, worker, git server)", n)
+	if n != 3 {
+		t.Errorf("%d statements on the table, want 3 (coordinator, API, worker tasks: the git server runs in them)", n)
 	}
 }
 
@@ -1127,6 +1129,9 @@ func TestWorkersScaleOnStaleness(t *testing.T) {
 	}
 }
 
+// By default the git server is a second container of every worker task (ADR 27): the
+// load balancer's targets are the Spot workers' and their on-demand twin's tasks, the
+// server has its own memory, reads the mirrors read-only and is restarted in place.
 func TestServing(t *testing.T) {
 	lb, tg := logicalID(stack.Serve.LoadBalancer), logicalID(stack.Serve.TargetGroup)
 	template.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), obj(
@@ -1137,17 +1142,21 @@ func TestServing(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::TargetGroup"), obj(
 		"Port", servePort, "Protocol", "HTTP", "TargetType", "ip", "HealthCheckPath", "/healthz"))
 
-	svc := logicalID(stack.Serve.Service)
-	p := props(resourcesOf("AWS::ECS::Service")[svc])
-	if js(p["LoadBalancers"]) != js([]any{map[string]any{"ContainerName": "serve", "ContainerPort": servePort, "TargetGroupArn": ref(tg)}}) ||
-		js(p["CapacityProviderStrategy"]) != js([]any{map[string]any{"CapacityProvider": fargateSpot, "Weight": 1}}) {
-		t.Errorf("git server service %s", js(p))
+	if stack.Serve.Separate || stack.Serve.Service != stack.Service {
+		t.Error("the git server is not the workers' by default")
 	}
-	td := tmpl.taskDef(t, svc)
-	if td["Cpu"] != "256" || td["Memory"] != "1024" || !strings.Contains(js(td["RuntimePlatform"]), "ARM64") {
-		t.Errorf("git server task %v / %v on %v", td["Cpu"], td["Memory"], td["RuntimePlatform"])
+	for _, svc := range []string{logicalID(stack.Service), logicalID(stack.Fallback)} {
+		p := props(resourcesOf("AWS::ECS::Service")[svc])
+		if js(p["LoadBalancers"]) != js([]any{map[string]any{"ContainerName": "serve", "ContainerPort": servePort, "TargetGroupArn": ref(tg)}}) {
+			t.Errorf("worker service %s load balancers %s, want its git server container", svc, js(p["LoadBalancers"]))
+		}
 	}
-	c := container(td)
+	td := tmpl.taskDef(t, logicalID(stack.Service))
+	cs := td["ContainerDefinitions"].([]any)
+	if len(cs) != 2 {
+		t.Fatalf("worker task containers %s", js(cs))
+	}
+	c := cs[1].(map[string]any)
 	env := envVars(c)
 	want := deployenv.Serve{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Listen: ":8080",
 		PackCacheDir: "/var/cache/mirrorfleet", PackCacheBytes: "10G"}.Env()
@@ -1161,59 +1170,51 @@ func TestServing(t *testing.T) {
 		js(env[deployenv.TrustedProxy]) != js(getAtt(logicalID(stack.Vpc), "CidrBlock")) {
 		t.Errorf("git server environment %s", js(env))
 	}
-	if js(c["Command"]) != `["serve"]` || c["ReadonlyRootFilesystem"] != true ||
-		!strings.Contains(js(c["HealthCheck"]), `"--url","http://127.0.0.1:8080/healthz"`) {
+	// Its own 512 MiB of the task's 2,048; an exit does not stop the worker: ECS
+	// restarts the container in place.
+	if js(c["Command"]) != `["serve"]` || c["ReadonlyRootFilesystem"] != true || c["Memory"] != 512.0 || c["Essential"] != false ||
+		js(c["RestartPolicy"]) != `{"Enabled":true}` || !strings.Contains(js(c["HealthCheck"]), `"--url","http://127.0.0.1:8080/healthz"`) ||
+		js(c["PortMappings"]) != js([]any{map[string]any{"ContainerPort": servePort, "Protocol": "tcp"}}) {
 		t.Errorf("git server container %s", js(c))
 	}
-	if !strings.Contains(js(c["MountPoints"]), `{"ContainerPath":"/mnt/mirrors","ReadOnly":true,"SourceVolume":"mirrors"}`) {
-		t.Errorf("git server mounts %v, want the mirrors read-only", c["MountPoints"])
+	if !strings.Contains(js(c["MountPoints"]), `{"ContainerPath":"/mnt/mirrors","ReadOnly":true,"SourceVolume":"mirrors"}`) ||
+		!strings.Contains(js(c["MountPoints"]), `"SourceVolume":"packcache"`) {
+		t.Errorf("git server mounts %v, want the mirrors read-only and the pack cache", c["MountPoints"])
 	}
-	// Read-only at EFS too, and reads only on the table.
-	role := td["TaskRoleArn"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
-	var actions []string
-	for _, st := range tmpl.roleStatements(role) {
-		for _, a := range list(st["Action"]) {
-			actions = append(actions, a.(string))
+	// No scaling of its own: serving capacity follows the workers.
+	for id, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy") {
+		if _, ok := props(r)["TargetTrackingScalingPolicyConfiguration"]; ok {
+			t.Errorf("target tracking policy %s without a git server service", id)
 		}
 	}
-	slices.Sort(actions)
-	if want := append(slices.Clone(tableReadActions), "elasticfilesystem:ClientMount"); !sameSet(actions, want) {
-		t.Errorf("git server may %v, want %v", actions, want)
-	}
-
-	// Scaling on CPU and on requests per task.
-	var metrics []string
-	for _, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy") {
-		if c, ok := props(r)["TargetTrackingScalingPolicyConfiguration"].(map[string]any); ok {
-			metrics = append(metrics, c["PredefinedMetricSpecification"].(map[string]any)["PredefinedMetricType"].(string))
-		}
-	}
-	slices.Sort(metrics)
-	if js(metrics) != `["ALBRequestCountPerTarget","ECSServiceAverageCPUUtilization"]` {
-		t.Errorf("git server scales on %v", metrics)
-	}
-	template.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalableTarget"), obj(
-		"MinCapacity", 1, "MaxCapacity", 4, "ResourceId", like("Fn::Join", arrayWith(arrayWith(
-			getAtt(logicalID(stack.Serve.Service), "Name"))))))
 
 	// The clone base URL: an output, and the API's.
 	base := map[string]any{"Fn::Join": []any{"", []any{"http://", getAtt(lb, "DNSName")}}}
 	template.HasOutput(jsii.String("CloneBaseUrl"), obj("Value", base))
+
+	// The settings of a service of its own want one; the worker keeps enough memory.
+	for p, want := range map[*Props]string{
+		{ServeMin: 2, ServeOnDemand: 1}:     "serveMin, serveOnDemand apply to a git server service of its own",
+		{ServeMemory: 1536}:                 "leaves the worker 512 MiB",
+		{ServeSeparate: true, ServeMin: 2}:  "",
+		{WithoutServing: true, ServeMin: 2}: "",
+	} {
+		p.AlarmEmail, p.AllowPlaceholders = "a@b.c", true
+		err := p.Defaults().Check()
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%+v: %v, want %q", *p, err, want)
+		}
+	}
 }
 
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(slices.Compact(a), slices.Compact(b))
-}
-
-// With a certificate: HTTPS on 443 with it, HTTP redirected, the clone base URL on
-// the domain; access logs to a bucket; on-demand serving tasks; cdk-nag clean too.
-func TestServingHTTPSAndAccessLogs(t *testing.T) {
+// serveSeparate: the git server as a service of its own — its own task, a role that
+// only reads, Spot with on-demand tasks as asked, scaled on CPU and requests — here with
+// a certificate (HTTPS on 443, HTTP redirected, the clone base URL on the domain) and
+// access logs to a bucket; cdk-nag clean too.
+func TestServingSeparateHTTPSAndAccessLogs(t *testing.T) {
 	const cert = "arn:aws:acm:us-east-1:123456789012:certificate/0d7f9c1e-1111-2222-3333-444455556666"
 	s, at, tp := variant(t, "Https", Props{CertificateARN: cert, ServeDomain: "git.example.org", ServeAccessLogs: true,
-		ServeMin: 2, ServeOnDemand: 1, StackProps: awscdk.StackProps{Env: &awscdk.Environment{
+		ServeSeparate: true, ServeMin: 2, ServeOnDemand: 1, StackProps: awscdk.StackProps{Env: &awscdk.Environment{
 			Account: jsii.String("123456789012"), Region: jsii.String("us-east-1")}}}, true)
 	conforms(t, "HTTPS with access logs", tp)
 	at.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::Listener"), obj(
@@ -1229,11 +1230,65 @@ func TestServingHTTPSAndAccessLogs(t *testing.T) {
 	at.ResourceCountIs(jsii.String("AWS::S3::Bucket"), jsii.Number(1))
 	at.HasResourceProperties(jsii.String("AWS::ElasticLoadBalancingV2::LoadBalancer"), obj(
 		"LoadBalancerAttributes", arrayWith(obj("Key", "access_logs.s3.enabled", "Value", "true"))))
-	p := props(tp.resources("AWS::ECS::Service")[logicalIDIn(s, s.Serve.Service)])
-	if !strings.Contains(js(p["CapacityProviderStrategy"]), `{"Base":1,"CapacityProvider":"FARGATE","Weight":0}`) {
-		t.Errorf("serveOnDemand=1: strategy %v", p["CapacityProviderStrategy"])
+
+	at.ResourceCountIs(jsii.String("AWS::ECS::Service"), jsii.Number(3))
+	svc := logicalIDIn(s, s.Serve.Service)
+	tg := logicalIDIn(s, s.Serve.TargetGroup)
+	p := props(tp.resources("AWS::ECS::Service")[svc])
+	if !s.Serve.Separate || js(p["LoadBalancers"]) != js([]any{map[string]any{"ContainerName": "serve", "ContainerPort": servePort, "TargetGroupArn": ref(tg)}}) ||
+		!strings.Contains(js(p["CapacityProviderStrategy"]), `{"Base":1,"CapacityProvider":"FARGATE","Weight":0}`) {
+		t.Errorf("git server service %s", js(p))
 	}
+	for id, r := range tp.resources("AWS::ECS::Service") {
+		if id != svc && props(r)["LoadBalancers"] != nil {
+			t.Errorf("service %s behind the load balancer too", id)
+		}
+	}
+	td := tp.taskDef(t, svc)
+	if td["Cpu"] != "256" || td["Memory"] != "1024" || !strings.Contains(js(td["RuntimePlatform"]), "ARM64") {
+		t.Errorf("git server task %v / %v on %v", td["Cpu"], td["Memory"], td["RuntimePlatform"])
+	}
+	if w := container(tp.taskDef(t, logicalIDIn(s, s.Service))); len(tp.taskDef(t, logicalIDIn(s, s.Service))["ContainerDefinitions"].([]any)) != 1 ||
+		envVars(w)[deployenv.MemoryBudget] != "1228M" {
+		t.Errorf("worker task with a separate git server: %s", js(w))
+	}
+	c := container(td)
+	if js(c["Command"]) != `["serve"]` || c["ReadonlyRootFilesystem"] != true ||
+		!strings.Contains(js(c["MountPoints"]), `{"ContainerPath":"/mnt/mirrors","ReadOnly":true,"SourceVolume":"mirrors"}`) {
+		t.Errorf("git server container %s", js(c))
+	}
+	// Read-only at EFS too, and reads only on the table.
+	role := td["TaskRoleArn"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
+	var actions []string
+	for _, st := range tp.roleStatements(role) {
+		for _, a := range list(st["Action"]) {
+			actions = append(actions, a.(string))
+		}
+	}
+	if want := append(slices.Clone(tableReadActions), "elasticfilesystem:ClientMount"); !sameSet(actions, want) {
+		t.Errorf("git server may %v, want %v", actions, want)
+	}
+	// Scaling on CPU and on requests per task.
+	var metrics []string
+	for _, r := range tp.resources("AWS::ApplicationAutoScaling::ScalingPolicy") {
+		if c, ok := props(r)["TargetTrackingScalingPolicyConfiguration"].(map[string]any); ok {
+			metrics = append(metrics, c["PredefinedMetricSpecification"].(map[string]any)["PredefinedMetricType"].(string))
+		}
+	}
+	slices.Sort(metrics)
+	if js(metrics) != `["ALBRequestCountPerTarget","ECSServiceAverageCPUUtilization"]` {
+		t.Errorf("git server scales on %v", metrics)
+	}
+	at.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalableTarget"), obj(
+		"MinCapacity", 2, "MaxCapacity", 4, "ResourceId", like("Fn::Join", arrayWith(arrayWith(getAtt(svc, "Name"))))))
 	nagClean(t, s)
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // serving=false: no load balancer, no git server, no clone base URL anywhere.
@@ -1304,7 +1359,7 @@ func TestPropsFromContext(t *testing.T) {
 		d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" || d.NoWarmup || d.MinLive != 1 || !d.DeletionGuard ||
 		d.DiskQuota != "500G" || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 0 ||
 		d.PollsPerDay != 2 || d.StaleAfter != budget.Default().StaleAfter() ||
-		d.ServeMin != 1 || d.ServeMax != 4 || d.ServeCPU != 256 || d.ServeMemory != 1024 {
+		d.ServeSeparate || d.ServeMemory != DefaultServeContainerMemory || d.ServeMin != 0 || d.ServeMax != 0 || d.ServeCPU != 0 {
 		t.Errorf("defaults = %+v, %v", d, err)
 	}
 	bad := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"workerCount": "two", "serving": "maybe", "grace": "long", "pollsPerDay": "often"}})
