@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,19 @@ func main() {
 	costs := flag.Bool("costs", true, "measure the worker-side costs (needs git)")
 	realistic := flag.Bool("realistic", true, "also run the realistic population (repos of every age, dormant repos with long histories)")
 	sigs := flag.Bool("signals", true, "run the sections with hooks and feeds (the default policy and the optimum)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	bs, err := parseBudgets(*budgets)
 	if err != nil {

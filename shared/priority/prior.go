@@ -137,32 +137,71 @@ func likelihood(n, t float64) (l [gridSize]float64) {
 // the repo kept one rate throughout, or it drew a new one from the prior during the
 // window. Under each the belief is the prior times the Poisson likelihood λ^n·e^(−λt).
 // A window of pushes is judged as a whole (a change at its start); a silence is walked
-// so that a change may have happened at any moment of it (see silence).
+// so that a change may have happened at any moment of it (see walk).
 func (p *Prior) posterior(e evidence) (b belief, changed float64) {
+	var w weighed
+	p.weighAll(e, &w)
+	return p.judge(&w, p.Hazard)
+}
+
+// weighed is the part of a posterior that does not depend on the hazard, so that
+// Scores weighs a repo's evidence once for all its candidate hazards.
+type weighed struct {
+	silent bool
+	// A silence: the belief before it, and its walk.
+	stay belief
+	walk silenceWalk
+	// A window of pushes: the beliefs if the repo stayed and if it changed, the log
+	// evidence of each explanation's parts, and the window's days.
+	win               belief
+	mStay, mWin, mOld float64
+	winT              float64
+}
+
+func (p *Prior) weighAll(e evidence, w *weighed) {
 	lo := likelihood(e.oldN, e.oldT)
 	if e.winN == 0 {
-		return p.silence(&lo, e.winT)
+		w.silent = true
+		w.stay, _ = p.weigh(&lo)
+		w.winT = e.winT
+		if e.winT > 0 {
+			w.walk.steps(e.winT)
+		}
+		return
 	}
 	lw := likelihood(e.winN, e.winT)
 	var ls [gridSize]float64
 	for k := range gridSize {
 		ls[k] = lo[k] + lw[k]
 	}
-	stay, mStay := p.weigh(&ls)
-	win, mWin := p.weigh(&lw)
-	_, mOld := p.weigh(&lo)
-	pc := -math.Expm1(-p.Hazard * e.winT)
+	w.stay, w.mStay = p.weigh(&ls)
+	w.win, w.mWin = p.weigh(&lw)
+	_, w.mOld = p.weigh(&lo)
+	w.winT = e.winT
+}
+
+// judge is the posterior of weighed evidence at hazard per day.
+func (p *Prior) judge(w *weighed, hazard float64) (b belief, changed float64) {
+	if w.silent {
+		if w.winT <= 0 {
+			return w.stay, 0
+		}
+		return p.walk(w.stay, &w.walk, hazard)
+	}
+	pc := -math.Expm1(-hazard * w.winT)
 	if pc > 0 {
-		odds := math.Log(pc) + mOld + mWin - math.Log1p(-pc) - mStay
+		odds := math.Log(pc) + w.mOld + w.mWin - math.Log1p(-pc) - w.mStay
 		changed = 1 / (1 + math.Exp(-odds))
 	}
 	for k := range gridSize {
-		b[k] = changed*win[k] + (1-changed)*stay[k]
+		b[k] = changed*w.win[k] + (1-changed)*w.stay[k]
 	}
 	return b, changed
 }
 
-// weigh returns the belief ∝ Weights·e^l and log Σ Weights·e^l.
+// weigh returns the belief ∝ Weights·e^l and log Σ Weights·e^l. Rates whose likelihood
+// is below e^−negligible of the best are left out: their weight would be under 1e-20 of
+// it, and skipping their exponentials makes a posterior a good deal cheaper.
 func (p *Prior) weigh(l *[gridSize]float64) (b belief, logSum float64) {
 	top := math.Inf(-1)
 	for k, v := range l {
@@ -172,8 +211,10 @@ func (p *Prior) weigh(l *[gridSize]float64) (b belief, logSum float64) {
 	}
 	sum := 0.0
 	for k, v := range l {
-		b[k] = p.Weights[k] * math.Exp(v-top)
-		sum += b[k]
+		if d := v - top; d > -negligible {
+			b[k] = p.Weights[k] * math.Exp(d)
+			sum += b[k]
+		}
 	}
 	if sum == 0 || math.IsInf(top, -1) {
 		return p.Weights, math.Inf(-1)
@@ -184,35 +225,77 @@ func (p *Prior) weigh(l *[gridSize]float64) (b belief, logSum float64) {
 	return b, top + math.Log(sum)
 }
 
+// negligible is how far below the best log-likelihood a rate is left out of a belief.
+const negligible = 46
+
+// decays sets f[k] to e^(−gridRates[k]·days) from base, the decays of the first three
+// rates. Above the dormant rate each rate is √2 times the one before, so squarings give
+// the rest (a squaring doubles the relative error: 2^18 ulp at most, far below what
+// matters here). A decay under minDecay is 0: it would weigh nothing against the repos
+// that change in the silence, and products of such decays turn subnormal, whose
+// arithmetic is very slow.
+func decays(base [3]float64, f *belief) {
+	for k := range gridSize {
+		if k < 3 {
+			f[k] = base[k]
+		} else {
+			f[k] = f[k-2] * f[k-2]
+		}
+		if f[k] < minDecay {
+			f[k] = 0
+		}
+	}
+}
+
+// minDecay is the least decay over a step of a silence that is not taken as 0 (e^-69).
+const minDecay = 1e-30
+
 // silenceSteps is how finely a silence is cut to place a possible change in it: halves,
 // so the last step is 1/2^(silenceSteps−1) of it.
 const silenceSteps = 8
 
-// silence is the belief after the old evidence (log-likelihoods lo) and a silence of
-// days since: the repo may have changed at any moment of it (at Hazard per day), and
-// after a change only the silence since constrains its new rate. The silence is walked
-// in steps that halve towards the present (a change is placed at a step's start), so a
-// repo silent for years keeps the chance of having woken up recently.
-func (p *Prior) silence(lo *[gridSize]float64, days float64) (belief, float64) {
-	stay, _ := p.weigh(lo)
-	if days <= 0 {
-		return stay, 0
-	}
-	var moved, factor belief
-	total := 1.0 // of stay and moved: the belief is normalised at the end
-	// factor is e^(−λ·step) for the current step; halving the step takes its square root.
+// silenceWalk is a silence cut into its steps: each step's length and the decay
+// e^(−λ·step) of every grid rate over it. It depends on the silence alone, so the
+// candidate hazards of Scores share it.
+type silenceWalk struct {
+	step   [silenceSteps]float64
+	factor [silenceSteps]belief
+}
+
+// steps cuts a silence of days into halves towards the present (the last two equal).
+func (w *silenceWalk) steps(days float64) {
 	step := days / 2
-	for k, r := range gridRates {
-		factor[k] = math.Exp(-r * step)
+	var base [3]float64 // the first three rates' decays over step; halving it takes roots
+	for k := range base {
+		base[k] = math.Exp(-gridRates[k] * step)
 	}
 	for j := range silenceSteps {
-		if j > 0 && j < silenceSteps-1 { // the last two steps are equal
+		if j > 0 && j < silenceSteps-1 {
 			step /= 2
-			for k := range gridSize {
-				factor[k] = math.Sqrt(factor[k])
+			for k := range base {
+				base[k] = math.Sqrt(base[k])
 			}
 		}
-		rho := -math.Expm1(-p.Hazard * step)
+		w.step[j] = step
+		if j == silenceSteps-1 {
+			w.factor[j] = w.factor[j-1] // the last two steps are equal
+			continue
+		}
+		decays(base, &w.factor[j])
+	}
+}
+
+// walk is the belief after a silence, from stay (the belief the evidence before it
+// gives), at hazard changes per day: the repo may have changed at any moment of the
+// silence, and after a change only the silence since constrains its new rate. The
+// silence is walked in steps that halve towards the present (a change is placed at a
+// step's start), so a repo silent for years keeps the chance of having woken up recently.
+func (p *Prior) walk(stay belief, w *silenceWalk, hazard float64) (belief, float64) {
+	var moved belief
+	total := 1.0 // of stay and moved: the belief is normalised at the end
+	for j := range silenceSteps {
+		factor := &w.factor[j]
+		rho := -math.Expm1(-hazard * w.step[j])
 		inject := rho * total // a change draws from Weights whatever the belief was
 		total = 0
 		for k := range gridSize {
@@ -271,11 +354,10 @@ func (sc *Scores) Add(prior *Prior, s Stats, p Poll) {
 	if days <= 0 {
 		return
 	}
-	e := evidenceOf(s)
+	var w weighed
+	prior.weighAll(evidenceOf(s), &w)
 	for h, perMonth := range hazards {
-		q := *prior
-		q.Hazard = perMonth / 30
-		b, _ := q.posterior(e)
+		b, _ := prior.judge(&w, perMonth/30)
 		quiet := 0.0
 		for k, w := range b {
 			quiet += w * math.Exp(-gridRates[k]*days)
