@@ -340,6 +340,14 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			sr.bounds[boundSlots-2] = x
 		}
 	}})
+	if sr.realDrifting != nil {
+		out = append(out, task{1, func() {
+			x := driftBound(sr.real, sr.realDrifting, o.drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6},
+				rand.New(rand.NewPCG(sr.seed, 0xb1)))
+			x.Section = "drift_realistic"
+			sr.bounds[boundSlots-1] = x
+		}})
+	}
 	// The bounds with everything a first clone and the fetches show, for both populations.
 	for k, b := range []struct {
 		section string
