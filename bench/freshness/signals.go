@@ -5,8 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 // signals is a change signal some repos send besides what polls find: a forge's push
@@ -124,22 +126,24 @@ func (s signals) deliveries(up Upstream, cov []bool, end float64, rng *rand.Rand
 }
 
 // signalled is the worker's side: deliveries arriving, a queue of repos to fetch at once
-// (one entry per repo however many signals it got: bursts coalesce), and which
-// organizations have signalled lately. A repo of such an organization is taken to be
-// covered (an organization's hook covers all its repos) unless a poll of it found a push
-// that no signal announced.
+// (one entry per repo however many signals it got: bursts coalesce), when each repo's
+// latest hook came, and what the fleet's hooks announced and missed (one host). How
+// polls fall back is the worker's own decision (worker.PollStretch).
 type signalled struct {
-	pending   []delivery // not yet arrived
-	queue     []int      // arrived, to fetch before any poll, oldest first
-	queued    []bool
-	org       []int
-	last      map[int]float64 // day of each organization's latest signal
-	distrusts []bool          // a poll found a push of this repo that no signal announced
+	pending []delivery // not yet arrived
+	queue   []int      // arrived, to fetch before any poll, oldest first
+	queued  []bool
+	hookAt  []float64 // day of each repo's latest hook; −Inf: none
+	feed    bool      // the signal is a feed (covered repos are known), not hooks
+	loss    worker.HookLoss
 }
 
-func newSignalled(org []int, ds []delivery) *signalled {
-	n := len(org)
-	return &signalled{pending: ds, queued: make([]bool, n), org: org, last: map[int]float64{}, distrusts: make([]bool, n)}
+func newSignalled(n int, ds []delivery, feed bool) *signalled {
+	s := &signalled{pending: ds, queued: make([]bool, n), hookAt: make([]float64, n), feed: feed}
+	for i := range s.hookAt {
+		s.hookAt[i] = math.Inf(-1)
+	}
+	return s
 }
 
 // arrive takes in the deliveries made by now.
@@ -147,8 +151,9 @@ func (s *signalled) arrive(now float64) {
 	for len(s.pending) > 0 && s.pending[0].at <= now {
 		d := s.pending[0]
 		s.pending = s.pending[1:]
-		s.last[s.org[d.repo]] = d.at
-		s.distrusts[d.repo] = false
+		if !s.feed {
+			s.hookAt[d.repo] = d.at
+		}
 		if !s.queued[d.repo] {
 			s.queued[d.repo] = true
 			s.queue = append(s.queue, d.repo)
@@ -156,13 +161,21 @@ func (s *signalled) arrive(now float64) {
 	}
 }
 
-// unannounced records that a poll of repo i found pushes no signal announced.
-func (s *signalled) unannounced(i int) { s.distrusts[i] = true }
+// hookTime is repo i's latest hook as the worker's clock has it (zero: none).
+func (s *signalled) hookTime(i int) time.Time {
+	if math.IsInf(s.hookAt[i], -1) {
+		return time.Time{}
+	}
+	return at(s.hookAt[i])
+}
 
-// covers is whether the worker takes repo i to signal its pushes at day now.
-func (s *signalled) covers(i int, now float64) bool {
-	last, ok := s.last[s.org[i]]
-	return ok && now-last <= signalMemory && !s.distrusts[i]
+// fetched records a fetch of repo i at day now that brought pushes: asked for by a
+// signal, or a poll. For a hooked repo it counts towards the hooks' loss, as the worker
+// counts it.
+func (s *signalled) fetched(i int, now float64, signalled bool) {
+	if !s.feed && worker.Hooked(s.hookTime(i), at(now)) {
+		s.loss.Saw(signalled)
+	}
 }
 
 // next is the repo to fetch now because it signalled, if any.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -16,11 +17,44 @@ func TestPollStretch(t *testing.T) {
 		{now.Add(-HookMemory), HookStretch},   // at the edge of the memory
 		{now.Add(-HookMemory - time.Hour), 1}, // hooks stopped: polled as before
 	} {
-		if got := pollStretch(c.hookAt, now, false); got != c.want {
+		if got := PollStretch(c.hookAt, now, false, AssumedHookLoss); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("hook at %v: stretch %v, want %v", c.hookAt, got, c.want)
 		}
-		if got := pollStretch(c.hookAt, now, true); got != FeedStretch {
+		if got := PollStretch(c.hookAt, now, true, AssumedHookLoss); got != FeedStretch {
 			t.Errorf("covered by a feed, hook at %v: stretch %v, want %v", c.hookAt, got, FeedStretch)
 		}
+	}
+	// A host that loses a quarter of its hooks: its repos are polled at half their rate.
+	if got := PollStretch(now, now, false, 0.25); got != 2 {
+		t.Errorf("a quarter lost: stretch %v, want 2", got)
+	}
+}
+
+func TestStretchFollowsTheLoss(t *testing.T) {
+	if got := StretchForLoss(AssumedHookLoss); math.Abs(got-HookStretch) > 1e-9 {
+		t.Fatalf("assumed loss: stretch %v, HookStretch %v", got, HookStretch)
+	}
+	for loss, want := range map[float64]float64{0: FeedStretch, 1e-6: FeedStretch, 0.04: 5, 1: 1, 2: 1} {
+		if got := StretchForLoss(loss); math.Abs(got-want) > 1e-9 {
+			t.Errorf("loss %v: stretch %v, want %v", loss, got, want)
+		}
+	}
+	// Counting: no pushes seen is the assumption; a host's own counts take over.
+	var l HookLoss
+	if l.Share() != AssumedHookLoss {
+		t.Fatalf("nothing seen: loss %v", l.Share())
+	}
+	for k := range 2000 {
+		l.Saw(k%10 != 0) // one push in ten found by a poll first
+	}
+	if s := l.Share(); s < 0.08 || s > 0.1 {
+		t.Fatalf("a tenth lost over 2000 pushes: estimated %v", s)
+	}
+	var good HookLoss
+	for range 5000 {
+		good.Saw(true)
+	}
+	if s := good.Share(); s > 0.001 || StretchForLoss(s) < 30 {
+		t.Fatalf("no hook lost in 5000: estimated %v, stretch %v", s, StretchForLoss(s))
 	}
 }
