@@ -144,8 +144,9 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 		Explain      []string
 		Signals      []freshSignalRow
 		Bounds       []freshBoundRow
+		GoalSpread   []freshGoalSpreadRow
 	}{v, def, v.Setup.HistoryWindowDays / 365, freshGoalP99, freshGoalRows(secs, def), sections, detail, chart, costs,
-		freshExplain(v, secs, def), signals, freshBoundRows(v, def)})
+		freshExplain(v, secs, def), signals, freshBoundRows(v, def), freshGoalSpreadRows(v)})
 	return md, v.Meta, err
 }
 
