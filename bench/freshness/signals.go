@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -133,17 +132,13 @@ type signalled struct {
 	pending []delivery // not yet arrived
 	queue   []int      // arrived, to fetch before any poll, oldest first
 	queued  []bool
-	hookAt  []float64 // day of each repo's latest hook; −Inf: none
-	feed    bool      // the signal is a feed (covered repos are known), not hooks
+	hook    []worker.HookState // each repo's hooks, as the worker knows them
+	feed    bool               // the signal is a feed (covered repos are known), not hooks
 	loss    worker.HookLoss
 }
 
 func newSignalled(n int, ds []delivery, feed bool) *signalled {
-	s := &signalled{pending: ds, queued: make([]bool, n), hookAt: make([]float64, n), feed: feed}
-	for i := range s.hookAt {
-		s.hookAt[i] = math.Inf(-1)
-	}
-	return s
+	return &signalled{pending: ds, queued: make([]bool, n), hook: make([]worker.HookState, n), feed: feed}
 }
 
 // arrive takes in the deliveries made by now.
@@ -152,7 +147,7 @@ func (s *signalled) arrive(now float64) {
 		d := s.pending[0]
 		s.pending = s.pending[1:]
 		if !s.feed {
-			s.hookAt[d.repo] = d.at
+			s.hook[d.repo] = worker.HookState{At: at(d.at)}
 		}
 		if !s.queued[d.repo] {
 			s.queued[d.repo] = true
@@ -161,20 +156,12 @@ func (s *signalled) arrive(now float64) {
 	}
 }
 
-// hookTime is repo i's latest hook as the worker's clock has it (zero: none).
-func (s *signalled) hookTime(i int) time.Time {
-	if math.IsInf(s.hookAt[i], -1) {
-		return time.Time{}
-	}
-	return at(s.hookAt[i])
-}
-
 // fetched records a fetch of repo i at day now that brought pushes: asked for by a
-// signal, or a poll. For a hooked repo it counts towards the hooks' loss, as the worker
-// counts it.
+// signal, or a poll. For a hooked repo it counts towards the hooks' loss, and a poll
+// that found a push first unhooks the repo until its next hook, as on a worker.
 func (s *signalled) fetched(i int, now float64, signalled bool) {
-	if !s.feed && worker.Hooked(s.hookTime(i), at(now)) {
-		s.loss.Saw(signalled)
+	if !s.feed && s.hook[i].Hooked(at(now)) {
+		s.hook[i].Fetched(signalled, &s.loss)
 	}
 }
 

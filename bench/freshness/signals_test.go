@@ -93,12 +93,15 @@ func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 	if got := cfg.stretch(s, 0, 1.1+signalMemory+1); got != 1 {
 		t.Errorf("hooks stopped a memory ago: stretch %v, want 1", got)
 	}
-	// Polls that find pushes the hooks did not announce lower the stretch, as on a worker.
-	for range 400 {
-		s.fetched(0, 3, false)
+	// A poll that finds a push no hook announced unhooks the repo, as on a worker, until
+	// its next hook.
+	s.fetched(0, 3, false)
+	if got := cfg.stretch(s, 0, 3); got != 1 || s.loss.Lost != 1 {
+		t.Errorf("after a push found by a poll: stretch %v, lost %d", got, s.loss.Lost)
 	}
-	if got := cfg.stretch(s, 0, 3); got >= hookStretch/2 {
-		t.Errorf("after 400 pushes found by polls: stretch %v", got)
+	s.arrive(6) // repo 1's hook
+	if got := cfg.stretch(s, 1, 6); got <= 1 {
+		t.Errorf("after its first hook: stretch %v", got)
 	}
 	// A feed's repos are known covered; a feed names no hook.
 	f := newSignalled(3, []delivery{{1.0, 0}}, true)

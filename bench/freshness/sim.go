@@ -33,7 +33,8 @@ type runConfig struct {
 // (worker.PollStretch): a signalled push is fetched at once, so polls of such a repo
 // are there only for the signals that get lost, and its step is stretched by 1/√ of the
 // loss the worker has counted (worker.HookLoss), or by worker.FeedStretch for a repo a
-// feed covers. A repo counts as hooked for worker.HookMemory after its latest hook.
+// feed covers. A repo counts as hooked from its first hook until a poll finds a push
+// before its hook (worker.HookState).
 const (
 	hookStretch  = worker.HookStretch // at the loss assumed before any is counted
 	feedStretch  = worker.FeedStretch
@@ -45,7 +46,7 @@ func (c runConfig) stretch(sig *signalled, i int, now float64) float64 {
 	if sig == nil {
 		return 1
 	}
-	return worker.PollStretch(sig.hookTime(i), at(now), sig.feed && c.Covered[i], sig.loss.Share())
+	return worker.PollStretch(sig.hook[i], at(now), sig.feed && c.Covered[i], sig.loss.Share())
 }
 
 // window is a measured stretch of days [From, To).

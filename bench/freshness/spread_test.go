@@ -65,7 +65,7 @@ func TestSpreadAndGoals(t *testing.T) {
 	}
 	seed := func(def, opt, ratio float64) results.Freshness {
 		return results.Freshness{Setup: results.FreshnessSetup{Budgets: []float64{0.5}},
-			Runs: []results.FreshnessRun{{Policy: "bayes", Budget: 0.5, LagMeanH: def, LagP99H: 2 * def}, {Policy: "optimum", Budget: 0.5, LagMeanH: opt, LagP99H: 2 * opt}},
+			Runs:  []results.FreshnessRun{{Policy: "bayes", Budget: 0.5, LagMeanH: def, LagP99H: 2 * def}, {Policy: "optimum", Budget: 0.5, LagMeanH: opt, LagP99H: 2 * opt}},
 			Bound: []results.FreshnessBound{{Section: "runs", Evidence: "all", Ratio: ratio}}}
 	}
 	all := []results.Freshness{seed(10.3, 10, 1), seed(11, 10, 1)}

@@ -42,8 +42,15 @@ type belief [gridSize]float64
 // behaviour. A worker learns it from the repos it owns (Fit), which consistent hashing
 // makes a random sample of the fleet. It is read-only once built.
 type Prior struct {
-	// Weights of the rates in gridRates; they sum to 1.
+	// Weights of the rates in gridRates over all repos; they sum to 1. A repo that
+	// changes behaviour draws its new rate from them.
 	Weights belief
+	// RootWeights, when Classes is set, are the weights among the repos whose first
+	// clone's history reached their first commit (Stats.Root), OtherWeights among the
+	// rest: what a first clone shows besides its pushes (a repo made and left, or a
+	// young one) tells about its rate, and the fleet learns how much.
+	RootWeights, OtherWeights belief
+	Classes                   bool
 	// Hazard is how often a repo draws a new rate from Weights (wakes up, goes quiet,
 	// speeds up), per day.
 	Hazard float64
@@ -108,11 +115,12 @@ const RefitEvery = 7 * 24 * time.Hour
 type evidence struct {
 	oldN, oldT float64 // pushes and days before the current window
 	winN, winT float64 // pushes and days in the current window
+	root       bool    // the first clone's history reached the repo's first commit
 }
 
 func evidenceOf(s Stats) evidence {
 	s = s.upgraded()
-	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400}
+	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400, root: s.Root}
 }
 
 // upgraded reads stats written before pushes were counted: the polls' changes are the
@@ -160,9 +168,10 @@ type weighed struct {
 
 func (p *Prior) weighAll(e evidence, w *weighed) {
 	lo := likelihood(e.oldN, e.oldT)
+	weights := p.classOf(e.root)
 	if e.winN == 0 {
 		w.silent = true
-		w.stay, _ = p.weigh(&lo)
+		w.stay, _ = weigh(weights, &lo)
 		w.winT = e.winT
 		if e.winT > 0 {
 			w.walk.steps(e.winT)
@@ -174,10 +183,23 @@ func (p *Prior) weighAll(e evidence, w *weighed) {
 	for k := range gridSize {
 		ls[k] = lo[k] + lw[k]
 	}
-	w.stay, w.mStay = p.weigh(&ls)
-	w.win, w.mWin = p.weigh(&lw)
-	_, w.mOld = p.weigh(&lo)
+	// The repo's class weighs its evidence; after a change it is any repo.
+	w.stay, w.mStay = weigh(weights, &ls)
+	w.win, w.mWin = weigh(&p.Weights, &lw)
+	_, w.mOld = weigh(weights, &lo)
 	w.winT = e.winT
+}
+
+// classOf is the weights of the repos of a class: those whose history reached their
+// first commit (root) or the others; all repos' when the prior has no classes.
+func (p *Prior) classOf(root bool) *belief {
+	switch {
+	case !p.Classes:
+		return &p.Weights
+	case root:
+		return &p.RootWeights
+	}
+	return &p.OtherWeights
 }
 
 // judge is the posterior of weighed evidence at hazard per day.
@@ -199,25 +221,25 @@ func (p *Prior) judge(w *weighed, hazard float64) (b belief, changed float64) {
 	return b, changed
 }
 
-// weigh returns the belief ∝ Weights·e^l and log Σ Weights·e^l. Rates whose likelihood
+// weigh returns the belief ∝ weights·e^l and log Σ weights·e^l. Rates whose likelihood
 // is below e^−negligible of the best are left out: their weight would be under 1e-20 of
 // it, and skipping their exponentials makes a posterior a good deal cheaper.
-func (p *Prior) weigh(l *[gridSize]float64) (b belief, logSum float64) {
+func weigh(weights *belief, l *[gridSize]float64) (b belief, logSum float64) {
 	top := math.Inf(-1)
 	for k, v := range l {
-		if p.Weights[k] > 0 {
+		if weights[k] > 0 {
 			top = max(top, v)
 		}
 	}
 	sum := 0.0
 	for k, v := range l {
 		if d := v - top; d > -negligible {
-			b[k] = p.Weights[k] * math.Exp(d)
+			b[k] = weights[k] * math.Exp(d)
 			sum += b[k]
 		}
 	}
 	if sum == 0 || math.IsInf(top, -1) {
-		return p.Weights, math.Inf(-1)
+		return *weights, math.Inf(-1)
 	}
 	for k := range b {
 		b[k] /= sum
@@ -407,8 +429,9 @@ func (sc *Scores) Fade() {
 // Fit learns a prior from the stats of many repos (empirical Bayes): the hazard from the
 // scores (nil: the default's), then the rate weights by EM as the fleet's average belief
 // about its repos' current rates (the nonparametric maximum-likelihood mixture on the
-// grid), shrunk towards the default by priorRepos pseudo-repos. Repos with no evidence
-// are skipped; base (nil: the default) is where EM starts.
+// grid), shrunk towards the default by priorRepos pseudo-repos, for all repos and for
+// each class (a first clone that reached the root or not). Repos with no evidence are
+// skipped; base (nil: the default) is where EM starts.
 func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 	if base == nil {
 		base = DefaultPrior()
@@ -422,26 +445,43 @@ func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 		}
 	}
 	out.Repos, out.At = len(ev), now
+	if !out.Classes {
+		out.RootWeights, out.OtherWeights, out.Classes = out.Weights, out.Weights, true
+	}
 	for range fitRounds {
-		var next belief
+		var next, root, other belief
 		for k := range gridSize {
-			next[k] = priorRepos * defaultPrior.Weights[k]
+			root[k] = priorRepos * defaultPrior.Weights[k]
+			other[k] = root[k]
 		}
 		for _, e := range ev {
 			b, _ := out.posterior(e)
+			class := &other
+			if e.root {
+				class = &root
+			}
 			for k := range gridSize {
-				next[k] += b[k]
+				class[k] += b[k]
 			}
 		}
-		total := 0.0
-		for _, v := range next {
-			total += v
-		}
 		for k := range gridSize {
-			out.Weights[k] = next[k] / total
+			next[k] = root[k] + other[k]
 		}
+		out.Weights, out.RootWeights, out.OtherWeights = normalised(next), normalised(root), normalised(other)
 	}
 	return &out
+}
+
+// normalised is b scaled to sum to 1.
+func normalised(b belief) belief {
+	total := 0.0
+	for _, v := range b {
+		total += v
+	}
+	for k := range b {
+		b[k] /= total
+	}
+	return b
 }
 
 // fitRounds is the EM iterations per Fit; a worker refits regularly and starts from its

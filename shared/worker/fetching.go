@@ -171,21 +171,21 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	}
 	covered := w.cfg.FeedCovered != nil && w.cfg.FeedCovered(r.rec.URL)
 	lossShare := AssumedHookLoss
-	if Hooked(r.hookAt, now) {
+	if r.hook.Hooked(now) {
 		// A hooked repo's fetch that brought something tells whether the host's hooks
-		// announced it (at most one count per host in memory).
+		// announced it (one count per host in memory).
 		loss := w.hookLoss[host]
 		if loss == nil {
 			loss = &HookLoss{}
 			w.hookLoss[host] = loss
 		}
 		if ferr == nil && wasCloned && res.Changed {
-			loss.Saw(r.hookAsked)
+			r.hook.Fetched(r.hookAsked, loss)
 		}
 		lossShare = loss.Share()
 	}
 	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
-		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: PollStretch(r.hookAt, now, covered, lossShare)})
+		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: PollStretch(r.hook, now, covered, lossShare)})
 	if o.Poll != nil {
 		w.scores.Add(w.prior, r.rec.Stats, *o.Poll)
 	}

@@ -17,11 +17,12 @@ const RungCovers = 5 * time.Minute
 // poll step is 1/√ℓ times the policy's (StretchForLoss), and the polls it no longer
 // needs go to the other repos (the budget is the same). ℓ is learned per host
 // (HookLoss): until a host's hooks are counted it is AssumedHookLoss, which gives
-// HookStretch. HookMemory is how long a hook keeps a repo counted as hooked.
+// HookStretch. A repo counts as hooked from its first hook until a poll finds a push no
+// hook announced (HookState), or for HookMemory after its latest hook at most.
 const (
 	AssumedHookLoss = 0.01
 	HookStretch     = 10.0 // StretchForLoss(AssumedHookLoss)
-	HookMemory      = 30 * 24 * time.Hour
+	HookMemory      = 365 * 24 * time.Hour
 	// hookLossWeight is how many pushes the assumed loss counts for against a host's
 	// own: a few lost hooks among a few hundred pushes move it, one does not.
 	hookLossWeight = 200.0
@@ -80,7 +81,7 @@ func (w *Worker) FetchNow(id string, hook bool) bool {
 	now := w.clock.Now()
 	r.rungAt = now
 	if hook {
-		r.hookAt, r.hookPending = now, true
+		r.hook, r.hookPending = HookState{At: now}, true
 	}
 	w.fetchNowLocked(id, r)
 	return true
@@ -98,22 +99,41 @@ func (w *Worker) fetchNowLocked(id string, r *repoState) {
 }
 
 // PollStretch is the factor on a repo's poll step at now: FeedStretch while a feed
-// covers it, StretchForLoss(hookLoss) while a hook came within HookMemory, else 1.
-// hookLoss is the repo's host's HookLoss.Share. Pure: the worker and the freshness
-// benchmark decide with it.
-func PollStretch(hookAt, now time.Time, feedCovered bool, hookLoss float64) float64 {
+// covers it, StretchForLoss(hookLoss) while it counts as hooked, else 1. hookLoss is
+// the repo's host's HookLoss.Share. Pure: the worker and the freshness benchmark decide
+// with it.
+func PollStretch(h HookState, now time.Time, feedCovered bool, hookLoss float64) float64 {
 	switch {
 	case feedCovered:
 		return FeedStretch
-	case Hooked(hookAt, now):
+	case h.Hooked(now):
 		return StretchForLoss(hookLoss)
 	}
 	return 1
 }
 
-// Hooked is whether a repo whose last hook came at hookAt counts as hooked at now.
-func Hooked(hookAt, now time.Time) bool {
-	return !hookAt.IsZero() && now.Sub(hookAt) <= HookMemory
+// HookState is what a worker knows of one repo's hooks: when the latest came, and
+// whether a poll has since found a push that no hook announced.
+type HookState struct {
+	At   time.Time
+	Lost bool
+}
+
+// Hooked is whether the repo counts as hooked at now: a hook came, within HookMemory,
+// and no poll found a push behind its back since. A repo whose hook was removed is
+// polled as before from the first push a poll finds; one that only lost a hook (ℓ of
+// them) is hooked again at its next.
+func (h HookState) Hooked(now time.Time) bool {
+	return !h.At.IsZero() && !h.Lost && now.Sub(h.At) <= HookMemory
+}
+
+// Fetched records a fetch of a hooked repo that brought pushes, asked for by a hook or
+// a poll, and counts it in its host's loss.
+func (h *HookState) Fetched(hookAsked bool, loss *HookLoss) {
+	loss.Saw(hookAsked)
+	if !hookAsked {
+		h.Lost = true
+	}
 }
 
 // OwnedURLs are the URLs of the repos the worker owns on host (a forge's feed asks

@@ -194,7 +194,7 @@ type repoState struct {
 	dropped     bool      // removed while a fetch was in flight
 	syncAgain   bool      // a sync was asked for while a fetch was in flight
 	rungAt      time.Time // last FetchNow (a hook or a sync's fast path)
-	hookAt      time.Time // last push webhook for the repo
+	hook        HookState // its push webhooks: the latest, and whether one was missed since
 	hookPending bool      // a hook asked for a fetch not started yet
 	hookAsked   bool      // the fetch in flight (or the last one) was asked for by a hook
 	fetchedAt   time.Time // when the last fetch started
