@@ -1,9 +1,14 @@
 package worker
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
 func TestPollStretch(t *testing.T) {
@@ -69,5 +74,32 @@ func TestStretchFollowsTheLoss(t *testing.T) {
 	}
 	if s := good.Share(); s > 0.001 || StretchForLoss(s) < 30 {
 		t.Fatalf("no hook lost in 5000: estimated %v, stretch %v", s, StretchForLoss(s))
+	}
+}
+
+// memSignals is a signal store holding one worker's signals in memory.
+type memSignals struct{ sig, removed store.Signals }
+
+func (m *memSignals) GetSignals(context.Context, string) (store.Signals, error) { return m.sig, nil }
+func (m *memSignals) RemoveSignals(_ context.Context, _ string, s store.Signals) error {
+	m.removed = s
+	return nil
+}
+
+// A hook's signal marks the repo as one whose forge sends hooks (its polls stretch); a
+// sync's does not.
+func TestSignalsKeepHookAndSyncApart(t *testing.T) {
+	w := New(Config{}, nil, nil, nil, clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), slog.New(slog.DiscardHandler))
+	w.id = "w1"
+	w.repos["h"], w.repos["s"] = &repoState{}, &repoState{}
+	st := &memSignals{sig: store.Signals{Hook: []string{"h"}, Sync: []string{"s"}}}
+	if rung, dropped, err := w.TakeSignals(t.Context(), st); err != nil || rung != 2 || dropped != 0 {
+		t.Fatalf("rung %d dropped %d err %v", rung, dropped, err)
+	}
+	if w.repos["h"].hook.At.IsZero() || !w.repos["s"].hook.At.IsZero() {
+		t.Fatalf("hookAt: hook signal %v, sync signal %v; want only the hook's set", w.repos["h"].hook.At, w.repos["s"].hook.At)
+	}
+	if len(st.removed.Hook) != 1 || len(st.removed.Sync) != 1 {
+		t.Fatalf("removed %+v, want what was read", st.removed)
 	}
 }
