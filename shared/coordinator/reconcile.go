@@ -502,6 +502,11 @@ func (p *Planner) move(r store.Repo, to string, salt int, state store.RepoState,
 		a.Deliveries = append(a.Deliveries, Delivery{r.Owner, store.OutboxEntry{Op: store.OpDel, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch}})
 	}
 	a.Deliveries = append(a.Deliveries, Delivery{to, store.OutboxEntry{Op: store.OpAdd, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch + 1, Priority: prio}})
+	if r.SyncRequested && r.Owner != "" {
+		// A hook or a sync for a repo on its way between owners: the move clears the
+		// request, so the new owner must carry it out, not just schedule the repo.
+		a.Deliveries = append(a.Deliveries, Delivery{to, store.OutboxEntry{Op: store.OpSync, RepoID: r.ID, URL: r.URL, Epoch: r.OwnerEpoch + 1}})
+	}
 	return a
 }
 

@@ -485,6 +485,43 @@ func TestDeleteAndSyncRequests(t *testing.T) {
 	}
 }
 
+// A sync request (a hook, repos sync) on a repo whose owner the ring no longer gives it
+// to is carried out by the new owner: the move clears the request.
+func TestSyncRequestFollowsAMovingRepo(t *testing.T) {
+	head, cur := ringOf(t, "a", "b")
+	ws := []store.Worker{worker("a", store.WorkerActive, 1), worker("b", store.WorkerActive, 1)}
+	p := NewPlanner(plan(t, head, cur, ws, seenAt(t0, ws...), t0), ws, testCfg())
+	for i := range 20 {
+		r := repo(i, store.RepoOK, "")
+		want := ownerOf(cur, r, 0)
+		r.Owner = "a"
+		if want == "a" {
+			r.Owner = "b"
+		}
+		r.SyncRequested = true
+		a, ok := p.Decide(r)
+		if !ok || a.Assign == nil || a.Assign.Owner != want || !a.Assign.ClearSync {
+			t.Fatalf("repo %d: %+v %v; want a move to %s that clears the request", i, a, ok, want)
+		}
+		var ops []store.OutboxOp
+		for _, d := range a.Deliveries {
+			if d.Worker == want {
+				ops = append(ops, d.Entry.Op)
+			}
+		}
+		if !slices.Equal(ops, []store.OutboxOp{store.OpAdd, store.OpSync}) {
+			t.Fatalf("repo %d: new owner %s gets %v, want add then sync", i, want, ops)
+		}
+		r.SyncRequested = false
+		a, _ = p.Decide(r)
+		for _, d := range a.Deliveries {
+			if d.Entry.Op == store.OpSync {
+				t.Fatalf("repo %d: a move without a request delivers a sync", i)
+			}
+		}
+	}
+}
+
 func TestPlanIsDeterministic(t *testing.T) {
 	head, cur := ringOf(t, "a", "b", "c")
 	ws := []store.Worker{worker("c", store.WorkerActive, 1), worker("a", store.WorkerDead, 1), worker("b", store.WorkerActive, 1), worker("d", store.WorkerJoining, 1)}

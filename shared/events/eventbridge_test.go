@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,29 +16,6 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
-
-type tally struct {
-	mu sync.Mutex
-	m  map[string]float64
-}
-
-func (c *tally) Record(s ...metrics.Sample) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]float64{}
-	}
-	for _, x := range s {
-		c.m[x.Name+"/"+x.Dims[metrics.DimSink]] += x.Value
-	}
-	return nil
-}
-
-func (c *tally) get(k string) float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[k]
-}
 
 func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -78,7 +54,7 @@ func runPublisher(t *testing.T, cfg events.EventBridgeConfig) *events.EventBridg
 func TestEventBridgePublishesAndRetries(t *testing.T) {
 	fake := eventbridgefake.New("mirrorfleet-events")
 	defer fake.Close()
-	var c tally
+	var c metrics.Tally
 	p := runPublisher(t, events.EventBridgeConfig{Client: fake.Client(func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 }),
 		Bus: "arn:aws:events:us-east-1:000000000000:event-bus/mirrorfleet-events", Backoff: time.Millisecond, Metrics: &c})
 	hub := events.NewHub(events.Config{FirstID: 1, Sinks: []events.Sink{p}})
@@ -107,11 +83,11 @@ func TestEventBridgePublishesAndRetries(t *testing.T) {
 	if calls := fake.Calls(); calls < 3+1 || calls > n {
 		t.Fatalf("%d calls for %d entries: want batches of up to 10 and the retries", calls, n)
 	}
-	eventuallyTrue(t, "counted", func() bool { return c.get("EventsDelivered/eventbridge") == n })
-	if r := c.get("EventsRetried/eventbridge"); r < 3+1 {
+	eventuallyTrue(t, "counted", func() bool { return c.Total("EventsDelivered/eventbridge") == n })
+	if r := c.Total("EventsRetried/eventbridge"); r < 3+1 {
 		t.Fatalf("%v retries counted, want at least 4", r)
 	}
-	if d := c.get("EventsDropped/eventbridge"); d != 0 {
+	if d := c.Total("EventsDropped/eventbridge"); d != 0 {
 		t.Fatalf("%v dropped", d)
 	}
 }
@@ -149,14 +125,14 @@ func TestEventBridgeTruncatesLargeEvents(t *testing.T) {
 func TestEventBridgeDropsAreCounted(t *testing.T) {
 	fake := eventbridgefake.New("b")
 	defer fake.Close()
-	var c tally
+	var c metrics.Tally
 	p := events.NewEventBridge(events.EventBridgeConfig{Client: fake.Client(func(o *eventbridge.Options) { o.RetryMaxAttempts = 1 }),
 		Bus: "b", Queue: 2, Attempts: 2, Backoff: time.Millisecond, Metrics: &c})
 	hub := events.NewHub(events.Config{FirstID: 1, Sinks: []events.Sink{p}})
 	for range 5 {
 		hub.Publish("0123456789abcdef", "https://example.com/a.git", refUpdates(1, 4))
 	}
-	if d := c.get("EventsDropped/eventbridge"); d != 3 {
+	if d := c.Total("EventsDropped/eventbridge"); d != 3 {
 		t.Fatalf("%v dropped with a queue of 2, want 3", d)
 	}
 	fake.FailEntries(2, "InternalFailure") // both queued entries, first try
@@ -166,7 +142,7 @@ func TestEventBridgeDropsAreCounted(t *testing.T) {
 	go func() { p.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	eventuallyTrue(t, "one delivered, one dropped", func() bool {
-		return c.get("EventsDelivered/eventbridge") == 1 && c.get("EventsDropped/eventbridge") == 4
+		return c.Total("EventsDelivered/eventbridge") == 1 && c.Total("EventsDropped/eventbridge") == 4
 	})
 	if len(fake.Entries()) != 1 {
 		t.Fatalf("%d entries accepted", len(fake.Entries()))
@@ -175,13 +151,13 @@ func TestEventBridgeDropsAreCounted(t *testing.T) {
 
 // The queue is bounded by bytes too: entries of up to 256 KB make a count alone no bound.
 func TestEventBridgeQueueBytes(t *testing.T) {
-	var c tally
+	var c metrics.Tally
 	p := events.NewEventBridge(events.EventBridgeConfig{Client: nil, Bus: "b", QueueBytes: 300 << 10, Metrics: &c})
 	hub := events.NewHub(events.Config{FirstID: 1, Sinks: []events.Sink{p}})
 	for range 3 {
 		hub.Publish("0123456789abcdef", "https://example.com/a.git", refUpdates(900, 200)) // ~200 KB each
 	}
-	if p.Pending() != 1 || c.get("EventsDropped/eventbridge") != 2 {
-		t.Fatalf("%d pending, %v dropped; want 1 and 2", p.Pending(), c.get("EventsDropped/eventbridge"))
+	if p.Pending() != 1 || c.Total("EventsDropped/eventbridge") != 2 {
+		t.Fatalf("%d pending, %v dropped; want 1 and 2", p.Pending(), c.Total("EventsDropped/eventbridge"))
 	}
 }

@@ -15,30 +15,6 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
-// counts sums the samples recorded, by name and sink.
-type counts struct {
-	mu sync.Mutex
-	m  map[string]float64
-}
-
-func (c *counts) Record(s ...metrics.Sample) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]float64{}
-	}
-	for _, x := range s {
-		c.m[x.Name+"/"+x.Dims[metrics.DimSink]] += x.Value
-	}
-	return nil
-}
-
-func (c *counts) get(k string) float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[k]
-}
-
 // receiver is a webhook receiver that checks the signature and fails the first
 // failFirst tries of each event with a 500.
 type receiver struct {
@@ -101,7 +77,7 @@ func TestWebhooksSignAndRetry(t *testing.T) {
 	rv := &receiver{t: t, secret: "s3", failFirst: 2, delivered: make(chan struct{}, 10)}
 	srv := httptest.NewServer(rv)
 	defer srv.Close()
-	var c counts
+	var c metrics.Tally
 	hub := NewHub(Config{FirstID: 7})
 	w := startWebhooks(t, WebhookConfig{URLs: []string{srv.URL + "/hook"}, Secret: "s3", Backoff: time.Millisecond, Metrics: &c})
 	hub.cfg.Sinks = []Sink{w}
@@ -119,9 +95,9 @@ func TestWebhooksSignAndRetry(t *testing.T) {
 	if len(rv.got) != 2 || rv.got[0].ID != 7 || rv.got[1].ID != 8 || len(rv.got[0].Refs) != 2 || rv.tries["7"] != 3 {
 		t.Fatalf("received %+v after tries %v", rv.got, rv.tries)
 	}
-	waitFor(t, func() bool { return c.get("EventsDelivered/webhook") == 2 })
-	if c.get("EventsRetried/webhook") != 4 || c.get("EventsDropped/webhook") != 0 {
-		t.Fatalf("metrics %v", c.m)
+	waitFor(t, func() bool { return c.Total("EventsDelivered/webhook") == 2 })
+	if c.Total("EventsRetried/webhook") != 4 || c.Total("EventsDropped/webhook") != 0 {
+		t.Fatalf("retried %v, dropped %v", c.Total("EventsRetried/webhook"), c.Total("EventsDropped/webhook"))
 	}
 }
 
@@ -130,7 +106,7 @@ func TestWebhookQueueOverflowIsCounted(t *testing.T) {
 	srv := httptest.NewServer(rv)
 	defer srv.Close()
 	defer close(rv.gate)
-	var c counts
+	var c metrics.Tally
 	w := startWebhooks(t, WebhookConfig{URLs: []string{srv.URL}, Secret: "s", Queue: 3, Metrics: &c})
 	hub := NewHub(Config{FirstID: 1, Sinks: []Sink{w}})
 	// The receiver holds the first POST: one event in flight, three queued, the rest
@@ -146,15 +122,15 @@ func TestWebhookQueueOverflowIsCounted(t *testing.T) {
 	for range 9 {
 		hub.Publish("r", "u", moved(1))
 	}
-	if got := c.get("EventsDropped/webhook"); got != 6 {
+	if got := c.Total("EventsDropped/webhook"); got != 6 {
 		t.Fatalf("%v dropped, want 6", got)
 	}
 	for range 4 {
 		rv.gate <- struct{}{}
 		<-rv.delivered
 	}
-	waitFor(t, func() bool { return c.get("EventsDelivered/webhook") == 4 })
-	if got := c.get("EventsDropped/webhook"); got != 6 {
+	waitFor(t, func() bool { return c.Total("EventsDelivered/webhook") == 4 })
+	if got := c.Total("EventsDropped/webhook"); got != 6 {
 		t.Fatalf("%v dropped, want 6", got)
 	}
 }
@@ -169,14 +145,14 @@ func TestWebhookGivesUpOnARefusal(t *testing.T) {
 		w.WriteHeader(http.StatusBadRequest)
 	}))
 	defer srv.Close()
-	var c counts
+	var c metrics.Tally
 	w := startWebhooks(t, WebhookConfig{URLs: []string{srv.URL}, Backoff: time.Millisecond, Metrics: &c})
 	w.Offer(Event{ID: 1})
-	waitFor(t, func() bool { return c.get("EventsDropped/webhook") == 1 })
+	waitFor(t, func() bool { return c.Total("EventsDropped/webhook") == 1 })
 	mu.Lock()
 	defer mu.Unlock()
-	if tries != 1 || c.get("EventsRetried/webhook") != 0 {
-		t.Fatalf("%d tries, %v retries", tries, c.get("EventsRetried/webhook"))
+	if tries != 1 || c.Total("EventsRetried/webhook") != 0 {
+		t.Fatalf("%d tries, %v retries", tries, c.Total("EventsRetried/webhook"))
 	}
 }
 
