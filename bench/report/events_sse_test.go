@@ -79,3 +79,29 @@ func TestEventsHooksSection(t *testing.T) {
 		t.Error("an empty hook run rendered")
 	}
 }
+
+func TestEventsAWSHookSection(t *testing.T) {
+	h := results.EventsAWSHook{Pushes: 5, HookToFetchedMs: []float64{531, 700, 865, 900, 2075}, MedianMs: 865, MaxMs: 2075,
+		SyncToFetchedMs: 813, HeartbeatMs: 10000, SignalEveryMs: 1000, Notes: []string{"e2e tier"}}
+	r := &Report{Results: t.TempDir(), Out: t.TempDir()}
+	if err := results.Write(r.Results, "events", results.Events{Meta: results.Meta{Date: "2026-11-28T07:09:38Z"}, AWSHook: &h}); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := eventsSection(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### Events in on AWS", "5 pushes: median 865 ms, max 2075 ms", "one `repos sync`: 813 ms",
+		"every 1000 ms", "within one heartbeat (10000 ms) ✅", "- e2e tier"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	h.MaxMs = 12000
+	if md, _ := eventsAWSHook(h); !strings.Contains(md, "❌") {
+		t.Errorf("a push past the heartbeat: %s", md)
+	}
+	if _, err := eventsAWSHook(results.EventsAWSHook{}); err == nil {
+		t.Error("an empty run rendered")
+	}
+}

@@ -5,6 +5,23 @@ type Events struct {
 	Meta  Meta         `json:"meta"`
 	SSE   *EventsSSE   `json:"sse,omitempty"`
 	Hooks *EventsHooks `json:"hooks,omitempty"`
+	// AWSHook is written by the functions e2e tier (TestHookReachesTheOwningWorker with
+	// MIRRORFLEET_AWS_HOOK_RESULTS set), not by bench/events, which keeps it.
+	AWSHook *EventsAWSHook `json:"aws_hook,omitempty"`
+}
+
+// EventsAWSHook is the AWS fast path (ADR 21): from a signed push webhook invoking the
+// API Lambda bootstrap to the owning worker's mirror holding the commit, through the
+// worker's signal item, with no coordinator tick in between.
+type EventsAWSHook struct {
+	Pushes          int       `json:"pushes"`
+	HookToFetchedMs []float64 `json:"hook_to_fetched_ms"` // each push's, in order of size
+	MedianMs        float64   `json:"median_ms"`
+	MaxMs           float64   `json:"max_ms"`
+	SyncToFetchedMs float64   `json:"sync_to_fetched_ms"` // one POST /v1/repos/{id}/sync
+	HeartbeatMs     float64   `json:"heartbeat_ms"`       // the worker's heartbeat interval (the goal)
+	SignalEveryMs   float64   `json:"signal_every_ms"`    // how often the worker reads its signals
+	Notes           []string  `json:"notes,omitempty"`
 }
 
 // EventsHooks is the incoming side: from a forge's push webhook (or a sync request) to

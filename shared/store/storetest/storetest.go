@@ -49,6 +49,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeleteWorker", testDeleteWorker},
 		{"Outbox", testOutbox},
 		{"WorkersVersion", testWorkersVersion},
+		{"Signals", testSignals},
+		{"SignalsRace", testSignalsRace},
 		{"CreateRepo", testCreateRepo},
 		{"OneRepoPerMirrorPath", testOneRepoPerMirrorPath},
 		{"ListReposPaging", testListReposPaging},
