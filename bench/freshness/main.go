@@ -25,7 +25,8 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "bench/results", "directory for freshness.json")
+	out := flag.String("out", "bench/results", "directory for the results")
+	name := flag.String("name", "freshness", "results file name: freshness (the fleet at scale, every budget) or freshness_seeds (the study over seeds)")
 	repos := flag.Int("repos", 10000, "simulated upstream repos")
 	seed := flag.Uint64("seed", 1, "random seed (when -seeds is not given)")
 	seeds := flag.String("seeds", "", "seeds to run, e.g. 1-5 or 1,3: the results are the first seed's, with the spread over all")
@@ -73,7 +74,7 @@ func main() {
 		}
 	}
 	res.Meta.Finish()
-	if err := results.Write(*out, "freshness", res); err != nil {
+	if err := results.Write(*out, *name, res); err != nil {
 		log.Error("write", "err", err)
 		os.Exit(1)
 	}

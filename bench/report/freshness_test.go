@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,7 +204,7 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"(3 seeds: 1, 2, 3; the tables above are seed 1's)",
+		fmt.Sprintf("(3 seeds: 1, 2, 3; %d repos; the tables above are seed 1's)", v.Setup.Repos),
 		"| mean / bound | runs | bound of runs (all evidence) | 0.5 | ≤ 1.03 | 1.020 | 1.025 ± 0.004 (1.020–1.031) | ✅ on average, ❌ at worst 1.031 |",
 		"| mean / poll-only optimum | feed | optimum of runs | 0.5 | ≤ 0.15 | 0.120 | 0.121 ± 0.002 (0.119–0.123) | ✅ every seed |",
 		"| mean / bound | drift | bound of drift | 0.5 | ≤ 1.05 | 1.200 | 1.210 ± 0.010 (1.200–1.220) | ❌ |",
@@ -211,6 +212,27 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+	// The study over seeds in a file of its own, at a smaller scale: its goals, said so.
+	small := v
+	small.Setup.Repos = v.Setup.Repos / 5
+	small.Goals = small.Goals[1:2]
+	v.Setup.Seeds, v.Goals = nil, nil
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	if err := results.Write(dir, "freshness_seeds", small); err != nil {
+		t.Fatal(err)
+	}
+	if md, _, err = freshnessSection(&Report{Results: dir, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("(3 seeds: 1, 2, 3; %d repos, a smaller fleet than the tables above", small.Setup.Repos); !strings.Contains(md, want) ||
+		!strings.Contains(md, "| mean / poll-only optimum | feed |") || strings.Contains(md, "| mean / bound | drift | bound of drift |") {
+		t.Errorf("the seeds file's goals not reported as such:\n%s", md)
+	}
+	if err := os.Remove(filepath.Join(dir, "freshness_seeds.json")); err != nil {
+		t.Fatal(err)
 	}
 	// Results written before goals were recorded have no such table.
 	v.Goals = nil
