@@ -243,7 +243,7 @@ type Check struct {
 
 // MaxChecks bounds a heartbeat's Checks. At 8 bytes of repo id and about 3 of age each,
 // 48 checks keep a worker's DynamoDB item under 1 KB, so a heartbeat still costs one
-// write unit (ADR 27).
+// write unit (ADR 29).
 const MaxChecks = 48
 
 // Staleness summarises how long ago a worker's repos were last fetched successfully, as

@@ -201,7 +201,7 @@ func TestConsumedCapacity(t *testing.T) {
 }
 
 // TestHeartbeatChecksCost measures what carrying the latest unwritten polls costs a
-// heartbeat (ADR 27): with store.MaxChecks of them, the oldest days old, in the binary
+// heartbeat (ADR 29): with store.MaxChecks of them, the oldest days old, in the binary
 // form the store writes, the worker's item stays under 1 KB and a heartbeat costs one
 // write unit, as one without them; the same checks as a map of id to time would cost two.
 func TestHeartbeatChecksCost(t *testing.T) {

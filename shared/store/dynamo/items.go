@@ -209,7 +209,7 @@ const (
 )
 
 // encodeChecks packs a heartbeat's checks into one binary attribute, the cheapest form
-// by DynamoDB's item size rules (ADR 27): per check the repo id's 8 bytes (ids are 16
+// by DynamoDB's item size rules (ADR 29): per check the repo id's 8 bytes (ids are 16
 // hex digits) and its age before the heartbeat in milliseconds, rounded up, as a
 // uvarint (3 bytes up to 35 minutes, 4 up to 3 days), after one byte of format
 // version. A map of id to time would take about 23 bytes a check. Ids of another form
