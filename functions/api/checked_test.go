@@ -19,8 +19,8 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
-	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
 // TestSyncOfUnchangedRepoMovesLastCheckedOnAWS: on DynamoDB Local, a worker process
@@ -36,14 +36,8 @@ func TestSyncOfUnchangedRepoMovesLastCheckedOnAWS(t *testing.T) {
 	srv := gittest.NewServer(t)
 	up := srv.NewRepo(t, "aws/checked")
 	up.Commit(t, "init", map[string][]byte{"a": []byte("1\n")})
-	url, err := urlpolicy.Policy{AllowPrivateHosts: true}.Normalize(up.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := store.RepoID(url)
-	if _, _, err := st.CreateRepo(t.Context(), store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
-		t.Fatal(err)
-	}
+	tg := storetest.AddPending(t, st, up.URL())
+	id := tg.ID
 
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -18,12 +18,10 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/functions/runtimeapi"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
-	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/secrets/secretsfake"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
-	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
@@ -51,15 +49,7 @@ func TestHookReachesTheOwningWorker(t *testing.T) {
 
 	up := srv.NewRepo(t, "team/app")
 	up.Commit(t, "init", map[string][]byte{"README": []byte("one\n")})
-	url, err := urlpolicy.Policy{AllowPrivateHosts: true}.Normalize(up.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := fetch.Target{ID: store.RepoID(url), URL: url}
-	if _, _, err := f.st.CreateRepo(t.Context(), store.Repo{ID: target.ID, URL: url, Source: store.SourceAPI,
-		State: store.RepoPending, CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	target := storetest.AddPending(t, f.st, up.URL())
 
 	root := t.TempDir()
 	paths, err := mirror.New(mirror.Config{Root: root}) // before the worker: New clears <root>/.tmp

@@ -19,15 +19,13 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
-	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/secrets/secretsfake"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
-	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
 // giteaFeed is a fake Gitea instance's repo search (GET /api/v1/repos/search, sorted by
@@ -72,14 +70,7 @@ func TestRunWorkerFollowsAFeed(t *testing.T) {
 	srv := gittest.NewServer(t)
 	up := srv.NewRepo(t, "feed/app")
 	up.Commit(t, "init", map[string][]byte{"a": []byte("1\n")})
-	url, err := urlpolicy.Policy{AllowPrivateHosts: true}.Normalize(up.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := fetch.Target{ID: store.RepoID(url), URL: url}
-	if _, _, err := st.CreateRepo(t.Context(), store.Repo{ID: target.ID, URL: url, State: store.RepoPending}); err != nil {
-		t.Fatal(err)
-	}
+	target := storetest.AddPending(t, st, up.URL())
 	feed := &giteaFeed{clone: up.URL(), updated: time.Now().Add(-time.Hour)}
 	forge := httptest.NewServer(feed)
 	defer forge.Close()
