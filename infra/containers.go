@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecr"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
@@ -101,8 +102,8 @@ func (s *Stack) taskDefinition(id string, cpu, memory int, scratch ...string) aw
 // container adds the image's container to task running `mirrorfleet <command>` as the
 // image's non-root user on a read-only root file system, logging to its own group.
 func (s *Stack) container(task awsecs.TaskDefinition, command, logs string, stop time.Duration,
-	env map[string]string, health *awsecs.HealthCheck) awsecs.ContainerDefinition {
-	return task.AddContainer(jsii.String(command), &awsecs.ContainerDefinitionOptions{
+	env map[string]string, health *awsecs.HealthCheck, share *taskShare) awsecs.ContainerDefinition {
+	opts := &awsecs.ContainerDefinitionOptions{
 		Image:                  s.Image,
 		Command:                jsii.Strings(command),
 		User:                   jsii.String(deployenv.ImageUID + ":" + deployenv.ImageUID),
@@ -111,7 +112,22 @@ func (s *Stack) container(task awsecs.TaskDefinition, command, logs string, stop
 		Logging:                awsecs.LogDrivers_AwsLogs(&awsecs.AwsLogDriverProps{StreamPrefix: jsii.String(command), LogGroup: s.logGroup(logs)}),
 		Environment:            envOf(env),
 		HealthCheck:            health,
-	})
+	}
+	if share != nil {
+		opts.MemoryLimitMiB = jsii.Number(float64(share.MemoryMiB))
+		if share.Sidecar {
+			opts.Essential = jsii.Bool(false)
+			opts.EnableRestartPolicy = jsii.Bool(true)
+		}
+	}
+	return task.AddContainer(jsii.String(command), opts)
+}
+
+// taskShare is a container's part of a task it shares: a hard memory limit, and for a
+// sidecar, that its exit does not stop the task — ECS restarts it in place.
+type taskShare struct {
+	MemoryMiB int
+	Sidecar   bool
 }
 
 // healthCheck runs `mirrorfleet healthcheck` in the container: the image has no shell.
@@ -163,13 +179,19 @@ func (s *Stack) service(id string, props *awsecs.FargateServiceProps) awsecs.Far
 // workers: the Fargate ARM64 service of fetch workers on Spot, its on-demand twin,
 // and scaling on staleness.
 func (s *Stack) workers() {
-	task := s.taskDefinition("WorkerTask", s.props.WorkerCPU, s.props.WorkerMemory)
+	var scratch []string
+	var share *taskShare
+	if s.props.ServeBeside() {
+		scratch = append(scratch, "packcache")
+		share = &taskShare{MemoryMiB: s.props.WorkerContainerMemory()}
+	}
+	task := s.taskDefinition("WorkerTask", s.props.WorkerCPU, s.props.WorkerMemory, scratch...)
 	env := deployenv.Worker{
 		Common:     deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
 		MirrorRoot: mirrorRoot,
 		Fetchers:   s.props.Fetchers,
-		// The task's memory and the fetches' budget are sized together (ADR 0026).
-		MemoryBudget: fmt.Sprintf("%dM", int(float64(s.props.WorkerMemory)*membudget.ContainerShare)),
+		// The container's memory and the fetches' budget are sized together (ADR 0026).
+		MemoryBudget: fmt.Sprintf("%dM", int(float64(s.props.WorkerContainerMemory())*membudget.ContainerShare)),
 		Drain:        20 * time.Second, // + the goodbye stays inside the 30 s stop timeout
 		DiskQuota:    s.props.DiskQuota,
 		DiskUsage:    deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
@@ -178,23 +200,42 @@ func (s *Stack) workers() {
 
 		MaintainEvery: s.props.MaintainEvery,
 		ScrubEvery:    s.props.ScrubEvery,
+
+		// ADR 28: each worker probes the feeds for its own repos; the tokens' secret is
+		// named, never its value, and read at start with the task role.
+		Feeds:          s.props.Feeds,
+		FeedEvery:      s.props.FeedEvery,
+		ForgeTokensARN: s.props.ForgeTokensARN,
 	}.Env()
 	// Healthy while heartbeats land: a worker cut off from the store is replaced.
 	container := s.container(task, "worker", "WorkerLogs", 30*time.Second, env,
-		healthCheck(2*time.Minute, "--file", aliveFile, "--max-age", "2m"))
+		healthCheck(2*time.Minute, "--file", aliveFile, "--max-age", "2m"), share)
 	container.AddMountPoints(
 		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(false)},
 		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
 	)
+	if s.props.ServeBeside() {
+		// The git server beside the worker (ADR 27): the mirrors read-only, its own
+		// memory, restarted in place when it exits.
+		s.serveContainer(task, &taskShare{MemoryMiB: s.props.ServeMemory, Sidecar: true})
+	}
 	s.grantTable(task.TaskRole(), tableActions)
 	s.grantMount(task.TaskRole(), true)
 	s.grantPutEvents(task.TaskRole())
+	if arn := s.props.ForgeTokensARN; arn != "" {
+		awssecretsmanager.Secret_FromSecretCompleteArn(s.Stack, jsii.String("ForgeTokens"), jsii.String(arn)).GrantRead(task.TaskRole(), nil)
+	}
 
+	description := "mirrorfleet workers: no ingress; egress for upstream git and AWS APIs"
+	if s.props.ServeBeside() {
+		description = "mirrorfleet workers and their git server: the server port from the load balancer only; egress for upstream git and AWS APIs"
+	}
 	sg := awsec2.NewSecurityGroup(s.Stack, jsii.String("WorkerSG"), &awsec2.SecurityGroupProps{
 		Vpc:              s.Vpc,
-		Description:      jsii.String("mirrorfleet workers: no ingress; egress for upstream git and AWS APIs"),
+		Description:      jsii.String(description),
 		AllowAllOutbound: jsii.Bool(true),
 	})
+	s.workerSG = sg
 	s.FileSystem.Connections().AllowDefaultPortFrom(sg, jsii.String("NFS from mirrorfleet workers"))
 	props := s.serviceProps(task, sg, s.props.WorkerCount, strategy(fargateSpot, 1, 0))
 	s.Service = s.service("Workers", props)

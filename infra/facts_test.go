@@ -25,7 +25,7 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 	for _, s := range f.Services {
 		byID[s.ID] = s
 	}
-	spot, twin, serve := byID[logicalID(stack.Service)], byID[logicalID(stack.Fallback)], byID[logicalID(stack.Serve.Service)]
+	spot, twin := byID[logicalID(stack.Service)], byID[logicalID(stack.Fallback)]
 	if spot.Role() != "worker" || spot.CPU != 256 || spot.MemoryMiB != 2048 || spot.MinTasks != 1 || spot.MaxTasks != 12 ||
 		!spot.PublicIP || spot.Env[deployenv.Fetchers] != "10" {
 		t.Errorf("workers %+v", spot)
@@ -36,10 +36,13 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 	if od, sp := twin.Split(1); twin.Role() != "worker" || twin.Desired != 0 || twin.MinTasks != 0 || twin.MaxTasks != 1 || od != 1 || sp != 0 {
 		t.Errorf("on-demand twin %+v", twin)
 	}
-	if serve.Role() != "serve" || !serve.LoadBalanced || serve.CPU != 256 || serve.MemoryMiB != 1024 || serve.MinTasks != 1 || serve.MaxTasks != 4 {
-		t.Errorf("git server %+v", serve)
+	// The git server runs in the worker tasks, the twin's too (ADR 27): no service of its own.
+	for _, w := range []stackfacts.Service{spot, twin} {
+		if !w.Runs("serve") || !w.LoadBalanced {
+			t.Errorf("worker service %s: roles %v, load balanced %v", w.ID, w.Roles, w.LoadBalanced)
+		}
 	}
-	if len(f.ServicesRunning("worker")) != 2 || len(f.ServicesRunning("serve")) != 1 {
+	if len(f.ServicesRunning("worker")) != 2 || len(f.ServicesRunning("serve")) != 0 || !f.Serving() {
 		t.Errorf("services %+v", f.Services)
 	}
 	if f.NATGateways != 0 || len(f.LoadBalancers) != 1 || !f.LoadBalancers[0].InternetFacing || f.LoadBalancers[0].Subnets != 2 ||
@@ -47,10 +50,10 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 		!slices.Equal(f.FlowLogs, []string{"REJECT"}) || f.Dashboards != 1 {
 		t.Errorf("facts %+v", f)
 	}
-	// 12 alarms in the template evaluating 17 metrics, and the 4 one-metric alarms of the
-	// git server's two target tracking policies.
-	if f.Alarms != 16 || f.AlarmMetrics != 21 {
-		t.Errorf("%d alarms on %d metrics, want 16 on 21", f.Alarms, f.AlarmMetrics)
+	// 12 alarms in the template evaluating 17 metrics; no target tracking (the git
+	// server scales with the workers).
+	if f.Alarms != 12 || f.AlarmMetrics != 17 {
+		t.Errorf("%d alarms on %d metrics, want 12 on 17", f.Alarms, f.AlarmMetrics)
 	}
 	if fs := f.FileSystems; len(fs) != 1 || fs[0].IAAfterDays != 1 || fs[0].ArchiveAfterDays != 90 || fs[0].BackToStandardOnRead || !fs[0].Elastic {
 		t.Errorf("file systems %+v", fs)

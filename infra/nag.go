@@ -29,7 +29,7 @@ func (s *Stack) nagSuppressions() {
 			"(AWS/ECS, free).")
 
 	tasks := []awsecs.TaskDefinition{s.Service.TaskDefinition()}
-	if s.Serve != nil {
+	if s.Serve != nil && s.Serve.Separate { // else the git server is in the workers' task
 		tasks = append(tasks, s.Serve.Service.TaskDefinition())
 	}
 	for _, task := range tasks {
@@ -49,6 +49,19 @@ func (s *Stack) nagSuppressions() {
 			"permission is limited to schedules in this stack's own schedule group.",
 		// The region and account are tokens, or literal when the CLI pins the environment.
 		&cdknag.RegexAppliesTo{Regex: jsii.String(`/^Resource::arn:<AWS::Partition>:scheduler:(<AWS::Region>|[a-z0-9-]+):(<AWS::AccountId>|[0-9]{12}):schedule\/<ScheduleGroup>\/\*$/`)})
+
+	for _, r := range s.HookRoutes {
+		suppress(r, "AwsSolutions-APIG4",
+			"The forges' push webhooks cannot sign requests with SigV4: each delivery is authenticated by "+
+				"its HMAC signature (or GitLab's token) against the secret in Secrets Manager, checked by the "+
+				"function, which answers 401 and does nothing else without it. The route is throttled on its own.")
+	}
+	if s.WebhookSecret != nil && s.props.WebhookSecretARN == "" {
+		suppress(s.WebhookSecret, "AwsSolutions-SMG4",
+			"The webhooks' secret is shared with the forges (each hook's settings hold a copy); an automatic "+
+				"rotation would break every hook until someone copied the new value. It is rotated by hand: "+
+				"a new value here, then in the forges (docs/webhooks.md).")
+	}
 
 	if s.Serve != nil {
 		for _, sg := range *s.Serve.LoadBalancer.Connections().SecurityGroups() {

@@ -281,7 +281,7 @@ func (s *Stack) platformWidgets(graph func(string, ...awscloudwatch.IMetric) aws
 	table := map[string]*string{"TableName": s.Table.TableName()}
 	fs := map[string]*string{"FileSystemId": s.FileSystem.FileSystemId()}
 	services := []awscloudwatch.IMetric{s.Service.MetricCpuUtilization(nil), s.Service.MetricMemoryUtilization(nil)}
-	if s.Serve != nil {
+	if s.Serve != nil && s.Serve.Separate {
 		services = append(services, s.Serve.Service.MetricCpuUtilization(nil), s.Serve.Service.MetricMemoryUtilization(nil))
 	}
 	w := []awscloudwatch.IWidget{

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
 )
 
 // Props configures the stack. Zero values take the defaults of Defaults.
@@ -52,9 +54,21 @@ type Props struct {
 
 	VpcID string // existing VPC (needs env account/region); empty: new VPC
 	// PrivateNetwork puts the tasks in private subnets behind a NAT gateway; the default
-	// is public subnets, a public IP per task and security groups without ingress.
+	// is public subnets, a public IP per task and security groups admitting nothing but the
+	// git server's port from its load balancer.
 	PrivateNetwork bool
-	PublicReads    bool   // GET routes without IAM auth (the API Lambda then serves reads to anyone)
+	PublicReads    bool // GET routes without IAM auth (the API Lambda then serves reads to anyone)
+	// WithoutWebhooks leaves out the public webhook route and its secret.
+	WithoutWebhooks bool
+	// WebhookSecretARN is an existing Secrets Manager secret (its complete ARN) holding
+	// the webhooks' secret; empty: the stack creates one with a generated value.
+	WebhookSecretARN string
+	// Feeds are the forges' change feeds the workers probe (KIND=URL; ADR 28), every
+	// FeedEvery (0: the worker's 5m); ForgeTokensARN is the complete ARN of the Secrets
+	// Manager secret holding their tokens (HOST=TOKEN lines), which the operator creates.
+	Feeds          []string
+	FeedEvery      time.Duration
+	ForgeTokensARN string
 	DiskQuota      string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
 	// AlarmEmail is the address subscribed to the alarm topic: required, or NoAlarmEmail
 	// (context alarmEmail=none), which synthesizes with a warning that nobody is told.
@@ -67,12 +81,19 @@ type Props struct {
 	ExistingTable, ExistingFileSystem string
 
 	// WithoutServing leaves out the git server behind its load balancer.
-	WithoutServing  bool
-	ServeCPU        int    // Fargate CPU units of a serving task
-	ServeMemory     int    // MiB
-	ServeMin        int    // serving tasks, the autoscaling minimum
-	ServeMax        int    // autoscaling maximum
-	ServeOnDemand   int    // of the ServeMin, how many run on on-demand Fargate (the rest on Spot)
+	WithoutServing bool
+	// ServeSeparate runs the git server as a service of its own (own tasks, task role,
+	// public IPs and scaling on CPU and requests). By default it is a second container
+	// in every worker task (ADR 27): no task and no public IPv4 address of its own, the
+	// workers' task role, serving capacity that follows the worker count.
+	ServeSeparate bool
+	// ServeMemory is the git server's MiB: its container's share of the worker task
+	// (default 512; the worker keeps the rest), or with ServeSeparate its task's (1024).
+	ServeMemory int
+	// With ServeSeparate only: the serving tasks' CPU units, the autoscaling bounds, and
+	// how many of ServeMin run on on-demand Fargate (the rest on Spot).
+	ServeCPU, ServeMin, ServeMax, ServeOnDemand int
+
 	PackCacheBytes  string // MIRRORFLEET_PACK_CACHE_BYTES on the task's local disk; default 10G
 	CertificateARN  string // ACM certificate: HTTPS on 443 (HTTP redirects); empty: HTTP on 80
 	ServeDomain     string // the DNS name clients use (a CNAME to the load balancer); needed with a certificate
@@ -95,8 +116,30 @@ type Props struct {
 	AllowPlaceholders bool
 }
 
+// secretARN matches a Secrets Manager secret's complete ARN (with its 6-character suffix).
+var secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
+
 // DefaultScrubEvery is the scrub period of a deployed fleet (ADR 24).
 const DefaultScrubEvery = 365 * 24 * time.Hour
+
+// DefaultServeContainerMemory is the git server container's MiB in a worker task, and
+// minWorkerContainerMemory what the worker container keeps at least (ADR 27).
+const (
+	DefaultServeContainerMemory = 512
+	minWorkerContainerMemory    = 1024
+)
+
+// ServeBeside says whether the git server runs in the worker tasks.
+func (p Props) ServeBeside() bool { return !p.WithoutServing && !p.ServeSeparate }
+
+// WorkerContainerMemory is the worker container's MiB: the task's, less the git
+// server's beside it.
+func (p Props) WorkerContainerMemory() int {
+	if p.ServeBeside() {
+		return p.WorkerMemory - p.ServeMemory
+	}
+	return p.WorkerMemory
+}
 
 // Defaults fills the zero fields of p.
 func (p Props) Defaults() Props {
@@ -114,10 +157,14 @@ func (p Props) Defaults() Props {
 	}
 	def(&p.MaxWorkers, max(p.Budget().MaxWorkers(), p.WorkerCount))
 	def(&p.MinLive, p.WorkerCount)
-	def(&p.ServeCPU, 256)
-	def(&p.ServeMemory, 1024)
-	def(&p.ServeMin, 1)
-	def(&p.ServeMax, 4)
+	if p.ServeSeparate {
+		def(&p.ServeCPU, 256)
+		def(&p.ServeMemory, 1024)
+		def(&p.ServeMin, 1)
+		def(&p.ServeMax, 4)
+	} else {
+		def(&p.ServeMemory, DefaultServeContainerMemory)
+	}
 	if p.Grace <= 0 {
 		p.Grace = 10 * time.Minute
 	}
@@ -181,6 +228,23 @@ func (p Props) Check() error {
 	if p.MaxWorkers < p.WorkerCount {
 		errs = append(errs, fmt.Sprintf("maxWorkers (%d) is below workerCount (%d)", p.MaxWorkers, p.WorkerCount))
 	}
+	if p.ServeBeside() {
+		var separateOnly []string
+		for name, v := range map[string]int{"serveCpu": p.ServeCPU, "serveMin": p.ServeMin, "serveMax": p.ServeMax, "serveOnDemand": p.ServeOnDemand} {
+			if v != 0 {
+				separateOnly = append(separateOnly, name)
+			}
+		}
+		if len(separateOnly) > 0 {
+			slices.Sort(separateOnly)
+			errs = append(errs, fmt.Sprintf("%s apply to a git server service of its own: add serveSeparate=true, or leave them out "+
+				"(the git server runs in the worker tasks and scales with them)", strings.Join(separateOnly, ", ")))
+		}
+		if p.WorkerContainerMemory() < minWorkerContainerMemory {
+			errs = append(errs, fmt.Sprintf("serveMemory (%d MiB) leaves the worker %d MiB of its %d MiB task, want at least %d",
+				p.ServeMemory, p.WorkerContainerMemory(), p.WorkerMemory, minWorkerContainerMemory))
+		}
+	}
 	if !p.WithoutServing {
 		if p.ServeMax < p.ServeMin {
 			errs = append(errs, fmt.Sprintf("serveMax (%d) is below serveMin (%d)", p.ServeMax, p.ServeMin))
@@ -198,6 +262,18 @@ func (p Props) Check() error {
 		if strings.ContainsAny(p.ServeDomain, "/: ") {
 			errs = append(errs, fmt.Sprintf("serveDomain %q: a host name only, e.g. git.example.org", p.ServeDomain))
 		}
+	}
+	for _, f := range p.Feeds {
+		// A GitHub feed's token is in the tokens' secret, which the workers read.
+		if _, err := feeds.ParseSource(f, nil); err != nil && (p.ForgeTokensARN == "" || !strings.Contains(err.Error(), "needs a token")) {
+			errs = append(errs, fmt.Sprintf("feeds: %v (the token goes in forgeTokensSecretArn's secret)", err))
+		}
+	}
+	if v := p.ForgeTokensARN; v != "" && !secretARN.MatchString(v) {
+		errs = append(errs, fmt.Sprintf("forgeTokensSecretArn %q is not a secret's complete ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)", v))
+	}
+	if v := p.WebhookSecretARN; v != "" && !secretARN.MatchString(v) {
+		errs = append(errs, fmt.Sprintf("webhookSecretArn %q is not a secret's complete ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)", v))
 	}
 	if p.WorkerImage == "" && !p.AllowPlaceholders {
 		errs = append(errs, "no worker image: `make deploy` builds and pushes one (cmd/pushimage) and passes it as "+
@@ -255,6 +331,17 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.VpcID = c.str("vpcId")
 	p.PrivateNetwork = c.bool("privateNetwork", false)
 	p.PublicReads = c.bool("publicReads", false)
+	p.WithoutWebhooks = !c.bool("webhooks", true)
+	p.WebhookSecretARN = c.str("webhookSecretArn")
+	if v := c.str("feeds"); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				p.Feeds = append(p.Feeds, f)
+			}
+		}
+	}
+	p.FeedEvery = c.duration("feedEvery")
+	p.ForgeTokensARN = c.str("forgeTokensSecretArn")
 	p.AlarmEmail = c.str("alarmEmail")
 	if p.AlarmEmail == "none" {
 		p.AlarmEmail, p.NoAlarmEmail = "", true
@@ -264,6 +351,7 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.ExistingTable = c.str("tableName")
 	p.ExistingFileSystem = c.str("fileSystemId")
 	p.WithoutServing = !c.bool("serving", true)
+	p.ServeSeparate = c.bool("serveSeparate", false)
 	p.ServeCPU = c.int("serveCpu")
 	p.ServeMemory = c.int("serveMemory")
 	p.ServeMin = c.int("serveMin")

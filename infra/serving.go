@@ -15,12 +15,25 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticloadbalancingv2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
-// api: the HTTP API Lambda behind API Gateway, IAM authorization on every route.
+// HookRoute is the forges' webhook route: the HTTP API's one route without IAM (the
+// forge's signature authenticates a delivery), throttled on its own.
+const HookRoute = "POST /v1/hooks/{forge}"
+
+// Throttling of HookRoute: a forge sends one delivery per push (per hook), and retries
+// what failed; past this API Gateway answers 429 and the forge delivers again later.
+const (
+	hookRateLimit  = 10
+	hookBurstLimit = 20
+)
+
+// api: the HTTP API Lambda behind API Gateway, IAM authorization on every route but the
+// forges' webhooks (HookRoute), whose secret comes from Secrets Manager.
 func (s *Stack) api() error {
 	role, logs, code, err := s.goFunction("Api", "api")
 	if err != nil {
@@ -31,11 +44,19 @@ func (s *Stack) api() error {
 		PublicReads:  s.props.PublicReads,
 		CloneBaseURL: s.CloneBaseURL,
 		List:         s.props.List,
-	}.Env()
+	}
+	if !s.props.WithoutWebhooks {
+		s.WebhookSecret = s.webhookSecret()
+		// The ARN only: the function reads the value at cold start (shared/secrets).
+		env.WebhookSecretARN = *s.WebhookSecret.SecretArn()
+	}
 	s.API = awslambda.NewFunction(s.Stack, jsii.String("Api"),
-		functionProps(code, role, logs, 256, 15*time.Second, "mirrorfleet HTTP API", env))
+		functionProps(code, role, logs, 256, 15*time.Second, "mirrorfleet HTTP API", env.Env()))
 	s.logWrite(role, logs)
 	s.grantTable(role, tableActions)
+	if s.WebhookSecret != nil {
+		s.WebhookSecret.GrantRead(role, nil) // GetSecretValue and DescribeSecret on this secret alone
+	}
 
 	s.HTTPAPI = awsapigatewayv2.NewHttpApi(s.Stack, jsii.String("HttpApi"), &awsapigatewayv2.HttpApiProps{
 		Description:        jsii.String("mirrorfleet API (SigV4)"),
@@ -59,16 +80,60 @@ func (s *Stack) api() error {
 			})
 		}
 	}
+	var hooks *[]awsapigatewayv2.HttpRoute
+	if !s.props.WithoutWebhooks {
+		hooks = s.HTTPAPI.AddRoutes(&awsapigatewayv2.AddRoutesOptions{
+			Path:        jsii.String("/v1/hooks/{forge}"),
+			Methods:     &[]awsapigatewayv2.HttpMethod{awsapigatewayv2.HttpMethod_POST},
+			Integration: integration,
+			Authorizer:  awsapigatewayv2.NewHttpNoneAuthorizer(),
+		})
+	}
 	access := s.logGroup("ApiAccessLogs")
-	awsapigatewayv2.NewHttpStage(s.Stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
+	stage := awsapigatewayv2.NewHttpStage(s.Stack, jsii.String("ApiStage"), &awsapigatewayv2.HttpStageProps{
 		HttpApi:           s.HTTPAPI,
 		StageName:         jsii.String("$default"),
 		AutoDeploy:        jsii.Bool(true),
 		Throttle:          &awsapigatewayv2.ThrottleSettings{RateLimit: jsii.Number(50), BurstLimit: jsii.Number(100)},
 		AccessLogSettings: &accessLog{dest: awsapigatewayv2.NewLogGroupLogDestination(access)},
 	})
+	if hooks != nil {
+		// Route-level throttling (the L2 stage has no per-route settings). The route must
+		// exist before the stage names it.
+		stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).AddPropertyOverride(jsii.String("RouteSettings"), map[string]any{
+			HookRoute: map[string]any{"ThrottlingRateLimit": hookRateLimit, "ThrottlingBurstLimit": hookBurstLimit},
+		})
+		for _, r := range *hooks {
+			stage.Node().AddDependency(r)
+			s.HookRoutes = append(s.HookRoutes, r)
+		}
+		awscdk.NewCfnOutput(s.Stack, jsii.String("WebhookUrl"), &awscdk.CfnOutputProps{
+			Value:       awscdk.Fn_Join(jsii.String(""), &[]*string{s.HTTPAPI.ApiEndpoint(), jsii.String("/v1/hooks/{github,gitlab,gitea}")}),
+			Description: jsii.String("where the forges' push webhooks go (docs/webhooks.md)"),
+		})
+		awscdk.NewCfnOutput(s.Stack, jsii.String("WebhookSecretArn"), &awscdk.CfnOutputProps{
+			Value:       s.WebhookSecret.SecretArn(),
+			Description: jsii.String("the webhooks' secret: aws secretsmanager get-secret-value --secret-id <this>"),
+		})
+	}
 	awscdk.NewCfnOutput(s.Stack, jsii.String("ApiUrl"), &awscdk.CfnOutputProps{Value: s.HTTPAPI.ApiEndpoint()})
 	return nil
+}
+
+// webhookSecret is the forges' webhook secret: the one named by webhookSecretArn, or a
+// new one whose value Secrets Manager generates at deploy time (never in the template).
+func (s *Stack) webhookSecret() awssecretsmanager.ISecret {
+	if arn := s.props.WebhookSecretARN; arn != "" {
+		return awssecretsmanager.Secret_FromSecretCompleteArn(s.Stack, jsii.String("WebhookSecret"), jsii.String(arn))
+	}
+	return awssecretsmanager.NewSecret(s.Stack, jsii.String("WebhookSecret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("mirrorfleet: the shared secret of the forges' push webhooks (docs/webhooks.md); " +
+			`a plain string, or {"secret": S, "secret_for": {"HOST": S}}`),
+		GenerateSecretString: &awssecretsmanager.SecretStringGenerator{
+			PasswordLength:     jsii.Number(40),
+			ExcludePunctuation: jsii.Bool(true), // pasted into forms and headers as is
+		},
+	})
 }
 
 // accessLog implements IAccessLogSettings: JSON access logs with the caller identity.
@@ -82,11 +147,11 @@ func (a *accessLog) Format() awsapigateway.AccessLogFormat {
 	return awsapigateway.AccessLogFormat_Custom(jsii.String(`{"requestId":"$context.requestId","ip":"$context.identity.sourceIp","userArn":"$context.identity.userArn","requestTime":"$context.requestTime","method":"$context.httpMethod","path":"$context.path","status":"$context.status","latency":"$context.responseLatency","error":"$context.error.message"}`))
 }
 
-// serving: `mirrorfleet serve` on Fargate ARM64 (Spot, but ServeOnDemand tasks) behind
-// an internet-facing Application Load Balancer, the mirrors mounted read-only (the task
-// role cannot write through EFS either), health-checked at /healthz, scaled on CPU and
-// on requests per task. HTTPS on 443 with certificateArn (HTTP then redirects), plain
-// HTTP on 80 otherwise. The clone base URL goes to the API and to the stack's outputs.
+// serving: `mirrorfleet serve` behind an internet-facing Application Load Balancer,
+// health-checked at /healthz: by default the git server container of every worker task
+// (ADR 27), with serveSeparate a service of its own (serveService). HTTPS on 443 with
+// certificateArn (HTTP then redirects), plain HTTP on 80 otherwise. The clone base URL
+// goes to the API and to the stack's outputs.
 func (s *Stack) serving() {
 	public := &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PUBLIC}
 	lbSG := awsec2.NewSecurityGroup(s.Stack, jsii.String("ServeLoadBalancerSG"), &awsec2.SecurityGroupProps{
@@ -165,7 +230,37 @@ func (s *Stack) serving() {
 		s.CloneBaseURL = "http://" + *host
 	}
 
-	task := s.taskDefinition("ServeTask", s.props.ServeCPU, s.props.ServeMemory, "packcache")
+	var svc awsecs.FargateService
+	var sg awsec2.ISecurityGroup
+	if s.props.ServeSeparate {
+		svc, sg = s.serveService(tg)
+	} else {
+		// Beside the workers (ADR 27): every worker task's git server is a target, the
+		// on-demand twin's too, so serving fails over with the workers.
+		svc, sg = s.Service, s.workerSG
+		for _, w := range []awsecs.FargateService{s.Service, s.Fallback} {
+			if w != nil {
+				tg.AddTarget(w.LoadBalancerTarget(&awsecs.LoadBalancerTargetOptions{
+					ContainerName: jsii.String("serve"), ContainerPort: jsii.Number(servePort)}))
+			}
+		}
+	}
+	lbSG.AddEgressRule(sg, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("to the git server"), nil)
+	sg.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("from the load balancer"), nil)
+	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, Separate: s.props.ServeSeparate, AccessLogs: logs}
+	awscdk.NewCfnOutput(s.Stack, jsii.String("CloneBaseUrl"), &awscdk.CfnOutputProps{
+		Value:       jsii.String(s.CloneBaseURL),
+		Description: jsii.String("Clone a mirror from <CloneBaseUrl>/git/<mirror path>; each repo's clone_url in the API says it in full"),
+	})
+	awscdk.NewCfnOutput(s.Stack, jsii.String("ServeLoadBalancerDns"), &awscdk.CfnOutputProps{
+		Value:       lb.LoadBalancerDnsName(),
+		Description: jsii.String("Point serveDomain (a CNAME) here"),
+	})
+}
+
+// serveContainer adds the git server to task: `mirrorfleet serve` on the mirrors
+// mounted read-only, its pack cache on the task's local disk.
+func (s *Stack) serveContainer(task awsecs.TaskDefinition, share *taskShare) awsecs.ContainerDefinition {
 	env := deployenv.Serve{
 		Common:         deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
 		MirrorRoot:     mirrorRoot,
@@ -177,13 +272,22 @@ func (s *Stack) serving() {
 		TrustedProxy: *s.Vpc.VpcCidrBlock(),
 	}.Env()
 	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
-		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)))
+		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)), share)
 	container.AddPortMappings(&awsecs.PortMapping{ContainerPort: jsii.Number(servePort)})
 	container.AddMountPoints(
 		&awsecs.MountPoint{SourceVolume: jsii.String("mirrors"), ContainerPath: jsii.String(mirrorRoot), ReadOnly: jsii.Bool(true)},
 		&awsecs.MountPoint{SourceVolume: jsii.String("packcache"), ContainerPath: jsii.String(packCacheDir), ReadOnly: jsii.Bool(false)},
 		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
 	)
+	return container
+}
+
+// serveService is the git server as a service of its own (serveSeparate): Fargate ARM64
+// tasks on Spot (but ServeOnDemand of them), a task role that may only read — the
+// table, and the mirrors through EFS — scaled on CPU and on requests per task.
+func (s *Stack) serveService(tg awselasticloadbalancingv2.ApplicationTargetGroup) (awsecs.FargateService, awsec2.ISecurityGroup) {
+	task := s.taskDefinition("ServeTask", s.props.ServeCPU, s.props.ServeMemory, "packcache")
+	s.serveContainer(task, nil)
 	s.grantTable(task.TaskRole(), tableReadActions) // the /git/ index lists the repos
 	s.grantMount(task.TaskRole(), false)
 
@@ -192,8 +296,6 @@ func (s *Stack) serving() {
 		Description:      jsii.String("mirrorfleet git server: the load balancer only"),
 		AllowAllOutbound: jsii.Bool(true),
 	})
-	lbSG.AddEgressRule(sg, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("to the git server"), nil)
-	sg.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("from the load balancer"), nil)
 	s.FileSystem.Connections().AllowDefaultPortFrom(sg, jsii.String("NFS from the mirrorfleet git server"))
 
 	providers := []*awsecs.CapacityProviderStrategy{strategy(fargateSpot, 1, 0)}
@@ -217,13 +319,5 @@ func (s *Stack) serving() {
 		ScaleInCooldown:   awscdk.Duration_Minutes(jsii.Number(10)),
 		ScaleOutCooldown:  awscdk.Duration_Minutes(jsii.Number(2)),
 	})
-	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, AccessLogs: logs}
-	awscdk.NewCfnOutput(s.Stack, jsii.String("CloneBaseUrl"), &awscdk.CfnOutputProps{
-		Value:       jsii.String(s.CloneBaseURL),
-		Description: jsii.String("Clone a mirror from <CloneBaseUrl>/git/<mirror path>; each repo's clone_url in the API says it in full"),
-	})
-	awscdk.NewCfnOutput(s.Stack, jsii.String("ServeLoadBalancerDns"), &awscdk.CfnOutputProps{
-		Value:       lb.LoadBalancerDnsName(),
-		Description: jsii.String("Point serveDomain (a CNAME) here"),
-	})
+	return svc, sg
 }

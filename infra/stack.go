@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -49,6 +50,8 @@ type Stack struct {
 	TickRule      awsevents.Rule
 	API           awslambda.Function
 	HTTPAPI       awsapigatewayv2.HttpApi
+	WebhookSecret awssecretsmanager.ISecret   // nil without webhooks
+	HookRoutes    []awsapigatewayv2.HttpRoute // the public webhook route (none without webhooks)
 	Vpc           awsec2.IVpc
 	FileSystem    awsefs.IFileSystem
 	AccessPoint   awsefs.AccessPoint
@@ -68,14 +71,18 @@ type Stack struct {
 	Placeholders []string
 
 	liveWorkers awscloudwatch.IMetric // joining + active workers, as the coordinator reports them
+	workerSG    awsec2.SecurityGroup
 }
 
 // Serving is the git server behind its load balancer.
 type Serving struct {
 	LoadBalancer awselasticloadbalancingv2.ApplicationLoadBalancer
 	TargetGroup  awselasticloadbalancingv2.ApplicationTargetGroup
-	Service      awsecs.FargateService
-	AccessLogs   awss3.Bucket // nil without serveAccessLogs
+	// Service runs the git server: the Spot workers' (and their twin's tasks serve too),
+	// or with serveSeparate a service of its own (Separate).
+	Service    awsecs.FargateService
+	Separate   bool
+	AccessLogs awss3.Bucket // nil without serveAccessLogs
 }
 
 // NewStack builds the stack, or says why the props cannot be deployed.

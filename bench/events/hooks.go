@@ -10,15 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
 // hookOptions sizes the hook measurement.
@@ -30,82 +27,38 @@ type hookOptions struct {
 const hookSecret = "bench-hook-secret"
 
 // measureHooks runs a local fleet of o.repos mirrors with the default tick, heartbeat
-// and minimum interval (so it polls while it is measured), then pushes o.pushes times
-// over the first o.hooked repos, each push followed by a signed GitHub push webhook, and
-// times from the hook's POST until `git ls-remote` of the repo's clone URL on the fleet
-// shows the new commit. Then o.syncs more pushes, each followed by `repos sync` instead.
+// and minimum interval (so it polls while it is measured), then pushes o.pushes+o.syncs
+// times over the first o.hooked repos, each push followed by a signed GitHub push webhook
+// or, for o.syncs of them spread evenly among the others, by `repos sync`, and times from
+// that POST until `git ls-remote` of the repo's clone URL on the fleet shows the new
+// commit. Interleaved, hooks and syncs meet the same fleet: the same polls in flight,
+// the same coordinator and heartbeat phases.
 func measureHooks(ctx context.Context, o hookOptions) (results.EventsHooks, error) {
 	out := results.EventsHooks{Repos: o.repos, HookedRepos: o.hooked, Pushes: o.pushes, Syncs: o.syncs, Workers: o.workers,
-		GoalP50Ms: 1000, GoalP99Ms: 3000}
-	work, err := os.MkdirTemp("", "bench-events-hooks-")
-	if err != nil {
-		return out, err
-	}
-	defer os.RemoveAll(work)
-	served := filepath.Join(work, "served")
-	if err := os.MkdirAll(served, 0o755); err != nil {
-		return out, err
-	}
-	srv, stop, err := gittest.Serve(served)
-	if err != nil {
-		return out, err
-	}
-	defer stop()
-	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
-	var urls []string
-	for i := range o.repos {
-		dir := filepath.Join(served, fmt.Sprintf("h%04d.git", i))
-		if err := git(srv.Home, "", "init", "-q", "--bare", "-b", "main", dir); err != nil {
-			return out, err
-		}
-		if err := gittest.ImportCommits(srv.Home, dir, gittest.Commits{Branch: "main", N: 2, Start: t0, Step: time.Minute}); err != nil {
-			return out, err
-		}
-		urls = append(urls, srv.URL+"/"+filepath.Base(dir))
-	}
+		GoalP50Ms: 1000, GoalP99Ms: 3000, Interleaved: true}
 	d := fleet.Defaults()
-	f, err := fleet.Start(ctx, fleet.Config{Data: filepath.Join(work, "data"), Listen: "127.0.0.1:0", Workers: o.workers,
-		Token: sseToken, AllowPrivateHosts: true, Warmup: coordinator.NoWarmup, Tick: d.Tick, Heartbeat: d.Heartbeat,
-		MinInterval: d.MinInterval, HostConcurrency: -1, HostRate: -1, WebhookSecret: hookSecret, Log: o.log})
+	lf, err := startFleet(ctx, "h", o.repos, 2, fleet.Config{Workers: o.workers, AllowPrivateHosts: true,
+		Warmup: coordinator.NoWarmup, Tick: d.Tick, Heartbeat: d.Heartbeat, MinInterval: d.MinInterval,
+		HostConcurrency: -1, HostRate: -1, WebhookSecret: hookSecret, Log: o.log}, 10*time.Minute)
 	if err != nil {
 		return out, err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = f.Stop(sctx)
-	}()
-	base := "http://" + f.Addr()
-	ids, err := addRepos(ctx, base, urls)
-	if err != nil {
-		return out, err
-	}
-	if err := waitOK(ctx, f, len(urls), 10*time.Minute); err != nil {
-		return out, err
-	}
-	paths := make([]string, len(urls))
-	for i, id := range ids {
+	defer lf.stop()
+	paths := make([]string, len(lf.ids))
+	for i, id := range lf.ids {
 		var repo struct {
 			CloneURL string `json:"clone_url"`
 		}
-		if err := call(ctx, http.MethodGet, base+"/v1/repos/"+id, nil, &repo); err != nil {
+		if err := call(ctx, http.MethodGet, lf.base+"/v1/repos/"+id, nil, &repo); err != nil {
 			return out, err
 		}
 		paths[i] = repo.CloneURL
 	}
-
-	push := func(p, i int) (string, error) {
-		dir := filepath.Join(served, fmt.Sprintf("h%04d.git", i))
-		if err := gittest.ImportCommits(srv.Home, dir, gittest.Commits{Branch: "main", N: 1, Start: t0.Add(time.Duration(p+10) * time.Minute)}); err != nil {
-			return "", err
-		}
-		return gitOut(srv.Home, dir, "rev-parse", "refs/heads/main")
-	}
-	// served waits until ls-remote of the clone URL shows head on main.
+	// servedAt waits until ls-remote of the clone URL shows head on main.
 	servedAt := func(i int, head string, from time.Time) (time.Duration, error) {
 		deadline := from.Add(time.Minute)
 		for time.Now().Before(deadline) {
-			refs, err := gitOut(srv.Home, "", "ls-remote", paths[i], "refs/heads/main")
+			refs, err := gitOut(lf.srv.Home, "", "ls-remote", paths[i], "refs/heads/main")
 			if err == nil && strings.HasPrefix(refs, head) {
 				return time.Since(from), nil
 			}
@@ -115,43 +68,45 @@ func measureHooks(ctx context.Context, o hookOptions) (results.EventsHooks, erro
 	}
 
 	var hookMs, syncMs []float64
-	for p := range o.pushes {
+	total := o.pushes + o.syncs
+	for p := range total {
 		i := p % o.hooked
-		head, err := push(p, i)
+		head, err := lf.push(lf.dir("h", i), p)
 		if err != nil {
 			return out, err
 		}
+		sync := isSync(p, o.syncs, total)
 		sent := time.Now()
-		if err := sendHook(ctx, base, urls[i]+".git", fmt.Sprintf("bench-%d", p)); err != nil {
+		if sync {
+			err = syncRepo(ctx, lf.base, lf.ids[i])
+		} else {
+			err = sendHook(ctx, lf.base, lf.urls[i]+".git", fmt.Sprintf("bench-%d", p))
+		}
+		if err != nil {
 			return out, err
 		}
 		took, err := servedAt(i, head, sent)
 		if err != nil {
-			return out, fmt.Errorf("hook %d: %w", p, err)
+			return out, fmt.Errorf("push %d (sync %v): %w", p, sync, err)
 		}
-		hookMs = append(hookMs, ms(took))
-	}
-	for s := range o.syncs {
-		i := s % o.hooked
-		head, err := push(o.pushes+s, i)
-		if err != nil {
-			return out, err
+		if sync {
+			syncMs = append(syncMs, ms(took))
+		} else {
+			hookMs = append(hookMs, ms(took))
 		}
-		sent := time.Now()
-		if err := syncRepo(ctx, base, ids[i]); err != nil {
-			return out, err
-		}
-		took, err := servedAt(i, head, sent)
-		if err != nil {
-			return out, fmt.Errorf("sync %d: %w", s, err)
-		}
-		syncMs = append(syncMs, ms(took))
 	}
 	out.HookToServedMs, out.SyncToServedMs = summarize(hookMs), summarize(syncMs)
 	out.Notes = append(out.Notes,
 		fmt.Sprintf("tick %v, heartbeat %v, minimum interval %v: the fleet polls its %d repos while the hooks are timed", d.Tick, d.Heartbeat, d.MinInterval, o.repos),
+		"hooks and sync requests interleaved (a sync every few pushes), so both meet the same polls and the same tick and heartbeat phases",
 		"each figure is from the POST of the hook (or of the sync) to the first `git ls-remote` of the clone URL that shows the pushed commit, polled every 10 ms")
 	return out, nil
+}
+
+// isSync says whether push p of total is followed by a sync request rather than a hook:
+// syncs of them, spread evenly.
+func isSync(p, syncs, total int) bool {
+	return total > 0 && (p+1)*syncs/total > p*syncs/total
 }
 
 // sendHook POSTs a signed GitHub push webhook for the repo at cloneURL.

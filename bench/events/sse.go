@@ -32,7 +32,8 @@ type sseOptions struct {
 	log                    *slog.Logger
 }
 
-const sseToken = "bench-events-token"
+// benchToken is the fleets' API token.
+const benchToken = "bench-events-token"
 
 // received is one event as the client parsed it, with when.
 type received struct {
@@ -43,55 +44,17 @@ type received struct {
 // measureSSE runs a local fleet of o.repos mirrors of repositories served by git
 // http-backend, reads GET /v1/events, and pushes o.pushes times (a commit on main, one
 // repo after another, each followed by a sync request); for each push it takes the time
-// from the mirror's ref file being written to the client holding the event.
+// from the mirror's ref update to the client holding the event.
 func measureSSE(ctx context.Context, o sseOptions) (results.EventsSSE, error) {
 	out := results.EventsSSE{Repos: o.repos, Pushes: o.pushes, Workers: o.workers, GoalMs: 100}
-	work, err := os.MkdirTemp("", "bench-events-sse-")
+	lf, err := startFleet(ctx, "r", o.repos, 3, fleet.Config{Workers: o.workers, Fetchers: 4, AllowPrivateHosts: true,
+		Tick: 200 * time.Millisecond, Heartbeat: 200 * time.Millisecond, Warmup: coordinator.NoWarmup, MinInterval: time.Hour,
+		HostConcurrency: -1, HostRate: -1, Log: o.log}, 2*time.Minute)
 	if err != nil {
 		return out, err
 	}
-	defer os.RemoveAll(work)
-	served := filepath.Join(work, "served")
-	if err := os.MkdirAll(served, 0o755); err != nil {
-		return out, err
-	}
-	srv, stop, err := gittest.Serve(served)
-	if err != nil {
-		return out, err
-	}
-	defer stop()
-	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
-	var urls []string
-	for i := range o.repos {
-		dir := filepath.Join(served, fmt.Sprintf("r%03d.git", i))
-		if err := git(srv.Home, "", "init", "-q", "--bare", "-b", "main", dir); err != nil {
-			return out, err
-		}
-		if err := gittest.ImportCommits(srv.Home, dir, gittest.Commits{Branch: "main", N: 3, Start: t0, Step: time.Minute}); err != nil {
-			return out, err
-		}
-		urls = append(urls, srv.URL+"/"+filepath.Base(dir))
-	}
-
-	f, err := fleet.Start(ctx, fleet.Config{Data: filepath.Join(work, "data"), Listen: "127.0.0.1:0", Workers: o.workers,
-		Fetchers: 4, Token: sseToken, AllowPrivateHosts: true, Tick: 200 * time.Millisecond, Heartbeat: 200 * time.Millisecond,
-		Warmup: coordinator.NoWarmup, MinInterval: time.Hour, HostConcurrency: -1, HostRate: -1, Log: o.log})
-	if err != nil {
-		return out, err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = f.Stop(sctx)
-	}()
-	base := "http://" + f.Addr()
-	ids, err := addRepos(ctx, base, urls)
-	if err != nil {
-		return out, err
-	}
-	if err := waitOK(ctx, f, len(urls), 2*time.Minute); err != nil {
-		return out, err
-	}
+	defer lf.stop()
+	f, base, ids, urls := lf.f, lf.base, lf.ids, lf.urls
 
 	// The stream, read by a goroutine that stamps each event as it parses it.
 	sctx, cancel := context.WithCancel(ctx)
@@ -121,14 +84,10 @@ func measureSSE(ctx context.Context, o sseOptions) (results.EventsSSE, error) {
 		close(got)
 	}()
 
-	var refToEvent, pubToEvent []float64
+	var refToEvent, writeToEvent, pubToEvent []float64
 	for p := range o.pushes {
 		i := p % len(urls)
-		dir := filepath.Join(served, fmt.Sprintf("r%03d.git", i))
-		if err := gittest.ImportCommits(srv.Home, dir, gittest.Commits{Branch: "main", N: 1, Start: t0.Add(time.Duration(p+10) * time.Minute)}); err != nil {
-			return out, err
-		}
-		head, err := gitOut(srv.Home, dir, "rev-parse", "refs/heads/main")
+		head, err := lf.push(lf.dir("r", i), p)
 		if err != nil {
 			return out, err
 		}
@@ -139,17 +98,21 @@ func measureSSE(ctx context.Context, o sseOptions) (results.EventsSSE, error) {
 		if err != nil {
 			return out, fmt.Errorf("push %d: %w", p, err)
 		}
-		written, err := refWritten(f, ids[i], urls[i])
+		written, updated, err := refTimes(f, ids[i], urls[i])
 		if err != nil {
 			return out, err
 		}
-		refToEvent = append(refToEvent, ms(r.at.Sub(written)))
+		refToEvent = append(refToEvent, ms(r.at.Sub(updated)))
+		writeToEvent = append(writeToEvent, ms(r.at.Sub(written)))
 		pubToEvent = append(pubToEvent, ms(r.at.Sub(r.ev.At)))
 	}
-	out.RefToEventMs, out.PublishToEventMs = summarize(refToEvent), summarize(pubToEvent)
+	wr := summarize(writeToEvent)
+	out.RefToEventMs, out.RefWriteToEventMs, out.PublishToEventMs = summarize(refToEvent), &wr, summarize(pubToEvent)
 	out.Notes = append(out.Notes,
 		"one push at a time: a commit on main, then POST /v1/repos/{id}/sync; the fetch's start (tick, heartbeat) is not in the figures",
-		"ref written = mtime of the mirror's loose ref file refs/heads/main; event = parsed by an SSE client on the same machine",
+		"ref update = the rename that puts the new refs/heads/main in place, when readers see it (the mtime of refs/heads/); "+
+			"ref written = the mtime of the ref file, written to a temp file and fsynced before that rename; "+
+			"event = parsed by an SSE client on the same machine; file times have the kernel's coarse clock (a few ms)",
 		fmt.Sprintf("local fleet of %d workers, %d repos on git http-backend, one SSE client", o.workers, o.repos))
 	return out, nil
 }
@@ -193,19 +156,28 @@ func waitEvent(got <-chan received, id, head string, within time.Duration) (rece
 	}
 }
 
-// refWritten is when the mirror's refs/heads/main was written: its loose ref file (a
-// fetch writes refs loose), else packed-refs.
-func refWritten(f *fleet.Fleet, id, url string) (time.Time, error) {
+// refTimes are when the mirror's refs/heads/main was written (its loose ref file's
+// mtime: the temp file the fetch wrote and fsynced before renaming it) and when the
+// rename put it in place (the mtime of refs/heads/, which the rename changes; the bench
+// repos have no other branch). A mirror whose refs are packed has only packed-refs,
+// both times then.
+func refTimes(f *fleet.Fleet, id, url string) (written, updated time.Time, err error) {
 	dir, err := f.Mirror.Path(fetch.Target{ID: id, URL: url})
 	if err != nil {
-		return time.Time{}, err
+		return written, updated, err
 	}
-	for _, p := range []string{"refs/heads/main", "packed-refs"} {
-		if fi, err := os.Stat(filepath.Join(dir, p)); err == nil {
-			return fi.ModTime(), nil
+	if fi, err := os.Stat(filepath.Join(dir, "refs", "heads", "main")); err == nil {
+		di, err := os.Stat(filepath.Join(dir, "refs", "heads"))
+		if err != nil {
+			return written, updated, err
 		}
+		return fi.ModTime(), di.ModTime(), nil
 	}
-	return time.Time{}, fmt.Errorf("%s: no ref file", dir)
+	fi, err := os.Stat(filepath.Join(dir, "packed-refs"))
+	if err != nil {
+		return written, updated, fmt.Errorf("%s: no ref file", dir)
+	}
+	return fi.ModTime(), fi.ModTime(), nil
 }
 
 func addRepos(ctx context.Context, base string, urls []string) ([]string, error) {
@@ -235,7 +207,7 @@ func call(ctx context.Context, method, u string, body []byte, out any) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+sseToken)
+	req.Header.Set("Authorization", "Bearer "+benchToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -299,3 +299,16 @@ func TestDriftBoundAgreesWithTheStationaryOne(t *testing.T) {
 	}
 	t.Logf("bound %.3f without drift (stationary %.3f), %.3f with", steady.Ratio, want.Ratio, drifting.Ratio)
 }
+
+// On the realistic population the filter reads a young repo's counts over its age: with
+// drift its bound is above 1 and above the same filter's without changes.
+func TestRealisticDriftBound(t *testing.T) {
+	pop := NewRealisticPopulation(3000, 5, targets, realism)
+	days := []float64{40, 60}
+	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, rand.New(rand.NewPCG(5, 1)))
+	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, rand.New(rand.NewPCG(5, 1)))
+	if steady.Ratio < 1 || drifting.Ratio < steady.Ratio*1.2 || math.IsNaN(drifting.Ratio) {
+		t.Fatalf("realistic bound %.3f with drift, %.3f without", drifting.Ratio, steady.Ratio)
+	}
+	t.Logf("realistic: bound %.3f without drift, %.3f with", steady.Ratio, drifting.Ratio)
+}

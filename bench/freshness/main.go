@@ -12,6 +12,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,28 +25,48 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "bench/results", "directory for freshness.json")
+	out := flag.String("out", "bench/results", "directory for the results")
+	name := flag.String("name", "freshness", "results file name: freshness (the fleet at scale, every budget) or freshness_seeds (the study over seeds)")
 	repos := flag.Int("repos", 10000, "simulated upstream repos")
-	seed := flag.Uint64("seed", 1, "random seed")
+	seed := flag.Uint64("seed", 1, "random seed (when -seeds is not given)")
+	seeds := flag.String("seeds", "", "seeds to run, e.g. 1-5 or 1,3: the results are the first seed's, with the spread over all")
 	budgets := flag.String("budgets", "0.25,0.5,1,2", "poll budgets, polls per repo per day")
 	warmup := flag.Float64("warmup", 365, "days simulated before measuring (a fleet that has run a year)")
 	window := flag.Float64("window", 90, "days measured")
 	drain := flag.Float64("drain", 45, "days simulated after the window so late commits are seen")
 	cold := flag.Float64("coldstart", 30, "days measured from the fleet's first day (every repo new)")
-	parallel := flag.Int("parallel", 2, "simulations run at once")
+	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "simulations run at once")
 	only := flag.String("policies", "", "comma-separated policies to run (default: all)")
 	drift := flag.Float64("drift", 0.1, "for the drift runs: chance per month that a repo draws a new rate (0: no drift runs)")
 	costs := flag.Bool("costs", true, "measure the worker-side costs (needs git)")
 	realistic := flag.Bool("realistic", true, "also run the realistic population (repos of every age, dormant repos with long histories)")
 	sigs := flag.Bool("signals", true, "run the sections with hooks and feeds (the default policy and the optimum)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	bs, err := parseBudgets(*budgets)
 	if err != nil {
 		log.Error("bad -budgets", "err", err)
 		os.Exit(2)
 	}
-	res := measure(log, *repos, *seed, bs, days{*warmup, *window, *drain, *cold}, *parallel, *only, *drift, *sigs, *realistic)
+	ss, err := parseSeeds(*seeds, *seed)
+	if err != nil {
+		log.Error("bad -seeds", "err", err)
+		os.Exit(2)
+	}
+	res := measure(log, options{n: *repos, seeds: ss, budgets: bs, days: days{*warmup, *window, *drain, *cold}, parallel: *parallel,
+		only: *only, drift: *drift, signals: *sigs, realism: *realistic})
 	if *costs {
 		if res.Costs, err = measureCosts(context.Background(), log); err != nil {
 			log.Error("costs", "err", err)
@@ -52,10 +74,35 @@ func main() {
 		}
 	}
 	res.Meta.Finish()
-	if err := results.Write(*out, "freshness", res); err != nil {
+	if err := results.Write(*out, *name, res); err != nil {
 		log.Error("write", "err", err)
 		os.Exit(1)
 	}
+}
+
+// parseSeeds reads "1-5" or "1,3,4"; "" is just seed.
+func parseSeeds(s string, seed uint64) ([]uint64, error) {
+	if strings.TrimSpace(s) == "" {
+		return []uint64{seed}, nil
+	}
+	var out []uint64
+	for _, f := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(f), "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.ParseUint(hi, 10, 64)
+		}
+		if err != nil || b < a || b-a > 1000 {
+			return nil, fmt.Errorf("seeds %q: want a list of seeds or ranges like 1-5", f)
+		}
+		for x := a; x <= b; x++ {
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out, nil
 }
 
 func parseBudgets(s string) ([]float64, error) {
@@ -76,181 +123,282 @@ var targets = Targets{Dormant: 0.5, TopFraction: 0.025, TopShare: 0.5, MonthlyCh
 // days are the stretches of a simulation.
 type days struct{ warmup, window, drain, cold float64 }
 
-func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, parallel int, only string, drift float64, withSignals, withRealistic bool) results.Freshness {
+// options are what one measurement runs: every section for every seed, on a pool of
+// parallel simulations.
+type options struct {
+	n        int
+	seeds    []uint64
+	budgets  []float64
+	days     days
+	parallel int
+	only     string  // comma-separated policies; "" for all
+	drift    float64 // changes of rate per repo per month; 0: no drift sections
+	signals  bool
+	realism  bool
+}
+
+// task is a piece of work for the pool; cost orders them (the longest first, so the
+// pool ends together).
+type task struct {
+	cost float64
+	do   func()
+}
+
+// measure runs every seed's sections on one pool and returns the first seed's results,
+// with the spread over all seeds (results.FreshnessSpread) on each row, bound and goal.
+// A seed's figures depend on the seed alone, not on the pool or the order it ran in.
+func measure(log *slog.Logger, o options) results.Freshness {
 	meta := results.Collect()
-	pop := NewPopulation(n, seed, targets)
+	var (
+		seeds []*seedRun
+		tasks []task
+	)
+	for _, seed := range o.seeds {
+		sr := newSeedRun(log, o, seed)
+		seeds = append(seeds, sr)
+		tasks = append(tasks, sr.tasks(log)...)
+	}
+	// Longest first; the sort is stable, so ties keep their order.
+	slices.SortStableFunc(tasks, func(a, b task) int { return cmp.Compare(b.cost, a.cost) })
+	ch := make(chan func())
+	var wg sync.WaitGroup
+	for range max(1, o.parallel) {
+		wg.Go(func() {
+			for f := range ch {
+				f()
+			}
+		})
+	}
+	for _, t := range tasks {
+		ch <- t.do
+	}
+	close(ch)
+	wg.Wait()
+
+	all := make([]results.Freshness, len(seeds))
+	for k, sr := range seeds {
+		all[k] = sr.result()
+	}
+	res := withSpread(all)
+	res.Meta = meta
+	return res
+}
+
+// seedRun is one seed's populations, upstreams and simulations.
+type seedRun struct {
+	o                        options
+	seed                     uint64
+	setup                    results.FreshnessSetup
+	pop, real                Population
+	steady, drifting         Upstream
+	realSteady, realDrifting Upstream
+	jobs                     []job
+	runs                     [][]results.FreshnessRun
+	bounds                   []results.FreshnessBound // in a fixed order, whatever order they are computed in
+	desc                     results.FreshnessPopulation
+}
+
+// job is one simulation: a policy at a budget in a section.
+type job struct {
+	k         int
+	budget    float64
+	make      func() scheduler
+	pop       Population
+	up        Upstream
+	drift     bool
+	realistic bool
+	signal    *signals
+}
+
+func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
+	n, d := o.n, o.days
+	sr := &seedRun{o: o, seed: seed}
+	sr.pop = NewPopulation(n, seed, targets)
 	end := d.warmup + d.window + d.drain
-	steady := pop.NewUpstream(seed, end, 0, batch, targets)
-	setup := results.FreshnessSetup{Repos: n, Seed: seed, WarmupDays: d.warmup, WindowDays: d.window, DrainDays: d.drain,
-		MinIntervalMin: 5, Budgets: budgets, ColdStartDays: d.cold,
+	sr.steady = sr.pop.NewUpstream(seed, end, 0, batch, targets)
+	sr.setup = results.FreshnessSetup{Repos: n, Seed: seed, Seeds: o.seeds, WarmupDays: d.warmup, WindowDays: d.window, DrainDays: d.drain,
+		MinIntervalMin: 5, Budgets: o.budgets, ColdStartDays: d.cold,
 		Batch: results.FreshnessBatch{MeanCommits: batch.MeanCommits, NewestDelayMin: batch.NewestDelayMin, GapMin: batch.GapMin,
 			Sigma: batch.Sigma, BranchShare: batch.BranchShare, BranchDelayDays: batch.BranchDelayDays},
 		HistoryWindowDays: fetch.HistoryWindow.Hours() / 24, MaxHistoryCommits: fetch.MaxHistoryCommits, MaxNewCommits: fetch.MaxNewCommits,
 		MinRate: priority.MinRate, GuardRate: priority.GuardRate}
-	var drifting Upstream
-	if drift > 0 {
-		setup.DriftPerMonth, setup.DriftBudgets = drift, budgets
-		drifting = pop.NewUpstream(seed^0xd1f7, end, drift, batch, targets)
+	if o.drift > 0 {
+		sr.setup.DriftPerMonth, sr.setup.DriftBudgets = o.drift, o.budgets
+		sr.drifting = sr.pop.NewUpstream(seed^0xd1f7, end, o.drift, batch, targets)
 	}
-	var (
-		real                Population
-		realSteady, realDft Upstream
-	)
-	if withRealistic {
-		real = NewRealisticPopulation(n, seed, targets, realism)
-		realSteady = real.NewUpstream(seed^0x5ea1, end, 0, batch, targets)
-		if drift > 0 {
-			realDft = real.NewUpstream(seed^0x5ea1^0xd1f7, end, drift, batch, targets)
+	if o.realism {
+		sr.real = NewRealisticPopulation(n, seed, targets, realism)
+		sr.realSteady = sr.real.NewUpstream(seed^0x5ea1, end, 0, batch, targets)
+		if o.drift > 0 {
+			sr.realDrifting = sr.real.NewUpstream(seed^0x5ea1^0xd1f7, end, o.drift, batch, targets)
 		}
 	}
-	desc := describe(pop, steady, d.warmup, d.warmup+d.window)
-	log.Info("population", "repos", n, "sigma", desc.Sigma, "mu", desc.Mu, "top_share", desc.MeasuredTopShare,
-		"monthly_changed", desc.MeasuredMonthly, "window_commits", desc.WindowCommits)
+	sr.desc = describe(sr.pop, sr.steady, d.warmup, d.warmup+d.window)
+	log.Info("population", "seed", seed, "repos", n, "sigma", sr.desc.Sigma, "mu", sr.desc.Mu, "top_share", sr.desc.MeasuredTopShare,
+		"monthly_changed", sr.desc.MeasuredMonthly, "window_commits", sr.desc.WindowCommits)
 
-	type job struct {
-		k         int
-		budget    float64
-		make      func() scheduler
-		pop       Population
-		up        Upstream
-		drift     bool
-		realistic bool
-		signal    *signals
-	}
-	var jobs []job
+	wanted := func(s scheduler) bool { return o.only == "" || slices.Contains(strings.Split(o.only, ","), s.name()) }
 	for _, u := range []struct {
 		pop       Population
 		up        Upstream
 		drift     bool
 		realistic bool
-	}{{pop, steady, false, false}, {pop, drifting, true, false}, {real, realSteady, false, true}, {real, realDft, true, true}} {
+	}{{sr.pop, sr.steady, false, false}, {sr.pop, sr.drifting, true, false}, {sr.real, sr.realSteady, false, true}, {sr.real, sr.realDrifting, true, true}} {
 		if u.up == nil {
 			continue
 		}
-		for _, b := range budgets {
+		for _, b := range o.budgets {
 			for _, mk := range schedulers(u.up, nil) {
-				if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
-					continue
+				if wanted(mk()) {
+					sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, u.pop, u.up, u.drift, u.realistic, nil})
 				}
-				jobs = append(jobs, job{len(jobs), b, mk, u.pop, u.up, u.drift, u.realistic, nil})
 			}
 		}
 	}
-	if withSignals {
-		setup.HookStretch, setup.FeedStretch, setup.SignalMemoryDays, setup.OrgMeanRepos = hookStretch, feedStretch, signalMemory, 1+orgExtra
+	if o.signals {
+		sr.setup.HookStretch, sr.setup.FeedStretch, sr.setup.SignalMemoryDays, sr.setup.OrgMeanRepos = hookStretch, feedStretch, signalMemory, 1+orgExtra
 		for _, sg := range signalSections {
-			up := steady
+			up := sr.steady
 			if sg.Drift {
-				if drifting == nil {
+				if sr.drifting == nil {
 					continue
 				}
-				up = drifting
+				up = sr.drifting
 			}
-			setup.Signals = append(setup.Signals, sg.doc())
+			sr.setup.Signals = append(sr.setup.Signals, sg.doc())
 			// The default policy, and the optimum given the same signals for reference.
-			for _, b := range budgets {
+			for _, b := range o.budgets {
 				for _, mk := range []func() scheduler{func() scheduler { return production{defaultPolicy()} }, func() scheduler { return optimum{up: up} }} {
-					if only != "" && !slices.Contains(strings.Split(only, ","), mk().name()) {
-						continue
+					if wanted(mk()) {
+						sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, sr.pop, up, sg.Drift, false, &sg})
 					}
-					jobs = append(jobs, job{len(jobs), b, mk, pop, up, sg.Drift, false, &sg})
 				}
 			}
 		}
 	}
-	runs := make([][]results.FreshnessRun, len(jobs))
-	ch := make(chan job)
-	var wg sync.WaitGroup
-	for range max(1, parallel) {
-		wg.Go(func() {
-			for j := range ch {
-				rng := rand.New(rand.NewPCG(seed, uint64(j.k)+1000))
-				s := j.make()
-				if sw, ok := s.(*swh); ok {
-					sw.rng = rng
-				}
-				cfg := runConfig{Budget: j.budget, End: end, MinInterval: setup.MinIntervalMin / (24 * 60),
-					Windows: []window{{d.warmup, d.warmup + d.window}}}
-				if !j.drift && j.signal == nil {
-					cfg.Windows = append(cfg.Windows, window{0, d.cold})
-				}
-				if j.signal != nil {
-					cfg.Signal, cfg.Orgs = j.signal, orgs(n, seed)
-					cfg.Covered = covered(cfg.Orgs, seed, j.signal.Share)
-					cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, end, rand.New(rand.NewPCG(seed, uint64(j.k)+2000)))
-				}
-				rs := run(j.pop, j.up, s, cfg, rng)
-				section := ""
-				if j.signal != nil {
-					section = j.signal.Section
-				}
-				for k, r := range rs {
-					log.Info("run", "section", section, "realistic", j.realistic, "drift", j.drift, "signal_fetches", r.SignalFetches, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
-						"lag_mean_h", round(r.LagMeanH), "lag_p99_h", round(r.LagP99H), "dormant_polls", round(r.DormantPolls),
-						"censored", r.Censored)
-				}
-				runs[j.k] = rs
-			}
-		})
-	}
-	for _, j := range jobs {
-		ch <- j
-	}
-	close(ch)
-	wg.Wait()
+	sr.runs = make([][]results.FreshnessRun, len(sr.jobs))
+	return sr
+}
 
-	def, _ := priority.ByName("")
-	var opt []results.FreshnessAnalytic
-	for _, b := range budgets {
-		opt = append(opt, results.FreshnessAnalytic{Budget: b, LagMeanH: analyticOptimum(pop, b*float64(n)) * 24})
+// boundSlots is how many bounds a seed computes at most, in the order of Freshness.Bound.
+const boundSlots = 8
+
+// tasks are the seed's simulations and bounds.
+func (sr *seedRun) tasks(log *slog.Logger) []task {
+	o, d := sr.o, sr.o.days
+	end := d.warmup + d.window + d.drain
+	var out []task
+	for _, j := range sr.jobs {
+		cost := j.budget
+		if j.make().name() == "bayes" {
+			cost *= 5 // it learns its prior and weighs every repo's evidence
+		}
+		out = append(out, task{cost, func() {
+			rng := rand.New(rand.NewPCG(sr.seed, uint64(j.k)+1000))
+			s := j.make()
+			if sw, ok := s.(*swh); ok {
+				sw.rng = rng
+			}
+			cfg := runConfig{Budget: j.budget, End: end, MinInterval: sr.setup.MinIntervalMin / (24 * 60),
+				Windows: []window{{d.warmup, d.warmup + d.window}}}
+			if !j.drift && j.signal == nil {
+				cfg.Windows = append(cfg.Windows, window{0, d.cold})
+			}
+			if j.signal != nil {
+				cfg.Signal, cfg.Orgs = j.signal, orgs(o.n, sr.seed)
+				cfg.Covered = covered(cfg.Orgs, sr.seed, j.signal.Share)
+				cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, end, rand.New(rand.NewPCG(sr.seed, uint64(j.k)+2000)))
+			}
+			rs := run(j.pop, j.up, s, cfg, rng)
+			section := ""
+			if j.signal != nil {
+				section = j.signal.Section
+			}
+			for k, r := range rs {
+				log.Info("run", "seed", sr.seed, "section", section, "realistic", j.realistic, "drift", j.drift, "signal_fetches", r.SignalFetches, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
+					"lag_mean_h", round(r.LagMeanH), "lag_p99_h", round(r.LagP99H), "dormant_polls", round(r.DormantPolls),
+					"censored", r.Censored)
+			}
+			sr.runs[j.k] = rs
+		}})
 	}
-	res := results.Freshness{Meta: meta, Setup: setup, Population: desc, Optimum: opt}
-	if withRealistic {
-		rd := describe(real, realSteady, d.warmup, d.warmup+d.window)
-		rd.Realism = describeRealism(real, realSteady)
-		res.PopulationRealistic = &rd
-	}
-	brng := rand.New(rand.NewPCG(seed, 0xb0))
-	for _, b := range []struct {
-		section string
-		day     float64
-	}{{"coldstart", d.cold / 2}, {"runs", d.warmup + d.window/2}} {
-		x := bound(pop, b.day, 2, brng)
-		x.Section = b.section
-		res.Bound = append(res.Bound, x)
+	sr.bounds = make([]results.FreshnessBound, boundSlots)
+	// The bounds from push counts, and the drift bound, share one random stream: one task.
+	out = append(out, task{1, func() {
+		brng := rand.New(rand.NewPCG(sr.seed, 0xb0))
+		for k, b := range []struct {
+			section string
+			day     float64
+		}{{"coldstart", d.cold / 2}, {"runs", d.warmup + d.window/2}} {
+			x := bound(sr.pop, b.day, 2, brng)
+			x.Section = b.section
+			sr.bounds[k] = x
+		}
+		if sr.drifting != nil {
+			// Three days across the measured window: the silent share moves as repos wake.
+			x := driftBound(sr.pop, sr.drifting, o.drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6}, brng)
+			x.Section = "drift"
+			sr.bounds[boundSlots-2] = x
+		}
+	}})
+	if sr.realDrifting != nil {
+		out = append(out, task{1, func() {
+			x := driftBound(sr.real, sr.realDrifting, o.drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6},
+				rand.New(rand.NewPCG(sr.seed, 0xb1)))
+			x.Section = "drift_realistic"
+			sr.bounds[boundSlots-1] = x
+		}})
 	}
 	// The bounds with everything a first clone and the fetches show, for both populations.
-	for _, b := range []struct {
+	for k, b := range []struct {
 		section string
 		day     float64
 		real    bool
 	}{{"coldstart", d.cold / 2, false}, {"runs", d.warmup + d.window/2, false},
 		{"coldstart_realistic", d.cold / 2, true}, {"runs_realistic", d.warmup + d.window/2, true}} {
-		if b.real && !withRealistic {
+		if b.real && !o.realism {
 			continue
 		}
-		draw := func(s uint64) Upstream {
-			return NewPopulation(n, s, targets).NewUpstream(s, b.day+1, 0, batch, targets)
-		}
-		evalSeed := seed
-		if b.real {
-			draw = func(s uint64) Upstream {
-				return NewRealisticPopulation(n, s, targets, realism).NewUpstream(s^0x5ea1, b.day+1, 0, batch, targets)
+		out = append(out, task{0.5, func() {
+			n, seed := o.n, sr.seed
+			draw := func(s uint64) Upstream {
+				return NewPopulation(n, s, targets).NewUpstream(s, b.day+1, 0, batch, targets)
 			}
+			if b.real {
+				draw = func(s uint64) Upstream {
+					return NewRealisticPopulation(n, s, targets, realism).NewUpstream(s^0x5ea1, b.day+1, 0, batch, targets)
+				}
+			}
+			x := infoBound(draw, seed, b.day)
+			x.Section = b.section
+			log.Info("bound", "seed", seed, "section", x.Section, "evidence", x.Evidence, "ratio", round(x.Ratio), "dormant_polls", round(x.DormantPolls))
+			sr.bounds[2+k] = x
+		}})
+	}
+	return out
+}
+
+// result is the seed's results, once its tasks ran.
+func (sr *seedRun) result() results.Freshness {
+	o, d := sr.o, sr.o.days
+	def, _ := priority.ByName("")
+	var opt []results.FreshnessAnalytic
+	for _, b := range o.budgets {
+		opt = append(opt, results.FreshnessAnalytic{Budget: b, LagMeanH: analyticOptimum(sr.pop, b*float64(o.n)) * 24})
+	}
+	res := results.Freshness{Setup: sr.setup, Population: sr.desc, Optimum: opt}
+	if o.realism {
+		rd := describe(sr.real, sr.realSteady, d.warmup, d.warmup+d.window)
+		rd.Realism = describeRealism(sr.real, sr.realSteady)
+		res.PopulationRealistic = &rd
+	}
+	for _, x := range sr.bounds {
+		if x.Section != "" {
+			res.Bound = append(res.Bound, x)
 		}
-		x := infoBound(draw, evalSeed, b.day)
-		x.Section = b.section
-		log.Info("bound", "section", x.Section, "evidence", x.Evidence, "ratio", round(x.Ratio), "dormant_polls", round(x.DormantPolls))
-		res.Bound = append(res.Bound, x)
 	}
-	if drifting != nil {
-		// Three days across the measured window: the silent share moves as repos wake.
-		x := driftBound(pop, drifting, drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6}, brng)
-		x.Section = "drift"
-		res.Bound = append(res.Bound, x)
-	}
-	for _, j := range jobs {
-		rs := runs[j.k]
+	for _, j := range sr.jobs {
+		rs := sr.runs[j.k]
 		for k := range rs {
 			rs[k].Default = rs[k].Policy == def.Name()
 		}
@@ -279,6 +427,7 @@ func measure(log *slog.Logger, n int, seed uint64, budgets []float64, d days, pa
 		p.Default = p.Name == def.Name()
 		res.Policies = append(res.Policies, p)
 	}
+	res.Goals = goals(res)
 	return res
 }
 

@@ -251,6 +251,11 @@ func bound(pop Population, day float64, draws int, rng *rand.Rand) results.Fresh
 // history before it as in bound, counts drawn at the repo's first rate), so a repo that
 // woke up is known as soon as it pushes, and one that has not pushed since it woke is,
 // to anything but the optimum, one of the silent many.
+//
+// On the realistic population the same filter is a bound for a policy that knows the
+// push counts (not the root, the age or the span): a repo's age is drawn independently
+// of its rate, so the counts over the span its history covers are judged by the same
+// prior; the span is the history window, or the repo's age when it is younger.
 func driftBound(pop Population, up Upstream, perMonth float64, days []float64, rng *rand.Rand) results.FreshnessBound {
 	const k = 48 // the log-normal on a grid, and the dormant point (index k)
 	var rate, weight, decay [k + 1]float64
@@ -275,6 +280,9 @@ func driftBound(pop Population, up Upstream, perMonth float64, days []float64, r
 		n, t := 0, pop.Quiet[i]
 		if r := pop.Rates[i]; r > 0 {
 			t = window
+			if pop.Age != nil {
+				t = min(window, pop.Age[i]) // a young repo's history is all there is
+			}
 			for x := rng.ExpFloat64(); x < r*t; x += rng.ExpFloat64() {
 				n++
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 // signals is a change signal some repos send besides what polls find: a forge's push
@@ -124,22 +125,20 @@ func (s signals) deliveries(up Upstream, cov []bool, end float64, rng *rand.Rand
 }
 
 // signalled is the worker's side: deliveries arriving, a queue of repos to fetch at once
-// (one entry per repo however many signals it got: bursts coalesce), and which
-// organizations have signalled lately. A repo of such an organization is taken to be
-// covered (an organization's hook covers all its repos) unless a poll of it found a push
-// that no signal announced.
+// (one entry per repo however many signals it got: bursts coalesce), when each repo's
+// latest hook came, and what the fleet's hooks announced and missed (one host). How
+// polls fall back is the worker's own decision (worker.PollStretch).
 type signalled struct {
-	pending   []delivery // not yet arrived
-	queue     []int      // arrived, to fetch before any poll, oldest first
-	queued    []bool
-	org       []int
-	last      map[int]float64 // day of each organization's latest signal
-	distrusts []bool          // a poll found a push of this repo that no signal announced
+	pending []delivery // not yet arrived
+	queue   []int      // arrived, to fetch before any poll, oldest first
+	queued  []bool
+	hook    []worker.HookState // each repo's hooks, as the worker knows them
+	feed    bool               // the signal is a feed (covered repos are known), not hooks
+	loss    worker.HookLoss
 }
 
-func newSignalled(org []int, ds []delivery) *signalled {
-	n := len(org)
-	return &signalled{pending: ds, queued: make([]bool, n), org: org, last: map[int]float64{}, distrusts: make([]bool, n)}
+func newSignalled(n int, ds []delivery, feed bool) *signalled {
+	return &signalled{pending: ds, queued: make([]bool, n), hook: make([]worker.HookState, n), feed: feed}
 }
 
 // arrive takes in the deliveries made by now.
@@ -147,8 +146,9 @@ func (s *signalled) arrive(now float64) {
 	for len(s.pending) > 0 && s.pending[0].at <= now {
 		d := s.pending[0]
 		s.pending = s.pending[1:]
-		s.last[s.org[d.repo]] = d.at
-		s.distrusts[d.repo] = false
+		if !s.feed {
+			s.hook[d.repo] = worker.HookState{At: at(d.at)}
+		}
 		if !s.queued[d.repo] {
 			s.queued[d.repo] = true
 			s.queue = append(s.queue, d.repo)
@@ -156,13 +156,13 @@ func (s *signalled) arrive(now float64) {
 	}
 }
 
-// unannounced records that a poll of repo i found pushes no signal announced.
-func (s *signalled) unannounced(i int) { s.distrusts[i] = true }
-
-// covers is whether the worker takes repo i to signal its pushes at day now.
-func (s *signalled) covers(i int, now float64) bool {
-	last, ok := s.last[s.org[i]]
-	return ok && now-last <= signalMemory && !s.distrusts[i]
+// fetched records a fetch of repo i at day now that brought pushes: asked for by a
+// signal, or a poll. For a hooked repo it counts towards the hooks' loss, and a poll
+// that found a push first unhooks the repo until its next hook, as on a worker.
+func (s *signalled) fetched(i int, now float64, signalled bool) {
+	if !s.feed && s.hook[i].Hooked(at(now)) {
+		s.hook[i].Fetched(signalled, &s.loss)
+	}
 }
 
 // next is the repo to fetch now because it signalled, if any.

@@ -70,8 +70,7 @@ func TestDeliveries(t *testing.T) {
 }
 
 func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
-	org := []int{1, 1, 2}
-	s := newSignalled(org, []delivery{{1.0, 0}, {1.1, 0}, {1.2, 2}, {5, 1}})
+	s := newSignalled(3, []delivery{{1.0, 0}, {1.1, 0}, {1.2, 2}, {5, 1}}, false)
 	s.arrive(2)
 	if i, ok := s.next(); !ok || i != 0 {
 		t.Fatalf("first fetch %d %v, want repo 0", i, ok)
@@ -82,17 +81,33 @@ func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 	if _, ok := s.next(); ok {
 		t.Fatal("a fetch with nothing signalled")
 	}
-	// Repo 1 has not signalled, but its organization has.
-	if !s.covers(1, 3) || s.covers(1, 1.05+signalMemory+1) {
-		t.Error("coverage is not the organization's, or does not expire")
+	// The worker's decision: a hooked repo is stretched until its hooks stop for
+	// HookMemory; repo 1 has sent none yet.
+	cfg := runConfig{Covered: []bool{true, true, true}}
+	if got := cfg.stretch(s, 0, 3); got != hookStretch {
+		t.Errorf("hooked repo: stretch %v, want %v", got, hookStretch)
 	}
-	s.unannounced(1)
-	if s.covers(1, 3) {
-		t.Error("a repo whose poll found an unannounced push still counts as signalling")
+	if got := cfg.stretch(s, 1, 3); got != 1 {
+		t.Errorf("repo with no hook yet: stretch %v, want 1", got)
 	}
-	s.arrive(6) // repo 1's own hook restores it
-	if !s.covers(1, 6) {
-		t.Error("a repo's own hook does not restore it")
+	if got := cfg.stretch(s, 0, 1.1+signalMemory+1); got != 1 {
+		t.Errorf("hooks stopped a memory ago: stretch %v, want 1", got)
+	}
+	// A poll that finds a push no hook announced unhooks the repo, as on a worker, until
+	// its next hook.
+	s.fetched(0, 3, false)
+	if got := cfg.stretch(s, 0, 3); got != 1 || s.loss.Lost != 1 {
+		t.Errorf("after a push found by a poll: stretch %v, lost %d", got, s.loss.Lost)
+	}
+	s.arrive(6) // repo 1's hook
+	if got := cfg.stretch(s, 1, 6); got <= 1 {
+		t.Errorf("after its first hook: stretch %v", got)
+	}
+	// A feed's repos are known covered; a feed names no hook.
+	f := newSignalled(3, []delivery{{1.0, 0}}, true)
+	f.arrive(2)
+	if got := cfg.stretch(f, 1, 3); got != feedStretch {
+		t.Errorf("feed: stretch %v, want %v", got, feedStretch)
 	}
 }
 

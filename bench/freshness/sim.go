@@ -29,31 +29,24 @@ type runConfig struct {
 	Orgs       []int // each repo's organization
 }
 
-// Fall-back polling of repos that signal their pushes. A signalled push is fetched at
-// once, so polls of such a repo are there only for the signals that get lost: with a
-// share ℓ of them lost, the pushes polls must find arrive at ℓ·λ, and the √-allocation
-// polls that at √ℓ of the repo's rate. hookStretch is 1/√ℓ for ℓ = 1%, the loss the hook
-// sections simulate. A feed loses nothing while it answers (a failing probe is seen), so
-// its repos are polled a hundredth as often. A repo counts as sending hooks once a repo
-// of its organization has sent one (signalled.covers), for signalMemory at most; a feed's
-// repos are known from the start.
+// Fall-back polling of repos that signal their pushes is the worker's decision
+// (worker.PollStretch): a signalled push is fetched at once, so polls of such a repo
+// are there only for the signals that get lost, and its step is stretched by 1/√ of the
+// loss the worker has counted (worker.HookLoss), or by worker.FeedStretch for a repo a
+// feed covers. A repo counts as hooked from its first hook until a poll finds a push
+// before its hook (worker.HookState).
 const (
-	hookStretch  = worker.HookStretch
+	hookStretch  = worker.HookStretch // at the loss assumed before any is counted
 	feedStretch  = worker.FeedStretch
-	signalMemory = 365.0 // days
+	signalMemory = float64(worker.HookMemory / (24 * time.Hour)) // days
 )
 
 // stretch is the factor on the poll step of repo i at day now.
 func (c runConfig) stretch(sig *signalled, i int, now float64) float64 {
-	switch {
-	case sig == nil:
+	if sig == nil {
 		return 1
-	case c.Signal.Period > 0 && c.Covered[i]:
-		return feedStretch
-	case sig.covers(i, now):
-		return hookStretch
 	}
-	return 1
+	return worker.PollStretch(sig.hook[i], at(now), sig.feed && c.Covered[i], sig.loss.Share())
 }
 
 // window is a measured stretch of days [From, To).
@@ -101,7 +94,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	}
 	var sig *signalled
 	if cfg.Signal != nil {
-		sig = newSignalled(cfg.Orgs, cfg.Deliveries)
+		sig = newSignalled(n, cfg.Deliveries, cfg.Signal.Period > 0)
 	}
 	dt := 1 / (cfg.Budget * float64(n))
 	for k := 0; ; k++ {
@@ -214,8 +207,8 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		cursor[i] = c
 		lastPoll[i] = now
 		p, again := sched.next(i, old, seen{now: now, changed: poll.Changed, lastCommit: lastCommit[i], stats: stats[i], prior: prior})
-		if sig != nil && !signaled && len(brought) > 0 {
-			sig.unannounced(i)
+		if sig != nil && len(brought) > 0 && poll.Prev != (time.Time{}) {
+			sig.fetched(i, now, signaled)
 		}
 		if again {
 			p = old + (p-old)*cfg.stretch(sig, i, now)

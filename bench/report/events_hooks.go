@@ -28,3 +28,16 @@ func mark1(ok bool) string {
 	}
 	return "❌"
 }
+
+// eventsAWSHook is the AWS subsection: hook → fetched on the functions e2e tier, against
+// the goal of one heartbeat interval.
+func eventsAWSHook(h results.EventsAWSHook) (string, error) {
+	if h.Pushes == 0 || len(h.HookToFetchedMs) == 0 {
+		return "", fmt.Errorf("events: the AWS hook run has no pushes")
+	}
+	verdict := fmt.Sprintf("every push within one heartbeat (%s ms) %s", tickMs(h.HeartbeatMs), mark1(h.MaxMs <= h.HeartbeatMs))
+	return render("events_aws_hook", struct {
+		H       results.EventsAWSHook
+		Verdict string
+	}{h, verdict})
+}

@@ -27,6 +27,13 @@ func eventsSection(r *Report) (string, results.Meta, error) {
 		}
 		md += "\n" + s
 	}
+	if v.AWSHook != nil {
+		s, err := eventsAWSHook(*v.AWSHook)
+		if err != nil {
+			return "", v.Meta, err
+		}
+		md += "\n" + s
+	}
 	return md, v.Meta, nil
 }
 

@@ -28,6 +28,19 @@ func TestEventsSSESection(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, md)
 		}
 	}
+	// Newer runs measure from the ref's rename and give the file's write beside it.
+	s.RefWriteToEventMs = &results.EventLatencyMs{P50: 14.2, P90: 40, P99: 190.5, Max: 300, Mean: 25}
+	md, _ = eventsSSE(s)
+	for _, want := range []string{"From a ref update in a mirror (the rename that puts the new ref in place",
+		"| ref update → event read | 10.6 | 35.5 | 102 | 250 | 18.2 |",
+		"| ref file written (before its fsync and rename) → event read | 14.2 | 40.0 | 190 | 300 | 25.0 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "| ref written → event read |") {
+		t.Error("the older row is still there")
+	}
 	s.RefToEventMs.P99 = 80
 	if md, _ := eventsSSE(s); !strings.Contains(md, "Met: the p99 is 80.0 ms.") {
 		t.Errorf("goal met: %s", md)
@@ -55,7 +68,40 @@ func TestEventsHooksSection(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", want, md)
 		}
 	}
+	if strings.Contains(md, "spread evenly") || !strings.Contains(md, "then 50 pushes followed by `repos sync`") {
+		t.Error("an older run is described as interleaved")
+	}
+	h.Interleaved = true
+	if md, _ := eventsHooks(h); !strings.Contains(md, "among them, spread evenly, 50 more pushes followed by `repos sync`") {
+		t.Errorf("interleaved run not described: %s", md)
+	}
 	if _, err := eventsHooks(results.EventsHooks{}); err == nil {
 		t.Error("an empty hook run rendered")
+	}
+}
+
+func TestEventsAWSHookSection(t *testing.T) {
+	h := results.EventsAWSHook{Pushes: 5, HookToFetchedMs: []float64{531, 700, 865, 900, 2075}, MedianMs: 865, MaxMs: 2075,
+		SyncToFetchedMs: 813, HeartbeatMs: 10000, SignalEveryMs: 1000, Notes: []string{"e2e tier"}}
+	r := &Report{Results: t.TempDir(), Out: t.TempDir()}
+	if err := results.Write(r.Results, "events", results.Events{Meta: results.Meta{Date: "2026-11-28T07:09:38Z"}, AWSHook: &h}); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := eventsSection(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"### Events in on AWS", "5 pushes: median 865 ms, max 2075 ms", "one `repos sync`: 813 ms",
+		"every 1000 ms", "within one heartbeat (10000 ms) ✅", "- e2e tier"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("missing %q in:\n%s", want, md)
+		}
+	}
+	h.MaxMs = 12000
+	if md, _ := eventsAWSHook(h); !strings.Contains(md, "❌") {
+		t.Errorf("a push past the heartbeat: %s", md)
+	}
+	if _, err := eventsAWSHook(results.EventsAWSHook{}); err == nil {
+		t.Error("an empty run rendered")
 	}
 }

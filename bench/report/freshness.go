@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"slices"
 
@@ -131,6 +133,12 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 	if b := 0.5; slices.Contains(v.Setup.Budgets, b) {
 		detail = freshDetail(v, secs[0], def, b)
 	}
+	// The study over seeds runs at a smaller scale in a file of its own; without it, the
+	// goals come from freshness.json if it was run over seeds.
+	seeds := v
+	if err := r.Load("freshness_seeds", &seeds); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", v.Meta, err
+	}
 	md, err := render("freshness", struct {
 		V            results.Freshness
 		Default      string
@@ -144,8 +152,10 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 		Explain      []string
 		Signals      []freshSignalRow
 		Bounds       []freshBoundRow
+		GoalSpread   []freshGoalSpreadRow
+		Seeds        results.Freshness
 	}{v, def, v.Setup.HistoryWindowDays / 365, freshGoalP99, freshGoalRows(secs, def), sections, detail, chart, costs,
-		freshExplain(v, secs, def), signals, freshBoundRows(v, def)})
+		freshExplain(v, secs, def), signals, freshBoundRows(v, def), freshGoalSpreadRows(seeds), seeds})
 	return md, v.Meta, err
 }
 

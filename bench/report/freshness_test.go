@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -123,7 +124,7 @@ func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
 		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 0.5 | 3.05 | 0.50 | 0.50 ✅ (≤ 0.6) | 0.40 | 31% |",
 		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 2 | 0.76 | 0.50 | — |",
 		"| feed_drift | 70% of repos, probed every 5 min | 0.5 | 1.52 | 0.20 | 0.20 ❌ (≤ 0.15) |",
-		"polled 10× less for hooks",
+		"(10× before anything is counted)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -180,5 +181,65 @@ func TestFreshnessRealisticSections(t *testing.T) {
 	}
 	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
 		t.Error("a realistic section with a run missing was reported")
+	}
+}
+
+func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
+	v := freshFixture()
+	v.Setup.Seed, v.Setup.Seeds = 1, []uint64{1, 2, 3}
+	v.Goals = []results.FreshnessGoal{
+		{Goal: "mean / bound", Section: "runs", Of: "bound of runs (all evidence)", Budget: 0.5, Target: 1.03, Value: 1.02, Seeds: 3,
+			Spread: results.FreshnessStat{Mean: 1.025, SD: 0.004, Min: 1.02, Max: 1.031}, MetMean: true},
+		{Goal: "mean / poll-only optimum", Section: "feed", Of: "optimum of runs", Budget: 0.5, Target: 0.15, Value: 0.12, Seeds: 3,
+			Spread: results.FreshnessStat{Mean: 0.121, SD: 0.002, Min: 0.119, Max: 0.123}, Met: true, MetMean: true},
+		{Goal: "mean / bound", Section: "drift", Of: "bound of drift", Budget: 0.5, Target: 1.05, Value: 1.2, Seeds: 3,
+			Spread: results.FreshnessStat{Mean: 1.21, SD: 0.01, Min: 1.2, Max: 1.22}},
+	}
+	dir := t.TempDir()
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("(3 seeds: 1, 2, 3; %d repos; the tables above are seed 1's)", v.Setup.Repos),
+		"| mean / bound | runs | bound of runs (all evidence) | 0.5 | ≤ 1.03 | 1.020 | 1.025 ± 0.004 (1.020–1.031) | ✅ on average, ❌ at worst 1.031 |",
+		"| mean / poll-only optimum | feed | optimum of runs | 0.5 | ≤ 0.15 | 0.120 | 0.121 ± 0.002 (0.119–0.123) | ✅ every seed |",
+		"| mean / bound | drift | bound of drift | 0.5 | ≤ 1.05 | 1.200 | 1.210 ± 0.010 (1.200–1.220) | ❌ |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The study over seeds in a file of its own, at a smaller scale: its goals, said so.
+	small := v
+	small.Setup.Repos = v.Setup.Repos / 5
+	small.Goals = small.Goals[1:2]
+	v.Setup.Seeds, v.Goals = nil, nil
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	if err := results.Write(dir, "freshness_seeds", small); err != nil {
+		t.Fatal(err)
+	}
+	if md, _, err = freshnessSection(&Report{Results: dir, Out: dir}); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("(3 seeds: 1, 2, 3; %d repos, a smaller fleet than the tables above", small.Setup.Repos); !strings.Contains(md, want) ||
+		!strings.Contains(md, "| mean / poll-only optimum | feed |") || strings.Contains(md, "| mean / bound | drift | bound of drift |") {
+		t.Errorf("the seeds file's goals not reported as such:\n%s", md)
+	}
+	if err := os.Remove(filepath.Join(dir, "freshness_seeds.json")); err != nil {
+		t.Fatal(err)
+	}
+	// Results written before goals were recorded have no such table.
+	v.Goals = nil
+	if err := results.Write(dir, "freshness", v); err != nil {
+		t.Fatal(err)
+	}
+	if md, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err != nil || strings.Contains(md, "Every goal over the seeds") {
+		t.Errorf("a table of goals without goals (err %v)", err)
 	}
 }

@@ -189,6 +189,9 @@ func scStackTable(bills []results.StoreCostBill) mdTable {
 	})
 	row("on-demand twin (fallback)", func(s results.StoreCostStack) string { return yes(s.OnDemandTwin) })
 	row("git server task", func(s results.StoreCostStack) string {
+		if s.ServeInWorkers {
+			return "a container of each worker task"
+		}
 		if s.ServeTasks == 0 {
 			return "—"
 		}
@@ -626,7 +629,9 @@ func scEFSTable(bills []results.StoreCostBill) mdTable {
 	row("written; moved to IA / Archive", func(e *results.StoreCostEFS) string {
 		return scNum(e.WriteGB) + "; " + scNum(e.ToIAGB) + " / " + scNum(e.ToArchiveGB)
 	})
-	row("changes / scrubs a month", func(e *results.StoreCostEFS) string { return fmtInt(int(e.Changes)) + " / " + fmtInt(int(e.ScrubsPerMonth)) })
+	row("changes / scrubs a month", func(e *results.StoreCostEFS) string {
+		return fmtInt(int(e.Changes)) + " / " + fmtInt(int(e.ScrubsPerMonth))
+	})
 	return t
 }
 

@@ -197,3 +197,19 @@ func TestStoreCostFormats(t *testing.T) {
 		}
 	}
 }
+
+// A git server in the worker tasks (ADR 27) has no task of its own: the stack table says
+// where it runs.
+func TestStoreCostStackGitServerInWorkerTasks(t *testing.T) {
+	b := storeCostFixture().Bills[1]
+	b.Stack.ServeTasks, b.Stack.ServeVCPU, b.Stack.ServeGB, b.Stack.ServeInWorkers = 0, 0, 0, true
+	for _, r := range scStackTable([]results.StoreCostBill{b}).Rows {
+		if r[0] == "git server task" {
+			if r[1] != "a container of each worker task" {
+				t.Errorf("git server row %q", r)
+			}
+			return
+		}
+	}
+	t.Error("no git server row")
+}

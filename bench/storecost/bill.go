@@ -42,10 +42,14 @@ type model struct {
 	APIOverheadBytes       float64 // per DynamoDB call beyond the JSON bodies (headers, TLS records)
 	ServeLCU               float64 // load balancer capacity units the git server's traffic uses, on average
 	ServeStatusClasses     float64 // values of ServeRequests' status class dimension seen in a month
-	FlowLogMBPerPublicIP   float64 // rejected-traffic flow log records a month per public IPv4 (internet probes)
-	InsightsPerService     float64 // Container Insights metrics per service, when the stack enables it
-	LogKBPerInvocation     float64 // coordinator: EMF line and Lambda's START/END/REPORT
-	LogKBPerWorkerMinute   float64 // worker EMF flush
+	// RareEventsPerMonth is how often each rare event an event-only metric counts
+	// happens (a mirror re-cloned, a request refused by a limit, an event delivery
+	// retried or dropped, a repo found off its owner, a 4xx or 5xx answer).
+	RareEventsPerMonth   float64
+	FlowLogMBPerPublicIP float64 // rejected-traffic flow log records a month per public IPv4 (internet probes)
+	InsightsPerService   float64 // Container Insights metrics per service, when the stack enables it
+	LogKBPerInvocation   float64 // coordinator: EMF line and Lambda's START/END/REPORT
+	LogKBPerWorkerMinute float64 // worker EMF flush
 	// HorizonDays is how long a pack nothing rewrites is billed as living: a dormant
 	// mirror's pack lives as long as the fleet, and the months after it reached its
 	// final class are what the bill averages over.
@@ -228,7 +232,7 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	}
 	changesDay, checkpointsDay := md.pollWrites(P)
 	b := results.StoreCostBill{Repos: repos, Workers: int(W), PollsPerDay: P, WritesPerRepoDay: changesDay + checkpointsDay,
-		Serving: st.Serve != nil, Stack: st.summary()}
+		Serving: st.Serving, Stack: st.summary()}
 
 	polls := n * P * days
 	changes := n * changesDay * days
@@ -288,7 +292,7 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	}
 	add(results.StoreCostComponent{Key: "fargate", Name: "Fargate workers", USD: workers.usd, Detail: detail})
 	tasks := W
-	if st.Serve != nil {
+	if st.Serve != nil { // a git server service of its own; beside the workers it is in their tasks
 		serve := fargate(*st.Serve, float64(st.Serve.MinTasks), p)
 		add(results.StoreCostComponent{Key: "fargate_serve", Name: "Fargate git server", USD: serve.usd,
 			Detail: serve.detail + " (its minimum; more under load)"})
@@ -303,7 +307,7 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	add(results.StoreCostComponent{Key: "ipv4", Name: "Public IPv4 addresses", USD: ips * hoursPerMonth * price("ipv4_hour"),
 		Detail: fmt.Sprintf("%.0f addresses × %.0f h (tasks with a public IP, load balancer nodes, NAT gateways)", ips, hoursPerMonth)})
 	clones := 0.0
-	if st.Serve != nil && !previous {
+	if st.Serving && !previous {
 		clones = md.ClonesPerDay
 	}
 	servedGB := clones * days * md.MirrorMB / 1024
@@ -375,11 +379,25 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	}
 	logGB := (invocations*md.LogKBPerInvocation + W*hoursPerMonth*60*md.LogKBPerWorkerMinute) / (1 << 20)
 	flowGB := float64(st.FlowLogs) * ips * md.FlowLogMBPerPublicIP / 1024
+	// Custom metrics by the hours they have data (cwmetrics.go); the previous model
+	// billed every one a whole month.
+	months, eventOnly := st.CustomMetrics, 0.0
+	if !previous {
+		misses := clones * days * (1 - md.CloneCacheHit)
+		months, eventOnly = metricMonths(st.Metrics, metricEvents{Deaths: deaths, Changes: changes, Clones: clones * days,
+			CloneMisses: misses, Rare: md.RareEventsPerMonth})
+	}
+	b.CustomMetricMonths = months
+	metricDetail := fmt.Sprintf("%.0f custom metrics", st.CustomMetrics)
+	if eventOnly > 0 {
+		metricDetail = fmt.Sprintf("%.0f custom metrics billed as %.1f metric-months (%.0f written only with events, billed for the hours they have data)",
+			st.CustomMetrics, months, eventOnly)
+	}
 	add(results.StoreCostComponent{Key: "cloudwatch", Name: "CloudWatch",
-		USD: (st.CustomMetrics+insights)*price("cw_metric") + float64(st.Dashboards)*price("cw_dashboard") +
+		USD: (months+insights)*price("cw_metric") + float64(st.Dashboards)*price("cw_dashboard") +
 			float64(st.AlarmMetrics)*price("cw_alarm") + (logGB+flowGB)*price("cw_logs_gb"),
-		Detail: fmt.Sprintf("%.0f custom + %.0f Container Insights metrics, %d dashboard(s), %d alarm metrics (%d alarms), %s GB logs, %s GB flow logs",
-			st.CustomMetrics, insights, st.Dashboards, st.AlarmMetrics, st.Alarms, qty(logGB), qty(flowGB))})
+		Detail: fmt.Sprintf("%s + %.0f Container Insights metrics, %d dashboard(s), %d alarm metrics (%d alarms), %s GB logs, %s GB flow logs",
+			metricDetail, insights, st.Dashboards, st.AlarmMetrics, st.Alarms, qty(logGB), qty(flowGB))})
 	if !previous && st.KMSKeys > 0 {
 		// The alarm topic's key; its requests (an SNS publish of an alarm) are a few a
 		// month.

@@ -230,6 +230,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 		Workers:  stackfacts.Service{ID: "W", CPU: 256, MemoryMiB: 2048, Desired: 1, MinTasks: 1, MaxTasks: 10, Providers: spot, PublicIP: true},
 		Fallback: &stackfacts.Service{ID: "F", CPU: 256, MemoryMiB: 2048, MaxTasks: 1, Providers: []stackfacts.Provider{{Name: "FARGATE", Weight: 1}}},
 		Serve:    &stackfacts.Service{ID: "S", CPU: 256, MemoryMiB: 1024, Desired: 1, MinTasks: 1, MaxTasks: 4, Providers: spot, PublicIP: true},
+		Serving:  true,
 		Fetchers: 10, TickSeconds: 60, LambdaMB: 512, ScrubDays: 90,
 		LoadBalancers: []stackfacts.LoadBalancer{{ID: "LB", Type: "application", InternetFacing: true, Subnets: 2}},
 	}
@@ -260,6 +261,57 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 	st.Workers.MaxTasks = 3
 	if b := md.bill(1_000_000, measured{}, p, st, testInputs()); b.Workers != 3 || !strings.Contains(b.Components[3].Detail, "past maxWorkers") {
 		t.Errorf("capped bill: %d workers, %q", b.Workers, b.Components[3].Detail)
+	}
+
+	// The git server in the worker tasks (ADR 27): no task, no address of its own; the
+	// same clones, load balancer and egress.
+	st.Workers.MaxTasks, st.Serve = 10, nil
+	beside := md.bill(1000, measured{}, p, st, testInputs())
+	comp2 := map[string]float64{}
+	for _, c := range beside.Components {
+		comp2[c.Key] = c.USD
+	}
+	if _, ok := comp2["fargate_serve"]; ok || !near(comp2["ipv4"], 3*730*0.005) || !near(comp2["load_balancer"], comp["load_balancer"]) ||
+		!near(comp2["egress"], comp["egress"]) || !beside.Serving || !beside.Stack.ServeInWorkers {
+		t.Errorf("git server beside the workers: %v (separate: %v)", comp2, comp)
+	}
+}
+
+// CloudWatch bills a metric for the hours it has data: one written on the fleet's
+// schedule every hour, one written only with events for the hours they fill.
+func TestMetricMonths(t *testing.T) {
+	ev := metricEvents{Deaths: 1, Changes: 3000, Clones: 608, CloneMisses: 304, Rare: 10}
+	ms := []customMetric{{metrics.Ticks, 1}, {metrics.WorkersByState, 5}, {metrics.ReposMoved, 1}, {metrics.MirrorsRecloned, 1},
+		{metrics.ServeRequests, 3}, {metrics.EventsPublished, 1}}
+	months, eventOnly := metricMonths(ms, ev)
+	h := func(n float64) float64 { return hoursPerMonth * (1 - math.Exp(-n/hoursPerMonth)) / hoursPerMonth }
+	want := 1 + 5 + h(2) + h(10) + h(608) + 2*h(10) + h(3000)
+	if !near(months, want) || eventOnly != 6 {
+		t.Errorf("%v metric-months (%v series event-only), want %v (6)", months, eventOnly, want)
+	}
+	// A few events fill about as many hours; more events than hours fill the month at most.
+	if e := eventHours(2); e > 2 || e < 1.99 {
+		t.Errorf("2 events fill %v hours", e)
+	}
+	if e := eventHours(1e6); e > hoursPerMonth || e < hoursPerMonth-1e-6 {
+		t.Errorf("a million events fill %v hours", e)
+	}
+	if m, _ := metricMonths([]customMetric{{metrics.ReposOffOwner, 1}}, metricEvents{}); m != 0 {
+		t.Errorf("no event, %v metric-months", m)
+	}
+
+	// The bill treats a metric as event-only exactly when shared/metrics writes it only
+	// with events: a Sparse counter, or a histogram whose samples are events. A metric
+	// written every flush billed by its events would under-bill; a Sparse counter billed
+	// every hour is a model that lags the code.
+	for _, d := range metrics.Defs() {
+		_, byEvents := eventsOf(d.Name, 1, ev)
+		switch {
+		case d.Sparse && !byEvents:
+			t.Errorf("%s is written only with events, the bill bills it every hour", d.Name)
+		case byEvents && !d.Sparse && d.Kind != metrics.Histogram:
+			t.Errorf("%s is written every interval, the bill bills it by events", d.Name)
+		}
 	}
 }
 
@@ -330,8 +382,14 @@ func TestStackInputsCountTheDashboard(t *testing.T) {
 	if _, err := stackInputsFrom(f, "test", 3); err != nil {
 		t.Errorf("no git server, no serving metrics: %v", err)
 	}
-	f.Services = append(f.Services, stackfacts.Service{ID: "S", Desired: 1, MinTasks: 1, MaxTasks: 1, Command: []string{"serve"}})
-	if _, err := stackInputsFrom(f, "test", 3); err == nil || !strings.Contains(err.Error(), metrics.ServeBytes) {
+	served := f
+	served.Services = append(slices.Clone(f.Services), stackfacts.Service{ID: "S", Desired: 1, MinTasks: 1, MaxTasks: 1, Command: []string{"serve"}})
+	if _, err := stackInputsFrom(served, "test", 3); err == nil || !strings.Contains(err.Error(), metrics.ServeBytes) {
 		t.Errorf("a git server whose metrics the dashboard leaves out: %v", err)
+	}
+	// The same for a git server in the worker tasks.
+	f.Services[0].Roles = []string{"worker", "serve"}
+	if st, err := stackInputsFrom(f, "test", 3); err == nil || !strings.Contains(err.Error(), metrics.ServeBytes) || !st.Serving || st.Serve != nil {
+		t.Errorf("a git server beside the workers whose metrics the dashboard leaves out: %v (serving %v)", err, st.Serving)
 	}
 }

@@ -288,6 +288,7 @@ func defaultModel(w worker.Config, c coordinator.Config) model {
 		APIOverheadBytes:       600,
 		ServeLCU:               0.05,
 		ServeStatusClasses:     3,
+		RareEventsPerMonth:     10,
 		FlowLogMBPerPublicIP:   20,
 		InsightsPerService:     12,
 		LogKBPerInvocation:     1.5,
@@ -312,7 +313,19 @@ func (md model) assumptions(st stackInputs, in billInputs) []results.StoreCostAs
 	}
 	tpl := "from the synthesized template (" + st.Context + ")"
 	changesDay, checkpointsDay := md.pollWrites(md.PollsPerDay)
-	return []results.StoreCostAssumption{
+	var serve []results.StoreCostAssumption
+	if st.Serve != nil {
+		serve = []results.StoreCostAssumption{
+			a("serve_vcpu", vcpu(*st.Serve), "vCPU", tpl+": the git server task, ARM64"),
+			a("serve_gb", gb(*st.Serve), "GB", tpl+": the git server task"),
+			a("serve_tasks", float64(st.Serve.MinTasks), "tasks", tpl+": the git server's minimum, billed as its standing size"),
+		}
+	} else if st.Serving {
+		serve = []results.StoreCostAssumption{
+			a("serve_tasks", 0, "tasks", tpl+": the git server is a container of every worker task (ADR 27): no task and no public IPv4 address of its own"),
+		}
+	}
+	return append([]results.StoreCostAssumption{
 		a("polls_per_day", md.PollsPerDay, "polls per repo per day", "infra/budget: the budget the fleet is sized for (workers, maxWorkers, the alarm and scaling thresholds). The workers set no rate limit, so the honest bill bills the polls they run: as fast as the per-host limit, their fetchers and the minimum interval allow ('polls / repo / day' of each bill)"),
 		a("one_host_share", bud.OneHostShare, "of the repos", "infra/budget: a list whose largest host (GitHub) has 80% of the repos"),
 		a("host_rate", bud.HostRate, "fetch starts a second per host per worker", "infra/budget = worker.DefaultConfig().HostRate (--host-rate); with host_concurrency 4 at 1.5 s a poll the rate binds first"),
@@ -346,9 +359,6 @@ func (md model) assumptions(st stackInputs, in billInputs) []results.StoreCostAs
 		a("max_workers", float64(st.Workers.MaxTasks), "tasks", tpl+": their maximum (the bill never exceeds it)"),
 		a("worker_vcpu", vcpu(st.Workers), "vCPU", tpl+": the worker task, ARM64"),
 		a("worker_gb", gb(st.Workers), "GB", tpl+": the worker task"),
-		a("serve_vcpu", vcpu(*st.Serve), "vCPU", tpl+": the git server task, ARM64"),
-		a("serve_gb", gb(*st.Serve), "GB", tpl+": the git server task"),
-		a("serve_tasks", float64(st.Serve.MinTasks), "tasks", tpl+": the git server's minimum, billed as its standing size"),
 		a("lambda_mb", st.LambdaMB, "MB", tpl+": the coordinator's MemorySize (arm64)"),
 		a("lambda_seconds", md.LambdaSeconds, "seconds", "stated guess for AWS: 6–8 sequential DynamoDB calls at ~10 ms plus EMF; the local wall time is in the measurements"),
 		a("deaths_per_worker_month", md.DeathsPerWorkerMonth, "per worker per month", "stated guess: unplanned task losses (Spot interruptions included), each followed by a replacement join"),
@@ -361,7 +371,8 @@ func (md model) assumptions(st stackInputs, in billInputs) []results.StoreCostAs
 		a("api_overhead_bytes", md.APIOverheadBytes, "bytes per DynamoDB call", "stated guess: HTTP headers and TLS records beyond the measured JSON bodies (billed only through a NAT gateway)"),
 		a("serve_lcu", md.ServeLCU, "LCU", "previous model only: the load balancer's capacity units it assumed; the honest bill bills an LCU-hour per GB of clone_per_day"),
 		a("serve_status_classes", md.ServeStatusClasses, "values", "stated: ServeRequests' status class dimension as a month sees it (2xx, 4xx, 5xx)"),
-		a("custom_metrics", st.CustomMetrics, "metrics", tpl+": the metrics the dashboard graphs, one per State value (shared/metrics) or status class; every metric shared/metrics defines must be among them"),
+		a("custom_metrics", st.CustomMetrics, "metrics", tpl+": the metrics the dashboard graphs, one per State value (shared/metrics) or status class; every metric shared/metrics defines must be among them. CloudWatch bills each for the hours it has data: those written on the fleet's schedule every hour, those written only with events (Sparse counters, histograms of events) for the hours their events fill, at random: 730·(1 − e^(−events/730))"),
+		a("rare_events_per_month", md.RareEventsPerMonth, "events a month of each kind", "stated: a mirror re-cloned, a request refused by a concurrency limit, an event delivery retried or dropped, a repo found off its ring owner, a 4xx or 5xx answer — each event bills at most one hour of its metric"),
 		a("alarm_metrics", float64(st.AlarmMetrics), "alarm metrics", tpl+fmt.Sprintf(": %d alarms, including the two Application Auto Scaling creates per target tracking policy", st.Alarms)),
 		a("dashboards", float64(st.Dashboards), "dashboards", tpl),
 		a("container_insights_metrics", md.InsightsPerService, "per service", "unconfirmed estimate, billed only when the template enables Container Insights"),
@@ -369,7 +380,7 @@ func (md model) assumptions(st stackInputs, in billInputs) []results.StoreCostAs
 		a("log_kb_per_invocation", md.LogKBPerInvocation, "KB", "stated guess: the coordinator's EMF line and Lambda's START/END/REPORT lines"),
 		a("log_kb_per_worker_minute", md.LogKBPerWorkerMinute, "KB", "stated guess: a worker's EMF flush a minute"),
 		a("hours_per_month", hoursPerMonth, "hours", "AWS's billing month"),
-	}
+	}, serve...)
 }
 
 func notes(md model) []string {

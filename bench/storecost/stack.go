@@ -27,7 +27,10 @@ type stackInputs struct {
 	Context  string // the CDK context the template was synthesized with
 	Workers  stackfacts.Service
 	Fallback *stackfacts.Service // the workers' on-demand twin
-	Serve    *stackfacts.Service // nil without serving
+	// Serving: some task runs the git server; Serve is its service when it has one of
+	// its own (serveSeparate), nil when it runs in the worker tasks or not at all.
+	Serving  bool
+	Serve    *stackfacts.Service
 	Fetchers float64
 	// TickSeconds is the coordinator rule's period; LambdaMB its memory.
 	TickSeconds, LambdaMB float64
@@ -35,7 +38,8 @@ type stackInputs struct {
 	LoadBalancers         []stackfacts.LoadBalancer
 	Alarms, AlarmMetrics  int
 	Dashboards            int
-	CustomMetrics         float64
+	CustomMetrics         float64 // series: Metrics' Series summed
+	Metrics               []customMetric
 	ContainerInsights     bool
 	FlowLogs              int
 	DynamoDBEndpoint      bool
@@ -55,6 +59,13 @@ var stateCounts = map[string]int{
 		store.RepoOverflow, store.RepoDeleting}),
 }
 
+// customMetric is one name the dashboard graphs and its series (one per value of its
+// extra dimension).
+type customMetric struct {
+	Name   string
+	Series float64
+}
+
 // servedMetrics are the metrics only the git server emits: a stack without one has no
 // such metric to bill.
 var servedMetrics = []string{metrics.ServeRequests, metrics.ServeBytes, metrics.ServeRejected, metrics.PackCacheHits,
@@ -71,7 +82,7 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 	st := stackInputs{Context: context, NATGateways: f.NATGateways, LoadBalancers: f.LoadBalancers, Alarms: f.Alarms,
 		AlarmMetrics: f.AlarmMetrics, Dashboards: f.Dashboards, ContainerInsights: f.ContainerInsights, FlowLogs: len(f.FlowLogs),
 		DynamoDBEndpoint: f.HasGatewayEndpoint("dynamodb"), TickSeconds: f.TickSeconds, Buckets: f.Buckets, KMSKeys: f.KMSKeys,
-		StaleAfterSeconds: f.StaleAfterSeconds}
+		StaleAfterSeconds: f.StaleAfterSeconds, Serving: f.Serving()}
 	var errs []error
 	for _, s := range f.ServicesRunning("worker") {
 		switch {
@@ -116,7 +127,7 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 		st.FS = f.FileSystems[0]
 	}
 	for _, d := range metrics.Defs() {
-		if st.Serve == nil && slices.Contains(servedMetrics, d.Name) {
+		if !st.Serving && slices.Contains(servedMetrics, d.Name) {
 			continue // no git server, nothing emits it
 		}
 		if !slices.Contains(f.DashboardMetrics, d.Name) {
@@ -132,6 +143,7 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 			n = statusClasses
 		}
 		st.CustomMetrics += n
+		st.Metrics = append(st.Metrics, customMetric{Name: name, Series: n})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return st, fmt.Errorf("template (%s): %w", context, err)
@@ -147,7 +159,8 @@ func (st stackInputs) summary() results.StoreCostStack {
 		LBPublicIPs: st.lbPublicIPs(), DynamoEndpoint: st.DynamoDBEndpoint, Alarms: st.Alarms, AlarmMetrics: st.AlarmMetrics,
 		Dashboards: st.Dashboards, CustomMetrics: int(st.CustomMetrics), Insights: st.ContainerInsights,
 		EFSIADays: st.FS.IAAfterDays, EFSArchiveDays: st.FS.ArchiveAfterDays, TickSeconds: st.TickSeconds, LambdaMB: int(st.LambdaMB),
-		EFSBackOnRead: st.FS.BackToStandardOnRead, ScrubDays: st.ScrubDays, KMSKeys: st.KMSKeys, StaleAfterH: st.StaleAfterSeconds / 3600}
+		EFSBackOnRead: st.FS.BackToStandardOnRead, ScrubDays: st.ScrubDays, KMSKeys: st.KMSKeys, StaleAfterH: st.StaleAfterSeconds / 3600,
+		ServeInWorkers: st.Serving && st.Serve == nil}
 	_, spot := st.Workers.Split(1)
 	s.WorkerSpot = spot == 1
 	if st.Serve != nil {

@@ -27,6 +27,41 @@ func (noMirrors) Sync(context.Context, fetch.Target) (fetch.Result, error) {
 func (noMirrors) Exists(fetch.Target) bool                  { return false }
 func (noMirrors) Trash(context.Context, fetch.Target) error { return nil }
 
+// beatLog records when the store accepted each heartbeat (a claimed slot is one too).
+type beatLog struct {
+	store.Store
+	at []time.Time
+}
+
+func (b *beatLog) ClaimSlot(ctx context.Context, w store.Worker, slots int) (store.Worker, error) {
+	rec, err := b.Store.ClaimSlot(ctx, w, slots)
+	if err == nil {
+		b.at = append(b.at, time.Now())
+	}
+	return rec, err
+}
+
+func (b *beatLog) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error) {
+	rec, err := b.Store.Heartbeat(ctx, id, hb)
+	if err == nil {
+		b.at = append(b.at, time.Now())
+	}
+	return rec, err
+}
+
+// gaps returns the time from start to the first accepted heartbeat and the longest time
+// between two, in seconds.
+func (b *beatLog) gaps(start time.Time) (first, longest float64) {
+	if len(b.at) == 0 {
+		return 0, 0
+	}
+	first = b.at[0].Sub(start).Seconds()
+	for i := 1; i < len(b.at); i++ {
+		longest = max(longest, b.at[i].Sub(b.at[i-1]).Seconds())
+	}
+	return round(first), round(longest)
+}
+
 // restartBacklog registers worker w-restart on st, appends entries outbox entries to it
 // (adds of repos that do not exist: a repo read each when replayed), then starts the
 // worker process anew, on the real clock, and calls Heartbeat back to back until it acked
@@ -61,7 +96,8 @@ func restartBacklog(ctx context.Context, log *slog.Logger, st store.Store, name 
 	}
 	log.Info("restart backlog written", "store", name, "entries", entries, "seconds", time.Since(start).Seconds())
 
-	w := worker.New(cfg, st, noMirrors{}, nil, clock.Real{}, log) // the restarted process
+	beats := &beatLog{Store: st}
+	w := worker.New(cfg, beats, noMirrors{}, nil, clock.Real{}, log) // the restarted process
 	res.HeartbeatS = worker.DefaultConfig().Heartbeat.Seconds()
 	start = time.Now()
 	for time.Since(start) < restartCap {
@@ -96,10 +132,11 @@ func restartBacklog(ctx context.Context, log *slog.Logger, st store.Store, name 
 		return res, err
 	}
 	res.Seconds = round(time.Since(start).Seconds())
+	res.NextHeartbeatS, res.LongestGapS = beats.gaps(start)
 	if res.Seconds > 0 {
 		res.EntriesPerSecond = round(float64(res.Applied) / res.Seconds)
 	}
 	log.Info("restart under a backlog", "store", name, "entries", entries, "heartbeats", res.Heartbeats,
-		"longest_call_s", res.LongestCallS, "applied", res.Applied, "caught_up", res.CaughtUp, "seconds", res.Seconds)
+		"longest_call_s", res.LongestCallS, "next_heartbeat_s", res.NextHeartbeatS, "longest_gap_s", res.LongestGapS, "applied", res.Applied, "caught_up", res.CaughtUp, "seconds", res.Seconds)
 	return res, nil
 }

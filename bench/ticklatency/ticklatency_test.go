@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/ring"
@@ -352,7 +353,21 @@ func TestRestartBacklogCatchesUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.CaughtUp || r.Applied != 2500 || r.Heartbeats < 1 || r.LongestCallS < r.FirstCallS || r.HeartbeatS != 10 {
+	if !r.CaughtUp || r.Applied != 2500 || r.Heartbeats < 1 || r.LongestCallS < r.FirstCallS || r.HeartbeatS != 10 ||
+		r.NextHeartbeatS > r.FirstCallS {
 		t.Fatalf("restart measurement: %+v", r)
+	}
+}
+
+// The heartbeat log's gaps: from the restart to the first accepted heartbeat, and the
+// longest between two.
+func TestBeatLogGaps(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := &beatLog{at: []time.Time{start.Add(300 * time.Millisecond), start.Add(2 * time.Second), start.Add(9500 * time.Millisecond), start.Add(10 * time.Second)}}
+	if first, longest := b.gaps(start); first != 0.3 || longest != 7.5 {
+		t.Errorf("gaps = %v, %v; want 0.3, 7.5", first, longest)
+	}
+	if first, longest := (&beatLog{}).gaps(start); first != 0 || longest != 0 {
+		t.Errorf("no heartbeats: gaps = %v, %v", first, longest)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -8,9 +9,10 @@ import (
 	"testing"
 )
 
-// TestBackupAndRestore: `mirrorfleet backup` copies the running fleet's store; after a
-// later change, stopping the fleet, putting the copy in place and starting again brings
-// back the store as it was at the backup.
+// TestBackupAndRestore: `mirrorfleet backup` copies the running fleet's store; restore
+// refuses while the fleet runs and refuses a file that is not a whole store; after the
+// fleet stops, `mirrorfleet restore` puts the copy in place (keeping the store it
+// replaces) and the restarted fleet has the store as it was at the backup.
 func TestBackupAndRestore(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()
@@ -26,14 +28,39 @@ func TestBackupAndRestore(t *testing.T) {
 	if r := p.call(t, http.MethodGet, "/v1/backup", nil, false); r.Status != http.StatusUnauthorized {
 		t.Errorf("GET /v1/backup without the token: %d", r.Status)
 	}
+	restore := func(args ...string) (int, string) {
+		var o, e bytes.Buffer
+		code := run(append([]string{"restore"}, args...), &o, &e)
+		return code, o.String() + e.String()
+	}
+	if code, msg := restore("--data", data, file); code != 1 || !strings.Contains(msg, "a fleet is running") {
+		t.Fatalf("restore while the fleet runs: exit %d\n%s", code, msg)
+	}
 	p.stop(t)
 
-	raw, err := os.ReadFile(file)
+	// A cut or foreign file is refused and the store is left alone.
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("not a store "), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(data, "mirrorfleet.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(data, "mirrorfleet.db"), raw, 0o600); err != nil {
-		t.Fatal(err)
+	if code, msg := restore("--data", data, junk); code != 1 || !strings.Contains(msg, "not a whole store copy") {
+		t.Fatalf("restore of junk: exit %d\n%s", code, msg)
+	}
+	if after, _ := os.ReadFile(filepath.Join(data, "mirrorfleet.db")); !bytes.Equal(before, after) {
+		t.Fatal("a refused restore changed the store")
+	}
+
+	code, msg := restore("--data", data, file)
+	if code != 0 || !strings.Contains(msg, "restored "+file) || !strings.Contains(msg, "mirrorfleet.db.before-restore-") {
+		t.Fatalf("restore: exit %d\n%s", code, msg)
+	}
+	kept, _ := filepath.Glob(filepath.Join(data, "mirrorfleet.db.before-restore-*"))
+	if len(kept) != 1 {
+		t.Fatalf("the replaced store is not kept: %v", kept)
 	}
 	p = startFleet(t, "restored fleet", data, e2eToken, "--warmup", "1h")
 	out, errOut := p.mustCLI(t, "repos", "ls")

@@ -14,8 +14,8 @@ import (
 // hookFlags adds the webhook secrets of `mirrorfleet run`: --webhook-secret (default
 // $MIRRORFLEET_WEBHOOK_SECRET) and --webhook-secret-for HOST=SECRET, repeatable.
 func hookFlags(fs *flag.FlagSet, secret *string, secretFor *map[string]string) {
-	// The environment's value is taken after parsing (webhookSecretFromEnv), not as the
-	// flag's default, so -h never prints the secret.
+	// The environment's value is taken after parsing (secretFromEnv), not as the flag's
+	// default, so -h never prints the secret.
 	fs.StringVar(secret, "webhook-secret", "",
 		"shared `secret` of the forges' push webhooks at /v1/hooks/{github,gitlab,gitea} (default $MIRRORFLEET_WEBHOOK_SECRET; none: the hooks answer 403)")
 	fs.Func("webhook-secret-for", "`HOST=SECRET`: the webhook secret for the repos of one upstream host, instead of --webhook-secret; repeatable",
@@ -36,10 +36,12 @@ func hookFlags(fs *flag.FlagSet, secret *string, secretFor *map[string]string) {
 		})
 }
 
-// webhookSecretFromEnv fills an unset --webhook-secret from $MIRRORFLEET_WEBHOOK_SECRET.
-func webhookSecretFromEnv(secret *string) {
+// secretFromEnv fills an unset secret flag (a token, a webhook secret) from the
+// environment variable env after parsing: as a flag's default the value would be printed
+// by -h.
+func secretFromEnv(secret *string, env string) {
 	if *secret == "" {
-		*secret = os.Getenv("MIRRORFLEET_WEBHOOK_SECRET")
+		*secret = os.Getenv(env)
 	}
 }
 

@@ -54,6 +54,7 @@ Usage:
   mirrorfleet list                        the repo list kept in git: commit, bad lines, held purge
   mirrorfleet list confirm COMMIT         let the held purge of COMMIT go ahead
   mirrorfleet backup FILE                 copy the running fleet's store to FILE (consistent)
+  mirrorfleet restore [--data D] FILE     put a backup in place of a stopped fleet's store
   mirrorfleet smoke --repo URL [--aws]    check a fleet end to end: add the repo, wait until
                                           it is ok, clone it through its clone URL, read the
                                           serving front's metrics (make smoke)
@@ -96,6 +97,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runHealthcheck(args[1:], stdout, stderr)
 	case "version", "--version":
 		err = runVersion(args[1:], stdout, stderr)
+	case "restore":
+		err = runRestore(args[1:], stdout, stderr)
 	case "repos", "workers", "ring", "status", "list", "backup", "smoke":
 		err = runClient(args, stdout, stderr)
 	default:
@@ -161,7 +164,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.IntVar(&cfg.Workers, "workers", d.Workers, "in-process workers")
 	fs.IntVar(&cfg.Fetchers, "fetchers", d.Fetchers, "concurrent fetches per worker")
 	memoryBudgetFlag(fs, &cfg.MemoryBudget)
-	fs.StringVar(&cfg.Token, "token", os.Getenv("MIRRORFLEET_TOKEN"), "API bearer token (default $MIRRORFLEET_TOKEN, else generated into <data>/token)")
+	fs.StringVar(&cfg.Token, "token", "", "API bearer token (default $MIRRORFLEET_TOKEN, else generated into <data>/token)")
 	fs.BoolVar(&cfg.AllowPrivateHosts, "allow-private-hosts", false, "allow repos on loopback/private addresses (cloud metadata stays blocked)")
 	fs.DurationVar(&cfg.Tick, "tick", d.Tick, "coordinator tick interval")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", d.Heartbeat, "worker heartbeat interval")
@@ -219,7 +222,8 @@ func runFleet(args []string, stderr io.Writer) error {
 	if err := sf.finish(&cfg.Serve); err != nil {
 		return err
 	}
-	webhookSecretFromEnv(&cfg.WebhookSecret)
+	secretFromEnv(&cfg.WebhookSecret, "MIRRORFLEET_WEBHOOK_SECRET")
+	secretFromEnv(&cfg.Token, "MIRRORFLEET_TOKEN")
 	feedSources, err := ff.finish()
 	if err != nil {
 		return usageError{err.Error()}
@@ -231,9 +235,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	if cfg.Events.NotifySecret != "" && len(cfg.Events.NotifyURLs) == 0 {
 		return usageError{"--notify-secret needs --notify-url"}
 	}
-	if cfg.Events.NotifySecret == "" {
-		cfg.Events.NotifySecret = os.Getenv("MIRRORFLEET_NOTIFY_SECRET") // not a flag default: -h would print it
-	}
+	secretFromEnv(&cfg.Events.NotifySecret, "MIRRORFLEET_NOTIFY_SECRET")
 	if _, ok := priority.ByName(cfg.PriorityPolicy); !ok {
 		return usageError{fmt.Sprintf("--policy %q: want bayes, rate or cbrt", cfg.PriorityPolicy)}
 	}

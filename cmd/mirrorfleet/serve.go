@@ -40,7 +40,7 @@ type serveFlags struct {
 
 func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 	sf := &serveFlags{}
-	fs.StringVar(&c.Token, "serve-token", os.Getenv(cloud.EnvServeToken), "token every git read needs, as the password (default $"+cloud.EnvServeToken+"; empty: public reads)")
+	fs.StringVar(&c.Token, "serve-token", "", "token every git read needs, as the password (default $"+cloud.EnvServeToken+"; empty: public reads)")
 	fs.StringVar(&sf.allow, "serve-allow", "", "comma-separated client networks (CIDR) that may read without the token; with no token, only they may read")
 	fs.StringVar(&sf.cacheBytes, "pack-cache-bytes", envOr(cloud.EnvPackCacheBytes, "10G"), "pack cache size bound (512M, 10G, ...)")
 	fs.DurationVar(&c.PackCache.TTL, "pack-cache-ttl", packcache.DefaultTTL, "a cached pack unused for this long is removed")
@@ -70,6 +70,7 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 }
 
 func (sf *serveFlags) finish(c *serve.Config) error {
+	secretFromEnv(&c.Token, cloud.EnvServeToken)
 	if len(c.TrustedProxies) == 0 && sf.envTrusted != "" {
 		if err := sf.trusted(sf.envTrusted); err != nil {
 			return usageError{fmt.Sprintf("$%s %q: %v", cloud.EnvTrustedProxy, sf.envTrusted, err)}

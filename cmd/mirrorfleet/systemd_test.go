@@ -2,11 +2,14 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // unitService reads the [Service] section of a systemd unit: each key's values in order.
@@ -107,4 +110,36 @@ func url2id(t *testing.T, p *fleetProc, u string) string {
 	}
 	t.Fatalf("no repo %s", u)
 	return ""
+}
+
+// TestSystemdUnitVerifies runs `systemd-analyze verify` on the shipped unit, with the
+// test's build standing in for ExecStart's binary (verify wants it to exist). Only what
+// it says about this unit counts: the host's other units are not ours. Skipped, saying
+// so, where systemd-analyze is not installed.
+func TestSystemdUnitVerifies(t *testing.T) {
+	t.Parallel()
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze is not installed: the shipped unit is not verified here")
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "systemd", "mirrorfleet.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := filepath.Join(t.TempDir(), "mirrorfleet.service")
+	if err := os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/local/bin/mirrorfleet", binary(t))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, analyze, "verify", unit).CombinedOutput()
+	var about []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "mirrorfleet.service") {
+			about = append(about, l)
+		}
+	}
+	if err != nil || len(about) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
 }

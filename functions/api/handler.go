@@ -19,12 +19,17 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
-// Store is what the API Lambda needs: the API's reads and writes, and the list sync's
-// status and confirmation.
+// Store is what the API Lambda needs: the API's reads and writes, the list sync's
+// status and confirmation, and the owners' signal items (ADR 21).
 type Store interface {
 	api.Store
 	listsync.ViewStore
+	AddSignals(ctx context.Context, worker string, sig store.Signals) error
 }
+
+// HookSecrets supplies the webhooks' secrets (Secrets Manager, cached); nil: the hooks
+// answer 403.
+type HookSecrets func(ctx context.Context) (api.HookSecrets, error)
 
 var _ Store = store.Store(nil)
 
@@ -33,17 +38,30 @@ type HandlerFunc func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (e
 
 // NewHandler serves the shared HTTP handler (shared/api) behind API Gateway. Every /v1
 // route needs an IAM identity in the request context (IAMAuth), but for the reads when
-// cfg.PublicReads; each request is logged with its caller.
-func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger) HandlerFunc {
+// cfg.PublicReads, and the forges' webhooks at /v1/hooks/{forge}, which their signature
+// authenticates (api.NewHooks, with secrets); each request is logged with its caller.
+// A hook or a sync request rings the repo's owner through its signal item (Ringer).
+func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger, secrets HookSecrets) HandlerFunc {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ac := api.Config{Store: st, Policy: urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts},
-		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, CloneBaseURL: cfg.CloneBaseURL, Clock: clk, Log: log}
+	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
+	ring := Ringer{Store: st, Log: log}
+	ac := api.Config{Store: st, Policy: policy,
+		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, CloneBaseURL: cfg.CloneBaseURL, Clock: clk, Log: log,
+		Ring:            ring.Sync,
+		HeartbeatChecks: true} // no worker runs here: their heartbeats say when repos were polled
 	if cfg.List.Enabled() {
 		ac.List = listsync.View{Config: cfg.List, Store: st}
 	}
-	adapter := httpadapter.NewV2(logRequests(api.New(ac), log))
+	hc := api.HookConfig{Store: st, Policy: policy, Ring: ring.Hook, Log: log}
+	if secrets != nil {
+		hc.Secrets = secrets
+	}
+	mux := http.NewServeMux()
+	mux.Handle(api.HookPrefix, api.NewHooks(hc))
+	mux.Handle("/", api.New(ac))
+	adapter := httpadapter.NewV2(logRequests(mux, log))
 	adapter.StripBasePath(cfg.BasePath)
 	return adapter.ProxyWithContext
 }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
@@ -14,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -112,7 +117,7 @@ func TestAPIThroughAPIGateway(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := open(t)
 			var logs bytes.Buffer
-			h := NewHandler(cloud.APIConfig{}, st, clock.Real{}, slog.New(slog.NewJSONHandler(&logs, nil)))
+			h := NewHandler(cloud.APIConfig{}, st, clock.Real{}, slog.New(slog.NewJSONHandler(&logs, nil)), nil)
 			ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-1",
 				InvokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:mirrorfleet-api"})
 			call := func(ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
@@ -204,7 +209,7 @@ func TestAPIThroughAPIGateway(t *testing.T) {
 // still does.
 func TestPublicReads(t *testing.T) {
 	st := backends["bolt"](t)
-	h := NewHandler(cloud.APIConfig{PublicReads: true}, st, clock.Real{}, nil)
+	h := NewHandler(cloud.APIConfig{PublicReads: true}, st, clock.Real{}, nil, nil)
 	ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-2"})
 	resp, err := h(ctx, event(t, "GET", "/v1/status", "", false))
 	if err != nil || resp.StatusCode != 200 {
@@ -213,5 +218,98 @@ func TestPublicReads(t *testing.T) {
 	resp, err = h(ctx, event(t, "POST", "/v1/repos", `{"url":"https://github.com/golang/go"}`, false))
 	if err != nil || resp.StatusCode != 401 {
 		t.Fatalf("write without identity under public reads: %d %s %v", resp.StatusCode, resp.Body, err)
+	}
+}
+
+// TestHooksThroughAPIGateway: a forge's signed push comes without an IAM identity (the
+// hook route is public) and is taken: the durable sync request and a hook signal in the
+// owner's signal item. A bad signature is 401 and signals nothing; a sync request by an
+// operator signals the owner as a sync; a repo with no owner gets only the durable request.
+func TestHooksThroughAPIGateway(t *testing.T) {
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			ctx := t.Context()
+			secrets := func(context.Context) (api.HookSecrets, error) { return api.HookSecrets{Secret: "hooksecret"}, nil }
+			h := NewHandler(cloud.APIConfig{}, st, clock.Real{}, nil, secrets)
+			lctx := lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-3"})
+			add := func(url string) string {
+				t.Helper()
+				r, _, err := st.CreateRepo(ctx, store.Repo{ID: store.RepoID(url), URL: url, State: store.RepoPending})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r.ID
+			}
+			owned, orphan := add("https://github.com/org/app"), add("https://github.com/org/lib")
+			full := st.(store.Store)
+			el, err := full.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := full.Apply(ctx, el.Term, []store.Mutation{store.AssignRepo{ID: owned, Owner: "w1", State: store.RepoOK}}); err != nil {
+				t.Fatal(err)
+			}
+			hook := func(clone, secret, delivery string) events.APIGatewayV2HTTPResponse {
+				t.Helper()
+				body, _ := json.Marshal(map[string]any{"ref": "refs/heads/main", "after": strings.Repeat("a", 40),
+					"repository": map[string]any{"clone_url": clone}})
+				ev := event(t, "POST", "/v1/hooks/github", string(body), false)
+				mac := hmac.New(sha256.New, []byte(secret))
+				mac.Write(body)
+				ev.Headers["x-github-event"] = "push"
+				ev.Headers["x-github-delivery"] = delivery
+				ev.Headers["x-hub-signature-256"] = "sha256=" + hex.EncodeToString(mac.Sum(nil))
+				resp, err := h(lctx, ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp
+			}
+			signals := func() store.Signals {
+				t.Helper()
+				sig, err := full.GetSignals(ctx, "w1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sig
+			}
+			if r := hook("https://github.com/org/app.git", "wrong", "d0"); r.StatusCode != 401 || !signals().Empty() {
+				t.Fatalf("forged hook: %d %s, signals %+v", r.StatusCode, r.Body, signals())
+			}
+			if r := hook("https://github.com/org/app.git", "hooksecret", "d1"); r.StatusCode != 202 || !strings.Contains(r.Body, "accepted") {
+				t.Fatalf("signed hook: %d %s", r.StatusCode, r.Body)
+			}
+			if rp, _ := full.GetRepo(ctx, owned); !rp.SyncRequested {
+				t.Error("the signed hook made no durable sync request")
+			}
+			if sig := signals(); len(sig.Hook) != 1 || sig.Hook[0] != owned || len(sig.Sync) != 0 {
+				t.Fatalf("w1's signals after the hook: %+v, want the repo as a hook", sig)
+			}
+			if r := hook("https://github.com/org/lib", "hooksecret", "d2"); r.StatusCode != 202 {
+				t.Fatalf("hook for a repo without owner: %d %s", r.StatusCode, r.Body)
+			}
+			if rp, _ := full.GetRepo(ctx, orphan); !rp.SyncRequested {
+				t.Error("the hook for a repo without owner made no durable request")
+			}
+			resp, err := h(lctx, event(t, "POST", "/v1/repos/"+owned+"/sync", "", true))
+			if err != nil || resp.StatusCode != 202 {
+				t.Fatalf("sync: %d %s %v", resp.StatusCode, resp.Body, err)
+			}
+			if sig := signals(); len(sig.Sync) != 1 || sig.Sync[0] != owned {
+				t.Fatalf("w1's signals after the sync: %+v, want the repo as a sync", sig)
+			}
+		})
+	}
+}
+
+// Without a webhook secret the hook route answers 403.
+func TestHooksOffWithoutASecret(t *testing.T) {
+	h := NewHandler(cloud.APIConfig{}, backends["bolt"](t), clock.Real{}, nil, nil)
+	ev := event(t, "POST", "/v1/hooks/github", `{}`, false)
+	ev.Headers["x-github-event"] = "push"
+	resp, err := h(t.Context(), ev)
+	if err != nil || resp.StatusCode != 403 {
+		t.Fatalf("%d %s %v", resp.StatusCode, resp.Body, err)
 	}
 }

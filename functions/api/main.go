@@ -1,7 +1,7 @@
 // Command api is the API Lambda (shared/api/openapi.yaml): API Gateway HTTP API (payload format
-// 2.0, IAM authorization on the routes) in front of the same HTTP handler the local
-// fleet serves. Build it for provided.al2023 on arm64 as a binary named bootstrap, with
-// -tags lambda.norpc. Its environment is documented in functions/README.md.
+// 2.0, IAM authorization on the routes but the forges' webhooks) in front of the same HTTP
+// handler the local fleet serves. Build it for provided.al2023 on arm64 as a binary named
+// bootstrap, with -tags lambda.norpc. Its environment is documented in functions/README.md.
 package main
 
 import (
@@ -10,9 +10,12 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 )
 
@@ -39,5 +42,21 @@ func main() {
 		log.Error("api init", "err", err)
 		os.Exit(1)
 	}
-	lambda.Start(NewHandler(cfg, st, clock.Real{}, log))
+	var hookSecrets HookSecrets
+	if cfg.WebhookSecretARN != "" {
+		cache := secrets.New(secretsmanager.NewFromConfig(awsCfg), cfg.WebhookSecretARN, secrets.DefaultTTL, clock.Real{})
+		hookSecrets = func(ctx context.Context) (api.HookSecrets, error) {
+			v, err := cache.Get(ctx)
+			if err != nil {
+				return api.HookSecrets{}, err
+			}
+			return cloud.ParseHookSecrets(v)
+		}
+		// Read at cold start, so the first delivery does not wait for it. A failure is not
+		// fatal: the rest of the API works, and the hooks answer 503 until it is readable.
+		if _, err := hookSecrets(ctx); err != nil {
+			log.Error("api init: the webhook secret", "secret", cfg.WebhookSecretARN, "err", err)
+		}
+	}
+	lambda.Start(NewHandler(cfg, st, clock.Real{}, log, hookSecrets))
 }

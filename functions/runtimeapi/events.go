@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -48,6 +49,12 @@ var Operator = &IAMIdentity{AccessKey: "ASIA2ZJZYVUEREEIHAKY", AccountID: "12345
 // with a JSON body ("" for none); with id, the request was signed and API Gateway
 // verified it (IAM authorization), without, it was not.
 func HTTPEvent(method, path, body string, id *IAMIdentity) []byte {
+	return HTTPEventWith(method, path, body, nil, id)
+}
+
+// HTTPEventWith is HTTPEvent with more request headers (lower-case names, as API
+// Gateway sends them), e.g. a forge's webhook signature.
+func HTTPEventWith(method, path, body string, headers map[string]string, id *IAMIdentity) []byte {
 	rc := map[string]any{
 		"accountId": "123456789012", "apiId": "abc123", "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
 		"domainPrefix": "abc123", "requestId": "JKJaXmPLvHcESHA=", "routeKey": "$default", "stage": "$default",
@@ -58,10 +65,14 @@ func HTTPEvent(method, path, body string, id *IAMIdentity) []byte {
 		rc["authorizer"] = map[string]any{"iam": map[string]any{"accessKey": id.AccessKey, "accountId": id.AccountID,
 			"callerId": id.CallerID, "userArn": id.UserARN, "userId": id.UserID}}
 	}
+	hdr := map[string]string{"accept": "application/json", "content-type": "application/json",
+		"host": "abc123.execute-api.us-east-1.amazonaws.com", "x-forwarded-proto": "https"}
+	for k, v := range headers {
+		hdr[strings.ToLower(k)] = v
+	}
 	ev := map[string]any{
 		"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
-		"headers": map[string]string{"accept": "application/json", "content-type": "application/json",
-			"host": "abc123.execute-api.us-east-1.amazonaws.com", "x-forwarded-proto": "https"},
+		"headers":        hdr,
 		"requestContext": rc, "isBase64Encoded": false,
 	}
 	if body != "" {

@@ -57,7 +57,13 @@ type Service struct {
 	LoadBalanced       bool
 	Command            []string          // of its first container
 	Env                map[string]string // the container's literal environment values
+	// Roles are what each of its containers runs, in order: the first word of each
+	// command ("worker", "serve"); a worker task may run the git server beside it.
+	Roles []string
 }
+
+// Runs reports whether one of the service's containers runs role.
+func (s Service) Runs(role string) bool { return s.Role() == role || slices.Contains(s.Roles, role) }
 
 // Provider is one entry of a capacity provider strategy.
 type Provider struct {
@@ -365,6 +371,11 @@ func Parse(template []byte) (Facts, error) {
 		for _, c := range p.CapacityProviderStrategy {
 			s.Providers = append(s.Providers, Provider{Name: c.CapacityProvider, Base: c.Base, Weight: c.Weight})
 		}
+		for _, c := range td.ContainerDefinitions {
+			if len(c.Command) > 0 {
+				s.Roles = append(s.Roles, c.Command[0])
+			}
+		}
 		if len(td.ContainerDefinitions) > 0 {
 			c := td.ContainerDefinitions[0]
 			s.Command = c.Command
@@ -391,8 +402,9 @@ type taskDef struct {
 	}
 }
 
-// ServicesRunning returns the services whose command starts with role ("worker",
-// "serve").
+// ServicesRunning returns the services whose (first container's) command starts with
+// role ("worker", "serve"): a git server beside the workers is not a service of its
+// own (Serving says whether any task serves).
 func (f Facts) ServicesRunning(role string) []Service {
 	var out []Service
 	for _, s := range f.Services {
@@ -401,6 +413,11 @@ func (f Facts) ServicesRunning(role string) []Service {
 		}
 	}
 	return out
+}
+
+// Serving reports whether any service's tasks run the git server.
+func (f Facts) Serving() bool {
+	return slices.ContainsFunc(f.Services, func(s Service) bool { return s.Runs("serve") })
 }
 
 // HasGatewayEndpoint reports whether traffic to service bypasses any NAT gateway.

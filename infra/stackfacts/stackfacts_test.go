@@ -28,7 +28,8 @@ func TestSplit(t *testing.T) {
 // body escaped twice as cdk synth writes them.
 const fixture = `{"Resources":{
  "Task":{"Type":"AWS::ECS::TaskDefinition","Properties":{"Cpu":"512","Memory":"1024",
-   "ContainerDefinitions":[{"Command":["worker"],"Environment":[{"Name":"MIRRORFLEET_FETCHERS","Value":"4"},{"Name":"MIRRORFLEET_TABLE","Value":{"Ref":"T"}}]}]}},
+   "ContainerDefinitions":[{"Command":["worker"],"Environment":[{"Name":"MIRRORFLEET_FETCHERS","Value":"4"},{"Name":"MIRRORFLEET_TABLE","Value":{"Ref":"T"}}]},
+     {"Command":["serve"],"Environment":[{"Name":"MIRRORFLEET_LISTEN","Value":":8080"}]}]}},
  "Svc":{"Type":"AWS::ECS::Service","Properties":{"DesiredCount":2,"LaunchType":"FARGATE","TaskDefinition":{"Ref":"Task"},
    "NetworkConfiguration":{"AwsvpcConfiguration":{"AssignPublicIp":"DISABLED"}}}},
  "Target":{"Type":"AWS::ApplicationAutoScaling::ScalableTarget","Properties":{"MinCapacity":2,"MaxCapacity":6,
@@ -55,6 +56,10 @@ func TestParse(t *testing.T) {
 	if s.CPU != 512 || s.MemoryMiB != 1024 || s.Desired != 2 || s.MinTasks != 2 || s.MaxTasks != 6 || s.PublicIP ||
 		s.Role() != "worker" || s.Env["MIRRORFLEET_FETCHERS"] != "4" || len(s.Env) != 1 {
 		t.Errorf("service %+v", s)
+	}
+	// The git server beside the worker: the worker's service, serving.
+	if !slices.Equal(s.Roles, []string{"worker", "serve"}) || !s.Runs("serve") || !f.Serving() || len(f.ServicesRunning("serve")) != 0 {
+		t.Errorf("roles %v, serving %v", s.Roles, f.Serving())
 	}
 	if od, sp := s.Split(2); od != 2 || sp != 0 {
 		t.Errorf("a launch-type service is on-demand: %v + %v", od, sp)

@@ -70,12 +70,18 @@ type Config struct {
 	MaxBulk int
 	// NextPoll, if set, estimates when a repo is fetched next: only its worker knows
 	// (no-change polls write nothing to the store), so the local fleet, whose workers run
-	// in the same process, asks them. Nil (AWS): next_poll_at is null.
+	// in the same process, asks them. Nil: HeartbeatChecks' estimate, else null.
 	NextPoll func(id string) (time.Time, bool)
 	// LastChecked, if set, is when a repo's worker last polled it, changed or not: a
 	// no-change poll writes the store only at its checkpoint (6 h), so the local fleet
-	// asks its in-process workers. Nil (AWS): last_checked_at is the stored last fetch.
+	// asks its in-process workers.
 	LastChecked func(id string) (time.Time, bool)
+	// HeartbeatChecks makes a server with no workers in process (the API Lambda) read
+	// the workers' records once per request that shows repos: their heartbeats carry
+	// each worker's latest unwritten polls (last_checked_at) and its queue length and
+	// fetch rate (next_poll_at, tunasync's next_schedule_ts, as an estimate). Without
+	// it and without LastChecked, last_checked_at is the stored last fetch.
+	HeartbeatChecks bool
 	// CloneBaseURL is the base of every repo's clone_url: <base>/git/<mirror path>
 	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
 	// clone_url is null.

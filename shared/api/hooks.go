@@ -36,6 +36,10 @@ type HookConfig struct {
 	// one upstream host. With neither set the hooks answer 403 and fetch nothing.
 	Secret    string
 	SecretFor map[string]string
+	// Secrets, if set, supplies the secrets per delivery in place of Secret and
+	// SecretFor (on AWS: read from Secrets Manager and cached). An error answers 503,
+	// so the forge delivers again later; no secret at all answers 403.
+	Secrets func(ctx context.Context) (HookSecrets, error)
 	// Ring, if set, tells the repo's owner to fetch it now (the fast path); the durable
 	// request (Store.RequestSync) is made either way, so a repo moving between owners is
 	// fetched by the new one. It must not block for long.
@@ -63,15 +67,35 @@ const DefaultHookReplays = 65536
 // DefaultHookConcurrent is HookConfig.Concurrent's default: 32 MiB of bodies at most.
 const DefaultHookConcurrent = 32
 
+// HookSecrets are the webhooks' secrets: Secret for every repo, SecretFor[host] for the
+// repos of one upstream host instead.
+type HookSecrets struct {
+	Secret    string            `json:"secret,omitempty"`
+	SecretFor map[string]string `json:"secret_for,omitempty"`
+}
+
 // Enabled reports whether any secret is configured.
-func (c HookConfig) Enabled() bool { return c.Secret != "" || len(c.SecretFor) > 0 }
+func (s HookSecrets) Enabled() bool { return s.Secret != "" || len(s.SecretFor) > 0 }
 
 // secretFor is the secret for a repo on host.
-func (c HookConfig) secretFor(host string) string {
-	if s, ok := c.SecretFor[strings.ToLower(host)]; ok {
-		return s
+func (s HookSecrets) secretFor(host string) string {
+	if v, ok := s.SecretFor[strings.ToLower(host)]; ok {
+		return v
 	}
-	return c.Secret
+	return s.Secret
+}
+
+// Enabled reports whether any secret is configured (or may be, through Secrets).
+func (c HookConfig) Enabled() bool {
+	return c.Secrets != nil || HookSecrets{Secret: c.Secret, SecretFor: c.SecretFor}.Enabled()
+}
+
+// secrets are the secrets in force for one delivery.
+func (c HookConfig) secrets(ctx context.Context) (HookSecrets, error) {
+	if c.Secrets != nil {
+		return c.Secrets(ctx)
+	}
+	return HookSecrets{Secret: c.Secret, SecretFor: c.SecretFor}, nil
 }
 
 // HookPrefix is where the hooks are served.
@@ -233,7 +257,13 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", "POST")
 		return &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "webhooks are POSTed"}
 	}
-	if !h.cfg.Enabled() {
+	keys, err := h.cfg.secrets(r.Context())
+	if err != nil {
+		h.log.Error("webhook: reading the secrets", "err", err)
+		w.Header().Set("Retry-After", "60")
+		return &Error{Status: http.StatusServiceUnavailable, Code: "secrets_unavailable", Message: "the webhook secrets cannot be read now; retry"}
+	}
+	if !keys.Enabled() {
 		return &Error{Status: http.StatusForbidden, Code: "hooks_disabled", Message: "webhooks are off: no --webhook-secret is configured"}
 	}
 	select {
@@ -290,7 +320,7 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 	}
-	secret := h.cfg.secretFor(host)
+	secret := keys.secretFor(host)
 	if secret == "" || !f.verify(r.Header, body, secret) {
 		return &Error{Status: http.StatusUnauthorized, Code: "bad_signature", Message: "the webhook's signature does not match the configured secret"}
 	}

@@ -272,3 +272,39 @@ func TestHooksBoundTheDeliveriesReadAtOnce(t *testing.T) {
 		t.Fatalf("the retried delivery: %d, %d rings", code, len(e.rings()))
 	}
 }
+
+// TestHooksSecretsFromASource: with Secrets set (AWS: Secrets Manager) each delivery is
+// checked against what it returns, per host too; a failing source answers 503 with
+// Retry-After and fetches nothing; a source with no secret turns the hooks off.
+func TestHooksSecretsFromASource(t *testing.T) {
+	var keys HookSecrets
+	var fail error
+	e := newHookEnv(t, func(c *HookConfig) {
+		c.Secret = ""
+		c.Secrets = func(context.Context) (HookSecrets, error) { return keys, fail }
+	})
+	id := e.add("https://github.com/org/app")
+	body := githubBody("https://github.com/org/app", "")
+	keys = HookSecrets{Secret: "fromstore"}
+	if code, b := e.github("push", "d1", "fromstore", body); code != 202 || len(e.rings()) != 1 || e.rings()[0] != id {
+		t.Fatalf("signed with the source's secret: %d %s, rings %v", code, b, e.rings())
+	}
+	if code, _ := e.github("push", "d2", "topsecret", body); code != 401 {
+		t.Fatalf("signed with another secret: %d, want 401", code)
+	}
+	keys = HookSecrets{Secret: "fromstore", SecretFor: map[string]string{"github.com": "per-host"}}
+	if code, _ := e.github("push", "d3", "per-host", body); code != 202 {
+		t.Fatalf("signed with the host's secret: %d, want 202", code)
+	}
+	fail = fmt.Errorf("secrets manager down")
+	if code, b := e.github("push", "d4", "per-host", body); code != 503 || !strings.Contains(b, "secrets_unavailable") {
+		t.Fatalf("failing source: %d %s, want 503", code, b)
+	}
+	fail, keys = nil, HookSecrets{}
+	if code, _ := e.github("push", "d5", "", body); code != 403 {
+		t.Fatalf("no secret from the source: %d, want 403", code)
+	}
+	if n := len(e.rings()); n != 2 {
+		t.Fatalf("%d rings, want 2 (the two accepted deliveries)", n)
+	}
+}

@@ -242,6 +242,10 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	if err != nil {
 		return fmt.Errorf("load stored ring version %d: %w", sr.Version, err)
 	}
+	sc, err := s.schedule(ctx, ws)
+	if err != nil {
+		return err
+	}
 
 	slices.SortFunc(ws, func(a, b store.Worker) int { return cmp.Or(cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.ID, b.ID)) })
 	slots := map[string]int{}
@@ -271,7 +275,7 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	d.Ring = pageRingOf(rg, sr, slots)
 
 	for _, rp := range stale {
-		d.Stalest = append(d.Stalest, s.pageRepo(rp, d.Now))
+		d.Stalest = append(d.Stalest, s.pageRepo(rp, d.Now, sc))
 	}
 	// The failing and gone repos (an upstream that answers "not found" is as much a
 	// failure to an operator), found within the scan budget; the search lists them all.
@@ -282,7 +286,7 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 			return fmt.Errorf("list failing repos: %w", err)
 		}
 		for _, rp := range fails {
-			d.Failures = append(d.Failures, s.pageRepo(rp, d.Now))
+			d.Failures = append(d.Failures, s.pageRepo(rp, d.Now, sc))
 		}
 	}
 
@@ -292,13 +296,13 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 	if q.Q == "" && q.State == "" {
 		repos, next, err = s.cfg.Store.ListRepos(ctx, q.Cursor, q.Limit)
 	} else {
-		repos, next, err = s.listMatching(ctx, q.Cursor, q.Limit, q.match)
+		repos, next, err = s.search(ctx, q)
 	}
 	if err != nil {
 		return fmt.Errorf("list repos: %w", err)
 	}
 	for _, rp := range repos {
-		d.Repos = append(d.Repos, s.pageRepo(rp, d.Now))
+		d.Repos = append(d.Repos, s.pageRepo(rp, d.Now, sc))
 	}
 	if next != "" {
 		d.NextPage = q.link(next)
@@ -321,7 +325,7 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 // gone (its upstream answers "not found"; retried on the failure cooldown).
 func isFailure(st store.RepoState) bool { return st == store.RepoFailing || st == store.RepoGone }
 
-func (s *server) pageRepo(r store.Repo, now time.Time) pageRepo {
+func (s *server) pageRepo(r store.Repo, now time.Time, sc *schedule) pageRepo {
 	p := pageRepo{Repo: r}
 	if u := s.cloneURL(r.URL); u != nil {
 		p.CloneURL = *u
@@ -338,24 +342,22 @@ func (s *server) pageRepo(r store.Repo, now time.Time) pageRepo {
 		since = r.CreatedAt
 	}
 	p.StaleFor = max(0, now.Sub(since))
-	p.Checked = s.lastChecked(r)
+	p.Checked = sc.LastChecked(r)
 	p.CheckedAgo = max(0, now.Sub(p.Checked))
-	p.NextSync = s.nextSync(r, now)
+	p.NextSync = nextSync(r, now, sc)
 	return p
 }
 
 // nextSync is when the repo's worker expects to fetch it next, for a page's few rows:
 // only its worker knows (no-change polls write nothing), so "—" where none can say.
-func (s *server) nextSync(r store.Repo, now time.Time) string {
+func nextSync(r store.Repo, now time.Time, sc *schedule) string {
 	switch {
 	case r.State == store.RepoDeleting:
 		return "—"
 	case r.Owner == "":
 		return "no worker yet"
-	case s.cfg.NextPoll == nil:
-		return "—"
 	}
-	at, ok := s.cfg.NextPoll(r.ID)
+	at, ok := sc.NextPoll(r)
 	if !ok {
 		return "—"
 	}

@@ -51,26 +51,15 @@ type Repo struct {
 	NextPollAt *time.Time `json:"next_poll_at,omitempty"`
 }
 
-func (s *server) toRepoJSON(r store.Repo) Repo {
+func (s *server) toRepoJSON(r store.Repo, sc *schedule) Repo {
 	return Repo{CloneURL: s.cloneURL(r.URL),
 		ID: r.ID, URL: r.URL, Source: r.Source, State: r.State, Owner: optString(r.Owner),
 		OwnerEpoch: r.OwnerEpoch, Salt: r.Salt, Priority: r.Priority, SyncRequested: r.SyncRequested,
 		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
 		LastChangeAt: optTime(r.LastChangeAt), LastCommitAt: optTime(r.LastCommitAt),
 		FetchFailCnt: r.FetchFailCnt, CloneFailCnt: r.CloneFailCnt, SizeBytes: r.SizeBytes, LastError: r.LastError,
-		LastCheckedAt: optTime(s.lastChecked(r)),
+		LastCheckedAt: optTime(sc.LastChecked(r)),
 	}
-}
-
-// lastChecked is the later of the stored last fetch and what the repo's worker knows.
-func (s *server) lastChecked(r store.Repo) time.Time {
-	at := r.LastFetchAt
-	if s.cfg.LastChecked != nil {
-		if t, ok := s.cfg.LastChecked(r.ID); ok && t.After(at) {
-			at = t
-		}
-	}
-	return at
 }
 
 // cloneURL is the clone URL of a repo, or nil without a clone base URL (or for a URL
@@ -161,9 +150,13 @@ func (s *server) listRepos(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list repos: %w", err)
 	}
+	sc, err := s.schedule(r.Context(), nil)
+	if err != nil {
+		return err
+	}
 	out := make([]Repo, 0, len(repos))
 	for _, rp := range repos {
-		out = append(out, s.toRepoJSON(rp))
+		out = append(out, s.toRepoJSON(rp, sc))
 	}
 	writeJSON(w, http.StatusOK, RepoList{Repos: out, NextCursor: next})
 	return nil
@@ -290,7 +283,7 @@ func (s *server) createRepos(w http.ResponseWriter, r *http.Request) error {
 			w.Header().Set("Location", "/v1/repos/"+repo.ID)
 			s.poke()
 		}
-		writeJSON(w, status, s.toRepoJSON(repo))
+		writeJSON(w, status, s.toRepoJSON(repo, nil)) // new or unchanged: the store has it all
 		return nil
 	}
 
@@ -450,11 +443,13 @@ func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := s.toRepoJSON(repo)
-	if s.cfg.NextPoll != nil {
-		if at, ok := s.cfg.NextPoll(repo.ID); ok {
-			out.NextPollAt = optTime(at)
-		}
+	sc, err := s.schedule(r.Context(), nil)
+	if err != nil {
+		return err
+	}
+	out := s.toRepoJSON(repo, sc)
+	if at, ok := sc.NextPoll(repo); ok {
+		out.NextPollAt = optTime(at)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -85,7 +85,7 @@ func humanSize(n int64) string {
 	return strconv.FormatFloat(f, 'f', 1, 64) + string(units[i])
 }
 
-func (s *server) tunasyncJob(r store.Repo) TunasyncJob {
+func (s *server) tunasyncJob(r store.Repo, sc *schedule) TunasyncJob {
 	name := r.URL
 	if rel, err := mirrorpath.Rel(r.URL); err == nil {
 		name = filepath.ToSlash(rel)
@@ -96,9 +96,12 @@ func (s *server) tunasyncJob(r store.Repo) TunasyncJob {
 	}
 	j.LastUpdate, j.LastUpdateTS = tunaTime(r.LastSuccessAt)
 	// A poll's start is not recorded: the last poll stands for both ends.
-	checked := s.lastChecked(r)
+	checked := sc.LastChecked(r)
 	j.LastStarted, j.LastStartedTS = tunaTime(checked)
 	j.LastEnded, j.LastEndedTS = tunaTime(checked)
+	if next, ok := sc.NextPoll(r); ok {
+		j.NextSchedule, j.NextScheduleTS = tunaTime(next)
+	}
 	if r.State == store.RepoFailing || r.State == store.RepoGone {
 		j.ErrorMsg = r.LastError
 	}
@@ -136,6 +139,10 @@ func (s *server) tunasync(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list repos: %w", err)
 	}
+	sc, err := s.schedule(ctx, nil)
+	if err != nil {
+		return err
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -154,7 +161,7 @@ func (s *server) tunasync(w http.ResponseWriter, r *http.Request) error {
 				return nil // the client went away
 			}
 			sep = ","
-			if err := enc.Encode(s.tunasyncJob(rp)); err != nil {
+			if err := enc.Encode(s.tunasyncJob(rp, sc)); err != nil {
 				return nil
 			}
 		}

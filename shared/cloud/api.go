@@ -1,11 +1,14 @@
 package cloud
 
 import (
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 )
@@ -20,6 +23,10 @@ const EnvPublicReads = deployenv.PublicReads
 // EnvCloneBaseURL is where the mirrors are served: a repo's clone URL is
 // <base>/git/<mirror path>. On AWS the stack sets it to the serving load balancer's URL.
 const EnvCloneBaseURL = deployenv.CloneBaseURL
+
+// EnvWebhookSecretARN names the Secrets Manager secret of the forges' webhooks
+// (ParseHookSecrets reads its value).
+const EnvWebhookSecretARN = deployenv.WebhookSecretARN
 
 // APIConfig is the API Lambda's configuration.
 type APIConfig struct {
@@ -36,6 +43,9 @@ type APIConfig struct {
 	// Enabled when MIRRORFLEET_LIST_REPO is unset).
 	List     listsync.Config
 	LogLevel slog.Level
+	// WebhookSecretARN is the ARN (or name) of the secret of the forges' webhooks at
+	// /v1/hooks/{forge}; "" leaves the hooks off (403).
+	WebhookSecretARN string
 }
 
 // APIConfigFromEnv reads and validates the API's environment.
@@ -52,6 +62,7 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		PublicReads:       e.boolean(EnvPublicReads, false),
 		CloneBaseURL:      strings.TrimRight(e.raw(EnvCloneBaseURL), "/"),
 		LogLevel:          e.logLevel(),
+		WebhookSecretARN:  e.raw(EnvWebhookSecretARN),
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")
@@ -68,6 +79,33 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		return APIConfig{}, err
 	}
 	return c, nil
+}
+
+// ParseHookSecrets reads the webhook secret's value: either the shared secret itself
+// (what the stack generates) or a JSON object {"secret": S, "secret_for": {HOST: S}},
+// --webhook-secret and --webhook-secret-for in one. Surrounding white space is not
+// part of a plain secret.
+func ParseHookSecrets(v string) (api.HookSecrets, error) {
+	v = strings.TrimSpace(v)
+	if !strings.HasPrefix(v, "{") {
+		return api.HookSecrets{Secret: v}, nil
+	}
+	var s api.HookSecrets
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return api.HookSecrets{}, fmt.Errorf("webhook secret: a JSON value must be {\"secret\": ..., \"secret_for\": {HOST: ...}}: %w", err)
+	}
+	hosts := make(map[string]string, len(s.SecretFor))
+	for h, sec := range s.SecretFor {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "" || sec == "" || strings.ContainsAny(h, "/: ") {
+			return api.HookSecrets{}, fmt.Errorf("webhook secret: secret_for wants a host name (no scheme or port) and a non-empty secret, got %q", h)
+		}
+		hosts[h] = sec
+	}
+	s.SecretFor = hosts
+	return s, nil
 }
 
 // validBaseURL accepts http(s)://host[:port][/path] without query or fragment.

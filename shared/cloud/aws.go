@@ -31,10 +31,11 @@ func LoadAWSConfig(ctx context.Context) (aws.Config, error) {
 }
 
 // NewDynamoClient returns a DynamoDB client on cfg; a non-empty endpoint overrides the
-// configured one (tests pass DynamoDB Local's).
+// configured one (tests pass DynamoDB Local's). Answers cut off in transit are retried
+// where a repeat cannot change the outcome (dynamo.RetryCutResponses).
 func NewDynamoClient(cfg aws.Config, endpoint string) *dynamodb.Client {
 	custom := endpoint != "" || cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != ""
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	return dynamodb.NewFromConfig(cfg, dynamo.RetryCutResponses, func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}

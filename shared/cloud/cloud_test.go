@@ -341,3 +341,19 @@ func TestWorkerConfigLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestParseHookSecrets(t *testing.T) {
+	s, err := ParseHookSecrets("  plain-secret\n")
+	if err != nil || s.Secret != "plain-secret" || len(s.SecretFor) != 0 {
+		t.Fatalf("plain: %+v %v", s, err)
+	}
+	s, err = ParseHookSecrets(`{"secret":"all","secret_for":{"GitLab.Example.org":"gl"}}`)
+	if err != nil || s.Secret != "all" || s.SecretFor["gitlab.example.org"] != "gl" {
+		t.Fatalf("JSON: %+v %v", s, err)
+	}
+	for _, bad := range []string{`{"secret":"a","hosts":{}}`, `{"secret_for":{"https://x.org":"s"}}`, `{"secret_for":{"x.org":""}}`, `{"secret":`} {
+		if _, err := ParseHookSecrets(bad); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}

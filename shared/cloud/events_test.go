@@ -13,11 +13,10 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/events/eventbridgefake"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer"
-	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
 // A worker process on DynamoDB Local puts an event on its bus (a fake EventBridge,
@@ -28,14 +27,8 @@ func TestRunWorkerPutsEventsOnTheBus(t *testing.T) {
 	srv := gittest.NewServer(t)
 	up := srv.NewRepo(t, "ev/aws")
 	up.Commit(t, "init", map[string][]byte{"a": []byte("1\n")})
-	url, err := urlpolicy.Policy{AllowPrivateHosts: true}.Normalize(up.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := store.RepoID(url)
-	if _, _, err := st.CreateRepo(t.Context(), store.Repo{ID: id, URL: url, State: store.RepoPending}); err != nil {
-		t.Fatal(err)
-	}
+	tg := storetest.AddPending(t, st, up.URL())
+	id := tg.ID
 	fake := eventbridgefake.New("mf-bus")
 	defer fake.Close()
 

@@ -19,12 +19,14 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
+	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -49,6 +51,9 @@ const (
 	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
 	EnvEventBus        = deployenv.EventBus        // EventBridge bus of the mirror.updated events; empty: none
 	EnvScrubEvery      = deployenv.ScrubEvery      // each mirror gets a full run (bitmap, connectivity check) once per this period
+	EnvFeeds           = deployenv.Feeds           // forge change feeds, KIND=URL,KIND=URL (ADR 28)
+	EnvFeedEvery       = deployenv.FeedEvery       // how often each feed is probed
+	EnvForgeTokensARN  = deployenv.ForgeTokensARN  // Secrets Manager secret of the feeds' tokens (HOST=TOKEN lines)
 
 	// What one upstream can make a fetch receive (mirror.Limits).
 	EnvMaxRefBytes     = deployenv.MaxRefBytes     // bytes of one ref advertisement
@@ -105,6 +110,12 @@ type WorkerConfig struct {
 	// EventBus is the EventBridge bus (name or ARN) each mirror.updated event is put
 	// on; empty: events go nowhere.
 	EventBus string
+	// Feeds are the forges' change feeds the worker probes for its own repos (KIND=URL
+	// each; ADR 28), every FeedEvery; their tokens are read at start from the Secrets
+	// Manager secret ForgeTokensARN (HOST=TOKEN lines).
+	Feeds          []string
+	FeedEvery      time.Duration
+	ForgeTokensARN string
 	// WorkerIDSource says where WorkerID came from ("env", "ecs-metadata", "hostname"),
 	// with the reason when ECS metadata was expected but not usable.
 	WorkerIDSource  string
@@ -120,6 +131,9 @@ type WorkerConfig struct {
 	Metrics          io.Writer
 	DynamoDBEndpoint string
 	EventBridge      events.PutEventsAPI
+	// SecretsManager, if set, reads ForgeTokensARN (default: a client from the
+	// environment's AWS configuration).
+	SecretsManager secrets.GetSecretValueAPI
 }
 
 // WorkerConfigFromEnv reads and validates the worker's environment. Without
@@ -149,6 +163,8 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		DiskQuota:         e.bytes(EnvDiskQuota, 0),
 		AliveFile:         e.raw(EnvAliveFile),
 		EventBus:          e.raw(EnvEventBus),
+		FeedEvery:         e.duration(EnvFeedEvery, feeds.DefaultPeriod),
+		ForgeTokensARN:    e.raw(EnvForgeTokensARN),
 		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
 		Fleet:             e.str(EnvFleet, DefaultFleet),
 		MetricsInterval:   e.duration(EnvMetricsInterval, DefaultMetricsInterval),
@@ -160,6 +176,19 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		MaxPackBytes: e.bytes(EnvMaxPackBytes, ml.MaxPackBytes), MaxPackObjects: int64(e.integer(EnvMaxPackObjects, int(ml.MaxPackObjects), 1, 1<<31-1)),
 		MaxObjectBytes: e.bytes(EnvMaxObjectBytes, ml.MaxObjectBytes), MinRate: e.bytes(EnvMinRate, ml.MinRate),
 		RateWindow: e.duration(EnvRateWindow, ml.RateWindow),
+	}
+	for _, spec := range strings.Split(e.raw(EnvFeeds), ",") {
+		if spec = strings.TrimSpace(spec); spec == "" {
+			continue
+		}
+		// The shape is checked now; a GitHub feed's token only once the secret is read.
+		if _, err := feeds.ParseSource(spec, map[string]string{}); err != nil && !strings.Contains(err.Error(), "needs a token") {
+			e.fail(EnvFeeds, spec, "%v", err)
+		}
+		c.Feeds = append(c.Feeds, spec)
+	}
+	if c.FeedEvery < time.Minute {
+		e.fail(EnvFeedEvery, c.FeedEvery.String(), "must be at least 1m (each probe is a request to the forge)")
 	}
 	if v := e.raw(EnvMaxPackBytesFor); v != "" {
 		m, err := ParseByteOverrides(v)
@@ -266,7 +295,8 @@ func ecsTaskID(ctx context.Context, uri string) (string, error) {
 	return id, nil
 }
 
-// RunWorker runs one worker until ctx ends: it joins the fleet, heartbeats, fetches its
+// RunWorker runs one worker until ctx ends: it joins the fleet, heartbeats, reads its
+// signal item every second (a hook or a sync the API passed on: fetched at once), fetches its
 // repos into cfg.MirrorRoot, maintains them with git (which it needs: it refuses to
 // start without), and writes EMF metrics every cfg.MetricsInterval. When ctx
 // ends (SIGTERM) in-flight fetches get cfg.Drain to finish and are then abandoned (a cut
@@ -333,11 +363,18 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	pool := membudget.NewPool(budget)
 	log.Info("memory budget", "fetches", membudget.FormatSize(budget), "from", budgetFrom, "gomemlimit", membudget.SetGoMemLimit(budget))
-	w := worker.New(worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat, Memory: pool,
+	feedRunner, err := workerFeeds(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	wcfg := worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat, Memory: pool,
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery,
-		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause},
-		ws, meter.Mirror{Mirrorer: wm, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
+		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause}
+	if feedRunner != nil {
+		wcfg.FeedCovered = feedRunner.Covered
+	}
+	w := worker.New(wcfg, ws, meter.Mirror{Mirrorer: wm, Sink: emf}, disk, clock.Real{}, log.With("worker", cfg.WorkerID))
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
@@ -354,6 +391,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}()
 	if publisher != nil {
 		wg.Go(func() { publisher.Run(mctx) })
+	}
+	// The API Lambda's rings (hooks, syncs) arrive in the worker's signal item (ADR 21).
+	wg.Go(func() { w.RunSignals(ctx, st, worker.SignalEvery) })
+	if feedRunner != nil {
+		wg.Go(func() { runWorkerFeeds(ctx, w, feedRunner, cfg.FeedEvery, policy) })
 	}
 	err = w.Run(ctx)
 	if publisher != nil {

@@ -51,6 +51,9 @@ const (
 	APIBasePath  = "MIRRORFLEET_API_BASE_PATH"  // path prefix API Gateway puts before the API's paths
 	PublicReads  = "MIRRORFLEET_PUBLIC_READS"   // /v1 reads without an IAM identity
 	CloneBaseURL = "MIRRORFLEET_CLONE_BASE_URL" // clone URL of a repo: <base>/git/<mirror path>
+	// WebhookSecretARN names the Secrets Manager secret holding the forges' webhook
+	// secret(s), read at cold start; never the value itself. Empty: hooks answer 403.
+	WebhookSecretARN = "MIRRORFLEET_WEBHOOK_SECRET_ARN"
 )
 
 // Variables of the worker.
@@ -71,6 +74,9 @@ const (
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
 	ScrubEvery      = "MIRRORFLEET_SCRUB_EVERY"      // each mirror gets a full run (bitmap, connectivity check) once per this period
 	EventBus        = "MIRRORFLEET_EVENT_BUS"        // EventBridge bus (name or ARN) the mirror.updated events go to; empty: none
+	Feeds           = "MIRRORFLEET_FEEDS"            // forge change feeds, KIND=URL,KIND=URL (ADR 28); empty: none
+	FeedEvery       = "MIRRORFLEET_FEED_EVERY"       // how often each feed is probed
+	ForgeTokensARN  = "MIRRORFLEET_FORGE_TOKENS_ARN" // Secrets Manager secret of the feeds' tokens, HOST=TOKEN lines; never the tokens
 
 	// What one upstream can make a fetch receive (mirror.Limits) and politeness per
 	// upstream host (worker.Config).
@@ -215,6 +221,8 @@ type API struct {
 	CloneBaseURL string
 	// List: GET /v1/list reports the list sync's configuration.
 	List List
+	// WebhookSecretARN is the secret of the webhooks (its ARN); "" = hooks off.
+	WebhookSecretARN string
 }
 
 // Env is the API's environment.
@@ -222,6 +230,7 @@ func (a API) Env() map[string]string {
 	m := a.Common.env()
 	m[PublicReads] = strconv.FormatBool(a.PublicReads)
 	set(m, CloneBaseURL, a.CloneBaseURL)
+	set(m, WebhookSecretARN, a.WebhookSecretARN)
 	a.List.env(m)
 	return m
 }
@@ -242,6 +251,11 @@ type Worker struct {
 	// the worker's defaults.
 	MaintainEvery, ScrubEvery time.Duration
 	EventBus                  string // name or ARN of the bus the events go to; "" = none
+	// Feeds are the forges' change feeds (KIND=URL); FeedEvery their period (0: the
+	// worker's default); ForgeTokensARN the secret of their tokens ("" = none).
+	Feeds          []string
+	FeedEvery      time.Duration
+	ForgeTokensARN string
 }
 
 // Env is the worker's environment.
@@ -257,6 +271,9 @@ func (w Worker) Env() map[string]string {
 	set(m, MaintainEvery, dur(w.MaintainEvery))
 	set(m, ScrubEvery, dur(w.ScrubEvery))
 	set(m, EventBus, w.EventBus)
+	set(m, Feeds, strings.Join(w.Feeds, ","))
+	set(m, FeedEvery, dur(w.FeedEvery))
+	set(m, ForgeTokensARN, w.ForgeTokensARN)
 	return m
 }
 

@@ -24,12 +24,7 @@ func TestSyncOfUnchangedRepoMovesLastChecked(t *testing.T) {
 		c.Data, c.Warmup, c.MinInterval = t.TempDir(), coordinator.NoWarmup, time.Hour
 	})
 	waitRing(t, f, 3)
-	ups := addUpstreams(t, f, newUpstreams(t, srv, "checked", 1))
-	waitMirrored(t, f, ups, 30*time.Second)
-	var id string
-	for k := range ups {
-		id = k
-	}
+	id := mirrorOne(t, f, srv, "checked")
 	var before api.Repo
 	getJSON(t, f, "/v1/repos/"+id, &before)
 	if before.LastCheckedAt == nil || before.LastFetchAt == nil {
@@ -40,16 +35,7 @@ func TestSyncOfUnchangedRepoMovesLastChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	req, _ := http.NewRequest(http.MethodPost, "http://"+f.Addr()+"/v1/repos/"+id+"/sync", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("sync: %s", resp.Status)
-	}
+	accepted(t, f, http.MethodPost, "/v1/repos/"+id+"/sync")
 	var after api.Repo
 	eventually(t, f, 5*time.Second, "last_checked_at moves after repos sync", func() string {
 		getJSON(t, f, "/v1/repos/"+id, &after)
@@ -75,7 +61,8 @@ func TestSyncOfUnchangedRepoMovesLastChecked(t *testing.T) {
 	var jobs []api.TunasyncJob
 	getJSON(t, f, "/tunasync.json", &jobs)
 	if len(jobs) != 1 || jobs[0].Status != "success" || jobs[0].Upstream != before.URL || jobs[0].Size == "unknown" ||
-		jobs[0].LastEndedTS != after.LastCheckedAt.Unix() || jobs[0].LastUpdateTS == 0 {
+		jobs[0].LastEndedTS != after.LastCheckedAt.Unix() || jobs[0].LastUpdateTS == 0 ||
+		jobs[0].NextScheduleTS < jobs[0].LastEndedTS+3500 { // the next poll: not before the 1 h minimum interval
 		t.Errorf("GET /tunasync.json = %+v", jobs)
 	}
 }

@@ -91,16 +91,7 @@ func (s *stream) nextUpdate(t *testing.T, id string, within time.Duration) (uint
 
 func syncRepo(t *testing.T, f *running, id string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+f.Addr()+"/v1/repos/"+id+"/sync", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("sync: %s", resp.Status)
-	}
+	accepted(t, f, http.MethodPost, "/v1/repos/"+id+"/sync")
 }
 
 // A push upstream, then a sync: the stream carries the ref's old and new ids; a
@@ -135,10 +126,7 @@ func TestEventsStream(t *testing.T) {
 	up.Commit(t, "init", map[string][]byte{"a": []byte("1\n")})
 	up.Branch(t, "dev", "")
 	ups := addUpstreams(t, f, []*gittest.Repo{up})
-	var id string
-	for k := range ups {
-		id = k
-	}
+	id := onlyID(ups)
 
 	// A slow client: subscribes, then never reads. Its socket buffers fill up and the
 	// server cuts it; nothing else waits for it.

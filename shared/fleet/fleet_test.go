@@ -287,6 +287,39 @@ func addUpstreams(t *testing.T, f *running, ups []*gittest.Repo) upstreams {
 	return out
 }
 
+// mirrorOne adds one upstream repo named prefix/r00 and waits until its mirror equals
+// it; it returns the repo's id.
+func mirrorOne(t *testing.T, f *running, srv *gittest.Server, prefix string) string {
+	t.Helper()
+	ups := addUpstreams(t, f, newUpstreams(t, srv, prefix, 1))
+	waitMirrored(t, f, ups, 30*time.Second)
+	return onlyID(ups)
+}
+
+// onlyID is the id of a single-repo ups.
+func onlyID(ups upstreams) string {
+	for id := range ups {
+		return id
+	}
+	return ""
+}
+
+// accepted sends an authorized method request to the fleet's path with no body and
+// fails unless it is answered 202 (DELETE /v1/repos/{id}, POST .../sync).
+func accepted(t *testing.T, f *running, method, path string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://"+f.Addr()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("%s %s: %s", method, path, resp.Status)
+	}
+}
+
 // TestKilledWorkerReposMoveAfterGrace kills a worker abruptly (no goodbye): its repos
 // stay with it until the grace is over, then move to the survivors, whose mirrors
 // follow upstream from then on.
@@ -588,10 +621,7 @@ func TestBusyMirrorIsRetriedWithinMinInterval(t *testing.T) {
 	waitMirrored(t, f, ups, 30*time.Second)
 
 	// Hold the mirror's lock (as another sync would) across a few polls.
-	var id string
-	for k := range ups {
-		id = k
-	}
+	id := onlyID(ups)
 	r, err := f.Store.GetRepo(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -664,12 +694,7 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 	logs := dumpOnFailure(t)
 	f := start(t, t.TempDir(), coordinator.NoWarmup, logs)
 	waitRing(t, f, 3)
-	ups := addUpstreams(t, f, newUpstreams(t, srv, "purge", 1))
-	waitMirrored(t, f, ups, 30*time.Second)
-	var id string
-	for k := range ups {
-		id = k
-	}
+	id := mirrorOne(t, f, srv, "purge")
 	r, err := f.Store.GetRepo(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -692,16 +717,7 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatalf("flock: %v", err)
 	}
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+f.Addr()+"/v1/repos/"+id, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("DELETE: %s", resp.Status)
-	}
+	accepted(t, f, http.MethodDelete, "/v1/repos/"+id)
 	eventually(t, f, 10*time.Second, "the owner applies the purge", func() string {
 		if _, err := f.Store.GetRepo(context.Background(), id); err == nil {
 			return "repo still in the store"

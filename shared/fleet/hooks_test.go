@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -64,10 +63,7 @@ func TestHookAndSyncFetchAtOnce(t *testing.T) {
 	up.Commit(t, "init", map[string][]byte{"a": []byte("1")})
 	ups := addUpstreams(t, f, []*gittest.Repo{up})
 	waitMirrored(t, f, ups, 90*time.Second) // the first assignment rides a heartbeat
-	var id string
-	for k := range ups {
-		id = k
-	}
+	id := onlyID(ups)
 	mirrored := func() string {
 		r, err := f.Store.GetRepo(context.Background(), id)
 		if err != nil {
@@ -114,16 +110,7 @@ func TestHookAndSyncFetchAtOnce(t *testing.T) {
 
 	// repos sync: the same fast path.
 	up.Commit(t, "third", map[string][]byte{"a": []byte("3")})
-	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://%s/v1/repos/%s/sync", f.Addr(), id), nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("sync: %s", resp.Status)
-	}
+	accepted(t, f, http.MethodPost, "/v1/repos/"+id+"/sync")
 	begin = time.Now()
 	eventually(t, f, 15*time.Second, "the synced push mirrored", func() string {
 		if mirrored() != up.Refs(t) {

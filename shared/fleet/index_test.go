@@ -28,13 +28,8 @@ func TestIndexListsMirrorsAndRmIsPrompt(t *testing.T) {
 		c.Data, c.Warmup, c.Heartbeat, c.Grace = t.TempDir(), coordinator.NoWarmup, 20*time.Second, 2*time.Minute
 	})
 	waitRing(t, f, 3)
-	ups := addUpstreams(t, f, newUpstreams(t, srv, "index", 1))
 	missing := addRepos(t, f, srv.URL+"/index/never-existed")[0]
-	waitMirrored(t, f, ups, 30*time.Second)
-	var id string
-	for k := range ups {
-		id = k
-	}
+	id := mirrorOne(t, f, srv, "index")
 	eventually(t, f, 30*time.Second, "the missing upstream's clone failed", func() string {
 		r, err := f.Store.GetRepo(context.Background(), missing)
 		if err != nil {
@@ -65,16 +60,7 @@ func TestIndexListsMirrorsAndRmIsPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+f.Addr()+"/v1/repos/"+id, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("DELETE: %s", resp.Status)
-	}
+	accepted(t, f, http.MethodDelete, "/v1/repos/"+id)
 	eventually(t, f, 5*time.Second, "repos rm removes the record and the mirror", func() string {
 		_, err := f.Store.GetRepo(context.Background(), id)
 		if !errors.Is(err, store.ErrNotFound) {

@@ -81,7 +81,7 @@ func (e *EMF) Record(samples ...Sample) error {
 		switch d.Kind {
 		case Counter:
 			sr.value += s.Value
-			e.counted[k] = true
+			e.counted[k] = !d.Sparse
 		case Gauge:
 			sr.value = s.Value
 		case Histogram:
@@ -105,7 +105,8 @@ type group struct {
 
 // Flush writes everything recorded since the last flush and starts a new interval.
 // Counters seen before but idle since are written as 0 so a quiet worker reads as 0
-// fetches, not as missing data. Nothing recorded, nothing written. Each object is one
+// fetches, not as missing data; a Sparse counter is written only when it counted
+// something (recorded zeros included: no event, no data point, no billed hour). Nothing recorded, nothing written. Each object is one
 // Write of one line. On a write error the interval's figures are lost: metrics are
 // best-effort, and the error is returned for the caller to log.
 func (e *EMF) Flush() error {
@@ -114,6 +115,10 @@ func (e *EMF) Flush() error {
 	for _, k := range slices.Sorted(maps.Keys(e.series)) {
 		sr := e.series[k]
 		if !sr.fresh && !e.counted[k] {
+			continue
+		}
+		if sr.def.Sparse && sr.value == 0 { // no event this interval: no data point
+			delete(e.series, k)
 			continue
 		}
 		dims, props := map[string]string{DimFleet: e.fleet}, map[string]string{}

@@ -253,10 +253,68 @@ func TestEMF(t *testing.T) {
 			t.Errorf("idle interval reported %s = %v", k, v)
 		}
 	}
-	for _, c := range []string{Ticks, ReposMoved, FetchSuccesses, FetchFailures, BytesFetched} {
+	for _, c := range []string{Ticks, FetchSuccesses, FetchFailures, BytesFetched} {
 		if _, ok := sums[c+"|Fleet=prod"]; !ok {
 			t.Errorf("idle counter %s not reported as 0", c)
 		}
+	}
+	if v, ok := sums[ReposMoved+"|Fleet=prod"]; ok {
+		t.Errorf("idle sparse counter ReposMoved written (%v): a billed hour with no event", v)
+	}
+}
+
+// A sparse counter is written in the intervals that counted something and in no
+// other: not as the 0 a tick records when it moved nothing, not as an idle 0 later.
+// Every hour with a data point is an hour CloudWatch bills.
+func TestEMFSparseCountersOnlyWithEvents(t *testing.T) {
+	clk := clock.NewVirtual(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var buf bytes.Buffer
+	e := NewEMF(&buf, "prod", clk)
+	interval := func(samples ...Sample) map[string]float64 {
+		t.Helper()
+		buf.Reset()
+		if err := e.Record(samples...); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		if err := e.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		sums, _, _ := readEMF(t, buf.Bytes(), clk.Now().UnixMilli())
+		return sums
+	}
+	quiet := FromReport(coordinator.Report{Leader: true, Term: 1, WorkersByState: map[store.WorkerState]int{store.WorkerActive: 1}}, time.Second, nil)
+	sparse := []string{ReposMoved + "|Fleet=prod", ReposOffOwner + "|Fleet=prod", ServeRequests + "|Fleet=prod,Status=2xx",
+		ServeBytes + "|Fleet=prod", ServeRejected + "|Fleet=prod", MirrorsRecloned + "|Fleet=prod"}
+	absent := func(step string, sums map[string]float64) {
+		t.Helper()
+		for _, k := range sparse {
+			if v, ok := sums[k]; ok {
+				t.Errorf("%s: %s written (%v) without an event", step, k, v)
+			}
+		}
+	}
+	sums := interval(quiet...)
+	absent("a tick that moved nothing", sums)
+	if sums[Ticks+"|Fleet=prod"] != 1 {
+		t.Errorf("Ticks = %v, want 1", sums[Ticks+"|Fleet=prod"])
+	}
+
+	busy := FromReport(coordinator.Report{Leader: true, Term: 1, Moved: 3, SweepFound: 1}, time.Second, nil)
+	busy = append(busy, ServeRequest(200, 1000)...)
+	busy = append(busy, ServeRequest(503, 10)...)
+	busy = append(busy, Maintenance(time.Second, true)...)
+	sums = interval(busy...)
+	for k, want := range map[string]float64{sparse[0]: 3, sparse[1]: 1, sparse[2]: 1, sparse[3]: 1010, sparse[4]: 1, sparse[5]: 1} {
+		if sums[k] != want {
+			t.Errorf("interval with events: %s = %v, want %v", k, sums[k], want)
+		}
+	}
+
+	sums = interval()
+	absent("the idle interval after", sums)
+	if _, ok := sums[Ticks+"|Fleet=prod"]; !ok {
+		t.Error("idle Ticks not written as 0: scheduled work reads as 0, not as missing")
 	}
 }
 

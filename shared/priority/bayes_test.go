@@ -312,3 +312,40 @@ func BenchmarkFit10000Repos(b *testing.B) {
 		Fit(stats, nil, t0, nil)
 	}
 }
+
+// A first clone that reached the root is a class of its own: where most such repos were
+// made and left, a short silent history reads as dormant, while the same silence in a
+// repo of the other class keeps the active repos' chance.
+func TestFitLearnsWhatReachingTheRootSays(t *testing.T) {
+	var stats []Stats
+	for i := range 900 {
+		switch i % 3 {
+		case 0: // made and left: its making (the first window, not counted) and silence since
+			stats = append(stats, Stats{Exposure: float64(200+i%300) * 86400, Root: true})
+		case 1: // active, long history
+			stats = append(stats, Stats{Events: math.Round(0.05 * 365), Exposure: 365 * 86400})
+		default: // active, slow, long history: a push in 400 days
+			stats = append(stats, Stats{Events: float64(i % 2), Exposure: 365 * 86400})
+		}
+	}
+	p := Fit(stats, nil, t0, nil)
+	if !p.Classes {
+		t.Fatal("no classes fitted")
+	}
+	quiet := Stats{Exposure: 300 * 86400, WinSeconds: 60 * 86400}
+	rooted := quiet
+	rooted.Root = true
+	if r, o := p.Rate(rooted), p.Rate(quiet); r >= o/2 {
+		t.Fatalf("a quiet repo whose history reached the root: %.2g pushes/day; one whose did not: %.2g", r, o)
+	}
+	// A prior without classes (the default, or one stored before them) weighs both alike.
+	if d := DefaultPrior(); d.Rate(rooted) != d.Rate(quiet) {
+		t.Fatal("the default prior tells the classes apart")
+	}
+	// A root repo that pushes is believed at once.
+	busy := rooted
+	busy.WinEvents, busy.WinSeconds = 20, 14*86400
+	if r := p.Rate(busy); r < 0.3 {
+		t.Fatalf("a rooted repo pushing 20 times in 14 days: %.2g pushes/day", r)
+	}
+}

@@ -68,6 +68,7 @@ func Fold(s Stats, p Poll, prior *Prior) Stats {
 
 // history replays a first clone's listing of the history through the windows.
 func (s Stats) history(p Poll, prior *Prior) Stats {
+	s.Root = p.FromRoot
 	since := p.Now
 	if !p.Since.IsZero() && p.Since.Before(p.Now) {
 		since = p.Since

@@ -42,8 +42,15 @@ type belief [gridSize]float64
 // behaviour. A worker learns it from the repos it owns (Fit), which consistent hashing
 // makes a random sample of the fleet. It is read-only once built.
 type Prior struct {
-	// Weights of the rates in gridRates; they sum to 1.
+	// Weights of the rates in gridRates over all repos; they sum to 1. A repo that
+	// changes behaviour draws its new rate from them.
 	Weights belief
+	// RootWeights, when Classes is set, are the weights among the repos whose first
+	// clone's history reached their first commit (Stats.Root), OtherWeights among the
+	// rest: what a first clone shows besides its pushes (a repo made and left, or a
+	// young one) tells about its rate, and the fleet learns how much.
+	RootWeights, OtherWeights belief
+	Classes                   bool
 	// Hazard is how often a repo draws a new rate from Weights (wakes up, goes quiet,
 	// speeds up), per day.
 	Hazard float64
@@ -108,11 +115,12 @@ const RefitEvery = 7 * 24 * time.Hour
 type evidence struct {
 	oldN, oldT float64 // pushes and days before the current window
 	winN, winT float64 // pushes and days in the current window
+	root       bool    // the first clone's history reached the repo's first commit
 }
 
 func evidenceOf(s Stats) evidence {
 	s = s.upgraded()
-	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400}
+	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400, root: s.Root}
 }
 
 // upgraded reads stats written before pushes were counted: the polls' changes are the
@@ -137,46 +145,101 @@ func likelihood(n, t float64) (l [gridSize]float64) {
 // the repo kept one rate throughout, or it drew a new one from the prior during the
 // window. Under each the belief is the prior times the Poisson likelihood λ^n·e^(−λt).
 // A window of pushes is judged as a whole (a change at its start); a silence is walked
-// so that a change may have happened at any moment of it (see silence).
+// so that a change may have happened at any moment of it (see walk).
 func (p *Prior) posterior(e evidence) (b belief, changed float64) {
+	var w weighed
+	p.weighAll(e, &w)
+	return p.judge(&w, p.Hazard)
+}
+
+// weighed is the part of a posterior that does not depend on the hazard, so that
+// Scores weighs a repo's evidence once for all its candidate hazards.
+type weighed struct {
+	silent bool
+	// A silence: the belief before it, and its walk.
+	stay belief
+	walk silenceWalk
+	// A window of pushes: the beliefs if the repo stayed and if it changed, the log
+	// evidence of each explanation's parts, and the window's days.
+	win               belief
+	mStay, mWin, mOld float64
+	winT              float64
+}
+
+func (p *Prior) weighAll(e evidence, w *weighed) {
 	lo := likelihood(e.oldN, e.oldT)
+	weights := p.classOf(e.root)
 	if e.winN == 0 {
-		return p.silence(&lo, e.winT)
+		w.silent = true
+		w.stay, _ = weigh(weights, &lo)
+		w.winT = e.winT
+		if e.winT > 0 {
+			w.walk.steps(e.winT)
+		}
+		return
 	}
 	lw := likelihood(e.winN, e.winT)
 	var ls [gridSize]float64
 	for k := range gridSize {
 		ls[k] = lo[k] + lw[k]
 	}
-	stay, mStay := p.weigh(&ls)
-	win, mWin := p.weigh(&lw)
-	_, mOld := p.weigh(&lo)
-	pc := -math.Expm1(-p.Hazard * e.winT)
+	// The repo's class weighs its evidence; after a change it is any repo.
+	w.stay, w.mStay = weigh(weights, &ls)
+	w.win, w.mWin = weigh(&p.Weights, &lw)
+	_, w.mOld = weigh(weights, &lo)
+	w.winT = e.winT
+}
+
+// classOf is the weights of the repos of a class: those whose history reached their
+// first commit (root) or the others; all repos' when the prior has no classes.
+func (p *Prior) classOf(root bool) *belief {
+	switch {
+	case !p.Classes:
+		return &p.Weights
+	case root:
+		return &p.RootWeights
+	}
+	return &p.OtherWeights
+}
+
+// judge is the posterior of weighed evidence at hazard per day.
+func (p *Prior) judge(w *weighed, hazard float64) (b belief, changed float64) {
+	if w.silent {
+		if w.winT <= 0 {
+			return w.stay, 0
+		}
+		return p.walk(w.stay, &w.walk, hazard)
+	}
+	pc := -math.Expm1(-hazard * w.winT)
 	if pc > 0 {
-		odds := math.Log(pc) + mOld + mWin - math.Log1p(-pc) - mStay
+		odds := math.Log(pc) + w.mOld + w.mWin - math.Log1p(-pc) - w.mStay
 		changed = 1 / (1 + math.Exp(-odds))
 	}
 	for k := range gridSize {
-		b[k] = changed*win[k] + (1-changed)*stay[k]
+		b[k] = changed*w.win[k] + (1-changed)*w.stay[k]
 	}
 	return b, changed
 }
 
-// weigh returns the belief ∝ Weights·e^l and log Σ Weights·e^l.
-func (p *Prior) weigh(l *[gridSize]float64) (b belief, logSum float64) {
+// weigh returns the belief ∝ weights·e^l and log Σ weights·e^l. Rates whose likelihood
+// is below e^−negligible of the best are left out: their weight would be under 1e-20 of
+// it, and skipping their exponentials makes a posterior a good deal cheaper.
+func weigh(weights *belief, l *[gridSize]float64) (b belief, logSum float64) {
 	top := math.Inf(-1)
 	for k, v := range l {
-		if p.Weights[k] > 0 {
+		if weights[k] > 0 {
 			top = max(top, v)
 		}
 	}
 	sum := 0.0
 	for k, v := range l {
-		b[k] = p.Weights[k] * math.Exp(v-top)
-		sum += b[k]
+		if d := v - top; d > -negligible {
+			b[k] = weights[k] * math.Exp(d)
+			sum += b[k]
+		}
 	}
 	if sum == 0 || math.IsInf(top, -1) {
-		return p.Weights, math.Inf(-1)
+		return *weights, math.Inf(-1)
 	}
 	for k := range b {
 		b[k] /= sum
@@ -184,35 +247,77 @@ func (p *Prior) weigh(l *[gridSize]float64) (b belief, logSum float64) {
 	return b, top + math.Log(sum)
 }
 
+// negligible is how far below the best log-likelihood a rate is left out of a belief.
+const negligible = 46
+
+// decays sets f[k] to e^(−gridRates[k]·days) from base, the decays of the first three
+// rates. Above the dormant rate each rate is √2 times the one before, so squarings give
+// the rest (a squaring doubles the relative error: 2^18 ulp at most, far below what
+// matters here). A decay under minDecay is 0: it would weigh nothing against the repos
+// that change in the silence, and products of such decays turn subnormal, whose
+// arithmetic is very slow.
+func decays(base [3]float64, f *belief) {
+	for k := range gridSize {
+		if k < 3 {
+			f[k] = base[k]
+		} else {
+			f[k] = f[k-2] * f[k-2]
+		}
+		if f[k] < minDecay {
+			f[k] = 0
+		}
+	}
+}
+
+// minDecay is the least decay over a step of a silence that is not taken as 0 (e^-69).
+const minDecay = 1e-30
+
 // silenceSteps is how finely a silence is cut to place a possible change in it: halves,
 // so the last step is 1/2^(silenceSteps−1) of it.
 const silenceSteps = 8
 
-// silence is the belief after the old evidence (log-likelihoods lo) and a silence of
-// days since: the repo may have changed at any moment of it (at Hazard per day), and
-// after a change only the silence since constrains its new rate. The silence is walked
-// in steps that halve towards the present (a change is placed at a step's start), so a
-// repo silent for years keeps the chance of having woken up recently.
-func (p *Prior) silence(lo *[gridSize]float64, days float64) (belief, float64) {
-	stay, _ := p.weigh(lo)
-	if days <= 0 {
-		return stay, 0
-	}
-	var moved, factor belief
-	total := 1.0 // of stay and moved: the belief is normalised at the end
-	// factor is e^(−λ·step) for the current step; halving the step takes its square root.
+// silenceWalk is a silence cut into its steps: each step's length and the decay
+// e^(−λ·step) of every grid rate over it. It depends on the silence alone, so the
+// candidate hazards of Scores share it.
+type silenceWalk struct {
+	step   [silenceSteps]float64
+	factor [silenceSteps]belief
+}
+
+// steps cuts a silence of days into halves towards the present (the last two equal).
+func (w *silenceWalk) steps(days float64) {
 	step := days / 2
-	for k, r := range gridRates {
-		factor[k] = math.Exp(-r * step)
+	var base [3]float64 // the first three rates' decays over step; halving it takes roots
+	for k := range base {
+		base[k] = math.Exp(-gridRates[k] * step)
 	}
 	for j := range silenceSteps {
-		if j > 0 && j < silenceSteps-1 { // the last two steps are equal
+		if j > 0 && j < silenceSteps-1 {
 			step /= 2
-			for k := range gridSize {
-				factor[k] = math.Sqrt(factor[k])
+			for k := range base {
+				base[k] = math.Sqrt(base[k])
 			}
 		}
-		rho := -math.Expm1(-p.Hazard * step)
+		w.step[j] = step
+		if j == silenceSteps-1 {
+			w.factor[j] = w.factor[j-1] // the last two steps are equal
+			continue
+		}
+		decays(base, &w.factor[j])
+	}
+}
+
+// walk is the belief after a silence, from stay (the belief the evidence before it
+// gives), at hazard changes per day: the repo may have changed at any moment of the
+// silence, and after a change only the silence since constrains its new rate. The
+// silence is walked in steps that halve towards the present (a change is placed at a
+// step's start), so a repo silent for years keeps the chance of having woken up recently.
+func (p *Prior) walk(stay belief, w *silenceWalk, hazard float64) (belief, float64) {
+	var moved belief
+	total := 1.0 // of stay and moved: the belief is normalised at the end
+	for j := range silenceSteps {
+		factor := &w.factor[j]
+		rho := -math.Expm1(-hazard * w.step[j])
 		inject := rho * total // a change draws from Weights whatever the belief was
 		total = 0
 		for k := range gridSize {
@@ -271,11 +376,10 @@ func (sc *Scores) Add(prior *Prior, s Stats, p Poll) {
 	if days <= 0 {
 		return
 	}
-	e := evidenceOf(s)
+	var w weighed
+	prior.weighAll(evidenceOf(s), &w)
 	for h, perMonth := range hazards {
-		q := *prior
-		q.Hazard = perMonth / 30
-		b, _ := q.posterior(e)
+		b, _ := prior.judge(&w, perMonth/30)
 		quiet := 0.0
 		for k, w := range b {
 			quiet += w * math.Exp(-gridRates[k]*days)
@@ -325,8 +429,9 @@ func (sc *Scores) Fade() {
 // Fit learns a prior from the stats of many repos (empirical Bayes): the hazard from the
 // scores (nil: the default's), then the rate weights by EM as the fleet's average belief
 // about its repos' current rates (the nonparametric maximum-likelihood mixture on the
-// grid), shrunk towards the default by priorRepos pseudo-repos. Repos with no evidence
-// are skipped; base (nil: the default) is where EM starts.
+// grid), shrunk towards the default by priorRepos pseudo-repos, for all repos and for
+// each class (a first clone that reached the root or not). Repos with no evidence are
+// skipped; base (nil: the default) is where EM starts.
 func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 	if base == nil {
 		base = DefaultPrior()
@@ -340,26 +445,43 @@ func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 		}
 	}
 	out.Repos, out.At = len(ev), now
+	if !out.Classes {
+		out.RootWeights, out.OtherWeights, out.Classes = out.Weights, out.Weights, true
+	}
 	for range fitRounds {
-		var next belief
+		var next, root, other belief
 		for k := range gridSize {
-			next[k] = priorRepos * defaultPrior.Weights[k]
+			root[k] = priorRepos * defaultPrior.Weights[k]
+			other[k] = root[k]
 		}
 		for _, e := range ev {
 			b, _ := out.posterior(e)
+			class := &other
+			if e.root {
+				class = &root
+			}
 			for k := range gridSize {
-				next[k] += b[k]
+				class[k] += b[k]
 			}
 		}
-		total := 0.0
-		for _, v := range next {
-			total += v
-		}
 		for k := range gridSize {
-			out.Weights[k] = next[k] / total
+			next[k] = root[k] + other[k]
 		}
+		out.Weights, out.RootWeights, out.OtherWeights = normalised(next), normalised(root), normalised(other)
 	}
 	return &out
+}
+
+// normalised is b scaled to sum to 1.
+func normalised(b belief) belief {
+	total := 0.0
+	for _, v := range b {
+		total += v
+	}
+	for k := range b {
+		b[k] /= total
+	}
+	return b
 }
 
 // fitRounds is the EM iterations per Fit; a worker refits regularly and starts from its

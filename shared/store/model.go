@@ -224,7 +224,27 @@ type Worker struct {
 	OutboxHead  uint64    `json:"outbox_head"` // last outbox seq the coordinator wrote
 	TrimmedTo   uint64    `json:"trimmed_to"`  // entries <= this are gone from the outbox
 	Staleness   Staleness `json:"staleness"`   // of its repos, at the last heartbeat
+	// Checks are the worker's latest polls that its repos' records do not show, newest
+	// first, as of the last heartbeat (at most MaxChecks, to the millisecond).
+	Checks []Check `json:"checks,omitempty"`
+	// FetchRate is the worker's fetches per second since it joined, at the last
+	// heartbeat: with QueueLen, a reader's estimate of when a repo is polled next.
+	FetchRate float64 `json:"fetch_rate,omitempty"`
 }
+
+// Check is one poll of a repo that the repo's record does not show: a poll that found
+// nothing new is written only at the checkpoint (invariant 6), so the worker's heartbeat
+// carries its latest ones, and a reader of the store alone (the API Lambda) still shows
+// when each repo was last checked.
+type Check struct {
+	RepoID string    `json:"r"`
+	At     time.Time `json:"t"`
+}
+
+// MaxChecks bounds a heartbeat's Checks. At 8 bytes of repo id and about 3 of age each,
+// 48 checks keep a worker's DynamoDB item under 1 KB, so a heartbeat still costs one
+// write unit (ADR 29).
+const MaxChecks = 48
 
 // Staleness summarises how long ago a worker's repos were last fetched successfully, as
 // the worker saw them at a heartbeat. The coordinator aggregates the fleet's staleness
@@ -253,6 +273,8 @@ type Heartbeat struct {
 	QueueLen  int
 	AckSeq    uint64
 	Staleness Staleness
+	Checks    []Check // newest first; a store keeps the first MaxChecks
+	FetchRate float64
 }
 
 // Token is one virtual node: the member owns the arc (previous token, Pos].

@@ -102,12 +102,35 @@ type Store interface {
 	HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error
 	CountRepos(ctx context.Context) (map[RepoState]int, error)
 
+	// Signals (ADR 21): a worker's hints to fetch repos now, beside the durable
+	// RequestSync. AddSignals adds ids to worker's signal sets without any condition
+	// (a hint for a worker that is gone is harmless and expires); GetSignals reads them
+	// strongly consistently (zero Signals when there are none); RemoveSignals takes the
+	// given ids out, leaving any added meanwhile.
+	AddSignals(ctx context.Context, worker string, sig Signals) error
+	GetSignals(ctx context.Context, worker string) (Signals, error)
+	RemoveSignals(ctx context.Context, worker string, sig Signals) error
+
 	GetListSync(ctx context.Context) (ListSync, error)
 	// GetSweep returns the anti-entropy sweep's state (zero before the first write).
 	GetSweep(ctx context.Context) (Sweep, error)
 
 	Close() error
 }
+
+// Signals are the repo ids a worker is asked to fetch at once: Hook those a forge's
+// push webhook named, Sync those a user asked to sync. Each set holds an id once.
+type Signals struct {
+	Hook []string
+	Sync []string
+}
+
+// Empty reports whether there is nothing to signal.
+func (s Signals) Empty() bool { return len(s.Hook) == 0 && len(s.Sync) == 0 }
+
+// MaxSignalIDs bounds the ids one AddSignals or RemoveSignals call carries (a DynamoDB
+// item holds 400 KB; a worker's pending signals stay far below that).
+const MaxSignalIDs = 1000
 
 // Mutation is one coordinator write inside a fenced Apply.
 type Mutation interface {

@@ -48,6 +48,7 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		}
 		r.inFlight = true
 		r.fetchedAt = now
+		r.hookAsked, r.hookPending = r.hookPending, false
 		w.inFlight++
 		if w.cfg.Rate > 0 {
 			w.tokens--
@@ -169,8 +170,22 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		return
 	}
 	covered := w.cfg.FeedCovered != nil && w.cfg.FeedCovered(r.rec.URL)
+	lossShare := AssumedHookLoss
+	if r.hook.Hooked(now) {
+		// A hooked repo's fetch that brought something tells whether the host's hooks
+		// announced it (one count per host in memory).
+		loss := w.hookLoss[host]
+		if loss == nil {
+			loss = &HookLoss{}
+			w.hookLoss[host] = loss
+		}
+		if ferr == nil && wasCloned && res.Changed {
+			r.hook.Fetched(r.hookAsked, loss)
+		}
+		lossShare = loss.Share()
+	}
 	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
-		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: pollStretch(r.hookAt, now, covered)})
+		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: PollStretch(r.hook, now, covered, lossShare)})
 	if o.Poll != nil {
 		w.scores.Add(w.prior, r.rec.Stats, *o.Poll)
 	}
@@ -187,6 +202,13 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		r.corrupt = true
 	}
 	r.rec = o.Rec
+	// A fetch someone asked for that writes nothing shows in the next heartbeat's
+	// checks: beat now, so the API shows the poll at once (one beat per request, not
+	// per poll).
+	wakeBeat := r.wakeBeat && !o.Write && kind != fetch.KindBusy
+	if kind != fetch.KindBusy {
+		r.wakeBeat = false
+	}
 	if r.syncAgain && kind != fetch.KindBusy {
 		// A sync was asked for while this fetch ran: fetch again, now.
 		r.syncAgain = false
@@ -200,6 +222,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	w.mu.Unlock()
 	if o.Maintain {
 		w.pokeMaintenance()
+	}
+	if wakeBeat {
+		w.WakeHeartbeat()
 	}
 
 	if ferr != nil && kind != fetch.KindBusy {

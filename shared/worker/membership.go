@@ -100,6 +100,8 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 			last = append(last, r.rec.LastSuccessAt)
 		}
 	}
+	hb.Checks = latestChecks(w.repos, store.MaxChecks)
+	hb.FetchRate = w.fetchRateLocked(sent)
 	w.mu.Unlock()
 	// The staleness of the repos it owns: the coordinator merges the workers' summaries
 	// into the fleet's without reading the repos.

@@ -194,9 +194,12 @@ type repoState struct {
 	dropped     bool      // removed while a fetch was in flight
 	syncAgain   bool      // a sync was asked for while a fetch was in flight
 	rungAt      time.Time // last FetchNow (a hook or a sync's fast path)
-	hookAt      time.Time // last push webhook for the repo
+	hook        HookState // its push webhooks: the latest, and whether one was missed since
+	hookPending bool      // a hook asked for a fetch not started yet
+	hookAsked   bool      // the fetch in flight (or the last one) was asked for by a hook
 	fetchedAt   time.Time // when the last fetch started
 	unwritten   bool      // a report that should have landed did not: the next fetch writes
+	wakeBeat    bool      // a fetch was asked for (FetchNow, a sync): beat once it is done
 
 	// Maintenance: the slot start last handled, when, the pack count last seen, and
 	// whether a fetch found the mirror corrupt.
@@ -240,6 +243,7 @@ type Worker struct {
 	repos        map[string]*repoState
 	queue        *Queue
 	hosts        *hosts
+	hookLoss     map[string]*HookLoss // per host: what its hooks announced and missed
 	parkSeq      uint64
 	// prior is what the repos this worker owns (a random sample of the fleet's) say of
 	// change rates; scores weigh how often repos change behaviour. Learned in Heartbeat.
@@ -269,7 +273,8 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
 		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
 		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
-		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
+		hookLoss: map[string]*HookLoss{},
+		hosts:    newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
 	w.maint, _ = m.(Maintainer)
 	return w
 }
@@ -323,19 +328,28 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	rate := w.cfg.Rate
+	rate := w.fetchRateLocked(now)
 	if rate <= 0 {
-		up := now.Sub(w.joinedAt).Seconds()
-		if w.joinedAt.IsZero() || up <= 0 || w.stats.fetches.Load() == 0 {
-			return time.Time{}, false
-		}
-		rate = float64(w.stats.fetches.Load()) / up // fetches counts from the process's start, as joinedAt
+		return time.Time{}, false
 	}
 	at := now.Add(time.Duration(float64(ahead) / rate * float64(time.Second)))
 	if notBefore.After(at) {
 		at = notBefore
 	}
 	return at, true
+}
+
+// fetchRateLocked is the worker's fetch rate at now: its configured Rate, or the rate it
+// has kept since it joined; 0 before it has fetched anything.
+func (w *Worker) fetchRateLocked(now time.Time) float64 {
+	if w.cfg.Rate > 0 {
+		return w.cfg.Rate
+	}
+	up := now.Sub(w.joinedAt).Seconds()
+	if w.joinedAt.IsZero() || up <= 0 {
+		return 0
+	}
+	return float64(w.stats.fetches.Load()) / up // fetches counts from the process's start, as joinedAt
 }
 
 // LastChecked is when the worker last polled repo id, whether or not the poll found

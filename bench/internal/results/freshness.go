@@ -32,14 +32,20 @@ type Freshness struct {
 	// Bound is the best any policy could do with what a worker can know, computed.
 	Bound    []FreshnessBound     `json:"bound"`
 	Policies []FreshnessPolicyDoc `json:"policies"`
+	// Goals are the default policy's figures against the goals, with their spread over
+	// the seeds run (Setup.Seeds).
+	Goals []FreshnessGoal `json:"goals,omitempty"`
 	// Costs are what the default policy costs a worker.
 	Costs FreshnessCosts `json:"costs"`
 }
 
 // FreshnessSetup is how the simulation was run.
 type FreshnessSetup struct {
-	Repos          int            `json:"repos"`
-	Seed           uint64         `json:"seed"`
+	Repos int    `json:"repos"`
+	Seed  uint64 `json:"seed"`
+	// Seeds are every seed run: the figures are Seed's (the first), and each row, bound
+	// and goal has its spread over all of them.
+	Seeds          []uint64       `json:"seeds,omitempty"`
 	WarmupDays     float64        `json:"warmup_days"`
 	WindowDays     float64        `json:"window_days"` // lag, freshness and age are measured on this stretch
 	DrainDays      float64        `json:"drain_days"`  // polls continue so late commits are still seen
@@ -180,13 +186,48 @@ type FreshnessRun struct {
 	// What the worker had learned by the end (learning policies only).
 	LearnedHazardPerMonth float64 `json:"learned_hazard_per_month,omitempty"`
 	LearnedDormantShare   float64 `json:"learned_dormant_share,omitempty"`
+	// Spread is the same row over every seed run (Setup.Seeds), when more than one was.
+	Spread *FreshnessRunSpread `json:"spread,omitempty"`
+}
+
+// FreshnessRunSpread is a row's figures over the seeds.
+type FreshnessRunSpread struct {
+	Seeds        int           `json:"seeds"`
+	LagMeanH     FreshnessStat `json:"lag_mean_h"`
+	LagP99H      FreshnessStat `json:"lag_p99_h"`
+	DormantPolls FreshnessStat `json:"dormant_poll_share"`
+}
+
+// FreshnessStat is one figure over the seeds: mean, sample standard deviation, extremes.
+type FreshnessStat struct {
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"`
+	Min  float64 `json:"min"`
+	Max  float64 `json:"max"`
+}
+
+// FreshnessGoal is one goal: the default policy's figure against its target.
+type FreshnessGoal struct {
+	Goal    string  `json:"goal"`    // what is measured, e.g. "mean / bound"
+	Section string  `json:"section"` // the section measured
+	Of      string  `json:"of"`      // what it is divided by, e.g. "bound of runs (all evidence)"
+	Budget  float64 `json:"budget"`
+	Target  float64 `json:"target"` // met at or below
+	Value   float64 `json:"value"`  // the first seed's
+	// Spread is over every seed run; Met says every seed met the target, MetMean that
+	// their mean did.
+	Spread  FreshnessStat `json:"spread"`
+	Seeds   int           `json:"seeds"`
+	Met     bool          `json:"met"`
+	MetMean bool          `json:"met_mean"`
 }
 
 // FreshnessAnalytic is the closed-form optimum: periodic polls at f ∝ √λ give a mean
 // lag of (Σ√λ)² / (2·B·N·Σλ).
 type FreshnessAnalytic struct {
-	Budget   float64 `json:"budget"`
-	LagMeanH float64 `json:"lag_mean_h"`
+	Budget   float64        `json:"budget"`
+	LagMeanH float64        `json:"lag_mean_h"`
+	Spread   *FreshnessStat `json:"spread,omitempty"` // over every seed run, when more than one was
 }
 
 // FreshnessBound is the mean lag, over the optimum's, of the best static allocation a
@@ -205,6 +246,8 @@ type FreshnessBound struct {
 	SeenDays     float64 `json:"seen_days"`
 	Ratio        float64 `json:"ratio"`
 	DormantPolls float64 `json:"dormant_poll_share"`
+	// Spread is the ratio over every seed run, when more than one was.
+	Spread *FreshnessStat `json:"spread,omitempty"`
 }
 
 // FreshnessPolicyDoc names and describes a policy for the report.
@@ -213,6 +256,29 @@ type FreshnessPolicyDoc struct {
 	Description string `json:"description"`
 	Uses        string `json:"uses"` // the information it decides from
 	Default     bool   `json:"default,omitempty"`
+}
+
+// Sections names every section of rows, in the order freshness.json has them.
+var Sections = []string{"runs", "drift", "coldstart", "runs_realistic", "coldstart_realistic", "drift_realistic",
+	"hooks30", "hooks60", "hooks30_drift", "hooks60_drift", "feed", "feed_drift"}
+
+// Section is the rows of the named section (nil for an unknown name).
+func (f *Freshness) Section(name string) *[]FreshnessRun {
+	switch name {
+	case "runs":
+		return &f.Runs
+	case "drift":
+		return &f.Drift
+	case "coldstart":
+		return &f.ColdStart
+	case "runs_realistic":
+		return &f.RunsRealistic
+	case "coldstart_realistic":
+		return &f.ColdStartRealistic
+	case "drift_realistic":
+		return &f.DriftRealistic
+	}
+	return f.SignalSection(name)
 }
 
 // SignalSection is the rows of the named signal section (nil for another name).

@@ -118,6 +118,10 @@ type StoreCostBill struct {
 	DynamoDB         []StoreCostComponent `json:"dynamodb"` // the DynamoDB component broken down
 	TotalUSD         float64              `json:"total_usd"`
 	DynamoDBUSD      float64              `json:"dynamodb_usd"`
+	// CustomMetricMonths is what CloudWatch bills of the custom metrics: a metric-month
+	// per series written every hour, the hours with data of those written only with
+	// events.
+	CustomMetricMonths float64 `json:"custom_metric_months,omitempty"`
 	// NaiveDynamoDBUSD is DynamoDB under the baseline design that writes the repo record
 	// on every poll, at the same poll rate.
 	NaiveDynamoDBUSD float64 `json:"naive_dynamodb_usd"`
@@ -214,14 +218,15 @@ type StoreCostStack struct {
 	WorkerGB       float64 `json:"worker_gb"`
 	WorkerMin      int     `json:"worker_min"`
 	WorkerMax      int     `json:"worker_max"`
-	WorkerSpot     bool    `json:"worker_spot"`     // the workers run on Fargate Spot
-	OnDemandTwin   bool    `json:"on_demand_twin"`  // with an on-demand twin (desired 0) as fallback
-	Fetchers       int     `json:"fetchers"`        // per worker
-	ServeTasks     int     `json:"serve_tasks"`     // the git server's minimum
-	ServeVCPU      float64 `json:"serve_vcpu"`      //
-	ServeGB        float64 `json:"serve_gb"`        //
-	ServeSpot      bool    `json:"serve_spot"`      //
-	PublicTaskIPs  bool    `json:"public_task_ips"` // a public IPv4 per task
+	WorkerSpot     bool    `json:"worker_spot"`                     // the workers run on Fargate Spot
+	OnDemandTwin   bool    `json:"on_demand_twin"`                  // with an on-demand twin (desired 0) as fallback
+	Fetchers       int     `json:"fetchers"`                        // per worker
+	ServeTasks     int     `json:"serve_tasks"`                     // the git server's minimum
+	ServeVCPU      float64 `json:"serve_vcpu"`                      //
+	ServeGB        float64 `json:"serve_gb"`                        //
+	ServeSpot      bool    `json:"serve_spot"`                      //
+	ServeInWorkers bool    `json:"serve_in_worker_tasks,omitempty"` // the git server is a container of the worker tasks (ADR 27)
+	PublicTaskIPs  bool    `json:"public_task_ips"`                 // a public IPv4 per task
 	NATGateways    int     `json:"nat_gateways"`
 	LoadBalancers  int     `json:"load_balancers"`
 	LBPublicIPs    int     `json:"lb_public_ips"` // one per subnet of an internet-facing load balancer

@@ -124,15 +124,21 @@ type SetupTiming struct {
 // RestartBacklog is one restart of a worker whose outbox holds Entries entries it has
 // not applied: its Heartbeat calls, back to back, until it acked them all (or the run's
 // cap). Each entry is an add of a repo the worker does not hold, the costly kind (a repo
-// read each). A heartbeat is sent at the start of each call, so the longest call is the
-// longest gap between two heartbeats.
+// read each). A heartbeat is sent at the start of each call, so the longest call is about
+// the longest gap between two heartbeats; LongestGapS is that gap as the store saw it.
 type RestartBacklog struct {
-	Store            string  `json:"store"`
-	Entries          int     `json:"entries"`
-	HeartbeatS       float64 `json:"heartbeat_s"` // the worker's heartbeat interval
-	Heartbeats       int     `json:"heartbeats"`  // calls made
-	LongestCallS     float64 `json:"longest_call_s"`
-	FirstCallS       float64 `json:"first_call_s"`
+	Store        string  `json:"store"`
+	Entries      int     `json:"entries"`
+	HeartbeatS   float64 `json:"heartbeat_s"` // the worker's heartbeat interval
+	Heartbeats   int     `json:"heartbeats"`  // calls made
+	LongestCallS float64 `json:"longest_call_s"`
+	FirstCallS   float64 `json:"first_call_s"`
+	// NextHeartbeatS is the time from the restarted process's first call to the first
+	// heartbeat the store accepted from it; LongestGapS the longest time between two
+	// heartbeats the store accepted, calls back to back. On the worker's own schedule a
+	// heartbeat follows the last one after max(interval, LongestGapS).
+	NextHeartbeatS   float64 `json:"next_heartbeat_s"`
+	LongestGapS      float64 `json:"longest_heartbeat_gap_s"`
 	Applied          int     `json:"applied"`            // entries acked at the end
 	CaughtUp         bool    `json:"caught_up"`          // all of them
 	EntriesPerSecond float64 `json:"entries_per_second"` // while catching up

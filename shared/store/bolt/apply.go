@@ -177,6 +177,9 @@ func deleteWorker(tx *bbolt.Tx, w store.Worker) error {
 			return err
 		}
 	}
+	if err := tx.Bucket(bktSignals).Delete([]byte(w.ID)); err != nil {
+		return err
+	}
 	b, err := changeWorkers(tx)
 	if err != nil {
 		return err

@@ -44,6 +44,7 @@ var (
 	bktNeedOwner  = []byte("repos_need_owner")   // repo id -> "" while NeedsDecision and Need is NeedOwner
 	bktCounts     = []byte("repo_counts")        // state -> count (8 bytes BE)
 	bktStalest    = []byte("repos_stalest")      // staleKey(repo) -> "" for repos not being deleted (layout 3)
+	bktSignals    = []byte("signals")            // worker id -> signalRecord (ADR 21; an older file gets it at Open)
 
 	keyElection = []byte("election")
 	keyRing     = []byte("ring")      // ringHead: the ring without its members and tokens
@@ -96,7 +97,7 @@ func OpenWith(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeedAction, bktNeedOwner, bktCounts, bktStalest} {
+		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeedAction, bktNeedOwner, bktCounts, bktStalest, bktSignals} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

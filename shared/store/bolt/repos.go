@@ -293,3 +293,53 @@ func (s *Store) CountRepos(ctx context.Context) (map[store.RepoState]int, error)
 	}
 	return m, nil
 }
+
+// SearchRepos reads the repos in id order after cursor in one read transaction and
+// keeps those match accepts, until it has limit of them or has read budget repos. A repo
+// whose stored bytes maybe rejects is skipped without being decoded (maybe nil: every
+// repo is decoded): a search over a large fleet costs a byte scan, not a decode, per
+// repo. next is the cursor to go on from (a ListRepos cursor: the last id read), ""
+// once the end is reached.
+func (s *Store) SearchRepos(ctx context.Context, cursor string, limit, budget int, maybe func(raw []byte) bool, match func(store.Repo) bool) ([]store.Repo, string, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	budget = max(budget, limit)
+	var out []store.Repo
+	var next string
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bktRepos).Cursor()
+		k, v := c.Seek([]byte(cursor))
+		if cursor != "" && string(k) == cursor {
+			k, v = c.Next()
+		}
+		for read := 0; k != nil; k, v = c.Next() {
+			if len(out) == limit || read == budget {
+				next = cursor
+				return nil
+			}
+			read++
+			if read%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			cursor = string(k)
+			if maybe != nil && !maybe(v) {
+				continue
+			}
+			var r store.Repo
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("bolt: decode repo: %w", err)
+			}
+			if match(r) {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return out, next, nil
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"go.etcd.io/bbolt"
 
@@ -58,6 +59,8 @@ func (s *Store) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (s
 		w2.DiskUsed, w2.DiskTotal = hb.DiskUsed, hb.DiskTotal
 		w2.Fetching, w2.QueueLen = hb.Fetching, hb.QueueLen
 		w2.Staleness = hb.Staleness
+		w2.Checks = slices.Clone(hb.Checks[:min(len(hb.Checks), store.MaxChecks)])
+		w2.FetchRate = hb.FetchRate
 		w2.AckSeq = max(w2.AckSeq, hb.AckSeq) // a late, reordered heartbeat must not rewind it
 		w = *w2
 	})

@@ -475,3 +475,30 @@ func TestRepoStatsEncoding(t *testing.T) {
 		t.Fatal("NaN stats accepted")
 	}
 }
+
+// A signal item carries the TTL attribute, moved ahead by every add, so the item of a
+// worker that is gone is removed by DynamoDB; a take that empties it leaves no sets.
+func TestSignalItemTTL(t *testing.T) {
+	t.Parallel()
+	tr := localTier(t)
+	ctx := t.Context()
+	now := time.Unix(1_700_000_000, 0)
+	s := newStore(t, tr.client, Config{Now: func() time.Time { return now }})
+	mustNoErr(t, s.AddSignals(ctx, "w1", store.Signals{Hook: []string{"r1"}}), "AddSignals")
+	now = now.Add(time.Hour)
+	mustNoErr(t, s.AddSignals(ctx, "w1", store.Signals{Sync: []string{"r2"}}), "AddSignals")
+	it, err := s.getItem(ctx, "test", signalKey("w1"))
+	mustNoErr(t, err, "getItem")
+	if got, want := getNum(it, attrTTL), fmt.Sprint(now.Add(signalTTL).Unix()); got != want {
+		t.Fatalf("signal item %s = %q, want %q (the last add's)", attrTTL, got, want)
+	}
+	mustNoErr(t, s.RemoveSignals(ctx, "w1", store.Signals{Hook: []string{"r1"}, Sync: []string{"r2"}}), "RemoveSignals")
+	it, err = s.getItem(ctx, "test", signalKey("w1"))
+	mustNoErr(t, err, "getItem")
+	if _, ok := it[sigHook]; ok {
+		t.Errorf("an emptied hook set is still stored: %v", it)
+	}
+	if _, ok := it[sigSync]; ok {
+		t.Errorf("an emptied sync set is still stored: %v", it)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -196,5 +197,76 @@ func TestConsumedCapacity(t *testing.T) {
 		if r.calls == 0 {
 			t.Errorf("%s: no consumed capacity reported", r.op)
 		}
+	}
+}
+
+// TestHeartbeatChecksCost measures what carrying the latest unwritten polls costs a
+// heartbeat (ADR 29): with store.MaxChecks of them, the oldest days old, in the binary
+// form the store writes, the worker's item stays under 1 KB and a heartbeat costs one
+// write unit, as one without them; the same checks as a map of id to time would cost two.
+func TestHeartbeatChecksCost(t *testing.T) {
+	t.Parallel()
+	tr := localTier(t)
+	ctx := t.Context()
+	var m meter
+	s := newStore(t, tr.client, Config{OnConsumed: m.record})
+	id := "0123456789abcdef0123456789abcdef" // an ECS task id: the longest worker id the stack makes
+	if _, err := s.ClaimSlot(ctx, store.Worker{ID: id, StartedAt: t0}, 1024); err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Hour)
+	var checks []store.Check
+	for i := range store.MaxChecks {
+		// Ages up to three days: 4-byte varints, the worst the worker sends.
+		checks = append(checks, store.Check{RepoID: fmt.Sprintf("%016x", uint64(i)*0x9e3779b97f4a7c15), At: at.Add(-time.Duration(i) * 90 * time.Minute)})
+	}
+	hb := store.Heartbeat{At: at, DiskUsed: 123 << 30, DiskTotal: 1 << 40, Fetching: 10, QueueLen: 99999, AckSeq: 123456, FetchRate: 3.1415926,
+		Staleness: store.Staleness{Repos: 99999, Never: 12, P50: 5 * time.Hour, P99: 30 * time.Hour, Max: 200 * time.Hour}}
+	beat := func(hb store.Heartbeat) float64 {
+		t.Helper()
+		m.take()
+		w, err := s.Heartbeat(ctx, id, hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Checks) != len(hb.Checks) {
+			t.Fatalf("heartbeat kept %d checks of %d", len(w.Checks), len(hb.Checks))
+		}
+		_, _, wcu, _ := m.take()
+		return wcu
+	}
+	without := beat(hb)
+	hb.Checks = checks
+	with := beat(hb)
+	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: workerKey(id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	packed := len(got.Item[wChecks].(*types.AttributeValueMemberB).Value)
+
+	// The alternative: the same checks as a map attribute {repo id: unix ms}.
+	mv := map[string]types.AttributeValue{}
+	for _, c := range checks {
+		mv[c.RepoID] = avN(c.At.UnixMilli())
+	}
+	m.take()
+	if _, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(s.table), Key: workerKey(id),
+		UpdateExpression:          aws.String("SET #c = :c"),
+		ExpressionAttributeNames:  map[string]string{"#c": wChecks},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":c": &types.AttributeValueMemberM{Value: mv}},
+		ReturnConsumedCapacity:    types.ReturnConsumedCapacityTotal}); err != nil {
+		t.Fatal(err)
+	}
+	// Charged on the larger of before and after: the next heartbeat, which writes the
+	// binary form back, pays for the map item it replaces.
+	_, _, _, _ = m.take()
+	asMap := beat(hb)
+	t.Logf("heartbeat WCU: %.0f without checks, %.0f with %d checks packed (%d bytes), %.0f replacing them as a map",
+		without, with, len(checks), packed, asMap)
+	if without != 1 || with != 1 {
+		t.Errorf("a heartbeat costs %v WCU without checks and %v with %d, want 1 and 1", without, with, len(checks))
+	}
+	if asMap <= with {
+		t.Errorf("the map form cost %v WCU, no more than the packed form's %v: the measurement is wrong", asMap, with)
 	}
 }

@@ -32,8 +32,9 @@ const endpointEnv = "MIRRORFLEET_DYNAMODB_ENDPOINT"
 
 // newClient points the SDK at a local endpoint with static credentials. Response checksum
 // validation is off: DynamoDB Local's error responses carry CRC32s that do not match, and
-// the SDK would log a harmless warning for each.
-func newClient(endpoint string) *dynamodb.Client {
+// the SDK would log a harmless warning for each. Cut answers are retried as the fleet's
+// clients do (RetryCutResponses); opts adjust the rest.
+func newClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
@@ -42,7 +43,7 @@ func newClient(endpoint string) *dynamodb.Client {
 		}),
 		DisableValidateResponseChecksum: true,
 		HTTPClient:                      &http.Client{Timeout: 30 * time.Second},
-	})
+	}, append([]func(*dynamodb.Options){RetryCutResponses}, opts...)...)
 }
 
 var tableSeq atomic.Int64

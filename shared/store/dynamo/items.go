@@ -1,6 +1,8 @@
 package dynamo
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -67,6 +69,7 @@ const (
 	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
 	rEvents, rExposure, rWinEvents, rWinSeconds                     = "st_e", "st_s", "st_we", "st_ws"
+	rRoot                                                           = "st_r" // 1 when the first clone reached the root
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -79,7 +82,15 @@ type statAttr struct {
 // (it reads back as zero), so a repo without history pays nothing for them.
 func statAttrs(st priority.Stats) []statAttr {
 	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds},
-		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}}
+		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}, {rRoot, flag(st.Root)}}
+}
+
+// flag is a stored yes/no: 1 or absent.
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // statValue is the stored form of one statistic, and whether it is stored at all.
@@ -174,7 +185,8 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		SizeBytes:     d.i64(rSize),
 		LastError:     d.s(rErr),
 		Stats: priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled),
-			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds)},
+			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds),
+			Root: d.f64(rRoot) > 0},
 	}
 	rev := d.i64(rRev)
 	return r, rev, d.err
@@ -192,7 +204,54 @@ const (
 	wBeats, wSilentBeats, wSilentSince                       = "beats", "silent_beats", "silent_since"
 	// The worker's staleness summary: repos, never, and the percentiles in milliseconds.
 	wStRepos, wStNever, wStP50, wStP99, wStMax = "stale_n", "stale_never", "stale_p50", "stale_p99", "stale_max"
+	// Its latest unwritten polls (encodeChecks) and its fetch rate.
+	wChecks, wRate = "checks", "rate"
 )
+
+// encodeChecks packs a heartbeat's checks into one binary attribute, the cheapest form
+// by DynamoDB's item size rules (ADR 29): per check the repo id's 8 bytes (ids are 16
+// hex digits) and its age before the heartbeat in milliseconds, rounded up, as a
+// uvarint (3 bytes up to 35 minutes, 4 up to 3 days), after one byte of format
+// version. A map of id to time would take about 23 bytes a check. Ids of another form
+// (none are made) are left out.
+func encodeChecks(at time.Time, cs []store.Check) []byte {
+	out := []byte{checksV1}
+	for _, c := range cs[:min(len(cs), store.MaxChecks)] {
+		id, err := hex.DecodeString(c.RepoID)
+		if err != nil || len(id) != checkIDLen || hex.EncodeToString(id) != c.RepoID {
+			continue
+		}
+		age := max(0, at.Sub(c.At))
+		ms := (age + time.Millisecond - 1) / time.Millisecond
+		out = binary.AppendUvarint(append(out, id...), uint64(ms))
+	}
+	return out
+}
+
+const (
+	checkIDLen = 8
+	checksV1   = 1
+)
+
+// decodeChecks is encodeChecks' inverse; a malformed tail, or another version, is
+// dropped.
+func decodeChecks(at time.Time, b []byte) []store.Check {
+	if len(b) == 0 || b[0] != checksV1 {
+		return nil
+	}
+	b = b[1:]
+	var out []store.Check
+	for len(b) > checkIDLen {
+		id := hex.EncodeToString(b[:checkIDLen])
+		ms, n := binary.Uvarint(b[checkIDLen:])
+		if n <= 0 {
+			break
+		}
+		out = append(out, store.Check{RepoID: id, At: at.Add(-time.Duration(ms) * time.Millisecond)})
+		b = b[checkIDLen+n:]
+	}
+	return out
+}
 
 // stalenessAttrs are the attributes of a staleness summary.
 func stalenessAttrs(s store.Staleness) map[string]types.AttributeValue {
@@ -220,6 +279,12 @@ func workerItem(w store.Worker, inc string) item {
 	m[wBeats] = avU(w.Beats)
 	m[wSilentBeats], m[wSilentSince] = avU(w.SilentBeats), avT(w.SilentSince)
 	maps.Copy(m, stalenessAttrs(w.Staleness))
+	if len(w.Checks) > 0 {
+		m[wChecks] = avB(encodeChecks(w.HeartbeatAt, w.Checks))
+	}
+	if r := finiteRate(w.FetchRate); r > 0 {
+		m[wRate] = avF(r)
+	}
 	return m
 }
 
@@ -250,7 +315,11 @@ func decodeWorker(m item) (storedWorker, error) {
 		Staleness: store.Staleness{Repos: int(d.i64(wStRepos)), Never: int(d.i64(wStNever)),
 			P50: time.Duration(d.i64(wStP50)) * time.Millisecond, P99: time.Duration(d.i64(wStP99)) * time.Millisecond,
 			Max: time.Duration(d.i64(wStMax)) * time.Millisecond},
+		FetchRate: d.f64(wRate),
 	}, Inc: d.s(wInc)}
+	if b, ok := m[wChecks].(*types.AttributeValueMemberB); ok {
+		w.Checks = decodeChecks(w.HeartbeatAt, b.Value)
+	}
 	return w, d.err
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -130,9 +131,12 @@ func (s *Store) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (s
 			", " + x.eq(wFetching, avN(int64(hb.Fetching))) + ", " + x.eq(wQueue, avN(int64(hb.QueueLen)))
 		add := " ADD " + x.n(wBeats) + " " + x.v(avN(1))
 		st := stalenessAttrs(hb.Staleness)
+		st[wRate] = avF(finiteRate(hb.FetchRate))
 		for _, a := range slices.Sorted(maps.Keys(st)) {
 			set += ", " + x.eq(a, st[a])
 		}
+		// Set even when empty (the version byte alone): the checks describe this beat.
+		set += ", " + x.eq(wChecks, avB(encodeChecks(hb.At, hb.Checks)))
 		cond := x.exists()
 		if withAck {
 			ack := x.v(avU(hb.AckSeq))
@@ -315,4 +319,12 @@ func (s *Store) ReadOutbox(ctx context.Context, worker string, after uint64, lim
 		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
 	return es, nil
+}
+
+// finiteRate is a fetch rate fit to store: a NaN, infinite or negative one is 0.
+func finiteRate(r float64) float64 {
+	if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+		return 0
+	}
+	return r
 }

@@ -49,6 +49,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"DeleteWorker", testDeleteWorker},
 		{"Outbox", testOutbox},
 		{"WorkersVersion", testWorkersVersion},
+		{"Signals", testSignals},
+		{"SignalsRace", testSignalsRace},
 		{"CreateRepo", testCreateRepo},
 		{"OneRepoPerMirrorPath", testOneRepoPerMirrorPath},
 		{"ListReposPaging", testListReposPaging},
@@ -207,6 +209,15 @@ func normRepos(rs []store.Repo) []store.Repo {
 
 func normWorker(w store.Worker) store.Worker {
 	w.StartedAt, w.HeartbeatAt, w.SilentSince = w.StartedAt.UTC(), w.HeartbeatAt.UTC(), w.SilentSince.UTC()
+	if len(w.Checks) > 0 {
+		cs := make([]store.Check, len(w.Checks))
+		for i, c := range w.Checks {
+			cs[i] = store.Check{RepoID: c.RepoID, At: c.At.UTC().Round(0)}
+		}
+		w.Checks = cs
+	} else {
+		w.Checks = nil
+	}
 	return w
 }
 

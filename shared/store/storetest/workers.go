@@ -139,12 +139,20 @@ func testHeartbeat(t *testing.T, s store.Store) {
 	// time.Now carries a monotonic reading, which no store keeps.
 	// Staleness figures are kept to the millisecond.
 	st := store.Staleness{Repos: 40, Never: 2, P50: 90 * time.Second, P99: 2*time.Hour + 5*time.Millisecond, Max: 26 * time.Hour}
-	hb := store.Heartbeat{At: time.Now(), DiskUsed: 10, DiskTotal: 100, Fetching: 2, QueueLen: 5, AckSeq: 3, Staleness: st}
+	// The latest unwritten polls are kept to the millisecond, newest first, at most
+	// store.MaxChecks of them.
+	now := time.Now()
+	var checks []store.Check
+	for i := range store.MaxChecks + 5 {
+		checks = append(checks, store.Check{RepoID: fmt.Sprintf("%016x", 0xabc000+i), At: now.Add(-time.Duration(i*1500) * time.Millisecond)})
+	}
+	hb := store.Heartbeat{At: now, DiskUsed: 10, DiskTotal: 100, Fetching: 2, QueueLen: 5, AckSeq: 3, Staleness: st,
+		Checks: checks, FetchRate: 2.5}
 	got, err := s.Heartbeat(ctx, "w1", hb)
 	noErr(t, err, "Heartbeat")
 	want := claimed
 	want.HeartbeatAt, want.DiskUsed, want.DiskTotal, want.Fetching, want.QueueLen, want.AckSeq = hb.At, 10, 100, 2, 5, 3
-	want.Staleness = st
+	want.Staleness, want.Checks, want.FetchRate = st, checks[:store.MaxChecks], 2.5
 	want.OutboxHead, want.Beats = 2, 2
 	equal(t, "Heartbeat result", got, want, normWorker)
 	equal(t, "stored after Heartbeat", getWorker(t, s, "w1"), want, normWorker)
@@ -159,7 +167,9 @@ func testHeartbeat(t *testing.T, s store.Store) {
 		Staleness: store.Staleness{Repos: 41, P50: time.Second, P99: time.Minute, Max: time.Hour}}
 	got, err = s.Heartbeat(ctx, "w1", hb2)
 	noErr(t, err, "Heartbeat with an older ack")
+	// A heartbeat without checks clears them: they describe the last beat only.
 	want.HeartbeatAt, want.DiskUsed, want.Fetching, want.QueueLen, want.Beats, want.Staleness = hb2.At, 20, 0, 1, 3, hb2.Staleness
+	want.Checks, want.FetchRate = nil, 0
 	equal(t, "Heartbeat with an older ack", got, want, normWorker)
 	equal(t, "stored after older ack", getWorker(t, s, "w1"), want, normWorker)
 

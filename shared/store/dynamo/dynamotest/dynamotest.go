@@ -46,7 +46,8 @@ func Endpoint(t testing.TB) string {
 
 // Client is an SDK client for endpoint. Response checksums are not checked: DynamoDB
 // Local's error responses carry CRC32s that do not match, and the SDK would warn on each.
-// opts adjust the client's options (a retryer, an HTTP client).
+// Answers cut off in transit are retried where that is safe, as the fleet's clients do
+// (dynamo.RetryCutResponses). opts adjust the client's options (a retryer, an HTTP client).
 func Client(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region:       Region,
@@ -56,7 +57,7 @@ func Client(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 		}),
 		DisableValidateResponseChecksum: true,
 		HTTPClient:                      &http.Client{Timeout: 30 * time.Second},
-	}, opts...)
+	}, append([]func(*dynamodb.Options){dynamo.RetryCutResponses}, opts...)...)
 }
 
 // Table returns a store on a new table named after prefix, deleted when the test ends.

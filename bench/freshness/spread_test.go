@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+)
+
+func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	o := options{n: 150, seeds: []uint64{1, 2}, budgets: []float64{0.5}, days: days{warmup: 30, window: 20, drain: 10, cold: 10},
+		drift: 0.1, signals: true, realism: true}
+	encode := func(parallel int, seeds []uint64) []byte {
+		o.parallel, o.seeds = parallel, seeds
+		res := measure(log, o)
+		res.Meta = results.Meta{}
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	one, four := encode(1, []uint64{1, 2}), encode(4, []uint64{1, 2})
+	if string(one) != string(four) {
+		t.Fatal("seeds 1 and 2 on one simulation at a time and on four at once differ")
+	}
+	var res results.Freshness
+	if err := json.Unmarshal(one, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) == 0 || res.Runs[0].Spread == nil || res.Runs[0].Spread.Seeds != 2 || len(res.Goals) == 0 || res.Goals[0].Seeds != 2 {
+		t.Fatalf("no spread over two seeds: runs %d, goals %d", len(res.Runs), len(res.Goals))
+	}
+	for _, name := range results.Sections {
+		if sec := *res.Section(name); len(sec) == 0 || sec[0].Spread == nil {
+			t.Errorf("section %s: %d rows, or no spread", name, len(sec))
+		}
+	}
+	// A seed's figures are its own: seed 1 run alone gives the figures it gave with seed 2.
+	var alone results.Freshness
+	if err := json.Unmarshal(encode(2, []uint64{1}), &alone); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range results.Sections {
+		for k, r := range *alone.Section(name) {
+			if b := (*res.Section(name))[k]; r.Policy != b.Policy || r.LagMeanH != b.LagMeanH || r.Polls != b.Polls {
+				t.Fatalf("seed 1's %s %s at %g: %v alone, %v with seed 2", name, r.Policy, r.Budget, r.LagMeanH, b.LagMeanH)
+			}
+		}
+	}
+}
+
+func TestSpreadAndGoals(t *testing.T) {
+	s := stat([]float64{1, 2, 3, 6})
+	if s.Mean != 3 || s.Min != 1 || s.Max != 6 || math.Abs(s.SD-math.Sqrt(14.0/3)) > 1e-12 {
+		t.Fatalf("stat %+v", s)
+	}
+	if s := stat([]float64{2}); s.SD != 0 || s.Mean != 2 {
+		t.Fatalf("one value: %+v", s)
+	}
+	seed := func(def, opt, ratio float64) results.Freshness {
+		return results.Freshness{Setup: results.FreshnessSetup{Budgets: []float64{0.5}},
+			Runs:  []results.FreshnessRun{{Policy: "bayes", Budget: 0.5, LagMeanH: def, LagP99H: 2 * def}, {Policy: "optimum", Budget: 0.5, LagMeanH: opt, LagP99H: 2 * opt}},
+			Bound: []results.FreshnessBound{{Section: "runs", Evidence: "all", Ratio: ratio}}}
+	}
+	all := []results.Freshness{seed(10.3, 10, 1), seed(11, 10, 1)}
+	for k := range all {
+		all[k].Goals = goals(all[k])
+	}
+	res := withSpread(all)
+	i := slices.IndexFunc(res.Goals, func(g results.FreshnessGoal) bool { return g.Goal == "mean / bound" && g.Section == "runs" })
+	if i < 0 {
+		t.Fatalf("no goal for runs: %+v", res.Goals)
+	}
+	g := res.Goals[i]
+	if math.Abs(g.Value-1.03) > 1e-12 || g.Seeds != 2 || math.Abs(g.Spread.Max-1.1) > 1e-12 || g.Met || g.MetMean {
+		t.Fatalf("goal %+v", g)
+	}
+	if r := res.Runs[0]; r.Spread == nil || r.Spread.LagMeanH.Mean != 10.65 || all[0].Runs[0].Spread != nil {
+		t.Fatalf("row spread %+v (the first seed's own rows must stay as they were)", r.Spread)
+	}
+}
+
+func TestParseSeeds(t *testing.T) {
+	for in, want := range map[string][]uint64{"": {7}, "1-5": {1, 2, 3, 4, 5}, "3,1": {3, 1}, "1-2,2,9": {1, 2, 9}} {
+		got, err := parseSeeds(in, 7)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"x", "5-1", "1-", "-3"} {
+		if _, err := parseSeeds(in, 1); err == nil {
+			t.Errorf("%q: no error", in)
+		}
+	}
+}

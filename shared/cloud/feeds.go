@@ -1,0 +1,88 @@
+package cloud
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
+	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
+	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
+)
+
+// workerFeeds builds the worker's feed runner (ADR 28): the tokens read once from the
+// Secrets Manager secret cfg.ForgeTokensARN (HOST=TOKEN lines), then the sources of
+// cfg.Feeds. Nil without feeds.
+func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger) (*feeds.Runner, error) {
+	if len(cfg.Feeds) == 0 {
+		return nil, nil
+	}
+	tokens := map[string]string{}
+	if cfg.ForgeTokensARN != "" {
+		client := cfg.SecretsManager
+		if client == nil {
+			awsCfg, err := LoadAWSConfig(ctx)
+			if err != nil {
+				return nil, err
+			}
+			client = secretsmanager.NewFromConfig(awsCfg)
+		}
+		v, err := secrets.New(client, cfg.ForgeTokensARN, 0, nil).Get(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvForgeTokensARN, err)
+		}
+		if tokens, err = feeds.ParseTokens(strings.Split(v, "\n")); err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvForgeTokensARN, err)
+		}
+	}
+	period := cfg.FeedEvery
+	if period <= 0 {
+		period = feeds.DefaultPeriod
+	}
+	client := &http.Client{Timeout: 30 * time.Second} // the operator's own forges: no URL policy, as locally
+	var ps []*feeds.Prober
+	for _, spec := range cfg.Feeds {
+		src, err := feeds.ParseSource(spec, tokens)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvFeeds, err)
+		}
+		ps = append(ps, feeds.New(src, client, clock.Real{}, period))
+	}
+	log.Info("feeds", "feeds", len(ps), "every", period, "tokens", len(tokens))
+	return feeds.NewRunner(ps, clock.Real{}, log), nil
+}
+
+// runWorkerFeeds probes the feeds every period for the worker's own repos until ctx
+// ends: a change to a repo it owns is fetched at once; the others are other workers',
+// whose probes see them too. Nothing is written to the store for a change.
+func runWorkerFeeds(ctx context.Context, w *worker.Worker, r *feeds.Runner, period time.Duration, policy urlpolicy.Policy) {
+	repos := func(src feeds.Source) []string { return w.OwnedURLs(src.Web.Host) }
+	sink := func(ctx context.Context, cs []feeds.Change) {
+		owned := ownedRepos{w.Owned()}
+		for _, c := range cs {
+			if id, ok := api.MatchRepo(ctx, owned, policy, []string{c.URL}); ok {
+				w.FetchNow(id, false)
+			}
+		}
+	}
+	r.Run(ctx, period, repos, sink)
+}
+
+// ownedRepos answers api.MatchRepo from the worker's own repos, with no store read.
+type ownedRepos struct{ ids map[string]int64 }
+
+func (o ownedRepos) GetRepo(_ context.Context, id string) (store.Repo, error) {
+	if _, ok := o.ids[id]; ok {
+		return store.Repo{ID: id}, nil
+	}
+	return store.Repo{}, store.ErrNotFound
+}

@@ -1,0 +1,38 @@
+package worker
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+)
+
+// The heartbeat's checks are the k newest polls that the store does not show: written
+// polls, dropped repos and never-polled repos are left out.
+func TestLatestChecks(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	repos := map[string]*repoState{}
+	for i := range 10 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		repos[fmt.Sprintf("%016x", i)] = &repoState{rec: store.Repo{LastFetchAt: at}, lastWritten: t0.Add(-time.Hour)}
+	}
+	repos["written"] = &repoState{rec: store.Repo{LastFetchAt: t0.Add(time.Minute)}, lastWritten: t0.Add(time.Minute)}
+	repos["dropped"] = &repoState{rec: store.Repo{LastFetchAt: t0.Add(time.Minute)}, dropped: true}
+	repos["never"] = &repoState{}
+	got := latestChecks(repos, 3)
+	want := []store.Check{
+		{RepoID: fmt.Sprintf("%016x", 9), At: t0.Add(9 * time.Second)},
+		{RepoID: fmt.Sprintf("%016x", 8), At: t0.Add(8 * time.Second)},
+		{RepoID: fmt.Sprintf("%016x", 7), At: t0.Add(7 * time.Second)},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("latestChecks = %v, want %v", got, want)
+	}
+	if all := latestChecks(repos, 50); len(all) != 10 {
+		t.Fatalf("latestChecks(50) has %d checks, want the 10 unwritten polls", len(all))
+	}
+	if none := latestChecks(repos, 0); len(none) != 0 {
+		t.Fatalf("latestChecks(0) = %v", none)
+	}
+}
