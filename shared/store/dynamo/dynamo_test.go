@@ -220,7 +220,8 @@ func bothTiers(t *testing.T, fn func(t *testing.T, tr tier)) {
 // minidynShim adapts minidyn v0.7.0's HTTP server to what this backend uses and it lacks:
 //   - BatchGetItem is answered with one GetItem per key (the backend's batch reads are
 //     consistent reads of independent items, so this is the same answer);
-//   - UpdateTimeToLive is acknowledged (minidyn has no TTL; nothing here relies on expiry);
+//   - UpdateTimeToLive is acknowledged and DescribeTimeToLive says disabled (minidyn has
+//     no TTL; nothing here relies on expiry);
 //   - DescribeTable gets TableStatus ACTIVE (minidyn's tables are ready at once but it
 //     leaves the status out).
 //
@@ -250,6 +251,8 @@ func (h *minidynShim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var in struct{ TimeToLiveSpecification json.RawMessage }
 		_ = json.Unmarshal(body, &in)
 		writeJSON(w, http.StatusOK, map[string]any{"TimeToLiveSpecification": in.TimeToLiveSpecification})
+	case "DescribeTimeToLive":
+		writeJSON(w, http.StatusOK, map[string]any{"TimeToLiveDescription": map[string]any{"TimeToLiveStatus": "DISABLED"}})
 	case "DescribeTable":
 		code, out := h.call("DescribeTable", body)
 		var m map[string]map[string]any
@@ -314,4 +317,15 @@ func writeRaw(w http.ResponseWriter, code int, b []byte) {
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// A create repeated after its first answer was lost (the SDK retries a reset
+// connection) finds the table the first made, and succeeds.
+func TestCreateTableTwice(t *testing.T) {
+	bothTiers(t, func(t *testing.T, tr tier) {
+		s := newStore(t, tr.client, Config{})
+		if err := s.CreateTable(t.Context()); err != nil {
+			t.Fatalf("second CreateTable: %v", err)
+		}
+	})
 }

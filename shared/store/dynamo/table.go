@@ -129,11 +129,26 @@ func (s *Store) CreateTable(ctx context.Context) error {
 			gsi(indexStalest, attrStaleKey, attrStaleSort),
 		},
 	})
-	if err != nil {
+	// The SDK retries a create whose answer was lost in transit (a reset connection);
+	// the repeat then finds the table the first attempt made. Such a table is made
+	// ready like a new one.
+	var inUse *types.ResourceInUseException
+	existed := errors.As(err, &inUse)
+	if err != nil && !existed {
 		return fmt.Errorf("dynamo: create table %s: %w", s.table, err)
 	}
 	if err := s.WaitActive(ctx, 5*time.Minute); err != nil {
 		return err
+	}
+	if existed {
+		ttl, err := s.db.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(s.table)})
+		if err != nil {
+			return fmt.Errorf("dynamo: TTL of %s: %w", s.table, err)
+		}
+		if d := ttl.TimeToLiveDescription; d != nil && (d.TimeToLiveStatus == types.TimeToLiveStatusEnabled ||
+			d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+			return nil
+		}
 	}
 	_, err = s.db.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(s.table),
