@@ -96,27 +96,89 @@ func infoBound(draw func(seed uint64) Upstream, evalSeed uint64, day float64, si
 		return (f.sum + shrink*ec) / (f.n + shrink)
 	}
 	up := draw(evalSeed)
+	est := make([]float64, len(up))
+	rates := make([]float64, len(up))
+	for i, l := range up {
+		rates[i], est[i] = l.RateAt(day), estimate(evidenceAt(l, day))
+	}
+	optP99 := staticP99(rates, nil, func(i int) float64 { return math.Sqrt(rates[i]) })
 	var out []results.FreshnessBound
 	for _, missed := range append([]func(int) float64{nil}, signals...) {
-		var sf, slf, ssq, sdorm float64
-		for i, l := range up {
-			r, m := l.RateAt(day), 1.0
-			if missed != nil {
-				m = missed(i)
+		m := func(i int) float64 {
+			if missed == nil {
+				return 1
 			}
+			return missed(i)
+		}
+		var sf, slf, ssq, sdorm float64
+		for i, r := range rates {
 			ssq += math.Sqrt(r)
-			if m == 0 {
+			if m(i) == 0 {
 				continue // a signal that misses nothing: no polls, no lag from them
 			}
-			f := math.Sqrt(m * estimate(evidenceAt(l, day)))
+			f := math.Sqrt(m(i) * est[i])
 			sf += f
 			if r == 0 {
 				sdorm += f
 				continue
 			}
-			slf += m * r / f
+			slf += m(i) * r / f
 		}
-		out = append(out, results.FreshnessBound{Evidence: "all", SeenDays: fetch.HistoryWindow.Hours()/24 + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf})
+		x := results.FreshnessBound{Evidence: "all", SeenDays: fetch.HistoryWindow.Hours()/24 + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf}
+		if missed == nil {
+			x.P99 = staticP99(rates, m, func(i int) float64 { return math.Sqrt(est[i]) }) / optP99
+			x.P99Exp04 = staticP99(rates, m, func(i int) float64 { return math.Pow(est[i], 0.4) }) / optP99
+		}
+		out = append(out, x)
 	}
 	return out
+}
+
+// staticP99 is the p99 of the lag of the commits when repo i is polled periodically at a
+// frequency ∝ g(i) (one poll a day for all repos together: the figure is in those units,
+// so only ratios mean anything) and its pushes come at rates[i], of which polls must find
+// the share missed(i) (all when missed is nil): a missed push waits a uniform share of
+// the period, the others nothing.
+func staticP99(rates []float64, missed func(int) float64, g func(int) float64) float64 {
+	m := func(i int) float64 {
+		if missed == nil {
+			return 1
+		}
+		return missed(i)
+	}
+	total, sum := 0.0, 0.0
+	period := make([]float64, len(rates))
+	for i := range rates {
+		if m(i) > 0 {
+			total += g(i)
+		}
+		sum += rates[i]
+	}
+	hi := 0.0
+	for i := range rates {
+		if gi := g(i); gi > 0 && m(i) > 0 {
+			period[i] = total / gi
+			hi = max(hi, period[i])
+		}
+	}
+	// The share of commits still waiting at x falls as x grows: bisect for 1%.
+	late := func(x float64) float64 {
+		s := 0.0
+		for i, r := range rates {
+			if r > 0 && period[i] > x {
+				s += r * m(i) * (1 - x/period[i])
+			}
+		}
+		return s / sum
+	}
+	lo := 0.0
+	for range 60 {
+		mid := (lo + hi) / 2
+		if late(mid) > 0.01 {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
 }

@@ -234,3 +234,23 @@ func TestSignalBound(t *testing.T) {
 		t.Errorf("a bound at or under zero: %.3f, %.3f", xs[3].Ratio, xs[4].Ratio)
 	}
 }
+
+// TestStaticP99: one repo polled once a unit waits a uniform share of it; a repo whose
+// pushes a signal all announces takes no polls and adds no lag.
+func TestStaticP99(t *testing.T) {
+	one := func(int) float64 { return 1 }
+	if got := staticP99([]float64{1}, nil, one); math.Abs(got-0.99) > 1e-6 {
+		t.Errorf("one repo: p99 %.6f, want 0.99", got)
+	}
+	half := func(i int) float64 { return float64(i) } // repo 0 fully signalled
+	if got := staticP99([]float64{1, 1}, half, one); math.Abs(got-0.98) > 1e-6 {
+		t.Errorf("half signalled: p99 %.6f, want 0.98", got)
+	}
+	// Polling the faster of two repos more shortens the tail the optimum has.
+	rates := []float64{1, 0.01}
+	sq := staticP99(rates, nil, func(i int) float64 { return math.Sqrt(rates[i]) })
+	flat := staticP99(rates, nil, one)
+	if !(sq > 0 && flat > 0 && sq != flat) {
+		t.Errorf("p99 √ %.4f, uniform %.4f", sq, flat)
+	}
+}

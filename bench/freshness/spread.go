@@ -62,8 +62,12 @@ func goals(res results.Freshness) []results.FreshnessGoal {
 			if !ok1 || !ok2 || opt.LagP99H <= 0 {
 				continue
 			}
-			out = append(out, results.FreshnessGoal{Goal: "p99 / optimum's p99", Section: sec, Of: "optimum of " + sec, Budget: b,
-				Target: p99Target, Value: ours.LagP99H / opt.LagP99H})
+			g := results.FreshnessGoal{Goal: "p99 / optimum's p99", Section: sec, Of: "optimum of " + sec, Budget: b,
+				Target: p99Target, Value: ours.LagP99H / opt.LagP99H}
+			if x, ok := boundOf(res, sec, "all"); ok && x.P99 > 0 {
+				g.Bound = min(x.P99, x.P99Exp04)
+			}
+			out = append(out, g)
 		}
 	}
 	for _, s := range res.Setup.Signals {

@@ -77,6 +77,7 @@ func freshSignalRows(v results.Freshness, def string) ([]freshSignalRow, error) 
 type freshBoundRow struct {
 	Section, Evidence   string
 	Ratio, DormantPolls float64
+	P99, P99Exp04       float64 // its allocation's p99 over the optimum's, √ and ^0.4 (0: not measured)
 	Default, OverBound  float64 // the default policy's mean over the optimum, and over the bound
 	Budget              float64
 }
@@ -103,7 +104,7 @@ func freshBoundRows(v results.Freshness, def string) []freshBoundRow {
 		if x.Evidence == "all" {
 			ev = "push counts, span, silence, root reached"
 		}
-		r := freshBoundRow{Section: x.Section, Evidence: ev, Ratio: x.Ratio, DormantPolls: x.DormantPolls, Budget: b}
+		r := freshBoundRow{Section: x.Section, Evidence: ev, Ratio: x.Ratio, DormantPolls: x.DormantPolls, P99: x.P99, P99Exp04: x.P99Exp04, Budget: b}
 		if runs, ok := secs[x.Section]; ok {
 			if ours, opt := runs[def][b], runs[freshOpt][b]; opt.LagMeanH > 0 {
 				r.Default = ours.LagMeanH / opt.LagMeanH

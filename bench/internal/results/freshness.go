@@ -260,6 +260,12 @@ type FreshnessBound struct {
 	SeenDays     float64 `json:"seen_days"`
 	Ratio        float64 `json:"ratio"`
 	DormantPolls float64 `json:"dormant_poll_share"`
+	// P99 is the p99 of the lag under the bound's allocation (periodic polls at
+	// f ∝ √E[λ | evidence]) over the optimum's (f ∝ √λ), and P99Exp04 that with
+	// f ∝ E[λ | evidence]^0.4, which trades a little mean for the tail: the least p99 the
+	// evidence allows with either. All-evidence bounds only.
+	P99      float64 `json:"p99,omitempty"`
+	P99Exp04 float64 `json:"p99_exp04,omitempty"`
 	// Spread is the ratio over every seed run, when more than one was.
 	Spread *FreshnessStat `json:"spread,omitempty"`
 }
