@@ -54,9 +54,7 @@ func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger
 	if cfg.List.Enabled() {
 		ac.List = listsync.View{Config: cfg.List, Store: st}
 	}
-	// The signal item carries no owner-level flag: workers on AWS learn an organization's
-	// hooks from hooks of two of its repos (worker.OwnerHooks).
-	hc := api.HookConfig{Store: st, Policy: policy, Ring: func(ctx context.Context, id string, _ bool) { ring.Hook(ctx, id) }, Log: log}
+	hc := api.HookConfig{Store: st, Policy: policy, Ring: ring.Hook, Log: log}
 	if secrets != nil {
 		hc.Secrets = secrets
 	}

@@ -146,3 +146,22 @@ func TestFetchNowLearnsOwners(t *testing.T) {
 		t.Fatalf("owners kept past HookMemory: %v", w.owners)
 	}
 }
+
+// On AWS an owner-level hook comes through the signal item's OwnerHook set.
+func TestSignalsCarryOwnerLevelHooks(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := New(Config{}, nil, nil, nil, clock.NewVirtual(now), slog.New(slog.DiscardHandler))
+	w.id = "w1"
+	w.repos["a"] = &repoState{rec: store.Repo{ID: "a", URL: "https://gitea.example.com/org/a"}}
+	w.repos["b"] = &repoState{rec: store.Repo{ID: "b", URL: "https://gitea.example.com/org/b"}}
+	st := &memSignals{sig: store.Signals{OwnerHook: []string{"a"}}}
+	if rung, _, err := w.TakeSignals(t.Context(), st); err != nil || rung != 1 {
+		t.Fatalf("rung %d err %v", rung, err)
+	}
+	if got := w.repos["b"].hook.HookedBy(w.ownerLocked(w.repos["b"]), now); got != HookedOwner {
+		t.Fatalf("a quiet repo of the owner after an owner-level signal: %v, want HookedOwner", got)
+	}
+	if len(st.removed.OwnerHook) != 1 {
+		t.Fatalf("removed %+v, want what was read", st.removed)
+	}
+}

@@ -53,7 +53,7 @@ func (w *Worker) TakeSignals(ctx context.Context, st SignalStore) (rung, dropped
 	for _, s := range []struct {
 		ids []string
 		ask Ask
-	}{{sig.Hook, AskHook}, {sig.Sync, AskSync}} {
+	}{{sig.Hook, AskHook}, {sig.OwnerHook, AskOwnerHook}, {sig.Sync, AskSync}} {
 		for _, repo := range s.ids {
 			if w.FetchNow(repo, s.ask) {
 				rung++
