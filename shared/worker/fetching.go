@@ -171,7 +171,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	}
 	covered := w.cfg.FeedCovered != nil && w.cfg.FeedCovered(r.rec.URL)
 	lossShare := AssumedHookLoss
-	owner := w.ownerLocked(r)
+	owner := w.ownerHooksLocked(r)
 	if by := r.hook.HookedBy(owner, now); by != NotHooked {
 		// A hooked repo's fetch that brought something tells whether the host's hooks
 		// announced it (one count per host in memory).

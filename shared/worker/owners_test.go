@@ -123,7 +123,7 @@ func TestFetchNowLearnsOwners(t *testing.T) {
 		"c": "https://github.com/org/c", "x": "https://github.com/other/x", "top": "https://example.com/top"} {
 		w.repos[id] = &repoState{rec: store.Repo{ID: id, URL: url}}
 	}
-	hooked := func(id string) Hooking { return w.repos[id].hook.HookedBy(w.ownerLocked(w.repos[id]), now) }
+	hooked := func(id string) Hooking { return w.repos[id].hook.HookedBy(w.ownerHooksLocked(w.repos[id]), now) }
 	w.FetchNow("a", AskHook)
 	if hooked("a") != HookedOwn || hooked("c") != NotHooked {
 		t.Fatalf("one repo-level hook: a %v, c %v", hooked("a"), hooked("c"))
@@ -158,7 +158,7 @@ func TestSignalsCarryOwnerLevelHooks(t *testing.T) {
 	if rung, _, err := w.TakeSignals(t.Context(), st); err != nil || rung != 1 {
 		t.Fatalf("rung %d err %v", rung, err)
 	}
-	if got := w.repos["b"].hook.HookedBy(w.ownerLocked(w.repos["b"]), now); got != HookedOwner {
+	if got := w.repos["b"].hook.HookedBy(w.ownerHooksLocked(w.repos["b"]), now); got != HookedOwner {
 		t.Fatalf("a quiet repo of the owner after an owner-level signal: %v, want HookedOwner", got)
 	}
 	if len(st.removed.OwnerHook) != 1 {

@@ -35,11 +35,10 @@ const (
 const FeedStretch = 100.0
 
 // HookLoss is what a worker saw of one host's hooks: pushes a fetch a hook asked for
-// brought (Announced), and pushes a poll of a hooked repo found first (Lost: no hook
-// came for them, or it came after the poll).
-// Outside counts pushes a poll found in repos that counted as hooked only through their
-// owner (OwnerHooks): most likely repos the owner's hook does not cover, not lost
-// deliveries, so they are not in Share.
+// brought (Announced), pushes a poll of a hooked repo found first (Lost: no hook came
+// for them, or it came after the poll), and pushes a poll found first in repos that
+// counted as hooked only through their owner (Outside: most likely repos the owner's
+// hook does not cover, not lost deliveries, so they are not in Share).
 type HookLoss struct{ Announced, Lost, Outside int }
 
 // Saw counts a fetch of a hooked repo that brought something: asked for by a hook, or
@@ -112,8 +111,8 @@ func (w *Worker) FetchNow(id string, ask Ask) bool {
 	return true
 }
 
-// ownerLocked is the hooks of r's owner, nil when none came within HookMemory.
-func (w *Worker) ownerLocked(r *repoState) *OwnerHooks {
+// ownerHooksLocked is the hooks of r's owner, nil when none came within HookMemory.
+func (w *Worker) ownerHooksLocked(r *repoState) *OwnerHooks {
 	if len(w.owners) == 0 {
 		return nil
 	}
