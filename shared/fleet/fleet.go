@@ -522,12 +522,29 @@ func (f *Fleet) ring(id string, ask worker.Ask) bool {
 	return false
 }
 
-func (f *Fleet) ringHook(_ context.Context, id string, ownerLevel bool) {
+// ringHook rings the owner of repo id for a push webhook, and tells the other in-process
+// workers what the hook says of the repo's organization (worker.NoteHook): the
+// organization's other repos are spread over all of them.
+func (f *Fleet) ringHook(ctx context.Context, id string, ownerLevel bool) {
+	ask := worker.AskHook
 	if ownerLevel {
-		f.ring(id, worker.AskOwnerHook)
+		ask = worker.AskOwnerHook
+	}
+	f.ring(id, ask)
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	if len(ws) < 2 {
 		return
 	}
-	f.ring(id, worker.AskHook)
+	r, err := f.Store.GetRepo(ctx, id)
+	if err != nil {
+		f.cfg.Log.Debug("webhook: read the repo for its organization", "repo", id, "err", err)
+		return
+	}
+	for _, rw := range ws {
+		rw.w.NoteHook(id, r.URL, ask) // the owner's own record of it again: no change
+	}
 }
 func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, worker.AskSync) }
 

@@ -165,3 +165,24 @@ func TestSignalsCarryOwnerLevelHooks(t *testing.T) {
 		t.Fatalf("removed %+v, want what was read", st.removed)
 	}
 }
+
+// A worker told of a hook of a repo another worker owns covers its own repos of the
+// same organization; a sync, or a repo with no organization, tells it nothing.
+func TestNoteHookOfAnotherWorkersRepo(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := New(Config{}, nil, nil, nil, clock.NewVirtual(now), slog.New(slog.DiscardHandler))
+	w.repos["b"] = &repoState{rec: store.Repo{ID: "b", URL: "https://github.com/org/b"}}
+	hooked := func() Hooking { return w.repos["b"].hook.HookedBy(w.ownerHooksLocked(w.repos["b"]), now) }
+	w.NoteHook("a", "https://github.com/org/a", AskSync)
+	w.NoteHook("top", "https://github.com/top", AskOwnerHook)
+	if hooked() != NotHooked || len(w.owners) != 0 {
+		t.Fatalf("after a sync and a hook with no organization: %v, owners %v", hooked(), w.owners)
+	}
+	w.NoteHook("a", "https://github.com/org/a", AskOwnerHook)
+	if hooked() != HookedOwner {
+		t.Fatalf("after another worker's repo's organization-level hook: %v, want HookedOwner", hooked())
+	}
+	if _, ok := w.repos["a"]; ok || !w.repos["b"].hook.At.IsZero() {
+		t.Fatal("a noted hook changed the repos the worker holds")
+	}
+}

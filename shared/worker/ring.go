@@ -98,17 +98,36 @@ func (w *Worker) FetchNow(id string, ask Ask) bool {
 	r.rungAt = now
 	if ask != AskSync {
 		r.hook, r.hookPending = HookState{At: now}, true
-		if owner, ok := OwnerOf(r.rec.URL); ok {
-			o := w.owners[owner]
-			if o == nil {
-				o = &OwnerHooks{}
-				w.owners[owner] = o
-			}
-			o.Saw(id, ask == AskOwnerHook, now)
-		}
+		w.sawHookLocked(id, r.rec.URL, ask, now)
 	}
 	w.fetchNowLocked(id, r)
 	return true
+}
+
+// NoteHook records what a hook of a repo another worker owns (id, at url) says of the
+// repo's owner: the workers of one process share what they learn of organizations'
+// hooks, so an organization's quiet repos count as covered whichever worker owns them.
+func (w *Worker) NoteHook(id, url string, ask Ask) {
+	if ask == AskSync {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sawHookLocked(id, url, ask, w.clock.Now())
+}
+
+// sawHookLocked records a hook of repo id at url in its owner's hooks.
+func (w *Worker) sawHookLocked(id, url string, ask Ask, now time.Time) {
+	owner, ok := OwnerOf(url)
+	if !ok {
+		return
+	}
+	o := w.owners[owner]
+	if o == nil {
+		o = &OwnerHooks{}
+		w.owners[owner] = o
+	}
+	o.Saw(id, ask == AskOwnerHook, now)
 }
 
 // ownerHooksLocked is the hooks of r's owner, nil when none came within HookMemory.
