@@ -286,13 +286,13 @@ func TestCostsAreMeasuredOnARealWorkerAndRealMirrors(t *testing.T) {
 func TestDriftBoundAgreesWithTheStationaryOne(t *testing.T) {
 	pop := NewPopulation(3000, 5, targets)
 	days := []float64{40, 60}
-	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, rand.New(rand.NewPCG(5, 1)))
+	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, nil, rand.New(rand.NewPCG(5, 1)))
 	want := bound(pop, 50, 2, rand.New(rand.NewPCG(5, 2)))
 	if math.Abs(steady.Ratio/want.Ratio-1) > 0.03 || math.Abs(steady.DormantPolls-want.DormantPolls) > 0.01 {
 		t.Fatalf("filtered bound without changes %.3f (dormant %.3f), stationary bound %.3f (dormant %.3f)",
 			steady.Ratio, steady.DormantPolls, want.Ratio, want.DormantPolls)
 	}
-	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, rand.New(rand.NewPCG(5, 1)))
+	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, nil, rand.New(rand.NewPCG(5, 1)))
 	if drifting.Ratio < steady.Ratio*1.2 || drifting.DormantPolls < 2*steady.DormantPolls {
 		t.Fatalf("bound with drift %.3f (dormant %.3f), without %.3f (dormant %.3f): drift should cost",
 			drifting.Ratio, drifting.DormantPolls, steady.Ratio, steady.DormantPolls)
@@ -305,8 +305,8 @@ func TestDriftBoundAgreesWithTheStationaryOne(t *testing.T) {
 func TestRealisticDriftBound(t *testing.T) {
 	pop := NewRealisticPopulation(3000, 5, targets, realism)
 	days := []float64{40, 60}
-	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, rand.New(rand.NewPCG(5, 1)))
-	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, rand.New(rand.NewPCG(5, 1)))
+	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, nil, rand.New(rand.NewPCG(5, 1)))
+	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, nil, rand.New(rand.NewPCG(5, 1)))
 	if steady.Ratio < 1 || drifting.Ratio < steady.Ratio*1.2 || math.IsNaN(drifting.Ratio) {
 		t.Fatalf("realistic bound %.3f with drift, %.3f without", drifting.Ratio, steady.Ratio)
 	}

@@ -71,8 +71,11 @@ type binSum struct{ sum, n float64 }
 
 // infoBound is the bound at day for the population draw makes (draw(seed) is the
 // upstream of a population drawn with seed, up to day at least), evaluated on the draw
-// of evalSeed and learned from trainDraws others.
-func infoBound(draw func(seed uint64) Upstream, evalSeed uint64, day float64) results.FreshnessBound {
+// of evalSeed and learned from trainDraws others. With signals given, it also returns
+// the bound of each (after the plain one, in order): signals[k](i) is the share of repo
+// i's pushes that polls must find (signalBound); every ratio is over the poll-only
+// optimum.
+func infoBound(draw func(seed uint64) Upstream, evalSeed uint64, day float64, signals ...func(i int) float64) []results.FreshnessBound {
 	fine, coarse := map[[4]int]binSum{}, map[[4]int]binSum{}
 	var all binSum
 	for k := range trainDraws {
@@ -92,17 +95,28 @@ func infoBound(draw func(seed uint64) Upstream, evalSeed uint64, day float64) re
 		f := fine[e.key(true)]
 		return (f.sum + shrink*ec) / (f.n + shrink)
 	}
-	var sf, slf, ssq, sdorm float64
-	for _, l := range draw(evalSeed) {
-		r := l.RateAt(day)
-		f := math.Sqrt(estimate(evidenceAt(l, day)))
-		sf += f
-		if r == 0 {
-			sdorm += f
-			continue
+	up := draw(evalSeed)
+	var out []results.FreshnessBound
+	for _, missed := range append([]func(int) float64{nil}, signals...) {
+		var sf, slf, ssq, sdorm float64
+		for i, l := range up {
+			r, m := l.RateAt(day), 1.0
+			if missed != nil {
+				m = missed(i)
+			}
+			ssq += math.Sqrt(r)
+			if m == 0 {
+				continue // a signal that misses nothing: no polls, no lag from them
+			}
+			f := math.Sqrt(m * estimate(evidenceAt(l, day)))
+			sf += f
+			if r == 0 {
+				sdorm += f
+				continue
+			}
+			slf += m * r / f
 		}
-		slf += r / f
-		ssq += math.Sqrt(r)
+		out = append(out, results.FreshnessBound{Evidence: "all", SeenDays: fetch.HistoryWindow.Hours()/24 + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf})
 	}
-	return results.FreshnessBound{Evidence: "all", SeenDays: fetch.HistoryWindow.Hours()/24 + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf}
+	return out
 }

@@ -195,6 +195,7 @@ type seedRun struct {
 	jobs                     []job
 	runs                     [][]results.FreshnessRun
 	bounds                   []results.FreshnessBound // in a fixed order, whatever order they are computed in
+	signalBounds             []results.FreshnessBound // one per signalSections entry, by its index
 	desc                     results.FreshnessPopulation
 }
 
@@ -324,6 +325,7 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 		}})
 	}
 	sr.bounds = make([]results.FreshnessBound, boundSlots)
+	sr.signalBounds = make([]results.FreshnessBound, len(signalSections))
 	// The bounds from push counts, and the drift bound, share one random stream: one task.
 	out = append(out, task{1, func() {
 		brng := rand.New(rand.NewPCG(sr.seed, 0xb0))
@@ -337,7 +339,7 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 		}
 		if sr.drifting != nil {
 			// Three days across the measured window: the silent share moves as repos wake.
-			x := driftBound(sr.pop, sr.drifting, o.drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6}, brng)
+			x := driftBound(sr.pop, sr.drifting, o.drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6}, nil, brng)
 			x.Section = "drift"
 			sr.bounds[boundSlots-2] = x
 		}
@@ -345,7 +347,7 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 	if sr.realDrifting != nil {
 		out = append(out, task{1, func() {
 			x := driftBound(sr.real, sr.realDrifting, o.drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6},
-				rand.New(rand.NewPCG(sr.seed, 0xb1)))
+				nil, rand.New(rand.NewPCG(sr.seed, 0xb1)))
 			x.Section = "drift_realistic"
 			sr.bounds[boundSlots-1] = x
 		}})
@@ -370,11 +372,70 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 					return NewRealisticPopulation(n, s, targets, realism).NewUpstream(s^0x5ea1, b.day+1, 0, batch, targets)
 				}
 			}
-			x := infoBound(draw, seed, b.day)
-			x.Section = b.section
-			log.Info("bound", "seed", seed, "section", x.Section, "evidence", x.Evidence, "ratio", round(x.Ratio), "dormant_polls", round(x.DormantPolls))
-			sr.bounds[2+k] = x
+			var sigs []signals
+			if b.section == "runs" && o.signals {
+				sigs = sr.signalSections(false)
+			}
+			xs := infoBound(draw, seed, b.day, sr.missed(sigs)...)
+			xs[0].Section = b.section
+			sr.bounds[2+k] = xs[0]
+			for j, sg := range sigs {
+				xs[1+j].Section = sg.Section
+				sr.signalBounds[sectionIndex(sg.Section)] = xs[1+j]
+			}
+			for _, x := range xs {
+				log.Info("bound", "seed", seed, "section", x.Section, "evidence", x.Evidence, "ratio", round(x.Ratio), "dormant_polls", round(x.DormantPolls))
+			}
 		}})
+	}
+	if o.signals && sr.drifting != nil {
+		for k, sg := range sr.signalSections(true) {
+			out = append(out, task{1, func() {
+				x := driftBound(sr.pop, sr.drifting, o.drift, []float64{d.warmup + d.window/6, d.warmup + d.window/2, d.warmup + 5*d.window/6},
+					sr.missed([]signals{sg})[0], rand.New(rand.NewPCG(sr.seed, 0xb2+uint64(k))))
+				x.Section = sg.Section
+				log.Info("bound", "seed", sr.seed, "section", x.Section, "ratio", round(x.Ratio), "dormant_polls", round(x.DormantPolls))
+				sr.signalBounds[sectionIndex(sg.Section)] = x
+			}})
+		}
+	}
+	return out
+}
+
+// sectionIndex is the index of the signal section named in signalSections.
+func sectionIndex(name string) int {
+	return slices.IndexFunc(signalSections, func(s signals) bool { return s.Section == name })
+}
+
+// signalSections are the sections with signals on the drifting population or not.
+func (sr *seedRun) signalSections(drift bool) []signals {
+	var out []signals
+	for _, sg := range signalSections {
+		if sg.Drift == drift {
+			out = append(out, sg)
+		}
+	}
+	return out
+}
+
+// missed is, for each signal, the share of each repo's pushes polls must find (its
+// signal bound, signalBound): the lost hooks of a covered repo, nothing of a repo a feed
+// covers, every push of the others. The bound knows which repos are covered.
+func (sr *seedRun) missed(sigs []signals) []func(i int) float64 {
+	var out []func(int) float64
+	org := orgs(sr.o.n, sr.seed)
+	for _, sg := range sigs {
+		cov := covered(org, sr.seed, sg.Share)
+		loss := sg.Loss
+		if sg.Period > 0 {
+			loss = 0
+		}
+		out = append(out, func(i int) float64 {
+			if cov[i] {
+				return loss
+			}
+			return 1
+		})
 	}
 	return out
 }
@@ -394,6 +455,11 @@ func (sr *seedRun) result() results.Freshness {
 		res.PopulationRealistic = &rd
 	}
 	for _, x := range sr.bounds {
+		if x.Section != "" {
+			res.Bound = append(res.Bound, x)
+		}
+	}
+	for _, x := range sr.signalBounds {
 		if x.Section != "" {
 			res.Bound = append(res.Bound, x)
 		}

@@ -256,7 +256,10 @@ func bound(pop Population, day float64, draws int, rng *rand.Rand) results.Fresh
 // push counts (not the root, the age or the span): a repo's age is drawn independently
 // of its rate, so the counts over the span its history covers are judged by the same
 // prior; the span is the history window, or the repo's age when it is younger.
-func driftBound(pop Population, up Upstream, perMonth float64, days []float64, rng *rand.Rand) results.FreshnessBound {
+//
+// missed, when not nil, is the share of repo i's pushes that polls must find
+// (signalBound); the ratio stays over the poll-only optimum.
+func driftBound(pop Population, up Upstream, perMonth float64, days []float64, missed func(i int) float64, rng *rand.Rand) results.FreshnessBound {
 	const k = 48 // the log-normal on a grid, and the dormant point (index k)
 	var rate, weight, decay [k + 1]float64
 	r, w := activeGrid(pop, k, 4)
@@ -323,11 +326,19 @@ func driftBound(pop Population, up Upstream, perMonth float64, days []float64, r
 			for j := range b {
 				m += b[j] * rate[j]
 			}
-			f := math.Sqrt(m)
+			share := 1.0
+			if missed != nil {
+				share = missed(i)
+			}
+			r := l.RateAt(day)
+			ssq[d] += math.Sqrt(r)
+			if share == 0 {
+				continue // a signal that misses nothing: no polls, no lag from them
+			}
+			f := math.Sqrt(share * m)
 			sf[d] += f
-			if r := l.RateAt(day); r > 0 {
-				slf[d] += r / f
-				ssq[d] += math.Sqrt(r)
+			if r > 0 {
+				slf[d] += share * r / f
 			} else {
 				sdorm[d] += f
 			}

@@ -251,7 +251,7 @@ func TestInfoBound(t *testing.T) {
 		return NewRealisticPopulation(n, seed, targets, realism).NewUpstream(seed, day+1, 0, batch, targets)
 	}
 	counts := bound(NewPopulation(n, 1, targets), day, 2, rand.New(rand.NewPCG(1, 2)))
-	p, r := infoBound(plain, 1, day), infoBound(real, 1, day)
+	p, r := infoBound(plain, 1, day)[0], infoBound(real, 1, day)[0]
 	t.Logf("plain: counts %.3f, all evidence %.3f (dormant polls %.3f); realistic: all evidence %.3f", counts.Ratio, p.Ratio, p.DormantPolls, r.Ratio)
 	// In the plain population the root flag tells dormant repos apart, so knowing it must
 	// beat knowing the counts alone; a bound is never under the optimum.
@@ -260,5 +260,37 @@ func TestInfoBound(t *testing.T) {
 	}
 	if p.Ratio >= counts.Ratio {
 		t.Errorf("all evidence %.3f, counts alone %.3f", p.Ratio, counts.Ratio)
+	}
+}
+
+// TestSignalBound: a signal that covers nothing leaves the bound as it is; hooks that
+// lose a share ℓ of the pushes of the repos they cover cut the lag, the more the more
+// they cover, and a feed (missing nothing) cuts it further; none goes under the share
+// of lag the uncovered repos alone would have with every poll.
+func TestSignalBound(t *testing.T) {
+	const n, day = 3000, 60.0
+	plain := func(seed uint64) Upstream {
+		return NewPopulation(n, seed, targets).NewUpstream(seed, day+1, 0, batch, targets)
+	}
+	org := orgs(n, 1)
+	share := func(cov []bool, m float64) func(int) float64 {
+		return func(i int) float64 {
+			if cov[i] {
+				return m
+			}
+			return 1
+		}
+	}
+	none, c30, c60 := make([]bool, n), covered(org, 1, 0.3), covered(org, 1, 0.6)
+	xs := infoBound(plain, 1, day, share(none, 0.01), share(c30, 0.01), share(c60, 0.01), share(c30, 0))
+	t.Logf("plain %.3f, nothing covered %.3f, hooks 30%% %.3f, 60%% %.3f, feed 30%% %.3f", xs[0].Ratio, xs[1].Ratio, xs[2].Ratio, xs[3].Ratio, xs[4].Ratio)
+	if math.Abs(xs[1].Ratio-xs[0].Ratio) > 1e-12 {
+		t.Errorf("a signal covering nothing moved the bound: %.6f, plain %.6f", xs[1].Ratio, xs[0].Ratio)
+	}
+	if !(xs[2].Ratio < xs[0].Ratio && xs[3].Ratio < xs[2].Ratio && xs[4].Ratio < xs[2].Ratio) {
+		t.Errorf("bounds out of order: plain %.3f, hooks 30%% %.3f, 60%% %.3f, feed 30%% %.3f", xs[0].Ratio, xs[2].Ratio, xs[3].Ratio, xs[4].Ratio)
+	}
+	if xs[3].Ratio <= 0 || xs[4].Ratio <= 0 {
+		t.Errorf("a bound at or under zero: %.3f, %.3f", xs[3].Ratio, xs[4].Ratio)
 	}
 }

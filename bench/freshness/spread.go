@@ -80,8 +80,14 @@ func goals(res results.Freshness) []results.FreshnessGoal {
 		if !ok1 || !ok2 || poll.LagMeanH <= 0 {
 			continue
 		}
-		out = append(out, results.FreshnessGoal{Goal: "mean / poll-only optimum", Section: s.Section, Of: "optimum of " + base,
-			Budget: signalGoalBudget, Target: target, Value: ours.LagMeanH / poll.LagMeanH})
+		g := results.FreshnessGoal{Goal: "mean / poll-only optimum", Section: s.Section, Of: "optimum of " + base,
+			Budget: signalGoalBudget, Target: target, Value: ours.LagMeanH / poll.LagMeanH}
+		for _, x := range res.Bound {
+			if x.Section == s.Section {
+				g.Bound = x.Ratio + ours.SignallingCommitShare*s.DelayDays()*24/poll.LagMeanH
+			}
+		}
+		out = append(out, g)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ type freshGoalSpreadRow struct {
 	Goal, Section, Of string
 	Budget, Target    float64
 	Value             float64 // the first seed's
+	Bound             float64 // the section's bound in the goal's units, when the goal has one (0: none)
 	Spread            string  // "mean ± sd (min–max)" over the seeds
 	Met               string  // every seed, and the mean
 	Seeds             int
@@ -20,7 +21,7 @@ type freshGoalSpreadRow struct {
 func freshGoalSpreadRows(v results.Freshness) []freshGoalSpreadRow {
 	var rows []freshGoalSpreadRow
 	for _, g := range v.Goals {
-		r := freshGoalSpreadRow{Goal: g.Goal, Section: g.Section, Of: g.Of, Budget: g.Budget, Target: g.Target, Value: g.Value,
+		r := freshGoalSpreadRow{Goal: g.Goal, Section: g.Section, Of: g.Of, Budget: g.Budget, Target: g.Target, Value: g.Value, Bound: g.Bound,
 			Seeds: g.Seeds, Spread: spreadText(g.Spread, g.Seeds)}
 		switch {
 		case g.Met:

@@ -85,6 +85,15 @@ type FreshnessSignal struct {
 	Drift     bool    `json:"drift,omitempty"`
 }
 
+// DelayDays is how long a signalled push waits for its signal on average: half a feed's
+// period, or a hook's mean delivery delay.
+func (s FreshnessSignal) DelayDays() float64 {
+	if s.Kind == "feed" {
+		return s.PeriodMin / 2 / (24 * 60)
+	}
+	return (s.DelayMinS + s.DelayMaxS) / 2 / 86400
+}
+
 // FreshnessBatch is how the simulated pushes carry commits and when those were
 // authored (an assumption; the policies see only the commits' times).
 type FreshnessBatch struct {
@@ -216,6 +225,11 @@ type FreshnessGoal struct {
 	Budget  float64 `json:"budget"`
 	Target  float64 `json:"target"` // met at or below
 	Value   float64 `json:"value"`  // the first seed's
+	// Bound, for a goal against the poll-only optimum, is the least any policy could
+	// reach with what the fleet knows in the section (its bound with the signal, plus the
+	// signals' own delay), in Value's units, the first seed's: a target under it cannot
+	// be met by polling better.
+	Bound float64 `json:"bound,omitempty"`
 	// Spread is over every seed run; Met says every seed met the target, MetMean that
 	// their mean did.
 	Spread  FreshnessStat `json:"spread"`
