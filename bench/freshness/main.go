@@ -258,6 +258,7 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 	}
 	if o.signals {
 		sr.setup.HookStretch, sr.setup.FeedStretch, sr.setup.SignalMemoryDays, sr.setup.OrgMeanRepos = hookStretch, feedStretch, signalMemory, 1+orgExtra
+		sr.setup.OwnerLevelShare, sr.setup.OwnerRepos = ownerLevelShare, ownerRepos
 		for _, sg := range signalSections {
 			up := sr.steady
 			if sg.Drift {
@@ -308,7 +309,7 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			if j.signal != nil {
 				cfg.Signal, cfg.Orgs = j.signal, orgs(o.n, sr.seed)
 				cfg.Covered = covered(cfg.Orgs, sr.seed, j.signal.Share)
-				cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, end, rand.New(rand.NewPCG(sr.seed, uint64(j.k)+2000)))
+				cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, ownerLevel(cfg.Orgs, sr.seed), end, rand.New(rand.NewPCG(sr.seed, uint64(j.k)+2000)))
 			}
 			rs := run(j.pop, j.up, s, cfg, rng)
 			section := ""

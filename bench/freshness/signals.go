@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -28,7 +29,12 @@ type signals struct {
 // and a feed lists a whole host, so coverage is drawn per organization (repos fall into
 // organizations of 1 + geometric(mean orgExtra) repos); a share of 30% covers 30% of the
 // repos, and of the active ones, in expectation. An organization covered at 30% is covered
-// at 60% (the same draw), so the sections differ only in coverage.
+// at 60% (the same draw), so the sections differ only in coverage. Of the hooked
+// organizations, ownerLevelShare set one hook on the organization, whose deliveries say
+// so (GitHub's and Gitea's installation target header); the others set a hook on each of
+// their repos, which the worker learns as the organization's once hooks of ownerRepos of
+// them came (worker.OwnerHooks). Which is drawn per organization, once per seed, the same
+// for every section.
 var signalSections = []signals{
 	{Section: "hooks30", Share: 0.3, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01},
 	{Section: "hooks60", Share: 0.6, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01},
@@ -48,11 +54,17 @@ func (s signals) doc() results.FreshnessSignal {
 	return d
 }
 
-// delivery is a signal reaching the worker: repo's pushes up to the time it names are there.
+// delivery is a signal reaching the worker: repo's pushes up to the time it names are
+// there. owner: a hook that says it is set on the repo's organization.
 type delivery struct {
-	at   float64
-	repo int
+	at    float64
+	repo  int
+	owner bool
 }
+
+// ownerLevelShare is the share of hooked organizations whose hook is set on the
+// organization.
+const ownerLevelShare = 0.5
 
 // orgExtra is the mean number of repos an organization has besides its first.
 const orgExtra = 3.0
@@ -93,9 +105,28 @@ func covered(org []int, seed uint64, share float64) []bool {
 	return out
 }
 
-// deliveries lists every signal the covered repos send up to end, in time order. A feed
-// coalesces by construction (one listing per probe names a repo once).
-func (s signals) deliveries(up Upstream, cov []bool, end float64, rng *rand.Rand) []delivery {
+// ownerLevel draws which organizations set their hooks on the organization
+// (ownerLevelShare of them): ownerLevel[i] is repo i's organization's, the same for every
+// section of a seed.
+func ownerLevel(org []int, seed uint64) []bool {
+	rng := rand.New(rand.NewPCG(seed, 0x0a9))
+	draw := map[int]bool{}
+	out := make([]bool, len(org))
+	for i, o := range org {
+		v, ok := draw[o]
+		if !ok {
+			v = rng.Float64() < ownerLevelShare
+			draw[o] = v
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// deliveries lists every signal the covered repos send up to end, in time order; a
+// hook of an organization whose hook is set on it (ownerLvl) says so. A feed coalesces
+// by construction (one listing per probe names a repo once).
+func (s signals) deliveries(up Upstream, cov, ownerLvl []bool, end float64, rng *rand.Rand) []delivery {
 	var out []delivery
 	for i, l := range up {
 		if !cov[i] {
@@ -109,7 +140,7 @@ func (s signals) deliveries(up Upstream, cov []bool, end float64, rng *rand.Rand
 			if s.Period > 0 {
 				probe := math.Ceil(p.At/s.Period) * s.Period
 				if probe != lastProbe {
-					out = append(out, delivery{probe, i})
+					out = append(out, delivery{at: probe, repo: i})
 					lastProbe = probe
 				}
 				continue
@@ -117,7 +148,7 @@ func (s signals) deliveries(up Upstream, cov []bool, end float64, rng *rand.Rand
 			if rng.Float64() < s.Loss {
 				continue
 			}
-			out = append(out, delivery{p.At + s.DelayMin + rng.Float64()*(s.DelayMax-s.DelayMin), i})
+			out = append(out, delivery{p.At + s.DelayMin + rng.Float64()*(s.DelayMax-s.DelayMin), i, ownerLvl[i]})
 		}
 	}
 	slices.SortFunc(out, func(a, b delivery) int { return cmp.Compare(a.at, b.at) })
@@ -126,20 +157,28 @@ func (s signals) deliveries(up Upstream, cov []bool, end float64, rng *rand.Rand
 
 // signalled is the worker's side: deliveries arriving, a queue of repos to fetch at once
 // (one entry per repo however many signals it got: bursts coalesce), when each repo's
-// latest hook came, and what the fleet's hooks announced and missed (one host). How
-// polls fall back is the worker's own decision (worker.PollStretch).
+// latest hook came, what each organization's hooks say (worker.OwnerHooks), and what the
+// fleet's hooks announced and missed (one host). How polls fall back is the worker's own
+// decision (worker.PollStretch).
 type signalled struct {
 	pending []delivery // not yet arrived
 	queue   []int      // arrived, to fetch before any poll, oldest first
 	queued  []bool
 	hook    []worker.HookState // each repo's hooks, as the worker knows them
-	feed    bool               // the signal is a feed (covered repos are known), not hooks
+	org     []int              // each repo's organization
+	owners  map[int]*worker.OwnerHooks
+	feed    bool // the signal is a feed (covered repos are known), not hooks
 	loss    worker.HookLoss
 }
 
-func newSignalled(n int, ds []delivery, feed bool) *signalled {
-	return &signalled{pending: ds, queued: make([]bool, n), hook: make([]worker.HookState, n), feed: feed}
+func newSignalled(org []int, ds []delivery, feed bool) *signalled {
+	n := len(org)
+	return &signalled{pending: ds, queued: make([]bool, n), hook: make([]worker.HookState, n), org: org,
+		owners: map[int]*worker.OwnerHooks{}, feed: feed}
 }
+
+// owner is what the worker knows of repo i's organization's hooks (nil: nothing).
+func (s *signalled) owner(i int) *worker.OwnerHooks { return s.owners[s.org[i]] }
 
 // arrive takes in the deliveries made by now.
 func (s *signalled) arrive(now float64) {
@@ -148,6 +187,12 @@ func (s *signalled) arrive(now float64) {
 		s.pending = s.pending[1:]
 		if !s.feed {
 			s.hook[d.repo] = worker.HookState{At: at(d.at)}
+			o := s.owners[s.org[d.repo]]
+			if o == nil {
+				o = &worker.OwnerHooks{}
+				s.owners[s.org[d.repo]] = o
+			}
+			o.Saw(strconv.Itoa(d.repo), d.owner, at(d.at))
 		}
 		if !s.queued[d.repo] {
 			s.queued[d.repo] = true
@@ -157,11 +202,12 @@ func (s *signalled) arrive(now float64) {
 }
 
 // fetched records a fetch of repo i at day now that brought pushes: asked for by a
-// signal, or a poll. For a hooked repo it counts towards the hooks' loss, and a poll
-// that found a push first unhooks the repo until its next hook, as on a worker.
+// signal, or a poll. For a repo hooked by its own hooks it counts towards the hooks'
+// loss, and a poll that found a push first unhooks the repo until its next hook; one
+// hooked only by its organization's is unhooked from them, as on a worker.
 func (s *signalled) fetched(i int, now float64, signalled bool) {
-	if !s.feed && s.hook[i].Hooked(at(now)) {
-		s.hook[i].Fetched(signalled, &s.loss)
+	if !s.feed {
+		s.hook[i].Fetched(s.hook[i].HookedBy(s.owner(i), at(now)), signalled, &s.loss)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -46,31 +47,31 @@ func TestDeliveries(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	// Hooks: one delivery per push of a covered repo, within the delay.
 	h := signals{DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400}
-	ds := h.deliveries(up, cov, 10, rng)
+	ds := h.deliveries(up, cov, []bool{true, false}, 10, rng)
 	if len(ds) != 3 {
 		t.Fatalf("hooks: %d deliveries, want 3: %+v", len(ds), ds)
 	}
 	for k, d := range ds {
 		p := up[0].Pushes[k].At
-		if d.repo != 0 || d.at < p+h.DelayMin || d.at > p+h.DelayMax {
+		if d.repo != 0 || !d.owner || d.at < p+h.DelayMin || d.at > p+h.DelayMax {
 			t.Errorf("delivery %+v for a push at %v", d, p)
 		}
 	}
 	// All lost.
 	h.Loss = 1
-	if ds := h.deliveries(up, cov, 10, rng); len(ds) != 0 {
+	if ds := h.deliveries(up, cov, []bool{true, false}, 10, rng); len(ds) != 0 {
 		t.Errorf("%d deliveries with every hook lost", len(ds))
 	}
 	// A feed: one listing per probe names the repo once, at the probe after the push.
 	f := signals{Period: 0.01}
-	ds = f.deliveries(up, []bool{true, true}, 10, rng)
+	ds = f.deliveries(up, []bool{true, true}, []bool{false, false}, 10, rng)
 	if len(ds) != 3 || ds[0].repo != 0 || math.Abs(ds[0].at-1.0) > 1e-12 || ds[1].at != 1.5 || ds[2].at != 2.0 {
 		t.Fatalf("feed deliveries %+v", ds)
 	}
 }
 
 func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
-	s := newSignalled(3, []delivery{{1.0, 0}, {1.1, 0}, {1.2, 2}, {5, 1}}, false)
+	s := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}, {at: 1.1, repo: 0}, {at: 1.2, repo: 2}, {at: 5, repo: 1}}, false)
 	s.arrive(2)
 	if i, ok := s.next(); !ok || i != 0 {
 		t.Fatalf("first fetch %d %v, want repo 0", i, ok)
@@ -104,10 +105,69 @@ func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 		t.Errorf("after its first hook: stretch %v", got)
 	}
 	// A feed's repos are known covered; a feed names no hook.
-	f := newSignalled(3, []delivery{{1.0, 0}}, true)
+	f := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}}, true)
 	f.arrive(2)
 	if got := cfg.stretch(f, 1, 3); got != feedStretch {
 		t.Errorf("feed: stretch %v, want %v", got, feedStretch)
+	}
+}
+
+func TestOwnerLevelIsPerOrganization(t *testing.T) {
+	org := orgs(20000, 3)
+	lvl := ownerLevel(org, 3)
+	byOrg := map[int]bool{}
+	for i, o := range org {
+		if v, ok := byOrg[o]; ok && v != lvl[i] {
+			t.Fatalf("organization %d is partly owner-level", o)
+		}
+		byOrg[o] = lvl[i]
+	}
+	n := 0
+	for _, v := range byOrg {
+		if v {
+			n++
+		}
+	}
+	if s := float64(n) / float64(len(byOrg)); math.Abs(s-ownerLevelShare) > 0.03 {
+		t.Errorf("%.3f of the organizations owner-level, want %g", s, ownerLevelShare)
+	}
+	if again := ownerLevel(org, 3); fmt.Sprint(again) != fmt.Sprint(lvl) {
+		t.Error("the draw differs for one seed")
+	}
+}
+
+// A quiet repo of an organization whose hook is set on it is stretched from the
+// organization's first hook, before its own, until a poll finds a push no hook
+// announced; that find is not a lost hook. Per-repo hooks make the organization
+// covered from the second repo's.
+func TestQuietRepoOfAHookedOrganization(t *testing.T) {
+	// Repos 0, 1, 2 in organization 7 (hook set on it), repos 3, 4, 5 in organization 8
+	// (hooks set per repo).
+	org := []int{7, 7, 7, 8, 8, 8}
+	s := newSignalled(org, []delivery{{at: 1.0, repo: 0, owner: true}, {at: 2.0, repo: 3}, {at: 3.0, repo: 4}}, false)
+	cfg := runConfig{Covered: []bool{true, true, true, true, true, true}}
+	if got := cfg.stretch(s, 1, 0.5); got != 1 {
+		t.Fatalf("before any hook: stretch %v", got)
+	}
+	s.arrive(1)
+	if got := cfg.stretch(s, 1, 1.5); got != hookStretch {
+		t.Errorf("quiet repo after its organization's hook: stretch %v, want %v", got, hookStretch)
+	}
+	s.fetched(1, 1.5, false) // a poll found a push no hook announced
+	if got := cfg.stretch(s, 1, 1.6); got != 1 || s.loss.Lost != 0 || s.loss.Outside != 1 {
+		t.Errorf("after a poll found a push: stretch %v, loss %+v (want 1, none lost, one outside)", got, s.loss)
+	}
+	if got := cfg.stretch(s, 2, 1.6); got != hookStretch {
+		t.Errorf("the other quiet repo: stretch %v, want %v", got, hookStretch)
+	}
+	// Per-repo hooks: one repo's is not the organization's, two repos' are.
+	s.arrive(2)
+	if got := cfg.stretch(s, 5, 2.5); got != 1 {
+		t.Errorf("one repo of a per-repo organization hooked: stretch %v, want 1", got)
+	}
+	s.arrive(3)
+	if got := cfg.stretch(s, 5, 3.5); got != hookStretch {
+		t.Errorf("two repos of a per-repo organization hooked: stretch %v, want %v", got, hookStretch)
 	}
 }
 
@@ -120,7 +180,7 @@ func TestSignalsCutTheLagWithinTheBudget(t *testing.T) {
 	cfg := base
 	cfg.Signal, cfg.Orgs = &sg, orgs(600, 5)
 	cfg.Covered = covered(cfg.Orgs, 5, sg.Share)
-	cfg.Deliveries = sg.deliveries(up, cfg.Covered, cfg.End, rand.New(rand.NewPCG(5, 2)))
+	cfg.Deliveries = sg.deliveries(up, cfg.Covered, ownerLevel(cfg.Orgs, 5), cfg.End, rand.New(rand.NewPCG(5, 2)))
 	hooked := run(pop, up, production{defaultPolicy()}, cfg, rand.New(rand.NewPCG(5, 1)))[0]
 	if hooked.Polls != poll.Polls {
 		t.Errorf("signals changed the fetches made: %d, poll-only %d", hooked.Polls, poll.Polls)

@@ -34,9 +34,12 @@ type runConfig struct {
 // are there only for the signals that get lost, and its step is stretched by 1/√ of the
 // loss the worker has counted (worker.HookLoss), or by worker.FeedStretch for a repo a
 // feed covers. A repo counts as hooked from its first hook until a poll finds a push
-// before its hook (worker.HookState).
+// before its hook (worker.HookState), and a repo with no hook of its own counts as
+// hooked while its organization's hooks cover it (worker.OwnerHooks: an owner-level
+// hook, or hooks of ownerRepos of its repos) until a poll finds a push of it first.
 const (
 	hookStretch  = worker.HookStretch // at the loss assumed before any is counted
+	ownerRepos   = worker.OwnerRepos
 	feedStretch  = worker.FeedStretch
 	signalMemory = float64(worker.HookMemory / (24 * time.Hour)) // days
 )
@@ -46,7 +49,7 @@ func (c runConfig) stretch(sig *signalled, i int, now float64) float64 {
 	if sig == nil {
 		return 1
 	}
-	return worker.PollStretch(sig.hook[i], at(now), sig.feed && c.Covered[i], sig.loss.Share())
+	return worker.PollStretch(sig.hook[i], sig.owner(i), at(now), sig.feed && c.Covered[i], sig.loss.Share())
 }
 
 // window is a measured stretch of days [From, To).
@@ -94,7 +97,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	}
 	var sig *signalled
 	if cfg.Signal != nil {
-		sig = newSignalled(n, cfg.Deliveries, cfg.Signal.Period > 0)
+		sig = newSignalled(cfg.Orgs, cfg.Deliveries, cfg.Signal.Period > 0)
 	}
 	dt := 1 / (cfg.Budget * float64(n))
 	for k := 0; ; k++ {

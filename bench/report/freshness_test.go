@@ -101,6 +101,7 @@ func TestFreshnessSectionRefusesMissingRunsAndAnUnmarkedDefault(t *testing.T) {
 func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
 	v := freshFixture()
 	v.Setup.HookStretch, v.Setup.FeedStretch, v.Setup.OrgMeanRepos = 10, 100, 4
+	v.Setup.OwnerLevelShare, v.Setup.OwnerRepos = 0.5, 2
 	v.Setup.Signals = []results.FreshnessSignal{
 		{Section: "hooks30", Kind: "hooks", Share: 0.3, DelayMinS: 1, DelayMaxS: 10, Loss: 0.01},
 		{Section: "feed_drift", Kind: "feed", Share: 0.7, PeriodMin: 5, Drift: true},
@@ -125,6 +126,8 @@ func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
 		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 2 | 0.76 | 0.50 | — |",
 		"| feed_drift | 70% of repos, probed every 5 min | 0.5 | 1.52 | 0.20 | 0.20 ❌ (≤ 0.15) |",
 		"(10× before anything is counted)",
+		"A share 0.5 of the hooked organizations set one hook on the organization",
+		"once hooks of 2 of its repos came",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)

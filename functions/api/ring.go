@@ -26,8 +26,13 @@ type Ringer struct {
 	Log   *slog.Logger
 }
 
-// Hook rings the owner of repo id for a forge's push.
-func (r Ringer) Hook(ctx context.Context, id string) {
+// Hook rings the owner of repo id for a forge's push; ownerLevel when the forge marked
+// the hook as set on the repo's owner (worker.AskOwnerHook).
+func (r Ringer) Hook(ctx context.Context, id string, ownerLevel bool) {
+	if ownerLevel {
+		r.ring(ctx, id, store.Signals{OwnerHook: []string{id}})
+		return
+	}
 	r.ring(ctx, id, store.Signals{Hook: []string{id}})
 }
 

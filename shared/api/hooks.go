@@ -42,8 +42,10 @@ type HookConfig struct {
 	Secrets func(ctx context.Context) (HookSecrets, error)
 	// Ring, if set, tells the repo's owner to fetch it now (the fast path); the durable
 	// request (Store.RequestSync) is made either way, so a repo moving between owners is
-	// fetched by the new one. It must not block for long.
-	Ring func(ctx context.Context, id string)
+	// fetched by the new one. ownerLevel is whether the forge marked the hook as set on
+	// the repo's organization (or user), so that it covers all the organization's repos
+	// (worker.AskOwnerHook). It must not block for long.
+	Ring func(ctx context.Context, id string, ownerLevel bool)
 	// Poke asks the coordinator to act on the durable request now.
 	Poke func()
 	// MaxBody bounds a delivery (413 past it); default MaxHookBody.
@@ -150,6 +152,25 @@ type forge struct {
 	verify func(h http.Header, body []byte, secret string) bool
 	// urls are the repo URLs a payload names, clone and web.
 	urls func(p hookPayload) []string
+	// ownerLevel is whether the delivery says the hook is set on the repo's owner (an
+	// organization or a user), not on the repo; nil when the forge does not say.
+	ownerLevel func(h http.Header) bool
+}
+
+// installedOn reads the header GitHub, Gitea and Forgejo send naming where the hook is
+// set ("repository", "organization", "user" on Gitea and Forgejo, "system", ...): an
+// organization's or a user's hook covers all of its repos. GitHub sends
+// X-GitHub-Hook-Installation-Target-Type; Gitea sends it too, besides its own.
+func installedOn(headers ...string) func(h http.Header) bool {
+	return func(h http.Header) bool {
+		for _, name := range headers {
+			switch strings.ToLower(h.Get(name)) {
+			case "organization", "user":
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // hookPayload is the part of the three forges' push payloads read here.
@@ -183,8 +204,11 @@ var forges = map[string]forge{
 			sig, ok := strings.CutPrefix(h.Get("X-Hub-Signature-256"), "sha256=")
 			return ok && hmac.Equal([]byte(strings.ToLower(sig)), hmacHex(secret, body))
 		},
-		urls: func(p hookPayload) []string { return []string{p.Repository.CloneURL, p.Repository.HTMLURL} },
+		urls:       func(p hookPayload) []string { return []string{p.Repository.CloneURL, p.Repository.HTMLURL} },
+		ownerLevel: installedOn("X-GitHub-Hook-Installation-Target-Type"),
 	},
+	// GitLab's deliveries do not say whether a group's hook or a project's sent them
+	// (no header or payload field): its owners are learned from hooks of two repos.
 	"gitlab": {
 		name:     "GitLab",
 		event:    func(h http.Header) string { return h.Get("X-Gitlab-Event") },
@@ -224,7 +248,8 @@ var forges = map[string]forge{
 			}
 			return sig != "" && hmac.Equal([]byte(strings.ToLower(sig)), hmacHex(secret, body))
 		},
-		urls: func(p hookPayload) []string { return []string{p.Repository.CloneURL, p.Repository.HTMLURL} },
+		urls:       func(p hookPayload) []string { return []string{p.Repository.CloneURL, p.Repository.HTMLURL} },
+		ownerLevel: installedOn("X-Gitea-Hook-Installation-Target-Type", "X-Forgejo-Hook-Installation-Target-Type"),
 	},
 }
 
@@ -349,7 +374,7 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("request sync of repo %s: %w", id, err)
 		}
 		if h.cfg.Ring != nil {
-			h.cfg.Ring(r.Context(), id)
+			h.cfg.Ring(r.Context(), id, f.ownerLevel != nil && f.ownerLevel(r.Header))
 		}
 		if h.cfg.Poke != nil {
 			h.cfg.Poke()

@@ -29,6 +29,7 @@ type hookEnv struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	rung  []string
+	owner []bool // each ring's ownerLevel
 	h     http.Handler
 }
 
@@ -41,8 +42,12 @@ func newHookEnv(t *testing.T, mod func(*HookConfig)) *hookEnv {
 	t.Cleanup(func() { _ = s.Close() })
 	e := &hookEnv{t: t, store: s}
 	cfg := HookConfig{Store: s, Policy: urlpolicy.Default(), Secret: "topsecret",
-		Ring: func(_ context.Context, id string) { e.mu.Lock(); e.rung = append(e.rung, id); e.mu.Unlock() },
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Ring: func(_ context.Context, id string, ownerLevel bool) {
+			e.mu.Lock()
+			e.rung, e.owner = append(e.rung, id), append(e.owner, ownerLevel)
+			e.mu.Unlock()
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -72,6 +77,52 @@ func (e *hookEnv) rings() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]string(nil), e.rung...)
+}
+
+// A hook the forge says is set on an organization (or a Gitea or Forgejo user) rings
+// as owner-level; a repository's, a system's, or one that does not say (GitLab) does not.
+func TestHooksSayWhenTheyAreSetOnTheOwner(t *testing.T) {
+	e := newHookEnv(t, nil)
+	gh := e.add("https://github.com/org/app")
+	gl := e.add("https://gitlab.com/group/proj")
+	gt := e.add("https://codeberg.org/forgejo/forgejo")
+	ghBody := githubBody("https://github.com/org/app.git", "")
+	glBody, _ := json.Marshal(map[string]any{"project": map[string]any{"web_url": "https://gitlab.com/group/proj"}})
+	gtBody, _ := json.Marshal(map[string]any{"repository": map[string]any{"clone_url": "https://codeberg.org/forgejo/forgejo.git"}})
+	github := func(delivery, target string) map[string]string {
+		return map[string]string{"X-GitHub-Event": "push", "X-GitHub-Delivery": delivery, "X-Hub-Signature-256": "sha256=" + sign("topsecret", ghBody),
+			"X-GitHub-Hook-Installation-Target-Type": target}
+	}
+	for _, c := range []struct {
+		forge string
+		hdr   map[string]string
+		body  []byte
+		want  bool
+	}{
+		{"github", github("o1", "organization"), ghBody, true},
+		{"github", github("o2", "repository"), ghBody, false},
+		{"github", github("o3", ""), ghBody, false},
+		{"gitlab", map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Token": "topsecret", "X-Gitlab-Event-UUID": "o4"}, glBody, false},
+		{"gitea", map[string]string{"X-Gitea-Event": "push", "X-Gitea-Delivery": "o5", "X-Gitea-Signature": sign("topsecret", gtBody),
+			"X-Gitea-Hook-Installation-Target-Type": "organization"}, gtBody, true},
+		{"gitea", map[string]string{"X-Forgejo-Event": "push", "X-Forgejo-Delivery": "o6", "X-Forgejo-Signature": sign("topsecret", gtBody),
+			"X-Forgejo-Hook-Installation-Target-Type": "user"}, gtBody, true},
+		{"gitea", map[string]string{"X-Gitea-Event": "push", "X-Gitea-Delivery": "o7", "X-Gitea-Signature": sign("topsecret", gtBody),
+			"X-Gitea-Hook-Installation-Target-Type": "system"}, gtBody, false},
+	} {
+		e.mu.Lock()
+		e.rung, e.owner = nil, nil
+		e.mu.Unlock()
+		if code, body := e.post(c.forge, c.hdr, c.body); code != 202 {
+			t.Fatalf("%s %v: %d %s", c.forge, c.hdr, code, body)
+		}
+		e.mu.Lock()
+		rung, owner := e.rung, e.owner
+		e.mu.Unlock()
+		if len(rung) != 1 || (rung[0] != gh && rung[0] != gl && rung[0] != gt) || owner[0] != c.want {
+			t.Errorf("%s %v: rung %v owner-level %v, want one ring, owner-level %v", c.forge, c.hdr, rung, owner, c.want)
+		}
+	}
 }
 
 func sign(secret string, body []byte) string {

@@ -70,7 +70,7 @@ func runWorkerFeeds(ctx context.Context, w *worker.Worker, r *feeds.Runner, peri
 		owned := ownedRepos{w.Owned()}
 		for _, c := range cs {
 			if id, ok := api.MatchRepo(ctx, owned, policy, []string{c.URL}); ok {
-				w.FetchNow(id, false)
+				w.FetchNow(id, worker.AskSync)
 			}
 		}
 	}

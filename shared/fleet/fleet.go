@@ -510,20 +510,43 @@ func (f *Fleet) NextPoll(id string) (time.Time, bool) {
 // ring tells the in-process worker that owns repo id to fetch it now (worker.FetchNow);
 // only the owner holds the repo, so the others decline. A repo between owners is left to
 // the durable request the caller made, which the coordinator carries to the new one.
-func (f *Fleet) ring(id string, hook bool) bool {
+func (f *Fleet) ring(id string, ask worker.Ask) bool {
 	f.workersMu.Lock()
 	ws := slices.Clone(f.workers)
 	f.workersMu.Unlock()
 	for _, rw := range ws {
-		if rw.w.FetchNow(id, hook) {
+		if rw.w.FetchNow(id, ask) {
 			return true
 		}
 	}
 	return false
 }
 
-func (f *Fleet) ringHook(_ context.Context, id string) { f.ring(id, true) }
-func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, false) }
+// ringHook rings the owner of repo id for a push webhook, and tells the other in-process
+// workers what the hook says of the repo's organization (worker.NoteHook): the
+// organization's other repos are spread over all of them.
+func (f *Fleet) ringHook(ctx context.Context, id string, ownerLevel bool) {
+	ask := worker.AskHook
+	if ownerLevel {
+		ask = worker.AskOwnerHook
+	}
+	f.ring(id, ask)
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	if len(ws) < 2 {
+		return
+	}
+	r, err := f.Store.GetRepo(ctx, id)
+	if err != nil {
+		f.cfg.Log.Debug("webhook: read the repo for its organization", "repo", id, "err", err)
+		return
+	}
+	for _, rw := range ws {
+		rw.w.NoteHook(id, r.URL, ask) // the owner's own record of it again: no change
+	}
+}
+func (f *Fleet) ringSync(_ context.Context, id string) { f.ring(id, worker.AskSync) }
 
 // feedCovered reports whether a working feed lists the repo at url.
 func (f *Fleet) feedCovered(url string) bool { return f.feeds != nil && f.feeds.Covered(url) }
@@ -552,7 +575,7 @@ func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
 			if err := f.Store.RequestSync(ctx, id); err != nil {
 				f.cfg.Log.Warn("feed: request sync", "repo", id, "err", err)
 			}
-			f.ring(id, false)
+			f.ring(id, worker.AskSync)
 		}
 		f.Poke()
 	}

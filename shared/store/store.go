@@ -119,14 +119,20 @@ type Store interface {
 }
 
 // Signals are the repo ids a worker is asked to fetch at once: Hook those a forge's
-// push webhook named, Sync those a user asked to sync. Each set holds an id once.
+// push webhook named, OwnerHook those a hook the forge marked as set on the repo's
+// owner (an organization's hook covers all its repos: worker.OwnerHooks) named, Sync
+// those a user asked to sync. Each set holds an id once.
 type Signals struct {
-	Hook []string
-	Sync []string
+	Hook      []string
+	OwnerHook []string
+	Sync      []string
 }
 
 // Empty reports whether there is nothing to signal.
-func (s Signals) Empty() bool { return len(s.Hook) == 0 && len(s.Sync) == 0 }
+func (s Signals) Empty() bool { return s.Len() == 0 }
+
+// Len is how many ids the signals carry.
+func (s Signals) Len() int { return len(s.Hook) + len(s.OwnerHook) + len(s.Sync) }
 
 // MaxSignalIDs bounds the ids one AddSignals or RemoveSignals call carries (a DynamoDB
 // item holds 400 KB; a worker's pending signals stay far below that).

@@ -102,6 +102,7 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	}
 	hb.Checks = latestChecks(w.repos, store.MaxChecks)
 	hb.FetchRate = w.fetchRateLocked(sent)
+	w.forgetOwnersLocked(sent)
 	w.mu.Unlock()
 	// The staleness of the repos it owns: the coordinator merges the workers' summaries
 	// into the fleet's without reading the repos.

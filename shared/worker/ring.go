@@ -35,9 +35,11 @@ const (
 const FeedStretch = 100.0
 
 // HookLoss is what a worker saw of one host's hooks: pushes a fetch a hook asked for
-// brought (Announced), and pushes a poll of a hooked repo found first (Lost: no hook
-// came for them, or it came after the poll).
-type HookLoss struct{ Announced, Lost int }
+// brought (Announced), pushes a poll of a hooked repo found first (Lost: no hook came
+// for them, or it came after the poll), and pushes a poll found first in repos that
+// counted as hooked only through their owner (Outside: most likely repos the owner's
+// hook does not cover, not lost deliveries, so they are not in Share).
+type HookLoss struct{ Announced, Lost, Outside int }
 
 // Saw counts a fetch of a hooked repo that brought something: asked for by a hook, or
 // a poll.
@@ -64,14 +66,28 @@ func StretchForLoss(loss float64) float64 {
 	return min(max(1/math.Sqrt(loss), 1), FeedStretch)
 }
 
+// Ask is what asks for a fetch at once (FetchNow).
+type Ask uint8
+
+const (
+	// AskSync is a user's sync or a feed's listing: it says nothing of hooks.
+	AskSync Ask = iota
+	// AskHook is a forge's push webhook.
+	AskHook
+	// AskOwnerHook is a push webhook the forge marked as set on the repo's owner (an
+	// organization or a user): it covers every repo of the owner (OwnerHooks).
+	AskOwnerHook
+)
+
 // FetchNow asks for a fetch of an owned repo at once, ahead of the queue and whatever
 // its minimum interval (per-host politeness and the byte and disk caps still apply):
 // a forge's push webhook or a user's sync. Requests coalesce: while a fetch of the repo
-// runs, one more is queued behind it, never more. hook records that the repo's forge
-// sends webhooks (its polls are stretched while it does: PollStretch). It reports
-// whether the worker owns the repo; when it does not, the durable request the caller
-// also made reaches the owner through the coordinator.
-func (w *Worker) FetchNow(id string, hook bool) bool {
+// runs, one more is queued behind it, never more. A hook records that the repo's forge
+// sends webhooks, and what it says of the repo's owner (its polls, and those of the
+// owner's other repos, are stretched while it does: PollStretch). It reports whether
+// the worker owns the repo; when it does not, the durable request the caller also made
+// reaches the owner through the coordinator.
+func (w *Worker) FetchNow(id string, ask Ask) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r, ok := w.repos[id]
@@ -80,11 +96,60 @@ func (w *Worker) FetchNow(id string, hook bool) bool {
 	}
 	now := w.clock.Now()
 	r.rungAt = now
-	if hook {
+	if ask != AskSync {
 		r.hook, r.hookPending = HookState{At: now}, true
+		w.sawHookLocked(id, r.rec.URL, ask, now)
 	}
 	w.fetchNowLocked(id, r)
 	return true
+}
+
+// NoteHook records what a hook of a repo another worker owns (id, at url) says of the
+// repo's owner: the workers of one process share what they learn of organizations'
+// hooks, so an organization's quiet repos count as covered whichever worker owns them.
+func (w *Worker) NoteHook(id, url string, ask Ask) {
+	if ask == AskSync {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sawHookLocked(id, url, ask, w.clock.Now())
+}
+
+// sawHookLocked records a hook of repo id at url in its owner's hooks.
+func (w *Worker) sawHookLocked(id, url string, ask Ask, now time.Time) {
+	owner, ok := OwnerOf(url)
+	if !ok {
+		return
+	}
+	o := w.owners[owner]
+	if o == nil {
+		o = &OwnerHooks{}
+		w.owners[owner] = o
+	}
+	o.Saw(id, ask == AskOwnerHook, now)
+}
+
+// ownerHooksLocked is the hooks of r's owner, nil when none came within HookMemory.
+func (w *Worker) ownerHooksLocked(r *repoState) *OwnerHooks {
+	if len(w.owners) == 0 {
+		return nil
+	}
+	owner, ok := OwnerOf(r.rec.URL)
+	if !ok {
+		return nil
+	}
+	return w.owners[owner]
+}
+
+// forgetOwnersLocked drops the owners none of whose hooks is within HookMemory, so the
+// state is bounded by the owners hooked in the last HookMemory.
+func (w *Worker) forgetOwnersLocked(now time.Time) {
+	for k, o := range w.owners {
+		if o.Expired(now) {
+			delete(w.owners, k)
+		}
+	}
 }
 
 // fetchNowLocked queues id next in line, or once more behind the fetch in flight.
@@ -100,40 +165,74 @@ func (w *Worker) fetchNowLocked(id string, r *repoState) {
 }
 
 // PollStretch is the factor on a repo's poll step at now: FeedStretch while a feed
-// covers it, StretchForLoss(hookLoss) while it counts as hooked, else 1. hookLoss is
-// the repo's host's HookLoss.Share. Pure: the worker and the freshness benchmark decide
+// covers it, StretchForLoss(hookLoss) while it counts as hooked, by its own hooks or
+// its owner's (owner, nil when none: HookState.HookedBy), else 1. hookLoss is the
+// repo's host's HookLoss.Share. Pure: the worker and the freshness benchmark decide
 // with it.
-func PollStretch(h HookState, now time.Time, feedCovered bool, hookLoss float64) float64 {
+func PollStretch(h HookState, owner *OwnerHooks, now time.Time, feedCovered bool, hookLoss float64) float64 {
 	switch {
 	case feedCovered:
 		return FeedStretch
-	case h.Hooked(now):
+	case h.HookedBy(owner, now) != NotHooked:
 		return StretchForLoss(hookLoss)
 	}
 	return 1
 }
 
-// HookState is what a worker knows of one repo's hooks: when the latest came, and
-// whether a poll has since found a push that no hook announced.
+// HookState is what a worker knows of one repo's hooks: when the latest came, whether
+// a poll has since found a push that no hook announced, and whether a poll found one
+// while the repo counted as hooked only through its owner.
 type HookState struct {
-	At   time.Time
-	Lost bool
+	At        time.Time
+	Lost      bool
+	OwnerLost bool
 }
 
-// Hooked is whether the repo counts as hooked at now: a hook came, within HookMemory,
-// and no poll found a push behind its back since. A repo whose hook was removed is
-// polled as before from the first push a poll finds; one that only lost a hook (ℓ of
-// them) is hooked again at its next.
+// Hooked is whether the repo counts as hooked by its own hooks at now: a hook came,
+// within HookMemory, and no poll found a push behind its back since. A repo whose hook
+// was removed is polled as before from the first push a poll finds; one that only lost
+// a hook (ℓ of them) is hooked again at its next.
 func (h HookState) Hooked(now time.Time) bool {
-	return !h.At.IsZero() && !h.Lost && now.Sub(h.At) <= HookMemory
+	return recent(h.At, now) && !h.Lost
 }
 
-// Fetched records a fetch of a hooked repo that brought pushes, asked for by a hook or
-// a poll, and counts it in its host's loss.
-func (h *HookState) Fetched(hookAsked bool, loss *HookLoss) {
-	loss.Saw(hookAsked)
-	if !hookAsked {
-		h.Lost = true
+// Hooking is how a repo counts as hooked.
+type Hooking uint8
+
+const (
+	NotHooked   Hooking = iota
+	HookedOwn           // by its own hooks
+	HookedOwner         // by its owner's only (OwnerHooks.Covered)
+)
+
+// HookedBy is how the repo counts as hooked at now, its owner's hooks being owner (nil
+// when none): by its own hooks (Hooked), else by its owner's when it has no hook of its
+// own within HookMemory and no poll found a push of it that no hook announced since
+// its last. A repo whose own hook was missed stays unhooked whatever its owner: it has
+// hooks of its own, and one was lost.
+func (h HookState) HookedBy(owner *OwnerHooks, now time.Time) Hooking {
+	switch {
+	case h.Hooked(now):
+		return HookedOwn
+	case recent(h.At, now) || h.OwnerLost || !owner.Covered(now):
+		return NotHooked
+	}
+	return HookedOwner
+}
+
+// Fetched records a fetch that brought pushes of a repo that counted as hooked by
+// (HookedBy), asked for by a hook or a poll. By its own hooks it counts in its host's
+// loss, and a poll's find unhooks it until its next hook. By its owner's, a poll's
+// find unhooks it from its owner's hooks (it is most likely outside them) and counts as
+// Outside, not as a lost hook.
+func (h *HookState) Fetched(by Hooking, hookAsked bool, loss *HookLoss) {
+	switch {
+	case by == HookedOwn:
+		loss.Saw(hookAsked)
+		h.Lost = h.Lost || !hookAsked
+	case by == HookedOwner && !hookAsked:
+		loss.Outside++
+		h.OwnerLost = true
 	}
 }
 

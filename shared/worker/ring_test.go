@@ -23,26 +23,26 @@ func TestPollStretch(t *testing.T) {
 		{HookState{At: now.Add(-HookMemory - time.Hour)}, 1}, // hooks stopped long ago
 		{HookState{At: now, Lost: true}, 1},                  // a poll found a push before its hook
 	} {
-		if got := PollStretch(c.hook, now, false, AssumedHookLoss); math.Abs(got-c.want) > 1e-9 {
+		if got := PollStretch(c.hook, nil, now, false, AssumedHookLoss); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%+v: stretch %v, want %v", c.hook, got, c.want)
 		}
-		if got := PollStretch(c.hook, now, true, AssumedHookLoss); got != FeedStretch {
+		if got := PollStretch(c.hook, nil, now, true, AssumedHookLoss); got != FeedStretch {
 			t.Errorf("covered by a feed, %+v: stretch %v, want %v", c.hook, got, FeedStretch)
 		}
 	}
 	// A host that loses a quarter of its hooks: its repos are polled at half their rate.
-	if got := PollStretch(HookState{At: now}, now, false, 0.25); got != 2 {
+	if got := PollStretch(HookState{At: now}, nil, now, false, 0.25); got != 2 {
 		t.Errorf("a quarter lost: stretch %v, want 2", got)
 	}
 	// A poll that finds a push first unhooks the repo and counts as lost; a hook's fetch
 	// counts as announced.
 	var loss HookLoss
 	h := HookState{At: now}
-	h.Fetched(true, &loss)
+	h.Fetched(HookedOwn, true, &loss)
 	if !h.Hooked(now) || loss.Announced != 1 {
 		t.Fatalf("after a hook's fetch: %+v, %+v", h, loss)
 	}
-	h.Fetched(false, &loss)
+	h.Fetched(HookedOwn, false, &loss)
 	if h.Hooked(now) || loss.Lost != 1 {
 		t.Fatalf("after a poll found a push first: %+v, %+v", h, loss)
 	}

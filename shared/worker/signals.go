@@ -51,11 +51,11 @@ func (w *Worker) TakeSignals(ctx context.Context, st SignalStore) (rung, dropped
 		err = fmt.Errorf("remove signals: %w", rerr)
 	}
 	for _, s := range []struct {
-		ids  []string
-		hook bool
-	}{{sig.Hook, true}, {sig.Sync, false}} {
+		ids []string
+		ask Ask
+	}{{sig.Hook, AskHook}, {sig.OwnerHook, AskOwnerHook}, {sig.Sync, AskSync}} {
 		for _, repo := range s.ids {
-			if w.FetchNow(repo, s.hook) {
+			if w.FetchNow(repo, s.ask) {
 				rung++
 			} else {
 				dropped++

@@ -243,7 +243,8 @@ type Worker struct {
 	repos        map[string]*repoState
 	queue        *Queue
 	hosts        *hosts
-	hookLoss     map[string]*HookLoss // per host: what its hooks announced and missed
+	hookLoss     map[string]*HookLoss   // per host: what its hooks announced and missed
+	owners       map[string]*OwnerHooks // per owner (OwnerOf) whose hooks came within HookMemory
 	parkSeq      uint64
 	// prior is what the repos this worker owns (a random sample of the fleet's) say of
 	// change rates; scores weigh how often repos change behaviour. Learned in Heartbeat.
@@ -273,8 +274,8 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
 		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
 		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
-		hookLoss: map[string]*HookLoss{},
-		hosts:    newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
+		hookLoss: map[string]*HookLoss{}, owners: map[string]*OwnerHooks{},
+		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
 	w.maint, _ = m.(Maintainer)
 	return w
 }

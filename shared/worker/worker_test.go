@@ -959,23 +959,23 @@ func TestFetchNowJumpsTheQueueOnceAndAnswersTheDurableRequest(t *testing.T) {
 	if f.w.RunOnce(ctx) {
 		t.Fatal("polled inside the minimum interval")
 	}
-	if f.w.FetchNow("not-owned", true) {
+	if f.w.FetchNow("not-owned", worker.AskHook) {
 		t.Fatal("a ring for a repo the worker does not own was taken")
 	}
-	if !f.w.FetchNow(f.id, true) || !f.w.RunOnce(ctx) {
+	if !f.w.FetchNow(f.id, worker.AskHook) || !f.w.RunOnce(ctx) {
 		t.Fatal("a ring did not make the repo eligible now")
 	}
 	if f.w.RunOnce(ctx) {
 		t.Fatal("one ring fetched twice")
 	}
 	// Three rings while a fetch is in flight: one more fetch after it, no more.
-	f.w.FetchNow(f.id, true)
+	f.w.FetchNow(f.id, worker.AskHook)
 	j, ok := f.w.Next(f.clk.Now())
 	if !ok {
 		t.Fatal("no job after a ring")
 	}
 	for range 3 {
-		f.w.FetchNow(f.id, true)
+		f.w.FetchNow(f.id, worker.AskHook)
 	}
 	f.w.Do(ctx, j)
 	if !f.w.RunOnce(ctx) || f.w.RunOnce(ctx) {

@@ -68,6 +68,8 @@ type FreshnessSetup struct {
 	HookStretch      float64           `json:"hook_stretch,omitempty"`       // a repo that sends hooks: its poll step is this many times the policy's
 	FeedStretch      float64           `json:"feed_stretch,omitempty"`       // the same for a repo a feed covers
 	OrgMeanRepos     float64           `json:"org_mean_repos,omitempty"`     // repos per organization (coverage is drawn per organization)
+	OwnerLevelShare  float64           `json:"owner_level_share,omitempty"`  // of the covered organizations, those whose hook is set on the organization (deliveries say so)
+	OwnerRepos       int               `json:"owner_repos,omitempty"`        // an organization counts as hooked once hooks of this many of its repos came (or one owner-level hook)
 	SignalMemoryDays float64           `json:"signal_memory_days,omitempty"` // a repo signals "lately" if its latest signal is this recent
 }
 

@@ -12,15 +12,16 @@ import (
 
 // signalRecord is a worker's stored signals (bktSignals), each set sorted.
 type signalRecord struct {
-	Hook []string `json:"hook,omitempty"`
-	Sync []string `json:"sync,omitempty"`
+	Hook      []string `json:"hook,omitempty"`
+	OwnerHook []string `json:"owner_hook,omitempty"`
+	Sync      []string `json:"sync,omitempty"`
 }
 
 func checkSignals(op, worker string, sig store.Signals) error {
 	if err := validID("worker", worker); err != nil {
 		return err
 	}
-	if n := len(sig.Hook) + len(sig.Sync); n > store.MaxSignalIDs {
+	if n := sig.Len(); n > store.MaxSignalIDs {
 		return fmt.Errorf("bolt: %s: %d ids, more than %d", op, n, store.MaxSignalIDs)
 	}
 	return nil
@@ -38,6 +39,7 @@ func (s *Store) AddSignals(ctx context.Context, worker string, sig store.Signals
 			return err
 		}
 		rec.Hook = union(rec.Hook, sig.Hook)
+		rec.OwnerHook = union(rec.OwnerHook, sig.OwnerHook)
 		rec.Sync = union(rec.Sync, sig.Sync)
 		return putJSON(b, []byte(worker), rec)
 	})
@@ -53,7 +55,7 @@ func (s *Store) GetSignals(ctx context.Context, worker string) (store.Signals, e
 		_, err := getJSON(tx.Bucket(bktSignals), []byte(worker), &rec)
 		return err
 	})
-	return store.Signals{Hook: rec.Hook, Sync: rec.Sync}, err
+	return store.Signals{Hook: rec.Hook, OwnerHook: rec.OwnerHook, Sync: rec.Sync}, err
 }
 
 // RemoveSignals takes the ids out of the worker's sets; a record left empty is dropped.
@@ -68,8 +70,9 @@ func (s *Store) RemoveSignals(ctx context.Context, worker string, sig store.Sign
 			return err
 		}
 		rec.Hook = slices.DeleteFunc(rec.Hook, func(id string) bool { return slices.Contains(sig.Hook, id) })
+		rec.OwnerHook = slices.DeleteFunc(rec.OwnerHook, func(id string) bool { return slices.Contains(sig.OwnerHook, id) })
 		rec.Sync = slices.DeleteFunc(rec.Sync, func(id string) bool { return slices.Contains(sig.Sync, id) })
-		if len(rec.Hook) == 0 && len(rec.Sync) == 0 {
+		if len(rec.Hook) == 0 && len(rec.OwnerHook) == 0 && len(rec.Sync) == 0 {
 			return b.Delete([]byte(worker))
 		}
 		return putJSON(b, []byte(worker), rec)

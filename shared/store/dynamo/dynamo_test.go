@@ -190,6 +190,9 @@ var minidynSkips = map[string]string{
 	// REMOVE in an UpdateItem leaves the attribute in place (its Environment.Apply only
 	// writes what is left), and the move at the end changes the owner index.
 	"ReportFetchKeepingState": "minidyn v0.7.0: UpdateItem's REMOVE is a no-op (covered by TestConformanceDynamoDBLocal)",
+	// A DELETE that empties a string set leaves an empty set in the item (DynamoDB drops
+	// it), which reads back as another set's ids.
+	"Signals": "minidyn v0.7.0: a DELETE that empties a string set reads back wrong (covered by TestConformanceDynamoDBLocal)",
 }
 
 func TestConformanceMinidyn(t *testing.T) {

@@ -14,13 +14,13 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
-// A worker's signal item (ADR 21): SIGNAL / <worker id>, two string sets of repo ids,
-// hook and sync, and expire_at. Each AddSignals moves expire_at to signalTTL ahead, so
-// the item of a worker that is gone is removed by TTL and nothing else cleans up.
+// A worker's signal item (ADR 21): SIGNAL / <worker id>, string sets of repo ids (hook,
+// owner_hook, sync) and expire_at. Each AddSignals moves expire_at to signalTTL ahead,
+// so the item of a worker that is gone is removed by TTL and nothing else cleans up.
 const (
-	pkSignals        = "SIGNAL"
-	sigHook, sigSync = "hook", "sync"
-	signalTTL        = 24 * time.Hour
+	pkSignals                      = "SIGNAL"
+	sigHook, sigOwnerHook, sigSync = "hook", "owner_hook", "sync"
+	signalTTL                      = 24 * time.Hour
 )
 
 func signalKey(worker string) item { return key(pkSignals, worker) }
@@ -29,7 +29,7 @@ func checkSignals(op, worker string, sig store.Signals) error {
 	if err := validID("worker", worker); err != nil {
 		return err
 	}
-	if n := len(sig.Hook) + len(sig.Sync); n > store.MaxSignalIDs {
+	if n := sig.Len(); n > store.MaxSignalIDs {
 		return fmt.Errorf("dynamo: %s: %d ids, more than %d", op, n, store.MaxSignalIDs)
 	}
 	return nil
@@ -49,14 +49,7 @@ func (s *Store) AddSignals(ctx context.Context, worker string, sig store.Signals
 		return err
 	}
 	var x expr
-	var adds []string
-	if len(sig.Hook) > 0 {
-		adds = append(adds, x.n(sigHook)+" "+x.v(setValue(sig.Hook)))
-	}
-	if len(sig.Sync) > 0 {
-		adds = append(adds, x.n(sigSync)+" "+x.v(setValue(sig.Sync)))
-	}
-	update := "ADD " + strings.Join(adds, ", ") + " SET " + x.eq(attrTTL, avN(s.cfg.Now().Add(signalTTL).Unix()))
+	update := "ADD " + strings.Join(signalSets(&x, sig), ", ") + " SET " + x.eq(attrTTL, avN(s.cfg.Now().Add(signalTTL).Unix()))
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: signalKey(worker),
 		UpdateExpression:         aws.String(update),
@@ -80,7 +73,7 @@ func (s *Store) GetSignals(ctx context.Context, worker string) (store.Signals, e
 	if err != nil || it == nil {
 		return store.Signals{}, err
 	}
-	return store.Signals{Hook: getSS(it, sigHook), Sync: getSS(it, sigSync)}, nil
+	return store.Signals{Hook: getSS(it, sigHook), OwnerHook: getSS(it, sigOwnerHook), Sync: getSS(it, sigSync)}, nil
 }
 
 // RemoveSignals is one UpdateItem DELETE of the ids from the sets (an id added again
@@ -91,13 +84,7 @@ func (s *Store) RemoveSignals(ctx context.Context, worker string, sig store.Sign
 		return err
 	}
 	var x expr
-	var dels []string
-	if len(sig.Hook) > 0 {
-		dels = append(dels, x.n(sigHook)+" "+x.v(setValue(sig.Hook)))
-	}
-	if len(sig.Sync) > 0 {
-		dels = append(dels, x.n(sigSync)+" "+x.v(setValue(sig.Sync)))
-	}
+	dels := signalSets(&x, sig)
 	// The condition keeps a DELETE from creating an item the TTL already removed.
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table), Key: signalKey(worker),
@@ -114,6 +101,20 @@ func (s *Store) RemoveSignals(ctx context.Context, worker string, sig store.Sign
 	}
 	s.consumedPtr("RemoveSignals/UpdateItem", out.ConsumedCapacity)
 	return nil
+}
+
+// signalSets are the "name :value" clauses of an ADD or DELETE of sig's non-empty sets.
+func signalSets(x *expr, sig store.Signals) []string {
+	var out []string
+	for _, set := range []struct {
+		name string
+		ids  []string
+	}{{sigHook, sig.Hook}, {sigOwnerHook, sig.OwnerHook}, {sigSync, sig.Sync}} {
+		if len(set.ids) > 0 {
+			out = append(out, x.n(set.name)+" "+x.v(setValue(set.ids)))
+		}
+	}
+	return out
 }
 
 func getSS(m item, a string) []string {

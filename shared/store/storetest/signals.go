@@ -20,6 +20,9 @@ func normSignals(s store.Signals) store.Signals {
 	if len(s.Hook) == 0 {
 		s.Hook = nil
 	}
+	if len(s.OwnerHook) == 0 {
+		s.OwnerHook = nil
+	}
 	if len(s.Sync) == 0 {
 		s.Sync = nil
 	}
@@ -35,9 +38,10 @@ func testSignals(t *testing.T, s store.Store) {
 	// is gone costs nothing).
 	noErr(t, s.AddSignals(ctx, "w-a", store.Signals{Hook: []string{"r2", "r1"}}), "AddSignals")
 	noErr(t, s.AddSignals(ctx, "w-a", store.Signals{Hook: []string{"r1"}, Sync: []string{"r3", "r3"}}), "AddSignals again")
+	noErr(t, s.AddSignals(ctx, "w-a", store.Signals{OwnerHook: []string{"r5", "r1"}}), "AddSignals of owner-level hooks")
 	noErr(t, s.AddSignals(ctx, "w-b", store.Signals{Sync: []string{"r9"}}), "AddSignals to another worker")
 	noErr(t, s.AddSignals(ctx, "w-a", store.Signals{}), "AddSignals of nothing")
-	equal(t, "w-a's signals", getSignals(t, s, "w-a"), store.Signals{Hook: []string{"r1", "r2"}, Sync: []string{"r3"}}, normSignals)
+	equal(t, "w-a's signals", getSignals(t, s, "w-a"), store.Signals{Hook: []string{"r1", "r2"}, OwnerHook: []string{"r1", "r5"}, Sync: []string{"r3"}}, normSignals)
 	equal(t, "w-b's signals", getSignals(t, s, "w-b"), store.Signals{Sync: []string{"r9"}}, normSignals)
 
 	// The reader takes what it read; what was added since stays.
@@ -45,7 +49,9 @@ func testSignals(t *testing.T, s store.Store) {
 	noErr(t, s.AddSignals(ctx, "w-a", store.Signals{Hook: []string{"r4"}}), "AddSignals after the read")
 	noErr(t, s.RemoveSignals(ctx, "w-a", taken), "RemoveSignals")
 	equal(t, "w-a's signals after the take", getSignals(t, s, "w-a"), store.Signals{Hook: []string{"r4"}}, normSignals)
-	noErr(t, s.RemoveSignals(ctx, "w-a", store.Signals{Hook: []string{"r4", "r-absent"}, Sync: []string{"r-absent"}}), "RemoveSignals with absent ids")
+	noErr(t, s.AddSignals(ctx, "w-a", store.Signals{OwnerHook: []string{"r6"}}), "AddSignals of an owner-level hook")
+	equal(t, "w-a's signals with an owner-level hook", getSignals(t, s, "w-a"), store.Signals{Hook: []string{"r4"}, OwnerHook: []string{"r6"}}, normSignals)
+	noErr(t, s.RemoveSignals(ctx, "w-a", store.Signals{Hook: []string{"r4", "r-absent"}, OwnerHook: []string{"r6"}, Sync: []string{"r-absent"}}), "RemoveSignals with absent ids")
 	if got := getSignals(t, s, "w-a"); !got.Empty() {
 		t.Fatalf("signals after taking all: %+v, want none", got)
 	}
