@@ -89,7 +89,7 @@ BENCH_RESULTS := bench/results
 bench:
 	rm -rf $(BENCH_RESULTS) bench/plots bench/REPORT.md
 	$(GO) run ./bench/freshness -out $(BENCH_RESULTS)
-	$(GO) run ./bench/freshness -out $(BENCH_RESULTS) -name freshness_seeds -repos 2000 -seeds 1-5 -budgets 0.5 -costs=false
+	$(GO) run ./bench/freshness -out $(BENCH_RESULTS) -name freshness_seeds -repos 5000 -seeds 1-5 -budgets 0.5 -costs=false
 	$(GO) run ./bench/placement -out $(BENCH_RESULTS)
 	$(GO) run ./bench/fetchcost -out $(BENCH_RESULTS)
 	$(GO) run ./bench/maintenance -out $(BENCH_RESULTS)
