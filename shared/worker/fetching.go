@@ -169,10 +169,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		w.mu.Unlock()
 		return
 	}
-	covered := w.cfg.FeedCovered != nil && w.cfg.FeedCovered(r.rec.URL)
-	lossShare := AssumedHookLoss
-	owner := w.ownerHooksLocked(r)
-	if by := r.hook.HookedBy(owner, now); by != NotHooked {
+	if by := r.hook.HookedBy(w.ownerHooksLocked(r), now); by != NotHooked {
 		// A hooked repo's fetch that brought something tells whether the host's hooks
 		// announced it (one count per host in memory).
 		loss := w.hookLoss[host]
@@ -183,10 +180,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		if ferr == nil && wasCloned && res.Changed {
 			r.hook.Fetched(by, r.hookAsked, loss)
 		}
-		lossShare = loss.Share()
 	}
 	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
-		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: PollStretch(r.hook, owner, now, covered, lossShare)})
+		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: w.pollStretchLocked(r, now)})
 	if o.Poll != nil {
 		w.scores.Add(w.prior, r.rec.Stats, *o.Poll)
 	}

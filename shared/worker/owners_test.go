@@ -186,3 +186,37 @@ func TestNoteHookOfAnotherWorkersRepo(t *testing.T) {
 		t.Fatal("a noted hook changed the repos the worker holds")
 	}
 }
+
+// PollStretchOf reads the factor the worker would set on a repo's next poll step: 1
+// for a repo nothing covers, HookStretch once its organization's hook is known (shrunk
+// by what its host's hooks lost), FeedStretch while a feed lists it.
+func TestPollStretchOf(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fed := "https://github.com/fed/f"
+	w := New(Config{FeedCovered: func(url string) bool { return url == fed }}, nil, nil, nil, clock.NewVirtual(now), slog.New(slog.DiscardHandler))
+	for id, url := range map[string]string{"b": "https://github.com/org/b", "x": "https://github.com/other/x", "f": fed} {
+		w.repos[id] = &repoState{rec: store.Repo{ID: id, URL: url}, host: hostOf(url)}
+	}
+	stretch := func(id string) float64 {
+		t.Helper()
+		s, ok := w.PollStretchOf(id)
+		if !ok {
+			t.Fatalf("%s: not held", id)
+		}
+		return s
+	}
+	if _, ok := w.PollStretchOf("a"); ok {
+		t.Fatal("a repo the worker does not hold has a stretch")
+	}
+	if stretch("b") != 1 || stretch("x") != 1 || stretch("f") != FeedStretch {
+		t.Fatalf("before any hook: b %v, x %v, f %v", stretch("b"), stretch("x"), stretch("f"))
+	}
+	w.NoteHook("a", "https://github.com/org/a", AskOwnerHook)
+	if stretch("b") != HookStretch || stretch("x") != 1 {
+		t.Fatalf("after org's organization-level hook: b %v (want %v), x %v", stretch("b"), HookStretch, stretch("x"))
+	}
+	w.hookLoss["github.com"] = &HookLoss{Announced: 100, Lost: 100}
+	if want := StretchForLoss(w.hookLoss["github.com"].Share()); stretch("b") != want || want >= HookStretch {
+		t.Fatalf("a host that loses hooks: b %v, want %v (< %v)", stretch("b"), want, HookStretch)
+	}
+}

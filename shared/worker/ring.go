@@ -142,6 +142,31 @@ func (w *Worker) ownerHooksLocked(r *repoState) *OwnerHooks {
 	return w.owners[owner]
 }
 
+// PollStretchOf is the factor on repo id's next poll step as the worker would set it
+// now (PollStretch): what status pages and tests read to see whether the worker counts
+// the repo as hooked or feed-covered. False if the worker does not hold the repo.
+func (w *Worker) PollStretchOf(id string) (float64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r, ok := w.repos[id]
+	if !ok || r.dropped {
+		return 0, false
+	}
+	return w.pollStretchLocked(r, w.clock.Now()), true
+}
+
+// pollStretchLocked is PollStretch for r at now, with what the worker knows: whether a
+// feed covers it, its owner's hooks, and its host's hook loss (AssumedHookLoss until the
+// host's hooks are counted).
+func (w *Worker) pollStretchLocked(r *repoState, now time.Time) float64 {
+	covered := w.cfg.FeedCovered != nil && w.cfg.FeedCovered(r.rec.URL)
+	share := AssumedHookLoss
+	if loss := w.hookLoss[r.host]; loss != nil {
+		share = loss.Share()
+	}
+	return PollStretch(r.hook, w.ownerHooksLocked(r), now, covered, share)
+}
+
 // forgetOwnersLocked drops the owners none of whose hooks is within HookMemory, so the
 // state is bounded by the owners hooked in the last HookMemory.
 func (w *Worker) forgetOwnersLocked(now time.Time) {
