@@ -507,6 +507,21 @@ func (f *Fleet) NextPoll(id string) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// PollStretch is the factor the in-process worker holding repo id puts on its next
+// poll step now (worker.PollStretchOf): above 1 while a hook, its organization's or its
+// own, or a feed covers it. False if none holds it.
+func (f *Fleet) PollStretch(id string) (float64, bool) {
+	f.workersMu.Lock()
+	ws := slices.Clone(f.workers)
+	f.workersMu.Unlock()
+	for _, rw := range ws {
+		if s, ok := rw.w.PollStretchOf(id); ok {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
 // ring tells the in-process worker that owns repo id to fetch it now (worker.FetchNow);
 // only the owner holds the repo, so the others decline. A repo between owners is left to
 // the durable request the caller made, which the coordinator carries to the new one.

@@ -25,6 +25,12 @@ const hookSecret = "hook-secret"
 // githubPush is a signed GitHub push delivery for the repo at cloneURL.
 func githubPush(t *testing.T, addr, cloneURL, delivery, secret string) (int, string) {
 	t.Helper()
+	return githubPushWith(t, addr, cloneURL, delivery, secret, nil)
+}
+
+// githubPushWith is githubPush with the headers of extra added.
+func githubPushWith(t *testing.T, addr, cloneURL, delivery, secret string, extra http.Header) (int, string) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"ref": "refs/heads/master", "before": strings.Repeat("0", 40), "after": strings.Repeat("1", 40),
 		"repository": map[string]any{"clone_url": cloneURL, "html_url": strings.TrimSuffix(cloneURL, ".git")}})
 	m := hmac.New(sha256.New, []byte(secret))
@@ -34,6 +40,11 @@ func githubPush(t *testing.T, addr, cloneURL, delivery, secret string) (int, str
 	req.Header.Set("X-GitHub-Event", "push")
 	req.Header.Set("X-GitHub-Delivery", delivery)
 	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(m.Sum(nil)))
+	for k, vs := range extra {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
 	// A proxy in front of the fleet passes the site's public name: hooks answer it.
 	req.Host = "mirrors.example.org"
 	resp, err := http.DefaultClient.Do(req)
