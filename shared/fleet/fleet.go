@@ -493,12 +493,17 @@ func (f *Fleet) recordMetrics(ctx context.Context, rep coordinator.Report, took 
 // Memory is the in-process workers' memory pool (nil: no budget).
 func (f *Fleet) Memory() *membudget.Pool { return f.memory }
 
+// inProcess is a copy of the in-process workers, to call without the lock.
+func (f *Fleet) inProcess() []*runningWorker {
+	f.workersMu.Lock()
+	defer f.workersMu.Unlock()
+	return slices.Clone(f.workers)
+}
+
 // NextPoll is when the in-process worker holding repo id expects to fetch it next
 // (worker.NextPoll); false if none can say.
 func (f *Fleet) NextPoll(id string) (time.Time, bool) {
-	f.workersMu.Lock()
-	ws := slices.Clone(f.workers)
-	f.workersMu.Unlock()
+	ws := f.inProcess()
 	for _, rw := range ws {
 		if at, ok := rw.w.NextPoll(id); ok {
 			return at, true
@@ -511,9 +516,7 @@ func (f *Fleet) NextPoll(id string) (time.Time, bool) {
 // poll step now (worker.PollStretchOf): above 1 while a hook, its organization's or its
 // own, or a feed covers it. False if none holds it.
 func (f *Fleet) PollStretch(id string) (float64, bool) {
-	f.workersMu.Lock()
-	ws := slices.Clone(f.workers)
-	f.workersMu.Unlock()
+	ws := f.inProcess()
 	for _, rw := range ws {
 		if s, ok := rw.w.PollStretchOf(id); ok {
 			return s, true
@@ -526,9 +529,7 @@ func (f *Fleet) PollStretch(id string) (float64, bool) {
 // only the owner holds the repo, so the others decline. A repo between owners is left to
 // the durable request the caller made, which the coordinator carries to the new one.
 func (f *Fleet) ring(id string, ask worker.Ask) bool {
-	f.workersMu.Lock()
-	ws := slices.Clone(f.workers)
-	f.workersMu.Unlock()
+	ws := f.inProcess()
 	for _, rw := range ws {
 		if rw.w.FetchNow(id, ask) {
 			return true
@@ -546,9 +547,7 @@ func (f *Fleet) ringHook(ctx context.Context, id string, ownerLevel bool) {
 		ask = worker.AskOwnerHook
 	}
 	f.ring(id, ask)
-	f.workersMu.Lock()
-	ws := slices.Clone(f.workers)
-	f.workersMu.Unlock()
+	ws := f.inProcess()
 	if len(ws) < 2 {
 		return
 	}
@@ -572,9 +571,7 @@ func (f *Fleet) feedCovered(url string) bool { return f.feeds != nil && f.feeds.
 func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
 	policy := urlpolicy.Policy{AllowPrivateHosts: f.cfg.AllowPrivateHosts}
 	repos := func(src feeds.Source) []string {
-		f.workersMu.Lock()
-		ws := slices.Clone(f.workers)
-		f.workersMu.Unlock()
+		ws := f.inProcess()
 		var out []string
 		for _, rw := range ws {
 			out = append(out, rw.w.OwnedURLs(src.Web.Host)...)
@@ -600,9 +597,7 @@ func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
 // LastChecked is when the in-process worker holding repo id last polled it
 // (worker.LastChecked); false if none holds it.
 func (f *Fleet) LastChecked(id string) (time.Time, bool) {
-	f.workersMu.Lock()
-	ws := slices.Clone(f.workers)
-	f.workersMu.Unlock()
+	ws := f.inProcess()
 	for _, rw := range ws {
 		if at, ok := rw.w.LastChecked(id); ok {
 			return at, true
@@ -613,9 +608,7 @@ func (f *Fleet) LastChecked(id string) (time.Time, bool) {
 
 // wakeWorkers makes every in-process worker heartbeat now.
 func (f *Fleet) wakeWorkers() {
-	f.workersMu.Lock()
-	ws := slices.Clone(f.workers)
-	f.workersMu.Unlock()
+	ws := f.inProcess()
 	for _, rw := range ws {
 		rw.w.WakeHeartbeat()
 	}
