@@ -555,6 +555,9 @@ func (c *client) show(ctx context.Context, idOrURL string) error {
 	row("last change", when(r.LastChangeAt))
 	row("last commit", when(r.LastCommitAt))
 	row("next poll", nextPoll(r))
+	if r.PollStretch != nil && *r.PollStretch > 1 {
+		row("polled", fmt.Sprintf("as a fall-back: steps %.3g× the policy's (push webhooks or a change feed cover it)", *r.PollStretch))
+	}
 	row("failures", fmt.Sprintf("%d clone, %d fetch (consecutive)", r.CloneFailCnt, r.FetchFailCnt))
 	row("size", fmt.Sprintf("%d bytes", r.SizeBytes))
 	row("priority", fmt.Sprintf("%.4g", r.Priority))

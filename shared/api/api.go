@@ -72,6 +72,10 @@ type Config struct {
 	// (no-change polls write nothing to the store), so the local fleet, whose workers run
 	// in the same process, asks them. Nil: HeartbeatChecks' estimate, else null.
 	NextPoll func(id string) (time.Time, bool)
+	// PollStretch, if set, is the factor the repo's worker puts on its poll step now
+	// (worker.PollStretchOf): above 1 while its own or its organization's push webhooks,
+	// or a forge's change feed, cover it. Only its worker knows; nil: absent.
+	PollStretch func(id string) (float64, bool)
 	// LastChecked, if set, is when a repo's worker last polled it, changed or not: a
 	// no-change poll writes the store only at its checkpoint (6 h), so the local fleet
 	// asks its in-process workers.

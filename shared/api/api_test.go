@@ -856,7 +856,25 @@ func TestNextPoll(t *testing.T) {
 	}
 	plain := newEnv(t)
 	id = str(plain.want(plain.add("https://example.com/a/next.git"), 201, "add").body["id"])
-	if r := plain.want(plain.do("GET", "/v1/repos/"+id, nil), 200, "get"); r.body["next_poll_at"] != nil {
-		t.Errorf("next_poll_at without a NextPoll: %v", r.body["next_poll_at"])
+	if r := plain.want(plain.do("GET", "/v1/repos/"+id, nil), 200, "get"); r.body["next_poll_at"] != nil || r.body["poll_stretch"] != nil {
+		t.Errorf("next_poll_at or poll_stretch without a worker to ask: %v, %v", r.body["next_poll_at"], r.body["poll_stretch"])
+	}
+}
+
+// TestPollStretch: GET of a repo shows the factor its worker puts on its poll step, and
+// nothing where the worker cannot say.
+func TestPollStretch(t *testing.T) {
+	stretch := map[string]float64{}
+	e := newEnv(t, func(c *Config) {
+		c.PollStretch = func(id string) (float64, bool) { f, ok := stretch[id]; return f, ok }
+	})
+	hooked := str(e.want(e.add("https://example.com/a/hooked.git"), 201, "add").body["id"])
+	other := str(e.want(e.add("https://example.com/a/other.git"), 201, "add").body["id"])
+	stretch[hooked] = 10
+	if r := e.want(e.do("GET", "/v1/repos/"+hooked, nil), 200, "get"); r.body["poll_stretch"] != 10.0 {
+		t.Errorf("poll_stretch = %v, want 10", r.body["poll_stretch"])
+	}
+	if r := e.want(e.do("GET", "/v1/repos/"+other, nil), 200, "get"); r.body["poll_stretch"] != nil {
+		t.Errorf("poll_stretch of a repo no worker holds: %v", r.body["poll_stretch"])
 	}
 }

@@ -49,6 +49,9 @@ type Repo struct {
 	// NextPollAt is its worker's estimate of the next fetch (GET /v1/repos/{id} only);
 	// null where the server cannot ask the worker.
 	NextPollAt *time.Time `json:"next_poll_at,omitempty"`
+	// PollStretch is the factor its worker puts on its poll step now: 1, or more while
+	// hooks or a feed cover it (GET /v1/repos/{id} only, where the worker is in process).
+	PollStretch *float64 `json:"poll_stretch,omitempty"`
 }
 
 func (s *server) toRepoJSON(r store.Repo, sc *schedule) Repo {
@@ -450,6 +453,11 @@ func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
 	out := s.toRepoJSON(repo, sc)
 	if at, ok := sc.NextPoll(repo); ok {
 		out.NextPollAt = optTime(at)
+	}
+	if s.cfg.PollStretch != nil {
+		if f, ok := s.cfg.PollStretch(repo.ID); ok {
+			out.PollStretch = &f
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -302,7 +302,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics, Sinks: sinks})
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
-		NextPoll: f.NextPoll, LastChecked: f.LastChecked, Backup: st.Backup, Ring: f.ringSync, Events: f.Events,
+		NextPoll: f.NextPoll, PollStretch: f.PollStretch, LastChecked: f.LastChecked, Backup: st.Backup, Ring: f.ringSync, Events: f.Events,
 		EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/ring"
@@ -129,6 +130,12 @@ func TestOrganizationHookCoversReposOfOtherWorkers(t *testing.T) {
 		}
 		if s := stretch("org/b"); s <= 1 {
 			t.Errorf("org/b, on another worker, after its organization's hook: stretch %v, want > 1", s)
+		}
+		// The repo's API record shows it, from its worker.
+		var got api.Repo
+		getJSON(t, f, "/v1/repos/"+id["org/b"], &got)
+		if got.PollStretch == nil || *got.PollStretch <= 1 {
+			t.Errorf("GET org/b: poll_stretch %v, want > 1", got.PollStretch)
 		}
 		if s := stretch("other/c"); s != 1 {
 			t.Errorf("other/c, on org/b's worker: stretch %v, want 1", s)
