@@ -46,13 +46,7 @@ func freshFixture() results.Freshness {
 
 func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 	dir := t.TempDir()
-	if err := results.Write(dir, "freshness", freshFixture()); err != nil {
-		t.Fatal(err)
-	}
-	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	md := renderFreshness(t, dir, freshFixture())
 	for _, want := range []string{
 		"## 1. Freshness",
 		"| **`bayes` (default)** | about bayes | knows bayes |",
@@ -89,10 +83,7 @@ func TestFreshnessSectionRefusesMissingRunsAndAnUnmarkedDefault(t *testing.T) {
 		v := freshFixture()
 		spoil(&v)
 		dir := t.TempDir()
-		if err := results.Write(dir, "freshness", v); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+		if _, err := freshnessFrom(t, dir, v); err == nil {
 			t.Errorf("%s: not reported", name)
 		}
 	}
@@ -114,31 +105,18 @@ func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
 		v.FeedDrift = append(v.FeedDrift, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 1.52 * 0.5 / b})
 	}
 	dir := t.TempDir()
-	if err := results.Write(dir, "freshness", v); err != nil {
-		t.Fatal(err)
-	}
-	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	md := renderFreshness(t, dir, v)
+	wantAll(t, md,
 		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 0.5 | 3.05 | 0.50 | 0.50 ✅ (≤ 0.6) | 0.40 | 31% |",
 		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 2 | 0.76 | 0.50 | — |",
 		"| feed_drift | 70% of repos, probed every 5 min | 0.5 | 1.52 | 0.20 | 0.20 ❌ (≤ 0.15) |",
 		"(10× before anything is counted)",
 		"A share 0.5 of the hooked organizations set one hook on the organization",
 		"once hooks of 2 of its repos came",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 	// A section listed in the setup without its rows is an error, not an empty table.
 	v.FeedDrift = nil
-	if err := results.Write(dir, "freshness", v); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+	if _, err := freshnessFrom(t, dir, v); err == nil {
 		t.Error("a signal section without rows was reported")
 	}
 }
@@ -157,14 +135,8 @@ func TestFreshnessRealisticSections(t *testing.T) {
 	v.DriftRealistic = slices.Clone(v.Drift)
 	v.Bound = append(v.Bound, results.FreshnessBound{Section: "runs_realistic", Evidence: "all", SeenDays: 2235, Ratio: 1.05, DormantPolls: 0.08, P99: 1.22, P99Exp04: 1.04})
 	dir := t.TempDir()
-	if err := results.Write(dir, "freshness", v); err != nil {
-		t.Fatal(err)
-	}
-	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	md := renderFreshness(t, dir, v)
+	wantAll(t, md,
 		"**Realistic population, stationary (days 10–40)**",
 		"**Realistic population, drift (10% of repos a month)**",
 		"reaches the root commit for 86% of active and 78% of dormant repos",
@@ -172,17 +144,10 @@ func TestFreshnessRealisticSections(t *testing.T) {
 		// 7.15 / 6.71 = 1.066 over the optimum, / 1.05 = 1.015 over the bound
 		"| runs_realistic | push counts, span, silence, root reached | 1.050 | 8.0% | 1.22 / 1.04 | 1.066 (0.5) | 1.015 |",
 		"| runs | push counts | 1.120 | 6.7% | — | 1.066 (0.5) | 0.951 |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 	// A realistic section missing a policy's run is an error.
 	v.RunsRealistic = v.RunsRealistic[1:]
-	if err := results.Write(dir, "freshness", v); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err == nil {
+	if _, err := freshnessFrom(t, dir, v); err == nil {
 		t.Error("a realistic section with a run missing was reported")
 	}
 }
@@ -199,37 +164,22 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 			Spread: results.FreshnessStat{Mean: 1.21, SD: 0.01, Min: 1.2, Max: 1.22}},
 	}
 	dir := t.TempDir()
-	if err := results.Write(dir, "freshness", v); err != nil {
-		t.Fatal(err)
-	}
-	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
+	md := renderFreshness(t, dir, v)
+	wantAll(t, md,
 		fmt.Sprintf("(3 seeds: 1, 2, 3; %d repos; the tables above are seed 1's)", v.Setup.Repos),
 		"| mean / bound | runs | bound of runs (all evidence) | 0.5 | ≤ 1.03 | 1 | 1.020 | 1.025 ± 0.004 (1.020–1.031) | ✅ on average, ❌ at worst 1.031 |",
 		"| mean / poll-only optimum | feed | optimum of runs | 0.5 | ≤ 0.15 | 0.097 | 0.120 | 0.121 ± 0.002 (0.119–0.123) | ✅ every seed |",
 		"| mean / bound | drift | bound of drift | 0.5 | ≤ 1.05 | 1 | 1.200 | 1.210 ± 0.010 (1.200–1.220) | ❌ |",
-	} {
-		if !strings.Contains(md, want) {
-			t.Errorf("report lacks %q", want)
-		}
-	}
+	)
 	// The study over seeds in a file of its own, at a smaller scale: its goals, said so.
 	small := v
 	small.Setup.Repos = v.Setup.Repos / 5
 	small.Goals = small.Goals[1:2]
 	v.Setup.Seeds, v.Goals = nil, nil
-	if err := results.Write(dir, "freshness", v); err != nil {
-		t.Fatal(err)
-	}
 	if err := results.Write(dir, "freshness_seeds", small); err != nil {
 		t.Fatal(err)
 	}
-	if md, _, err = freshnessSection(&Report{Results: dir, Out: dir}); err != nil {
-		t.Fatal(err)
-	}
+	md = renderFreshness(t, dir, v)
 	if want := fmt.Sprintf("(3 seeds: 1, 2, 3; %d repos, a smaller fleet than the tables above", small.Setup.Repos); !strings.Contains(md, want) ||
 		!strings.Contains(md, "| mean / poll-only optimum | feed |") || strings.Contains(md, "| mean / bound | drift | bound of drift |") {
 		t.Errorf("the seeds file's goals not reported as such:\n%s", md)
@@ -239,10 +189,37 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 	}
 	// Results written before goals were recorded have no such table.
 	v.Goals = nil
+	if md, err := freshnessFrom(t, dir, v); err != nil || strings.Contains(md, "Every goal over the seeds") {
+		t.Errorf("a table of goals without goals (err %v)", err)
+	}
+}
+
+// freshnessFrom writes v as dir's freshness.json and renders the section from it.
+func freshnessFrom(t *testing.T, dir string, v results.Freshness) (string, error) {
+	t.Helper()
 	if err := results.Write(dir, "freshness", v); err != nil {
 		t.Fatal(err)
 	}
-	if md, _, err := freshnessSection(&Report{Results: dir, Out: dir}); err != nil || strings.Contains(md, "Every goal over the seeds") {
-		t.Errorf("a table of goals without goals (err %v)", err)
+	md, _, err := freshnessSection(&Report{Results: dir, Out: dir})
+	return md, err
+}
+
+// renderFreshness is freshnessFrom for results that must render.
+func renderFreshness(t *testing.T, dir string, v results.Freshness) string {
+	t.Helper()
+	md, err := freshnessFrom(t, dir, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// wantAll fails for each of wants that md lacks.
+func wantAll(t *testing.T, md string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
 	}
 }
