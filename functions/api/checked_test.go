@@ -14,13 +14,12 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
-	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer"
 )
 
 // TestSyncOfUnchangedRepoMovesLastCheckedOnAWS: on DynamoDB Local, a worker process
@@ -39,24 +38,17 @@ func TestSyncOfUnchangedRepoMovesLastCheckedOnAWS(t *testing.T) {
 	tg := storetest.AddPending(t, st, up.URL())
 	id := tg.ID
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- cloud.RunWorker(ctx, cloud.WorkerConfig{Table: st.Table(), MirrorRoot: t.TempDir(), Fetchers: 2,
+	root := t.TempDir()
+	stop := cloudtest.Go(t, "worker", func(ctx context.Context) error {
+		return cloud.RunWorker(ctx, cloud.WorkerConfig{Table: st.Table(), MirrorRoot: root, Fetchers: 2,
 			Heartbeat: 10 * time.Second, MinInterval: time.Hour, PriorityPolicy: "bayes", AllowPrivateHosts: true,
 			WorkerID: "w-checked", Fleet: "test", MetricsInterval: time.Hour, DynamoDBEndpoint: ep,
 			Metrics: io.Discard, Log: slog.New(slog.DiscardHandler)})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
+	})
+	defer stop()
 	// The coordinator ticks as often as the test polls: what is measured is the worker's
 	// side, from the outbox entry to what the API shows.
-	coord := &coordinator.Coordinator{ID: "c-checked", Store: st, Timer: timer.NewLocal(), Clock: clock.Real{},
-		Config: coordinator.Config{Warmup: coordinator.NoWarmup, Grace: time.Minute}, Log: slog.New(slog.DiscardHandler)}
+	coord := cloudtest.Coordinator("c-checked", st)
 
 	h := NewHandler(cloud.APIConfig{}, st, clock.Real{}, slog.New(slog.DiscardHandler), nil)
 	lctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-checked"})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/functions/runtimeapi"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
@@ -69,20 +70,13 @@ func TestHookReachesTheOwningWorker(t *testing.T) {
 	}
 
 	heartbeat := worker.DefaultConfig().Heartbeat
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- cloud.RunWorker(ctx, cloud.WorkerConfig{Table: f.st.Table(), MirrorRoot: root, Fetchers: 2, Heartbeat: heartbeat,
+	stop := cloudtest.Go(t, "worker", func(ctx context.Context) error {
+		return cloud.RunWorker(ctx, cloud.WorkerConfig{Table: f.st.Table(), MirrorRoot: root, Fetchers: 2, Heartbeat: heartbeat,
 			MinInterval: time.Hour, PriorityPolicy: "bayes", AllowPrivateHosts: true, WorkerID: "w-hook", Fleet: "MirrorFleet",
 			MetricsInterval: time.Hour, Drain: 2 * time.Second, DynamoDBEndpoint: f.endpoint, Metrics: io.Discard,
 			Log: slog.New(slog.DiscardHandler)})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
 	})
+	t.Cleanup(stop)
 
 	// The coordinator bootstrap assigns the repo; the worker learns it at a heartbeat
 	// and clones it.

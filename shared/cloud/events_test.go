@@ -8,15 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/clock"
-	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/events/eventbridgefake"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer"
 )
 
 // A worker process on DynamoDB Local puts an event on its bus (a fake EventBridge,
@@ -32,22 +30,15 @@ func TestRunWorkerPutsEventsOnTheBus(t *testing.T) {
 	fake := eventbridgefake.New("mf-bus")
 	defer fake.Close()
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- RunWorker(ctx, WorkerConfig{Table: st.Table(), MirrorRoot: t.TempDir(), Fetchers: 2, Heartbeat: 100 * time.Millisecond,
+	root := t.TempDir()
+	stop := cloudtest.Go(t, "worker", func(ctx context.Context) error {
+		return RunWorker(ctx, WorkerConfig{Table: st.Table(), MirrorRoot: root, Fetchers: 2, Heartbeat: 100 * time.Millisecond,
 			MinInterval: time.Hour, PriorityPolicy: "bayes", AllowPrivateHosts: true, WorkerID: "w-events", Fleet: "test",
 			MetricsInterval: time.Hour, DynamoDBEndpoint: ep, EventBus: "mf-bus", EventBridge: fake.Client(),
 			Metrics: io.Discard, Log: slog.New(slog.DiscardHandler)})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	coord := &coordinator.Coordinator{ID: "c-events", Store: st, Timer: timer.NewLocal(), Clock: clock.Real{},
-		Config: coordinator.Config{Warmup: coordinator.NoWarmup, Grace: time.Minute}, Log: slog.New(slog.DiscardHandler)}
+	})
+	defer stop()
+	coord := cloudtest.Coordinator("c-events", st)
 	waitEntries := func(n int) []eventbridgefake.Entry {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)

@@ -17,15 +17,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/clock"
-	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/secrets/secretsfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer"
 )
 
 // giteaFeed is a fake Gitea instance's repo search (GET /api/v1/repos/search, sorted by
@@ -92,24 +90,16 @@ func TestRunWorkerFollowsAFeed(t *testing.T) {
 		return gittest.RefsOf(t, dir) == up.Refs(t)
 	}
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- RunWorker(ctx, WorkerConfig{Table: st.Table(), MirrorRoot: root, Fetchers: 2, Heartbeat: 100 * time.Millisecond,
+	stop := cloudtest.Go(t, "worker", func(ctx context.Context) error {
+		return RunWorker(ctx, WorkerConfig{Table: st.Table(), MirrorRoot: root, Fetchers: 2, Heartbeat: 100 * time.Millisecond,
 			MinInterval: time.Hour, PriorityPolicy: "bayes", AllowPrivateHosts: true, WorkerID: "w-feeds", Fleet: "test",
 			MetricsInterval: time.Hour, DynamoDBEndpoint: ep, Metrics: io.Discard, Log: slog.New(slog.DiscardHandler),
 			Feeds: []string{"gitea=" + forge.URL}, FeedEvery: 200 * time.Millisecond, ForgeTokensARN: arn,
 			SecretsManager: secretsmanager.New(secretsmanager.Options{Region: "us-east-1", BaseEndpoint: aws.String(sm.URL()),
 				Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	coord := &coordinator.Coordinator{ID: "c-feeds", Store: st, Timer: timer.NewLocal(), Clock: clock.Real{},
-		Config: coordinator.Config{Warmup: coordinator.NoWarmup, Grace: time.Minute}, Log: slog.New(slog.DiscardHandler)}
+	})
+	defer stop()
+	coord := cloudtest.Coordinator("c-feeds", st)
 	deadline := time.Now().Add(60 * time.Second)
 	for !mirrored() {
 		if time.Now().After(deadline) {
