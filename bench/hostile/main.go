@@ -15,8 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
@@ -99,7 +97,7 @@ func measure(f func()) (seconds, heapMiB, rssMiB float64) {
 	seconds = time.Since(start).Seconds()
 	heapMiB = mib(mem.Stop())
 	if rssReset {
-		rssMiB = float64(vmHWM()) / 1024
+		rssMiB = float64(procHWM("self")) / 1024
 	}
 	runtime.GC()
 	return
@@ -110,21 +108,6 @@ func limit(name, value string) results.HostileLimit {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
-
-// vmHWM is the peak resident set in KiB.
-func vmHWM() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
 
 // cut shortens a message for the report.
 func cut(s string, n int) string {

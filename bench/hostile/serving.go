@@ -88,7 +88,7 @@ func serving(ctx context.Context, log *slog.Logger, quick bool) (*results.Hostil
 		start := time.Now()
 		err = sc.run(ctx, f, &s)
 		s.Seconds = time.Since(start).Seconds()
-		s.FrontRSSPeakMiB = float64(procHWM(f.cmd.Process.Pid)) / 1024
+		s.FrontRSSPeakMiB = float64(procHWM(strconv.Itoa(f.cmd.Process.Pid))) / 1024
 		f.stop()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", sc.name, err)
@@ -187,9 +187,9 @@ func (f *front) stop() {
 	}
 }
 
-// procHWM is a process's peak resident set in KiB.
-func procHWM(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// procHWM is a process's peak resident set in KiB (pid: a number, or "self").
+func procHWM(pid string) int64 {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
