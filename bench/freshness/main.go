@@ -569,7 +569,7 @@ var policyDocs = []results.FreshnessPolicyDoc{
 	{Name: "rate", Description: "priority.Rate: change rate estimated from what the polls saw (Cho & Garcia-Molina, decayed with a " + fmt.Sprint(priority.HalfLife.Hours()/24) + "-day half-life; half a change over the longest known quiet stretch when polls saw none); step 1/√rate",
 		Uses: "whether each poll found a change, the time between polls, the newest commit's time"},
 	{Name: "bayes", Description: "priority.Bayes: the expected current push rate under the prior the worker learns from its repos (empirical Bayes on a grid of rates with a dormant point mass, and a learned rate of changes of behaviour); a repo's evidence is the pushes (bursts of commits less than " + fmt.Sprint(priority.SessionGap.Hours()) + " h apart) its first clone's history and its fetches showed, judged every " + fmt.Sprint(priority.Window.Hours()/24) + " days as a change of behaviour or not; step 1/√rate, the rate held above " + fmt.Sprint(priority.MinRate) + "/day",
-		Uses: "the commit times each fetch brought, the first clone's history (bounded), the time between polls, the prior learned from the worker's other repos"},
+		Uses: "the commit times each fetch brought, the first clone's history (bounded), whether it reached the repo's first commit and that commit's age (under a year or not), the time between polls, the prior learned from the worker's other repos"},
 	{Name: "optimum", Description: "reference: the true current rates, periodic polls at f ∝ √λ, never polls a repo while it does not change",
 		Uses: "the true push rates (not knowable)"},
 	{Name: "optimum04", Description: "reference: the optimum's periodic polls at f ∝ λ^0.4 instead of √λ, which gives up a little of the mean for a shorter tail",

@@ -349,3 +349,45 @@ func TestFitLearnsWhatReachingTheRootSays(t *testing.T) {
 		t.Fatalf("a rooted repo pushing 20 times in 14 days: %.2g pushes/day", r)
 	}
 }
+
+// Among the repos whose history reached the root, the young ones are a class of their
+// own: where the old ones were made and left and the young ones are starting, a young
+// repo quiet since its first commit keeps an active repo's chance while an old one with
+// the same silence reads as dormant.
+func TestFitLearnsWhatAYoungRootSays(t *testing.T) {
+	var stats []Stats
+	for i := range 900 {
+		switch i % 3 {
+		case 0: // made years ago and left: silence since
+			stats = append(stats, Stats{Exposure: float64(400+i%900) * 86400, Root: true})
+		case 1: // young and active: a push every 20 days since it was made
+			days := float64(60 + i%300)
+			stats = append(stats, Stats{Events: math.Round(days / 20), Exposure: days * 86400, Root: true, Young: true})
+		default: // active, long history
+			stats = append(stats, Stats{Events: math.Round(0.05 * 365), Exposure: 365 * 86400})
+		}
+	}
+	p := Fit(stats, nil, t0, nil)
+	old := Stats{Exposure: 90 * 86400, Root: true}
+	young := old
+	young.Young = true
+	if y, o := p.Rate(young), p.Rate(old); y < 3*o {
+		t.Fatalf("a young repo quiet for 90 days since its first commit: %.2g pushes/day; an old one: %.2g", y, o)
+	}
+}
+
+// The first clone tells a young repo from an old one by when the history it lists
+// began, when that is the repo's first commit.
+func TestFoldMarksAYoungRoot(t *testing.T) {
+	now := t0.Add(1000 * 24 * time.Hour)
+	for _, c := range []struct {
+		age        time.Duration
+		root, want bool
+	}{{100 * 24 * time.Hour, true, true}, {400 * 24 * time.Hour, true, false}, {100 * 24 * time.Hour, false, false}} {
+		since := now.Add(-c.age)
+		s := Fold(Stats{}, Poll{Now: now, Changed: true, Commits: []time.Time{since}, Since: since, FromRoot: c.root}, nil)
+		if s.Young != c.want || s.Root != c.root {
+			t.Errorf("history of %v, from the root %v: Young %v Root %v", c.age, c.root, s.Young, s.Root)
+		}
+	}
+}

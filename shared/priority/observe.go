@@ -73,6 +73,7 @@ func (s Stats) history(p Poll, prior *Prior) Stats {
 	if !p.Since.IsZero() && p.Since.Before(p.Now) {
 		since = p.Since
 	}
+	s.Young = p.FromRoot && p.Now.Sub(since) < YoungAge
 	if p.FromRoot {
 		since = since.Add(Window)
 		if since.After(p.Now) {

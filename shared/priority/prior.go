@@ -45,12 +45,12 @@ type Prior struct {
 	// Weights of the rates in gridRates over all repos; they sum to 1. A repo that
 	// changes behaviour draws its new rate from them.
 	Weights belief
-	// RootWeights, when Classes is set, are the weights among the repos whose first
-	// clone's history reached their first commit (Stats.Root), OtherWeights among the
-	// rest: what a first clone shows besides its pushes (a repo made and left, or a
-	// young one) tells about its rate, and the fleet learns how much.
-	RootWeights, OtherWeights belief
-	Classes                   bool
+	// ClassWeights, when Classes is set, are the weights among the repos of each class
+	// of what a first clone shows besides its pushes (classOf): whether its history
+	// reached the repo's first commit (a repo made and left, or a young one) and, if so,
+	// whether that commit is under YoungAge old. The fleet learns how much each tells.
+	ClassWeights [classes]belief
+	Classes      bool
 	// Hazard is how often a repo draws a new rate from Weights (wakes up, goes quiet,
 	// speeds up), per day.
 	Hazard float64
@@ -115,12 +115,12 @@ const RefitEvery = 7 * 24 * time.Hour
 type evidence struct {
 	oldN, oldT float64 // pushes and days before the current window
 	winN, winT float64 // pushes and days in the current window
-	root       bool    // the first clone's history reached the repo's first commit
+	class      int     // classOf the first clone's history
 }
 
 func evidenceOf(s Stats) evidence {
 	s = s.upgraded()
-	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400, root: s.Root}
+	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400, class: classOf(s)}
 }
 
 // upgraded reads stats written before pushes were counted: the polls' changes are the
@@ -168,7 +168,7 @@ type weighed struct {
 
 func (p *Prior) weighAll(e evidence, w *weighed) {
 	lo := likelihood(e.oldN, e.oldT)
-	weights := p.classOf(e.root)
+	weights := p.weightsOf(e.class)
 	if e.winN == 0 {
 		w.silent = true
 		w.stay, _ = weigh(weights, &lo)
@@ -190,16 +190,38 @@ func (p *Prior) weighAll(e evidence, w *weighed) {
 	w.winT = e.winT
 }
 
-// classOf is the weights of the repos of a class: those whose history reached their
-// first commit (root) or the others; all repos' when the prior has no classes.
-func (p *Prior) classOf(root bool) *belief {
+// The classes of repos a prior weighs apart: what the first clone showed besides the
+// pushes.
+const (
+	classOther = iota // the history did not reach the first commit
+	classRoot         // it did, and that commit is YoungAge old or more
+	classYoung        // it did, and that commit is younger
+	classes
+)
+
+// YoungAge is the age under which a repo whose history reaches its first commit is
+// weighed as young: a repo a year old that got a commit or two may be starting, one
+// that got them years ago was most likely made and left.
+const YoungAge = 365 * 24 * time.Hour
+
+// classOf is the class of a repo's stats.
+func classOf(s Stats) int {
 	switch {
-	case !p.Classes:
-		return &p.Weights
-	case root:
-		return &p.RootWeights
+	case s.Root && s.Young:
+		return classYoung
+	case s.Root:
+		return classRoot
 	}
-	return &p.OtherWeights
+	return classOther
+}
+
+// weightsOf is the weights of the repos of a class; all repos' when the prior has no
+// classes.
+func (p *Prior) weightsOf(class int) *belief {
+	if !p.Classes {
+		return &p.Weights
+	}
+	return &p.ClassWeights[class]
 }
 
 // judge is the posterior of weighed evidence at hazard per day.
@@ -430,7 +452,7 @@ func (sc *Scores) Fade() {
 // scores (nil: the default's), then the rate weights by EM as the fleet's average belief
 // about its repos' current rates (the nonparametric maximum-likelihood mixture on the
 // grid), shrunk towards the default by priorRepos pseudo-repos, for all repos and for
-// each class (a first clone that reached the root or not). Repos with no evidence are
+// each class of first clone (classOf). Repos with no evidence are
 // skipped; base (nil: the default) is where EM starts.
 func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 	if base == nil {
@@ -446,28 +468,33 @@ func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 	}
 	out.Repos, out.At = len(ev), now
 	if !out.Classes {
-		out.RootWeights, out.OtherWeights, out.Classes = out.Weights, out.Weights, true
+		for c := range out.ClassWeights {
+			out.ClassWeights[c] = out.Weights
+		}
+		out.Classes = true
 	}
 	for range fitRounds {
-		var next, root, other belief
+		// Each class and all repos together are shrunk towards the default by
+		// priorRepos pseudo-repos.
+		var all belief
 		for k := range gridSize {
-			root[k] = priorRepos * defaultPrior.Weights[k]
-			other[k] = root[k]
+			all[k] = priorRepos * defaultPrior.Weights[k]
+		}
+		var sums [classes]belief
+		for c := range sums {
+			sums[c] = all
 		}
 		for _, e := range ev {
 			b, _ := out.posterior(e)
-			class := &other
-			if e.root {
-				class = &root
-			}
 			for k := range gridSize {
-				class[k] += b[k]
+				sums[e.class][k] += b[k]
+				all[k] += b[k]
 			}
 		}
-		for k := range gridSize {
-			next[k] = root[k] + other[k]
+		for c := range sums {
+			out.ClassWeights[c] = normalised(sums[c])
 		}
-		out.Weights, out.RootWeights, out.OtherWeights = normalised(next), normalised(root), normalised(other)
+		out.Weights = normalised(all)
 	}
 	return &out
 }

@@ -25,6 +25,8 @@ type Stats struct {
 	// Root: the first clone's history reached the repo's first commit, which the prior
 	// weighs apart (Prior.Classes).
 	Root bool `json:"r,omitempty"`
+	// Young: the first commit Root reached was under YoungAge old at the first clone.
+	Young bool `json:"y,omitempty"`
 }
 
 // Observe folds in one successful poll that came interval after the previous one.

@@ -69,7 +69,7 @@ const (
 	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
 	rEvents, rExposure, rWinEvents, rWinSeconds                     = "st_e", "st_s", "st_we", "st_ws"
-	rRoot                                                           = "st_r" // 1 when the first clone reached the root
+	rRoot, rYoung                                                   = "st_r", "st_y" // 1 when the first clone reached the root; and it was young
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -82,7 +82,7 @@ type statAttr struct {
 // (it reads back as zero), so a repo without history pays nothing for them.
 func statAttrs(st priority.Stats) []statAttr {
 	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds},
-		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}, {rRoot, flag(st.Root)}}
+		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}, {rRoot, flag(st.Root)}, {rYoung, flag(st.Young)}}
 }
 
 // flag is a stored yes/no: 1 or absent.
@@ -186,7 +186,7 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		LastError:     d.s(rErr),
 		Stats: priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled),
 			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds),
-			Root: d.f64(rRoot) > 0},
+			Root: d.f64(rRoot) > 0, Young: d.f64(rYoung) > 0},
 	}
 	rev := d.i64(rRev)
 	return r, rev, d.err

@@ -437,7 +437,7 @@ func testReportFetch(t *testing.T, s store.Store) {
 		LastFetchAt: t0.Add(time.Hour), LastSuccessAt: t0.Add(time.Hour + 1), LastChangeAt: t0.Add(time.Hour + 2), LastCommitAt: t0.Add(-time.Hour),
 		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
 		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
-			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25, Root: true},
+			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25, Root: true, Young: true},
 	}
 	before := snap(t, s)
 	for _, c := range []struct {
@@ -482,6 +482,7 @@ func testReportFetchKeepingState(t *testing.T, s store.Store) {
 	for i, st := range []priority.Stats{
 		rep.Stats,
 		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6, Events: 8.5, Exposure: 1.59e8, WinSeconds: 7200.25, Root: true},
+		{Polls: 2, Seconds: 7200, WinSeconds: 86400 * 20, Root: true, Young: true},
 		{Polls: 1, Seconds: 3600.5, Exposure: 3.2e8},
 		{Polls: 2.5e-90, Changes: 1e-3, Seconds: 7e9, Events: 1e-95, WinEvents: 3},
 		{},
