@@ -62,7 +62,6 @@ func BenchmarkScoresAdd(b *testing.B) {
 	p := Poll{Prev: t0, Now: t0.Add(48 * time.Hour)}
 	var sc Scores
 	for b.Loop() {
-		sc.seen = scoreEvery - 1
 		sc.Add(prior, s, p)
 	}
 }
