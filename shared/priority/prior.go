@@ -63,13 +63,13 @@ type Prior struct {
 // DefaultPrior is what a worker believes before it has learned its own: a third of the
 // repos dormant, the others log-normal around a push every hundred days with a wide
 // spread, and one repo in a thousand changing behaviour a month. Deliberately vague
-// about rates: the first clones' histories outweigh it. Its hazard is the least the
-// fleet can learn: a new fleet judges its first clones' histories with it, and a
-// larger one cuts them at chance bursts and drops the years before them. The fleet
-// learns its own within its first few thousand polls.
+// about rates: the first clones' histories outweigh it. Its hazard, a change a month
+// in a thousand repos, is low: a new fleet judges its first clones' histories with it,
+// and a larger one cuts them at chance bursts and drops the years before them. The
+// fleet learns its own within its first few hundred polls.
 func DefaultPrior() *Prior { return &defaultPrior }
 
-var defaultPrior = Prior{Weights: logNormal(1.0/3, math.Log(0.01), 2), Hazard: hazards[0] / 30}
+var defaultPrior = Prior{Weights: logNormal(1.0/3, math.Log(0.01), 2), Hazard: 0.001 / 30}
 
 // logNormal is a belief with share dormant on the dormant rate and the rest log-normal.
 func logNormal(dormant, mu, sigma float64) belief {
@@ -368,8 +368,10 @@ func (p *Prior) Rate(s Stats) float64 {
 }
 
 // hazards are the rates of change of behaviour, per month, a worker chooses from by
-// how well each predicts its polls (Scores).
-var hazards = [...]float64{0.001, 0.003, 0.01, 0.03, 0.1, 0.3}
+// how well each predicts its polls (Scores). They reach down to a change a month in
+// 10,000 repos: a dormant repo's expected rate is about the hazard times the share of
+// active repos, so a fleet whose repos keep their rates polls its dormant ones less.
+var hazards = [...]float64{0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3}
 
 // Scores weighs the candidate hazards by how well each would have predicted the polls
 // of a worker's repos: the log-probability it gave, before each poll, to the poll
