@@ -47,7 +47,7 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 	}
 	if f.NATGateways != 0 || len(f.LoadBalancers) != 1 || !f.LoadBalancers[0].InternetFacing || f.LoadBalancers[0].Subnets != 2 ||
 		f.LoadBalancers[0].AccessLogs || f.ContainerInsights || !f.HasGatewayEndpoint("dynamodb") || f.Buckets != 0 ||
-		!slices.Equal(f.FlowLogs, []string{"REJECT"}) || f.Dashboards != 1 {
+		!slices.Equal(f.FlowLogs, []string{"REJECT"}) || f.Dashboards != 1 || f.Secrets != 1 {
 		t.Errorf("facts %+v", f)
 	}
 	// 12 alarms in the template evaluating 17 metrics; no target tracking (the git

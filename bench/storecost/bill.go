@@ -404,6 +404,12 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 		add(results.StoreCostComponent{Key: "kms", Name: "KMS", USD: float64(st.KMSKeys) * price("kms_key"),
 			Detail: fmt.Sprintf("%d customer managed key(s) (the alarm topic's), rotation on; requests a few a month", st.KMSKeys)})
 	}
+	if !previous && st.Secrets > 0 {
+		// The webhooks' secret; the API function reads it at most once per
+		// secrets.DefaultTTL per warm instance, cents a month.
+		add(results.StoreCostComponent{Key: "secrets", Name: "Secrets Manager", USD: float64(st.Secrets) * price("secret"),
+			Detail: fmt.Sprintf("%d secret(s) the stack creates (the webhooks'); reads at most one per 5 min per warm API instance", st.Secrets)})
+	}
 
 	for _, c := range b.Components {
 		b.TotalUSD += c.USD

@@ -225,6 +225,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 	set("ipv4_hour", 0.005)
 	set("alb_hour", 0.02)
 	set("alb_lcu", 0.01)
+	set("secret", 0.5)
 	spot := []stackfacts.Provider{{Name: "FARGATE_SPOT", Weight: 1}}
 	st := stackInputs{
 		Workers:  stackfacts.Service{ID: "W", CPU: 256, MemoryMiB: 2048, Desired: 1, MinTasks: 1, MaxTasks: 10, Providers: spot, PublicIP: true},
@@ -233,6 +234,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 		Serving:  true,
 		Fetchers: 10, TickSeconds: 60, LambdaMB: 512, ScrubDays: 90,
 		LoadBalancers: []stackfacts.LoadBalancer{{ID: "LB", Type: "application", InternetFacing: true, Subnets: 2}},
+		Secrets:       1,
 	}
 	md.ClonesPerDay, md.MirrorMB = 20, 50
 	served := 20 * 730.0 / 24 * 50 / 1024 // GB a month
@@ -246,6 +248,7 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 		"fargate_serve": 730 * (0.25*0.01 + 1*0.001), // 2.555
 		"ipv4":          (1 + 1 + 2) * 730 * 0.005,   // worker, server, two load balancer nodes: 14.6
 		"load_balancer": 730*0.02 + served*0.01,      // hours, and an LCU-hour per GB of the 20 clones a day
+		"secrets":       0.5,                         // the webhooks' secret
 	} {
 		if !near(comp[key], want) {
 			t.Errorf("%s = %g, want %g", key, comp[key], want)

@@ -46,6 +46,7 @@ type stackInputs struct {
 	FS                    stackfacts.FileSystem
 	Buckets               int
 	KMSKeys               int
+	Secrets               int
 	// ScrubDays is the workers' scrub period (MIRRORFLEET_SCRUB_EVERY, or the worker's
 	// default); StaleAfterSeconds the stale-repos alarm's threshold.
 	ScrubDays, StaleAfterSeconds float64
@@ -81,7 +82,7 @@ const serveRequests = metrics.ServeRequests
 func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) (stackInputs, error) {
 	st := stackInputs{Context: context, NATGateways: f.NATGateways, LoadBalancers: f.LoadBalancers, Alarms: f.Alarms,
 		AlarmMetrics: f.AlarmMetrics, Dashboards: f.Dashboards, ContainerInsights: f.ContainerInsights, FlowLogs: len(f.FlowLogs),
-		DynamoDBEndpoint: f.HasGatewayEndpoint("dynamodb"), TickSeconds: f.TickSeconds, Buckets: f.Buckets, KMSKeys: f.KMSKeys,
+		DynamoDBEndpoint: f.HasGatewayEndpoint("dynamodb"), TickSeconds: f.TickSeconds, Buckets: f.Buckets, KMSKeys: f.KMSKeys, Secrets: f.Secrets,
 		StaleAfterSeconds: f.StaleAfterSeconds, Serving: f.Serving()}
 	var errs []error
 	for _, s := range f.ServicesRunning("worker") {

@@ -37,6 +37,7 @@ type Facts struct {
 	TickSeconds float64
 	Buckets     int
 	KMSKeys     int // customer managed keys ($1 a month each)
+	Secrets     int // Secrets Manager secrets the stack creates ($0.40 a month each)
 	// StaleAfterSeconds is the threshold of the alarm on StalenessMax (0: none).
 	StaleAfterSeconds float64
 }
@@ -201,6 +202,8 @@ func Parse(template []byte) (Facts, error) {
 			}
 		case "AWS::KMS::Key":
 			f.KMSKeys++
+		case "AWS::SecretsManager::Secret":
+			f.Secrets++
 		case "AWS::CloudWatch::Alarm":
 			var p struct {
 				MetricName string

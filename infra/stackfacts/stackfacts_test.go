@@ -35,6 +35,7 @@ const fixture = `{"Resources":{
  "Target":{"Type":"AWS::ApplicationAutoScaling::ScalableTarget","Properties":{"MinCapacity":2,"MaxCapacity":6,
    "ResourceId":{"Fn::Join":["",["service/",{"Ref":"C"},"/",{"Fn::GetAtt":["Svc","Name"]}]]}}},
  "Nat":{"Type":"AWS::EC2::NatGateway","Properties":{}},
+ "S":{"Type":"AWS::SecretsManager::Secret","Properties":{}},
  "A1":{"Type":"AWS::CloudWatch::Alarm","Properties":{"MetricName":"Ticks"}},
  "A2":{"Type":"AWS::CloudWatch::Alarm","Properties":{"Metrics":[{"Expression":"a+b","Id":"e"},{"MetricStat":{},"Id":"a"},{"MetricStat":{},"Id":"b"}]}},
  "TT":{"Type":"AWS::ApplicationAutoScaling::ScalingPolicy","Properties":{"PolicyType":"TargetTrackingScaling"}},
@@ -64,7 +65,7 @@ func TestParse(t *testing.T) {
 	if od, sp := s.Split(2); od != 2 || sp != 0 {
 		t.Errorf("a launch-type service is on-demand: %v + %v", od, sp)
 	}
-	if f.NATGateways != 1 || f.Alarms != 4 || f.AlarmMetrics != 5 || f.Dashboards != 1 || f.TickSeconds != 300 {
+	if f.NATGateways != 1 || f.Secrets != 1 || f.Alarms != 4 || f.AlarmMetrics != 5 || f.Dashboards != 1 || f.TickSeconds != 300 {
 		t.Errorf("facts %+v", f)
 	}
 	if !slices.Equal(f.DashboardMetrics, []string{"ReposByState", "Ticks"}) {
