@@ -249,6 +249,7 @@ func (s *Stack) dashboard() {
 			graph("Worker memory (bytes): budget / reserved / heap", m(memoryMetrics[0], "Maximum"), m(memoryMetrics[1], "Maximum"),
 				m(memoryMetrics[2], "Maximum")),
 			graph("Fetches waiting for memory", m(memoryMetrics[3], "Maximum")),
+			s.hookWidget(graph),
 		},
 	}
 	if s.Serve != nil {

@@ -1069,7 +1069,7 @@ func TestDashboard(t *testing.T) {
 		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth",
 		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "StorageBytes", "MeteredIOBytes",
 		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
-	names = append(append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...), memoryMetrics...)
+	names = append(append(append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...), memoryMetrics...), hookMetrics...)
 	for _, name := range names {
 		if !strings.Contains(b, `\"`+name+`\"`) && !strings.Contains(b, `MetricName=\\\"`+name+`\\\"`) {
 			t.Errorf("dashboard lacks %s", name)

@@ -370,7 +370,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	wcfg := worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat, Memory: pool,
 		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery,
-		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause}
+		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause, HookFound: meter.Hooks(emf)}
 	if feedRunner != nil {
 		wcfg.FeedCovered = feedRunner.Covered
 	}

@@ -402,7 +402,8 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
-		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery, FeedCovered: f.feedCovered},
+		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery, FeedCovered: f.feedCovered,
+		HookFound: meter.Hooks(f.Metrics)},
 		f.Store, meter.Mirror{Mirrorer: events.Mirror{Mirrorer: f.Mirror, Hub: f.Events}, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
 	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
 	f.workersMu.Lock()

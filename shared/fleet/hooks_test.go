@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -109,6 +110,23 @@ func TestHookAndSyncFetchAtOnce(t *testing.T) {
 		return ""
 	})
 	t.Logf("hook → mirrored in %v", time.Since(begin).Round(time.Millisecond))
+	// The fetch the hook asked for counts as announced in the host's hook metrics.
+	u, err := url.Parse(up.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	announced := `mirrorfleet_hook_pushes_announced_total{host="` + strings.ToLower(u.Host) + `"} 1`
+	eventually(t, f, 5*time.Second, "the hook counted", func() string {
+		resp, err := http.Get("http://" + f.Addr() + "/metrics")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), announced) {
+			return "no " + announced
+		}
+		return ""
+	})
 
 	// The forge's redelivery of the same delivery fetches nothing new.
 	if code, body := githubPush(t, f.Addr(), up.URL(), "d-1", hookSecret); code != http.StatusAccepted || !strings.Contains(body, `"duplicate"`) {

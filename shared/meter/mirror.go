@@ -55,3 +55,14 @@ func (m Mirror) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) 
 	_ = m.Sink.Record(metrics.Fetch(err == nil, time.Since(start), res.BytesReceived)...)
 	return res, err
 }
+
+// Hooks returns the worker's HookFound callback reporting to sink (the hook metrics).
+func Hooks(sink Sink) func(host string, f worker.HookFind) {
+	names := map[worker.HookFind]string{worker.HookAnnounced: metrics.HookPushesAnnounced,
+		worker.HookLost: metrics.HookPushesLost, worker.HookOutside: metrics.HookPushesOutside}
+	return func(host string, f worker.HookFind) {
+		if name, ok := names[f]; ok {
+			_ = sink.Record(metrics.HookPush(host, name))
+		}
+	}
+}

@@ -3,10 +3,12 @@ package meter
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 type fakeMirror struct{ err error }
@@ -79,5 +81,21 @@ func TestMirrorReportsMaintenance(t *testing.T) {
 	}
 	if _, err := (Mirror{Mirrorer: fakeMirror{}, Sink: &sink{}}).Maintain(t.Context(), fetch.Target{}, fetch.MaintainRequest{}); err == nil {
 		t.Error("a Mirrorer that cannot maintain: no error")
+	}
+}
+
+// The worker's hook finds become the hook counters, by host; a fetch that counted
+// nothing is not reported.
+func TestHooksReportWhatTheFetchesFound(t *testing.T) {
+	s := &sink{}
+	found := Hooks(s)
+	found("github.com", worker.HookAnnounced)
+	found("github.com", worker.HookLost)
+	found("gitlab.com", worker.HookOutside)
+	found("gitlab.com", worker.NoHookFind)
+	want := []metrics.Sample{metrics.HookPush("github.com", metrics.HookPushesAnnounced),
+		metrics.HookPush("github.com", metrics.HookPushesLost), metrics.HookPush("gitlab.com", metrics.HookPushesOutside)}
+	if !reflect.DeepEqual(s.samples, want) {
+		t.Errorf("samples %+v, want %+v", s.samples, want)
 	}
 }

@@ -77,6 +77,10 @@ const (
 	EventsDelivered = "EventsDelivered" // counter per Sink: events a sink delivered
 	EventsRetried   = "EventsRetried"   // counter per Sink: delivery attempts that failed and are tried again
 	EventsDropped   = "EventsDropped"   // counter per Sink: events a sink gave up on (queue full, retries spent, a lagging stream)
+	// Incoming push webhooks, as the fetches of hooked repos found them (worker.HookFind).
+	HookPushesAnnounced = "HookPushesAnnounced" // counter: fetches a hook asked for that brought pushes
+	HookPushesLost      = "HookPushesLost"      // counter: pushes of a hooked repo a poll found first
+	HookPushesOutside   = "HookPushesOutside"   // counter: pushes a poll found of a repo hooked only through its owner
 )
 
 // Dimension names.
@@ -86,6 +90,7 @@ const (
 	DimWorker = "Worker" // QueueDepth, MirrorPacks
 	DimStatus = "Status" // ServeRequests: the HTTP status class
 	DimSink   = "Sink"   // EventsDelivered, EventsRetried, EventsDropped: sse, webhook, eventbridge (a property in EMF)
+	DimHost   = "Host"   // HookPushes*: the upstream host (a property in EMF)
 )
 
 // Kind says how a sink aggregates a metric's samples.
@@ -186,6 +191,9 @@ var defs = []Def{
 	{Name: EventsDelivered, Kind: Counter, Unit: UnitCount, Props: []string{DimSink}, Help: "Events delivered, by sink (sse, webhook, eventbridge).", Sparse: true},
 	{Name: EventsRetried, Kind: Counter, Unit: UnitCount, Props: []string{DimSink}, Help: "Event deliveries that failed and are tried again, by sink.", Sparse: true},
 	{Name: EventsDropped, Kind: Counter, Unit: UnitCount, Props: []string{DimSink}, Help: "Events a sink gave up on (queue full, retries spent, a stream too far behind), by sink.", Sparse: true},
+	{Name: HookPushesAnnounced, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Fetches of hooked repos a push webhook asked for that brought pushes, by host.", Sparse: true},
+	{Name: HookPushesLost, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Pushes of repos with webhooks that a poll found before any hook asked (a lost or late hook), by host.", Sparse: true},
+	{Name: HookPushesOutside, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Pushes a poll found of repos counted as hooked only through their owner's hooks (most likely outside them), by host.", Sparse: true},
 }
 
 var byName = func() map[string]Def {
@@ -380,6 +388,12 @@ const (
 
 // EventPublished is one mirror.updated event published.
 func EventPublished() Sample { return Sample{Name: EventsPublished, Value: 1} }
+
+// HookPush counts one fetch of a hooked repo of host that brought pushes: name is
+// HookPushesAnnounced, HookPushesLost or HookPushesOutside.
+func HookPush(host, name string) Sample {
+	return Sample{Name: name, Value: 1, Dims: map[string]string{DimHost: host}}
+}
 
 // EventDelivery counts what a sink did with events: delivered, retried, dropped (the
 // names of EventsDelivered, EventsRetried, EventsDropped). Zero counts are left out.

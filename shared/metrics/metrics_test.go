@@ -55,6 +55,10 @@ func TestNames(t *testing.T) {
 		EventsDelivered: "mirrorfleet_events_delivered_total",
 		EventsRetried:   "mirrorfleet_events_retried_total",
 		EventsDropped:   "mirrorfleet_events_dropped_total",
+		// incoming push webhooks
+		HookPushesAnnounced: "mirrorfleet_hook_pushes_announced_total",
+		HookPushesLost:      "mirrorfleet_hook_pushes_lost_total",
+		HookPushesOutside:   "mirrorfleet_hook_pushes_outside_total",
 	}
 	ds := Defs()
 	if len(ds) != len(want) {

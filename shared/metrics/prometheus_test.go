@@ -98,6 +98,8 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(EventDelivery(SinkWebhook, EventsRetried, 3)...)
 	rec(EventDelivery(SinkSSE, EventsDropped, 1)...)
 	rec(EventDelivery(SinkSSE, EventsDropped, 0)...)
+	rec(HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesLost))
+	rec(HookPush("gitlab.com", HookPushesLost), HookPush("gitlab.com", HookPushesOutside))
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -114,6 +116,10 @@ func TestPrometheusScrape(t *testing.T) {
 		{"mirrorfleet_events_published_total", nil, 2},
 		{"mirrorfleet_events_retried_total", map[string]string{"sink": "webhook"}, 3},
 		{"mirrorfleet_events_dropped_total", map[string]string{"sink": "sse"}, 1},
+		{"mirrorfleet_hook_pushes_announced_total", map[string]string{"host": "github.com"}, 2},
+		{"mirrorfleet_hook_pushes_lost_total", map[string]string{"host": "github.com"}, 1},
+		{"mirrorfleet_hook_pushes_lost_total", map[string]string{"host": "gitlab.com"}, 1},
+		{"mirrorfleet_hook_pushes_outside_total", map[string]string{"host": "gitlab.com"}, 1},
 		{"mirrorfleet_maintenance_runs_total", nil, 2},
 		{"mirrorfleet_mirrors_recloned_total", nil, 1},
 		{"mirrorfleet_mirror_packs", map[string]string{"worker": "w1"}, 17},

@@ -169,6 +169,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		w.mu.Unlock()
 		return
 	}
+	find := NoHookFind
 	if by := r.hook.HookedBy(w.ownerHooksLocked(r), now); by != NotHooked {
 		// A hooked repo's fetch that brought something tells whether the host's hooks
 		// announced it (one count per host in memory).
@@ -178,7 +179,7 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			w.hookLoss[host] = loss
 		}
 		if ferr == nil && wasCloned && res.Changed {
-			r.hook.Fetched(by, r.hookAsked, loss)
+			find = r.hook.Fetched(by, r.hookAsked, loss)
 		}
 	}
 	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
@@ -217,6 +218,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 	// store with the next change or checkpoint, which carries them all.
 	report := o.report()
 	w.mu.Unlock()
+	if find != NoHookFind && w.cfg.HookFound != nil {
+		w.cfg.HookFound(host, find)
+	}
 	if o.Maintain {
 		w.pokeMaintenance()
 	}

@@ -104,8 +104,8 @@ func TestHookedByOwner(t *testing.T) {
 	}
 	var loss HookLoss
 	h := HookState{}
-	h.Fetched(h.HookedBy(covered, now), false, &loss)
-	if h.HookedBy(covered, now) != NotHooked || loss != (HookLoss{Outside: 1}) {
+	f := h.Fetched(h.HookedBy(covered, now), false, &loss)
+	if h.HookedBy(covered, now) != NotHooked || loss != (HookLoss{Outside: 1}) || f != HookOutside {
 		t.Fatalf("after a poll found a push of a repo hooked by its owner: %+v, %+v", h, loss)
 	}
 	h = HookState{At: now} // its own hook: hooked again, by itself

@@ -245,20 +245,37 @@ func (h HookState) HookedBy(owner *OwnerHooks, now time.Time) Hooking {
 	return HookedOwner
 }
 
+// HookFind is what a fetch that brought pushes of a hooked repo tells of its host's
+// hooks (HookLoss), for the hook metrics.
+type HookFind uint8
+
+const (
+	NoHookFind    HookFind = iota // nothing counted (an owner-hooked repo's fetch a hook asked for)
+	HookAnnounced                 // a hook asked for the fetch
+	HookLost                      // a poll found the pushes first: no hook came for them, or it came late
+	HookOutside                   // a poll found pushes of a repo hooked only through its owner
+)
+
 // Fetched records a fetch that brought pushes of a repo that counted as hooked by
-// (HookedBy), asked for by a hook or a poll. By its own hooks it counts in its host's
-// loss, and a poll's find unhooks it until its next hook. By its owner's, a poll's
-// find unhooks it from its owner's hooks (it is most likely outside them) and counts as
-// Outside, not as a lost hook.
-func (h *HookState) Fetched(by Hooking, hookAsked bool, loss *HookLoss) {
+// (HookedBy), asked for by a hook or a poll, and returns what it counted. By its own
+// hooks it counts in its host's loss, and a poll's find unhooks it until its next hook.
+// By its owner's, a poll's find unhooks it from its owner's hooks (it is most likely
+// outside them) and counts as Outside, not as a lost hook.
+func (h *HookState) Fetched(by Hooking, hookAsked bool, loss *HookLoss) HookFind {
 	switch {
 	case by == HookedOwn:
 		loss.Saw(hookAsked)
 		h.Lost = h.Lost || !hookAsked
+		if hookAsked {
+			return HookAnnounced
+		}
+		return HookLost
 	case by == HookedOwner && !hookAsked:
 		loss.Outside++
 		h.OwnerLost = true
+		return HookOutside
 	}
+	return NoHookFind
 }
 
 // OwnedURLs are the URLs of the repos the worker owns on host (a forge's feed asks

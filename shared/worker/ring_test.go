@@ -38,13 +38,11 @@ func TestPollStretch(t *testing.T) {
 	// counts as announced.
 	var loss HookLoss
 	h := HookState{At: now}
-	h.Fetched(HookedOwn, true, &loss)
-	if !h.Hooked(now) || loss.Announced != 1 {
-		t.Fatalf("after a hook's fetch: %+v, %+v", h, loss)
+	if f := h.Fetched(HookedOwn, true, &loss); !h.Hooked(now) || loss.Announced != 1 || f != HookAnnounced {
+		t.Fatalf("after a hook's fetch: %+v, %+v, found %v", h, loss, f)
 	}
-	h.Fetched(HookedOwn, false, &loss)
-	if h.Hooked(now) || loss.Lost != 1 {
-		t.Fatalf("after a poll found a push first: %+v, %+v", h, loss)
+	if f := h.Fetched(HookedOwn, false, &loss); h.Hooked(now) || loss.Lost != 1 || f != HookLost {
+		t.Fatalf("after a poll found a push first: %+v, %+v, found %v", h, loss, f)
 	}
 }
 

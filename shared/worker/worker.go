@@ -82,13 +82,17 @@ type Config struct {
 	// git run. A full run (scrub: bitmap, connectivity check) once per ScrubEvery, in
 	// a slot at another phase from its id; due repos are looked for every MaintainCheck.
 	MaintainEvery time.Duration
-	// FeedCovered, if set, reports whether a forge's change feed lists the repo at url:
-	// such a repo is polled FeedStretch times less (the feed tells of its pushes).
-	FeedCovered   func(url string) bool
 	MaintainPacks int
 	MaintainGap   time.Duration
 	ScrubEvery    time.Duration
 	MaintainCheck time.Duration
+	// FeedCovered, if set, reports whether a forge's change feed lists the repo at url:
+	// such a repo is polled FeedStretch times less (the feed tells of its pushes).
+	FeedCovered func(url string) bool
+	// HookFound, if set, is told what each fetch that brought pushes of a hooked repo
+	// says of its host's hooks (the hook metrics); it is called outside the worker's
+	// lock and must not block.
+	HookFound func(host string, f HookFind)
 	// Per upstream host (hosts.go); negative: no limit.
 	HostConcurrency int           // fetches of one host at a time
 	HostRate        float64       // fetch starts per second on one host
