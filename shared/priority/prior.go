@@ -398,11 +398,15 @@ func (sc *Scores) Add(prior *Prior, s Stats, p Poll) {
 	}
 	var w weighed
 	prior.weighAll(evidenceOf(s), &w)
+	var stay belief // the chance of no push over the poll's interval, at each rate
+	for k, r := range gridRates {
+		stay[k] = math.Exp(-r * days)
+	}
 	for h, perMonth := range hazards {
 		b, _ := prior.judge(&w, perMonth/30)
 		quiet := 0.0
 		for k, w := range b {
-			quiet += w * math.Exp(-gridRates[k]*days)
+			quiet += w * stay[k]
 		}
 		quiet = min(max(quiet, 1e-9), 1-1e-9)
 		if p.Changed {
