@@ -91,7 +91,20 @@ func orgs(n int, seed uint64) []int {
 // covered draws which repos send the signal: a uniform draw per organization, the same
 // for every section of a seed, so a higher share covers a superset.
 func covered(org []int, seed uint64, share float64) []bool {
-	rng := rand.New(rand.NewPCG(seed, 0x51611a1))
+	return perOrganization(org, seed, 0x51611a1, share)
+}
+
+// ownerLevel draws which organizations set their hooks on the organization
+// (ownerLevelShare of them): ownerLevel[i] is repo i's organization's, the same for every
+// section of a seed.
+func ownerLevel(org []int, seed uint64) []bool {
+	return perOrganization(org, seed, 0x0a9, ownerLevelShare)
+}
+
+// perOrganization draws a uniform per organization from the seed's stream and reports,
+// for each repo, whether its organization's draw is under share.
+func perOrganization(org []int, seed, stream uint64, share float64) []bool {
+	rng := rand.New(rand.NewPCG(seed, stream))
 	draw := map[int]float64{}
 	out := make([]bool, len(org))
 	for i, o := range org {
@@ -101,24 +114,6 @@ func covered(org []int, seed uint64, share float64) []bool {
 			draw[o] = u
 		}
 		out[i] = u < share
-	}
-	return out
-}
-
-// ownerLevel draws which organizations set their hooks on the organization
-// (ownerLevelShare of them): ownerLevel[i] is repo i's organization's, the same for every
-// section of a seed.
-func ownerLevel(org []int, seed uint64) []bool {
-	rng := rand.New(rand.NewPCG(seed, 0x0a9))
-	draw := map[int]bool{}
-	out := make([]bool, len(org))
-	for i, o := range org {
-		v, ok := draw[o]
-		if !ok {
-			v = rng.Float64() < ownerLevelShare
-			draw[o] = v
-		}
-		out[i] = v
 	}
 	return out
 }
