@@ -70,6 +70,29 @@ func TestAFirstCloneFoldsItsHistory(t *testing.T) {
 	}
 }
 
+// The making of a repo is its first run of work, however long past the first Window it
+// went on, and no longer than MaxMaking: a busy young repo's pushes after it count.
+func TestAFirstCloneSkipsTheMakingOfARepo(t *testing.T) {
+	born := t0.AddDate(-2, 0, 0)
+	// Made over 30 days, a push every 2 days, then left for two years.
+	made := pushes(born.AddDate(0, 0, 30), 2*24*time.Hour, 16)
+	left := Fold(Stats{}, Poll{Now: t0, Changed: true, Since: born, FromRoot: true, Commits: made}, nil)
+	if n, days := left.Events+left.WinEvents, (left.Exposure+left.WinSeconds)/86400; n != 0 || days < 690 || days > 700 {
+		t.Fatalf("a repo made over 30 days and left for two years: %.1f pushes over %.0f days, want none over about 700", n, days)
+	}
+	if r := DefaultPrior().Rate(left); r > 1e-3 {
+		t.Fatalf("a repo made and left two years ago is estimated at %.2g pushes/day", r)
+	}
+	// Made 300 days ago and pushed daily since: all but its first MaxMaking are evidence
+	// (fading by OldHalfLife, pushes and days alike).
+	busy := Fold(Stats{}, Poll{Now: t0, Changed: true, Since: t0.AddDate(0, 0, -300), FromRoot: true,
+		Commits: pushes(t0.Add(-time.Hour), 24*time.Hour, 300)}, nil)
+	wantDays := 300 - MaxMaking.Hours()/24
+	if n, days := busy.Events+busy.WinEvents, (busy.Exposure+busy.WinSeconds)/86400; days < 0.9*wantDays || days > wantDays+1 || math.Abs(n/days-1) > 0.02 {
+		t.Fatalf("a busy repo made 300 days ago: %.1f pushes over %.0f days, want about one a day over %.0f (less the fading)", n, days, wantDays)
+	}
+}
+
 func TestPollsAddPushesAndTimeToTheWindow(t *testing.T) {
 	s := Stats{Events: 10, Exposure: 100 * 86400}
 	s = Fold(s, Poll{Prev: t0, Now: t0.Add(6 * time.Hour)}, nil)
