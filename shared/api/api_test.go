@@ -857,7 +857,7 @@ func TestNextPoll(t *testing.T) {
 	plain := newEnv(t)
 	id = str(plain.want(plain.add("https://example.com/a/next.git"), 201, "add").body["id"])
 	if r := plain.want(plain.do("GET", "/v1/repos/"+id, nil), 200, "get"); r.body["next_poll_at"] != nil || r.body["poll_stretch"] != nil {
-		t.Errorf("next_poll_at or poll_stretch without a worker to ask: %v, %v", r.body["next_poll_at"], r.body["poll_stretch"])
+		t.Errorf("next_poll_at, or poll_stretch before a fetch, without a worker to ask: %v, %v", r.body["next_poll_at"], r.body["poll_stretch"])
 	}
 }
 
@@ -876,5 +876,29 @@ func TestPollStretch(t *testing.T) {
 	}
 	if r := e.want(e.do("GET", "/v1/repos/"+other, nil), 200, "get"); r.body["poll_stretch"] != nil {
 		t.Errorf("poll_stretch of a repo no worker holds: %v", r.body["poll_stretch"])
+	}
+}
+
+// TestPollStretchFromTheRecord: where no worker is in process (AWS), GET of a repo shows
+// the stretch its last written fetch report carried; 1 when none, nothing before its
+// first fetch.
+func TestPollStretchFromTheRecord(t *testing.T) {
+	e := newEnv(t)
+	hooked := e.seedRepo("https://git.example.org/a/hooked.git", store.RepoOK, "w1", t0.Add(-time.Hour))
+	plain := e.seedRepo("https://git.example.org/a/plain.git", store.RepoOK, "w1", t0.Add(-time.Hour))
+	fresh := e.seedRepo("https://git.example.org/a/fresh.git", store.RepoCloning, "w1", time.Time{})
+	for _, c := range []struct {
+		r       store.Repo
+		stretch float64
+	}{{hooked, 10}, {plain, 0}} {
+		if err := e.store.ReportFetch(t.Context(), c.r.ID, "w1", c.r.OwnerEpoch, store.FetchReport{State: store.RepoOK,
+			LastFetchAt: t0.Add(-time.Minute), LastSuccessAt: t0.Add(-time.Minute), PollStretch: c.stretch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[string]any{hooked.ID: 10.0, plain.ID: 1.0, fresh.ID: nil} {
+		if r := e.want(e.do("GET", "/v1/repos/"+id, nil), 200, "get"); r.body["poll_stretch"] != want {
+			t.Errorf("poll_stretch of %s = %v, want %v", id, r.body["poll_stretch"], want)
+		}
 	}
 }

@@ -49,8 +49,10 @@ type Repo struct {
 	// NextPollAt is its worker's estimate of the next fetch (GET /v1/repos/{id} only);
 	// null where the server cannot ask the worker.
 	NextPollAt *time.Time `json:"next_poll_at,omitempty"`
-	// PollStretch is the factor its worker puts on its poll step now: 1, or more while
-	// hooks or a feed cover it (GET /v1/repos/{id} only, where the worker is in process).
+	// PollStretch is the factor its worker puts on its poll step: 1, or more while
+	// hooks or a feed cover it (GET /v1/repos/{id} only). Where the worker is in process
+	// it is the worker's now; elsewhere (AWS) the one at the repo's last written fetch
+	// report; absent before the repo's first fetch.
 	PollStretch *float64 `json:"poll_stretch,omitempty"`
 }
 
@@ -454,13 +456,25 @@ func (s *server) getRepo(w http.ResponseWriter, r *http.Request) error {
 	if at, ok := sc.NextPoll(repo); ok {
 		out.NextPollAt = optTime(at)
 	}
-	if s.cfg.PollStretch != nil {
-		if f, ok := s.cfg.PollStretch(repo.ID); ok {
-			out.PollStretch = &f
-		}
-	}
+	out.PollStretch = s.pollStretch(repo)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// pollStretch is the factor on repo's poll step: its worker's now where it is in
+// process, else the one its last written fetch report carried.
+func (s *server) pollStretch(repo store.Repo) *float64 {
+	if s.cfg.PollStretch != nil {
+		if f, ok := s.cfg.PollStretch(repo.ID); ok {
+			return &f
+		}
+		return nil
+	}
+	if repo.LastFetchAt.IsZero() {
+		return nil
+	}
+	f := max(repo.PollStretch, 1)
+	return &f
 }
 
 func (s *server) deleteRepo(w http.ResponseWriter, r *http.Request) error {

@@ -61,6 +61,10 @@ type Repo struct {
 	// Stats is the poll history the change-rate policy learns from; it moves with the
 	// repo so a new owner does not start from nothing.
 	Stats priority.Stats `json:"stats"`
+	// PollStretch is the factor its worker put on the repo's poll step at its last fetch
+	// (push webhooks or a change feed announce its pushes, so polls are the fall-back);
+	// 0: none. It rides on the reports written anyway, so it may lag the worker.
+	PollStretch float64 `json:"poll_stretch,omitempty"`
 }
 
 // NeedsDecision reports whether the coordinator must act on the repo at its next tick.
@@ -114,7 +118,7 @@ func (r *Repo) ApplyReport(owner string, epoch int64, rep FetchReport) error {
 	r.LastChangeAt, r.LastCommitAt = rep.LastChangeAt, rep.LastCommitAt
 	r.CloneFailCnt, r.FetchFailCnt = rep.CloneFailCnt, rep.FetchFailCnt
 	r.SizeBytes, r.LastError = rep.SizeBytes, rep.LastError
-	r.Stats = rep.Stats
+	r.Stats, r.PollStretch = rep.Stats, rep.PollStretch
 	return nil
 }
 
@@ -407,6 +411,7 @@ type FetchReport struct {
 	SizeBytes     int64
 	LastError     string
 	Stats         priority.Stats
+	PollStretch   float64
 }
 
 // CompareStaleness orders repos for ListStalest: the one waiting longest for a good

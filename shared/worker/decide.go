@@ -135,8 +135,10 @@ func decideFetch(cfg Config, prior *priority.Prior, f fetchFacts) fetchOutcome {
 	rec.Priority = cfg.Policy.Next(priority.Input{Old: f.OldPrio, Cloned: cloned, CloneFailCnt: rec.CloneFailCnt,
 		FetchFailCnt: rec.FetchFailCnt, LastCommitAt: rec.LastCommitAt, Changed: ferr == nil && res.Changed,
 		Stats: rec.Stats, Prior: prior, Now: now})
+	rec.PollStretch = 0
 	if ferr == nil && f.Stretch > 1 && rec.Priority > f.OldPrio {
 		rec.Priority = f.OldPrio + (rec.Priority-f.OldPrio)*f.Stretch
+		rec.PollStretch = f.Stretch
 	}
 	o.Rec = rec
 	return o
@@ -148,7 +150,7 @@ func (o fetchOutcome) report() store.FetchReport {
 	return store.FetchReport{State: rec.State, Priority: rec.Priority, LastFetchAt: rec.LastFetchAt,
 		LastSuccessAt: rec.LastSuccessAt, LastChangeAt: rec.LastChangeAt, LastCommitAt: rec.LastCommitAt,
 		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError,
-		Stats: rec.Stats}
+		Stats: rec.Stats, PollStretch: rec.PollStretch}
 }
 
 // commitTimes are the times the policy reads from the commits a sync brought.

@@ -108,10 +108,14 @@ func TestDecideFetchStretchesOnlyASuccessfulPoll(t *testing.T) {
 	if o.Rec.Priority != 10+HookStretch {
 		t.Errorf("stretched priority %v, want %v", o.Rec.Priority, 10+HookStretch)
 	}
-	// A failure keeps its own back-off priority.
-	o = decideFetch(cfg, priority.DefaultPrior(), fetchFacts{Now: now, Rec: ok, OldPrio: 10, WasCloned: true, Stretch: HookStretch,
+	// The report carries the stretch, for a status that cannot ask the worker.
+	if got := o.report().PollStretch; got != HookStretch {
+		t.Errorf("report's poll stretch %v, want %v", got, HookStretch)
+	}
+	// A failure keeps its own back-off priority, unstretched.
+	o = decideFetch(cfg, priority.DefaultPrior(), fetchFacts{Now: now, Rec: o.Rec, OldPrio: 10, WasCloned: true, Stretch: HookStretch,
 		Err: fetch.Errorf(fetch.KindNetwork, "x")})
-	if o.Rec.Priority != 11 {
-		t.Errorf("a failed poll's priority %v, want the policy's 11", o.Rec.Priority)
+	if o.Rec.Priority != 11 || o.report().PollStretch != 0 {
+		t.Errorf("a failed poll's priority %v and stretch %v, want the policy's 11 and none", o.Rec.Priority, o.report().PollStretch)
 	}
 }

@@ -70,6 +70,7 @@ const (
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
 	rEvents, rExposure, rWinEvents, rWinSeconds                     = "st_e", "st_s", "st_we", "st_ws"
 	rRoot, rYoung                                                   = "st_r", "st_y" // 1 when the first clone reached the root; and it was young
+	rStretch                                                        = "stretch"      // store.Repo.PollStretch; absent when zero
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -78,11 +79,13 @@ type statAttr struct {
 	v    float64
 }
 
-// statAttrs are the attributes of a repo's poll statistics. A zero value is not stored
-// (it reads back as zero), so a repo without history pays nothing for them.
-func statAttrs(st priority.Stats) []statAttr {
+// statAttrs are the attributes of a repo's poll statistics and its poll stretch. A zero
+// value is not stored (it reads back as zero), so a repo without history pays nothing
+// for them.
+func statAttrs(st priority.Stats, stretch float64) []statAttr {
 	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds},
-		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}, {rRoot, flag(st.Root)}, {rYoung, flag(st.Young)}}
+		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}, {rRoot, flag(st.Root)}, {rYoung, flag(st.Young)},
+		{rStretch, stretch}}
 }
 
 // flag is a stored yes/no: 1 or absent.
@@ -132,7 +135,7 @@ func repoItem(r store.Repo, rev int64) (item, error) {
 	m[rFetchFail] = avN(int64(r.FetchFailCnt))
 	m[rSize] = avN(r.SizeBytes)
 	m[rRev] = avN(rev)
-	for _, a := range statAttrs(r.Stats) {
+	for _, a := range statAttrs(r.Stats, r.PollStretch) {
 		av, ok, err := statValue(a.v)
 		if err != nil {
 			return nil, fmt.Errorf("dynamo: repo %s: %w", r.ID, err)
@@ -187,6 +190,7 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		Stats: priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled),
 			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds),
 			Root: d.f64(rRoot) > 0, Young: d.f64(rYoung) > 0},
+		PollStretch: d.f64(rStretch),
 	}
 	rev := d.i64(rRev)
 	return r, rev, d.err

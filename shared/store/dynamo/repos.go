@@ -427,7 +427,7 @@ func (s *Store) reportFetchFast(ctx context.Context, id, owner string, epoch int
 		removes = append(removes, x.n(rErr))
 	}
 	// Like the full write: a zero statistic is absent, so a stale one must go.
-	for _, a := range statAttrs(rep.Stats) {
+	for _, a := range statAttrs(rep.Stats, rep.PollStretch) {
 		av, ok, err := statValue(a.v)
 		if err != nil {
 			return true, fmt.Errorf("dynamo: report fetch %s: %w", id, err)
