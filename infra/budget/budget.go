@@ -40,8 +40,8 @@ type Budget struct {
 	// polls under the default policy (bayes): it polls repos by their estimated change
 	// rate, and the repos that never change, half of the population, take the longest
 	// steps. Measured by the freshness benchmark at 2 polls a day: dormant repos are
-	// 50% of the repos and get 6.2% of the polls (bench/results/freshness.json), so
-	// each waits 0.5 / 0.062 ≈ 8.1 mean intervals. They set the fleet's p99 and maximum
+	// 50% of the repos and get 3.7% of the polls (bench/results/freshness.json), so
+	// each waits 0.5 / 0.037 ≈ 13.4 mean intervals. They set the fleet's p99 and maximum
 	// staleness.
 	DormantRevisits float64
 	// DesignRepos is the largest fleet the defaults are sized for.
@@ -61,7 +61,7 @@ func Default() Budget {
 		HostConcurrency:     4,
 		OneHostShare:        0.8,
 		HostUtilisation:     0.8,
-		DormantRevisits:     8.1,
+		DormantRevisits:     13.4,
 		DesignRepos:         1_000_000,
 	}
 }

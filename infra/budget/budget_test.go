@@ -17,7 +17,7 @@ func TestDefaultBudget(t *testing.T) {
 	if b.Revisit() != 12*time.Hour {
 		t.Errorf("revisit %v, want 12h", b.Revisit())
 	}
-	tail := time.Duration(8.1 * float64(12*time.Hour)) // 97.2 h
+	tail := time.Duration(13.4 * float64(12*time.Hour)) // 160.8 h
 	if b.TailStaleness() != tail || b.StaleAfter() != 2*tail || b.ScaleOutAbove() != tail*3/2 || b.ScaleInBelow() != tail/2 {
 		t.Errorf("tail %v, alarm %v, out above %v, in below %v", b.TailStaleness(), b.StaleAfter(), b.ScaleOutAbove(), b.ScaleInBelow())
 	}
