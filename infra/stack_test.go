@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1116,7 +1117,8 @@ func TestWorkersScaleOnStaleness(t *testing.T) {
 	// budget's.
 	bounds := js(resourcesOf("AWS::CloudWatch::Alarm"))
 	for _, d := range []time.Duration{b.ScaleInBelow(), b.ScaleOutAbove(), b.StaleAfter()} {
-		if !strings.Contains(bounds, fmt.Sprintf(`"Threshold":%v`, d.Seconds())) {
+		// As JSON writes a number: 1157760, not Go's %v 1.15776e+06.
+		if !strings.Contains(bounds, `"Threshold":`+strconv.FormatFloat(d.Seconds(), 'f', -1, 64)) {
 			t.Errorf("no scaling alarm at %v (%v s)", d, d.Seconds())
 		}
 	}
