@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"sort"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
@@ -31,20 +32,35 @@ type evidence struct {
 // evidenceAt is the evidence of repo life at day (≥ 0): the first clone's history at
 // day 0, sessions of commits as the worker counts them, and the exact pushes since.
 func evidenceAt(life RepoLife, day float64) evidence {
+	return clonedEvidence(life).at(life, day)
+}
+
+// cloneEvidence is what a first clone shows of a repo, whenever it is made: its history
+// at day 0, the pushes since are counted on top (at).
+type cloneEvidence struct {
+	root   bool
+	pushes int
+	since  float64 // where the history begins (day)
+	newest float64 // its newest commit; −Inf when it lists none
+}
+
+func clonedEvidence(life RepoLife) cloneEvidence {
 	times, since, root := historyAt(life, 0, 0)
-	e := evidence{root: root, pushes: priority.Sessions(times), span: day - since}
-	newest := math.Inf(-1)
+	c := cloneEvidence{root: root, pushes: priority.Sessions(times), since: since, newest: math.Inf(-1)}
 	if len(times) > 0 {
-		newest = life.Newest
+		c.newest = life.Newest
 	}
-	for _, p := range life.Pushes {
-		if p.At > day {
-			break
-		}
-		e.pushes++
-		newest = p.At
+	return c
+}
+
+// at is the evidence at day (≥ 0): the clone's, and the exact pushes made since day 0.
+func (c cloneEvidence) at(life RepoLife, day float64) evidence {
+	k := sort.Search(len(life.Pushes), func(j int) bool { return life.Pushes[j].At > day })
+	e := evidence{root: c.root, pushes: c.pushes + k, span: day - c.since, quiet: day - c.since}
+	newest := c.newest
+	if k > 0 {
+		newest = life.Pushes[k-1].At
 	}
-	e.quiet = e.span
 	if !math.IsInf(newest, -1) {
 		e.quiet = day - newest
 	}
@@ -69,37 +85,51 @@ const trainDraws = 8
 
 type binSum struct{ sum, n float64 }
 
-// infoBound is the bound at day for the population draw makes (draw(seed) is the
-// upstream of a population drawn with seed, up to day at least), evaluated on the draw
-// of evalSeed and learned from trainDraws others. With signals given, it also returns
-// the bound of each (after the plain one, in order): signals[k](i) is the share of repo
-// i's pushes that polls must find (signalBound); every ratio is over the poll-only
-// optimum.
-func infoBound(draw func(seed uint64) Upstream, evalSeed uint64, day float64, signals ...func(i int) float64) []results.FreshnessBound {
-	fine, coarse := map[[4]int]binSum{}, map[[4]int]binSum{}
+// rateTable is E[λ | evidence] at one day for a population's true model, learned from
+// independent draws of it in fine bins shrunk toward coarser ones.
+type rateTable struct {
+	fine, coarse map[[4]int]binSum
+	mean         float64
+}
+
+// learnTable learns the table at day for the population draw makes (draw(seed) is the
+// upstream of a population drawn with seed, up to day at least) from trainDraws draws
+// other than the one of evalSeed.
+func learnTable(draw func(seed uint64) Upstream, evalSeed uint64, day float64) *rateTable {
+	t := &rateTable{fine: map[[4]int]binSum{}, coarse: map[[4]int]binSum{}}
 	var all binSum
 	for k := range trainDraws {
 		for _, l := range draw(evalSeed ^ (uint64(k)+1)*0x9e3779b97f4a7c15) {
 			e, r := evidenceAt(l, day), l.RateAt(day)
-			f, c := fine[e.key(true)], coarse[e.key(false)]
+			f, c := t.fine[e.key(true)], t.coarse[e.key(false)]
 			f.sum, f.n, c.sum, c.n = f.sum+r, f.n+1, c.sum+r, c.n+1
-			fine[e.key(true)], coarse[e.key(false)] = f, c
+			t.fine[e.key(true)], t.coarse[e.key(false)] = f, c
 			all.sum, all.n = all.sum+r, all.n+1
 		}
 	}
-	const shrink = 5 // pseudo-counts toward the coarser bin
-	mean := all.sum / all.n
-	estimate := func(e evidence) float64 {
-		c := coarse[e.key(false)]
-		ec := (c.sum + shrink*mean) / (c.n + shrink)
-		f := fine[e.key(true)]
-		return (f.sum + shrink*ec) / (f.n + shrink)
-	}
-	up := draw(evalSeed)
+	t.mean = all.sum / all.n
+	return t
+}
+
+// estimate is E[λ | e]: the fine bin's mean, shrunk by shrink pseudo-counts toward the
+// coarse bin's, itself shrunk toward the population's mean.
+func (t *rateTable) estimate(e evidence) float64 {
+	const shrink = 5
+	c := t.coarse[e.key(false)]
+	ec := (c.sum + shrink*t.mean) / (c.n + shrink)
+	f := t.fine[e.key(true)]
+	return (f.sum + shrink*ec) / (f.n + shrink)
+}
+
+// infoBound is the bound at day for the upstream up (the draw of the population the
+// table t was not learned from). With signals given, it also returns the bound of each
+// (after the plain one, in order): signals[k](i) is the share of repo i's pushes that
+// polls must find (signalBound); every ratio is over the poll-only optimum.
+func infoBound(t *rateTable, up Upstream, day float64, signals ...func(i int) float64) []results.FreshnessBound {
 	est := make([]float64, len(up))
 	rates := make([]float64, len(up))
 	for i, l := range up {
-		rates[i], est[i] = l.RateAt(day), estimate(evidenceAt(l, day))
+		rates[i], est[i] = l.RateAt(day), t.estimate(evidenceAt(l, day))
 	}
 	optP99 := staticP99(rates, nil, func(i int) float64 { return math.Sqrt(rates[i]) })
 	var out []results.FreshnessBound

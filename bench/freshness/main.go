@@ -197,6 +197,48 @@ type seedRun struct {
 	bounds                   []results.FreshnessBound // in a fixed order, whatever order they are computed in
 	signalBounds             []results.FreshnessBound // one per signalSections entry, by its index
 	desc                     results.FreshnessPopulation
+	tablesMu                 sync.Mutex
+	tables                   map[tableKey]*tableOnce
+}
+
+// tableKey names a rate table: the population (plain or realistic) and the day.
+type tableKey struct {
+	real bool
+	day  float64
+}
+
+type tableOnce struct {
+	once sync.Once
+	t    *rateTable
+}
+
+// draw is the function that draws the plain or the realistic population of this
+// fleet's size with a seed, up to day.
+func (sr *seedRun) draw(real bool, day float64) func(uint64) Upstream {
+	n := sr.o.n
+	if real {
+		return func(s uint64) Upstream {
+			return NewRealisticPopulation(n, s, targets, realism).NewUpstream(s^0x5ea1, day+1, 0, batch, targets)
+		}
+	}
+	return func(s uint64) Upstream { return NewPopulation(n, s, targets).NewUpstream(s, day+1, 0, batch, targets) }
+}
+
+// table is the rate table of the plain or realistic population at day, learned on first
+// use and shared by the bound and the bound run as a policy.
+func (sr *seedRun) table(real bool, day float64) *rateTable {
+	sr.tablesMu.Lock()
+	if sr.tables == nil {
+		sr.tables = map[tableKey]*tableOnce{}
+	}
+	e, ok := sr.tables[tableKey{real, day}]
+	if !ok {
+		e = &tableOnce{}
+		sr.tables[tableKey{real, day}] = e
+	}
+	sr.tablesMu.Unlock()
+	e.once.Do(func() { e.t = learnTable(sr.draw(real, day), sr.seed, day) })
+	return e.t
 }
 
 // job is one simulation: a policy at a budget in a section.
@@ -254,6 +296,27 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 					sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, u.pop, u.up, u.drift, u.realistic, nil})
 				}
 			}
+		}
+	}
+	// The all-evidence bound run as a policy, beside the stationary sections' policies.
+	for _, u := range []struct {
+		up   Upstream
+		real bool
+		pop  Population
+	}{{sr.steady, false, sr.pop}, {sr.realSteady, true, sr.real}} {
+		if u.up == nil {
+			continue
+		}
+		var tables []dayTable
+		for _, day := range []float64{d.cold / 2, d.warmup + d.window/2} {
+			tables = append(tables, dayTable{day, func() *rateTable { return sr.table(u.real, day) }})
+		}
+		mk := func() scheduler { return &informed{up: u.up, tables: tables} }
+		if !wanted(mk()) {
+			continue
+		}
+		for _, b := range o.budgets {
+			sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, u.pop, u.up, false, u.real, nil})
 		}
 	}
 	if o.signals {
@@ -363,20 +426,12 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			continue
 		}
 		out = append(out, task{0.5, func() {
-			n, seed := o.n, sr.seed
-			draw := func(s uint64) Upstream {
-				return NewPopulation(n, s, targets).NewUpstream(s, b.day+1, 0, batch, targets)
-			}
-			if b.real {
-				draw = func(s uint64) Upstream {
-					return NewRealisticPopulation(n, s, targets, realism).NewUpstream(s^0x5ea1, b.day+1, 0, batch, targets)
-				}
-			}
+			seed := sr.seed
 			var sigs []signals
 			if b.section == "runs" && o.signals {
 				sigs = sr.signalSections(false)
 			}
-			xs := infoBound(draw, seed, b.day, sr.missed(sigs)...)
+			xs := infoBound(sr.table(b.real, b.day), sr.draw(b.real, b.day)(seed), b.day, sr.missed(sigs)...)
 			xs[0].Section = b.section
 			sr.bounds[2+k] = xs[0]
 			for j, sg := range sigs {
@@ -440,6 +495,37 @@ func (sr *seedRun) missed(sigs []signals) []func(i int) float64 {
 	return out
 }
 
+// simBounds are the bound runs (informed) as bounds "all, cloned", one per section and
+// budget, over the optimum's run of the same section.
+func (sr *seedRun) simBounds(res results.Freshness) []results.FreshnessBound {
+	var out []results.FreshnessBound
+	for _, j := range sr.jobs {
+		rs := sr.runs[j.k]
+		if len(rs) < 2 || rs[0].Policy != boundPolicy {
+			continue
+		}
+		names := [2]string{"runs", "coldstart"}
+		if j.realistic {
+			names = [2]string{"runs_realistic", "coldstart_realistic"}
+		}
+		seen := [2]float64{sr.o.days.warmup + sr.o.days.window/2, sr.o.days.cold / 2}
+		for k, name := range names {
+			for _, opt := range *res.Section(name) {
+				if opt.Policy != "optimum" || opt.Budget != j.budget || opt.LagMeanH <= 0 {
+					continue
+				}
+				x := results.FreshnessBound{Section: name, Evidence: results.EvidenceCloned, Budget: j.budget,
+					SeenDays: sr.setup.HistoryWindowDays + seen[k], Ratio: rs[k].LagMeanH / opt.LagMeanH, DormantPolls: rs[k].DormantPolls}
+				if opt.LagP99H > 0 {
+					x.P99 = rs[k].LagP99H / opt.LagP99H
+				}
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
 // result is the seed's results, once its tasks ran.
 func (sr *seedRun) result() results.Freshness {
 	o, d := sr.o, sr.o.days
@@ -469,6 +555,9 @@ func (sr *seedRun) result() results.Freshness {
 		for k := range rs {
 			rs[k].Default = rs[k].Policy == def.Name()
 		}
+		if rs[0].Policy == boundPolicy {
+			continue // bounds, once the optimum's rows are in (simBounds)
+		}
 		if j.signal != nil {
 			sec := res.SignalSection(j.signal.Section)
 			*sec = append(*sec, rs[0])
@@ -490,6 +579,7 @@ func (sr *seedRun) result() results.Freshness {
 			res.ColdStart = append(res.ColdStart, rs[1])
 		}
 	}
+	res.Bound = append(res.Bound, sr.simBounds(res)...)
 	for _, p := range policyDocs {
 		p.Default = p.Name == def.Name()
 		res.Policies = append(res.Policies, p)

@@ -384,3 +384,47 @@ func activeGrid(pop Population, k int, width float64) (rates, weights []float64)
 	}
 	return rates, weights
 }
+
+// informed is the all-evidence information bound run as a policy (bound "all, cloned"),
+// so that a section that starts from nothing charges the bound what it charges any
+// mirror: it clones every repo as the worker does, knowing nothing of a repo before its
+// first clone, at the default policy's pacing; then it polls each repo at
+// f ∝ √E[λ | evidence], from the table of its population's true model learned at the
+// measured day nearest the poll. Its evidence is the exact pushes up to the poll.
+type informed struct {
+	up     Upstream
+	tables []dayTable
+	clone  []cloneEvidence // each repo's first clone, on first use
+}
+
+// dayTable is a rate table and the day it was learned at; table learns it on first use.
+type dayTable struct {
+	day   float64
+	table func() *rateTable
+}
+
+func (*informed) name() string { return boundPolicy }
+
+// boundPolicy names the information bound run as a policy; its runs are bounds, not
+// rows of a section.
+const boundPolicy = "bound"
+
+func (*informed) start(int, *rand.Rand) float64 { return 0 }
+
+func (*informed) cloneStep() float64 { return production{defaultPolicy()}.cloneStep() }
+
+func (s *informed) next(i int, old float64, o seen) (float64, bool) {
+	if s.clone == nil {
+		s.clone = make([]cloneEvidence, len(s.up))
+		for k, l := range s.up {
+			s.clone[k] = clonedEvidence(l)
+		}
+	}
+	near := s.tables[0]
+	for _, t := range s.tables[1:] {
+		if math.Abs(t.day-o.now) < math.Abs(near.day-o.now) {
+			near = t
+		}
+	}
+	return old + 1/math.Sqrt(near.table().estimate(s.clone[i].at(s.up[i], o.now))), true
+}

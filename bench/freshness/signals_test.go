@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 )
 
 func TestCoverageIsPerOrganizationAndNested(t *testing.T) {
@@ -242,6 +244,11 @@ func TestRealisticPopulation(t *testing.T) {
 	}
 }
 
+// boundOf1 is the all-evidence bound on the draw of seed 1, learned from other draws.
+func boundOf1(draw func(uint64) Upstream, day float64, signals ...func(int) float64) []results.FreshnessBound {
+	return infoBound(learnTable(draw, 1, day), draw(1), day, signals...)
+}
+
 func TestInfoBound(t *testing.T) {
 	const n, day = 3000, 60.0
 	plain := func(seed uint64) Upstream {
@@ -251,7 +258,7 @@ func TestInfoBound(t *testing.T) {
 		return NewRealisticPopulation(n, seed, targets, realism).NewUpstream(seed, day+1, 0, batch, targets)
 	}
 	counts := bound(NewPopulation(n, 1, targets), day, 2, rand.New(rand.NewPCG(1, 2)))
-	p, r := infoBound(plain, 1, day)[0], infoBound(real, 1, day)[0]
+	p, r := boundOf1(plain, day)[0], boundOf1(real, day)[0]
 	t.Logf("plain: counts %.3f, all evidence %.3f (dormant polls %.3f); realistic: all evidence %.3f", counts.Ratio, p.Ratio, p.DormantPolls, r.Ratio)
 	// In the plain population the root flag tells dormant repos apart, so knowing it must
 	// beat knowing the counts alone; a bound is never under the optimum.
@@ -282,7 +289,7 @@ func TestSignalBound(t *testing.T) {
 		}
 	}
 	none, c30, c60 := make([]bool, n), covered(org, 1, 0.3), covered(org, 1, 0.6)
-	xs := infoBound(plain, 1, day, share(none, 0.01), share(c30, 0.01), share(c60, 0.01), share(c30, 0))
+	xs := boundOf1(plain, day, share(none, 0.01), share(c30, 0.01), share(c60, 0.01), share(c30, 0))
 	t.Logf("plain %.3f, nothing covered %.3f, hooks 30%% %.3f, 60%% %.3f, feed 30%% %.3f", xs[0].Ratio, xs[1].Ratio, xs[2].Ratio, xs[3].Ratio, xs[4].Ratio)
 	if math.Abs(xs[1].Ratio-xs[0].Ratio) > 1e-12 {
 		t.Errorf("a signal covering nothing moved the bound: %.6f, plain %.6f", xs[1].Ratio, xs[0].Ratio)
@@ -312,5 +319,58 @@ func TestStaticP99(t *testing.T) {
 	flat := staticP99(rates, nil, one)
 	if !(sq > 0 && flat > 0 && sq != flat) {
 		t.Errorf("p99 √ %.4f, uniform %.4f", sq, flat)
+	}
+}
+
+// TestCloneEvidenceCountsThePushesUpToTheDay: the evidence at a day is the clone's
+// history and every push made by then, its silence since the newest of them.
+func TestCloneEvidenceCountsThePushesUpToTheDay(t *testing.T) {
+	up := NewPopulation(400, 5, targets).NewUpstream(5, 60, 0, batch, targets)
+	for i, l := range up {
+		c := clonedEvidence(l)
+		for _, day := range []float64{0, 0.5, 7, 33.3, 59} {
+			e := c.at(l, day)
+			n, newest := 0, c.newest
+			for _, p := range l.Pushes {
+				if p.At <= day {
+					n, newest = n+1, p.At
+				}
+			}
+			quiet := day - c.since
+			if !math.IsInf(newest, -1) {
+				quiet = day - newest
+			}
+			if e.pushes != c.pushes+n || e.quiet != quiet || e.span != day-c.since || e.root != c.root {
+				t.Fatalf("repo %d day %g: %+v, want %d pushes, quiet %g", i, day, e, c.pushes+n, quiet)
+			}
+		}
+	}
+}
+
+// TestTheBoundRunAsAPolicy: the all-evidence table run as a policy clones every repo
+// first, as the worker does, and in the stationary window comes close to the static
+// bound of the same table; in the cold start it pays for cloning blind.
+func TestTheBoundRunAsAPolicy(t *testing.T) {
+	const n = 3000
+	pop := NewPopulation(n, 3, targets)
+	cfg := runConfig{Budget: 0.5, End: 120, Windows: []window{{60, 90}, {0, 30}}}
+	up := pop.NewUpstream(3, cfg.End, 0, batch, targets)
+	draw := func(s uint64) Upstream { return NewPopulation(n, s, targets).NewUpstream(s, 76, 0, batch, targets) }
+	steady, cold := learnTable(draw, 3, 75), learnTable(draw, 3, 15)
+	pol := &informed{up: up, tables: []dayTable{{15, func() *rateTable { return cold }}, {75, func() *rateTable { return steady }}}}
+	b := run(pop, up, pol, cfg, rand.New(rand.NewPCG(1, 2)))
+	opt := run(pop, up, optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))
+	static := infoBound(steady, up, 75)[0].Ratio
+	sim := b[0].LagMeanH / opt[0].LagMeanH
+	t.Logf("stationary: static bound %.3f, run as a policy %.3f; cold start %.3f", static, sim, b[1].LagMeanH/opt[1].LagMeanH)
+	if b[1].Censored != 0 || b[1].Commits == 0 {
+		t.Fatalf("cold start: %+v", b[1])
+	}
+	if sim < 0.9*static || sim > 1.2*static {
+		t.Errorf("run as a policy %.3f × the optimum, static bound %.3f", sim, static)
+	}
+	uni := run(pop, up, uniform{}, cfg, rand.New(rand.NewPCG(1, 2)))
+	if !(b[1].LagMeanH < uni[1].LagMeanH/2) {
+		t.Errorf("cold start %.2f h, uniform's %.2f h", b[1].LagMeanH, uni[1].LagMeanH)
 	}
 }

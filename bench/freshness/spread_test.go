@@ -41,6 +41,18 @@ func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
 			t.Errorf("section %s: %d rows, or no spread", name, len(sec))
 		}
 	}
+	// The bound run as a policy is a bound per section and budget, and the cold start
+	// has a goal against it.
+	for _, sec := range []string{"runs", "coldstart", "runs_realistic", "coldstart_realistic"} {
+		if x, ok := boundOf(res, sec, results.EvidenceCloned, 0.5); !ok || x.Budget != 0.5 || x.Ratio <= 0 || x.Spread == nil {
+			t.Errorf("no bound %q of %s at 0.5: %+v", results.EvidenceCloned, sec, x)
+		}
+	}
+	if !slices.ContainsFunc(res.Goals, func(g results.FreshnessGoal) bool {
+		return g.Section == "coldstart" && g.Of == "bound of coldstart (all evidence, cloning blind)" && g.Value > 0 && g.Seeds == 2
+	}) {
+		t.Error("no cold start goal against the bound that clones blind")
+	}
 	// A seed's figures are its own: seed 1 run alone gives the figures it gave with seed 2.
 	var alone results.Freshness
 	if err := json.Unmarshal(encode(2, []uint64{1}), &alone); err != nil {

@@ -97,12 +97,18 @@ func freshBoundRows(v results.Freshness, def string) []freshBoundRow {
 		signalled[s.Section] = s
 	}
 	for _, x := range v.Bound {
+		if x.Budget != 0 && x.Budget != b {
+			continue // measured at every budget: the one the others are read at
+		}
 		ev := "push counts"
 		if x.Section == "drift" || x.Section == "drift_realistic" {
 			ev = "push times, under the true model"
 		}
-		if x.Evidence == "all" {
+		switch x.Evidence {
+		case "all":
 			ev = "push counts, span, silence, root reached"
+		case results.EvidenceCloned:
+			ev = "the same, run as a policy that clones every repo blind (simulated)"
 		}
 		r := freshBoundRow{Section: x.Section, Evidence: ev, Ratio: x.Ratio, DormantPolls: x.DormantPolls, P99: x.P99, P99Exp04: x.P99Exp04, Budget: b}
 		if runs, ok := secs[x.Section]; ok {

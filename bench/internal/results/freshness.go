@@ -257,8 +257,12 @@ type FreshnessBound struct {
 	Section string `json:"section"` // runs, coldstart or drift
 	// Evidence is what the bound knows of each repo: "" the exact push counts over what
 	// a worker could have seen (and, for drift, their times); "all" also whether the
-	// first clone reached the root, the span seen and the silence since the newest push.
-	Evidence     string  `json:"evidence,omitempty"`
+	// first clone reached the root, the span seen and the silence since the newest push;
+	// EvidenceCloned the same, run as a policy in the section's simulation.
+	Evidence string `json:"evidence,omitempty"`
+	// Budget is set on a bound measured at one budget (EvidenceCloned); the others are
+	// ratios of static allocations, the same at every budget.
+	Budget       float64 `json:"budget,omitempty"`
 	SeenDays     float64 `json:"seen_days"`
 	Ratio        float64 `json:"ratio"`
 	DormantPolls float64 `json:"dormant_poll_share"`
@@ -271,6 +275,12 @@ type FreshnessBound struct {
 	// Spread is the ratio over every seed run, when more than one was.
 	Spread *FreshnessStat `json:"spread,omitempty"`
 }
+
+// EvidenceCloned is the all-evidence bound run as a policy in a section's simulation:
+// it knows the population's true E[λ | evidence] but, as any mirror, nothing of a repo
+// before its first clone, and clones every repo at the default policy's pacing. It is
+// the bound that charges a fleet's first days what they cost: cloning blind.
+const EvidenceCloned = "all, cloned"
 
 // FreshnessPolicyDoc names and describes a policy for the report.
 type FreshnessPolicyDoc struct {
