@@ -47,7 +47,7 @@ func goals(res results.Freshness) []results.FreshnessGoal {
 		for _, g := range boundGoals {
 			ours, ok1 := rows(g.section, def, b)
 			opt, ok2 := rows(g.section, "optimum", b)
-			x, ok3 := boundOf(res, g.bound, g.evidence, b)
+			x, ok3 := res.BoundOf(g.bound, g.evidence, b)
 			if !ok1 || !ok2 || !ok3 || opt.LagMeanH <= 0 || x.Ratio <= 0 {
 				continue
 			}
@@ -69,7 +69,7 @@ func goals(res results.Freshness) []results.FreshnessGoal {
 			}
 			g := results.FreshnessGoal{Goal: "p99 / optimum's p99", Section: sec, Of: "optimum of " + sec, Budget: b,
 				Target: p99Target, Value: ours.LagP99H / opt.LagP99H}
-			if x, ok := boundOf(res, sec, "all", b); ok && x.P99 > 0 {
+			if x, ok := res.BoundOf(sec, "all", b); ok && x.P99 > 0 {
 				g.Bound = min(x.P99, x.P99Exp04)
 			}
 			out = append(out, g)
@@ -99,17 +99,6 @@ func goals(res results.Freshness) []results.FreshnessGoal {
 		out = append(out, g)
 	}
 	return out
-}
-
-// boundOf is the section's bound with the evidence given, at budget for a bound
-// measured at one.
-func boundOf(res results.Freshness, section, evidence string, budget float64) (results.FreshnessBound, bool) {
-	for _, x := range res.Bound {
-		if x.Section == section && x.Evidence == evidence && (x.Budget == 0 || x.Budget == budget) {
-			return x, true
-		}
-	}
-	return results.FreshnessBound{}, false
 }
 
 // withSpread is the first seed's results with the spread over all seeds' on every row,
@@ -154,7 +143,7 @@ func withSpread(all []results.Freshness) results.Freshness {
 		x := &res.Bound[k]
 		var xs []float64
 		for _, o := range all {
-			if y, ok := boundOf(o, x.Section, x.Evidence, x.Budget); ok {
+			if y, ok := o.BoundOf(x.Section, x.Evidence, x.Budget); ok {
 				xs = append(xs, y.Ratio)
 			}
 		}

@@ -44,7 +44,7 @@ func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
 	// The bound run as a policy is a bound per section and budget, and the cold start
 	// has a goal against it.
 	for _, sec := range []string{"runs", "coldstart", "runs_realistic", "coldstart_realistic"} {
-		if x, ok := boundOf(res, sec, results.EvidenceCloned, 0.5); !ok || x.Budget != 0.5 || x.Ratio <= 0 || x.Spread == nil {
+		if x, ok := res.BoundOf(sec, results.EvidenceCloned, 0.5); !ok || x.Budget != 0.5 || x.Ratio <= 0 || x.Spread == nil {
 			t.Errorf("no bound %q of %s at 0.5: %+v", results.EvidenceCloned, sec, x)
 		}
 	}

@@ -302,7 +302,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 	}
 	runs, cold, drift := secs[0].runs, secs[1].runs, secs[2].runs
 	ours, opt := runs[def][b], runs[freshOpt][b]
-	if x, ok := boundOf(v, "runs"); ok {
+	if x, ok := v.BoundOf("runs", "", 0); ok {
 		md = append(md, fmt.Sprintf("**Stationary.** `%s` is at %.2f× the optimum at %g polls/repo/day; it spends %.1f%% of "+
 			"its polls on repos that never change (the optimum none), which alone costs 1/(1 − %.3f) = %.2f×. Those polls "+
 			"are not waste a worker could avoid: a repo silent for a few years is, to anything but the optimum, as likely "+
@@ -315,7 +315,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			x.SeenDays, x.Ratio, 100*x.DormantPolls, freshGoals["runs"], 100*(x.Ratio/freshGoals["runs"]-1), def,
 			100*(ours.LagMeanH/opt.LagMeanH/x.Ratio-1)))
 	}
-	if x, ok := boundOf(v, "coldstart"); ok {
+	if x, ok := v.BoundOf("coldstart", "", 0); ok {
 		c, co := cold[def][b], cold[freshOpt][b]
 		lo := v.Setup.Budgets[0]
 		md = append(md, fmt.Sprintf("**Cold start.** A new fleet must clone every repo before it knows anything of it; at B polls "+
@@ -324,6 +324,13 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			"optimum at %g, %.2f× at %g. The bound with a perfect prior after %.0f days of history is %.2f×, before the "+
 			"first pass is counted.", 1/lo, lo, def, c.LagMeanH/co.LagMeanH, b,
 			cold[def][lo].LagMeanH/cold[freshOpt][lo].LagMeanH, lo, x.SeenDays, x.Ratio))
+		all, ok1 := v.BoundOf("coldstart", "all", 0)
+		blind, ok2 := v.BoundOf("coldstart", results.EvidenceCloned, b)
+		if ok1 && ok2 && co.LagMeanH > 0 {
+			md[len(md)-1] += fmt.Sprintf(" With everything a first clone shows, the static bound is %.2f×; run as a policy "+
+				"that clones every repo blind, as the worker does, it is %.2f× at %g, and `%s` is at %.3f× that.",
+				all.Ratio, blind.Ratio, b, def, c.LagMeanH/co.LagMeanH/blind.Ratio)
+		}
 	}
 	d, do := drift[def][b], drift[freshOpt][b]
 	if do.LagMeanH > 0 && do.FirstPushShare > 0 {
@@ -351,7 +358,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			rest, f, lower, lower/do.LagMeanH, freshGoals["drift"], def, d.LagMeanH/do.LagMeanH,
 			100*d.LearnedHazardPerMonth, 100*v.Setup.DriftPerMonth, 24*p99, 100*do.FirstPushShare, 24*p99,
 			100*do.FirstPushShare, need, p99Verdict(need)))
-		if x, ok := boundOf(v, "drift"); ok {
+		if x, ok := v.BoundOf("drift", "", 0); ok {
 			md = append(md, fmt.Sprintf("**Drift, measured bound.** A policy that knew the true model (the population's prior, "+
 				"and that a repo draws a new rate from it %.0f%% of months) and the exact time of every push, its belief "+
 				"filtered forward from the first clone, allocating f ∝ √E[λ | pushes], would be at **%.2f×** the "+
@@ -380,16 +387,6 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 		b, def, ours.LagMeanH, runs["rate"][b].LagMeanH, runs["cbrt"][b].LagMeanH, uni.LagMeanH, opt.LagMeanH,
 		uni.LagMeanH/opt.LagMeanH, math.Exp(v.Population.Sigma*v.Population.Sigma/4)/(1-v.Population.DormantShare), v.Population.Sigma))
 	return md
-}
-
-// boundOf is the bound measured for section, if the results hold one.
-func boundOf(v results.Freshness, section string) (results.FreshnessBound, bool) {
-	for _, x := range v.Bound {
-		if x.Section == section {
-			return x, true
-		}
-	}
-	return results.FreshnessBound{}, false
 }
 
 // p99Verdict says what spending the share need of the budget on quiet repos leaves.

@@ -331,3 +331,14 @@ func (f *Freshness) SignalSection(name string) *[]FreshnessRun {
 	}
 	return nil
 }
+
+// BoundOf is the bound of section with the evidence given, at budget for a bound
+// measured at one (EvidenceCloned).
+func (f *Freshness) BoundOf(section, evidence string, budget float64) (FreshnessBound, bool) {
+	for _, x := range f.Bound {
+		if x.Section == section && x.Evidence == evidence && (x.Budget == 0 || x.Budget == budget) {
+			return x, true
+		}
+	}
+	return FreshnessBound{}, false
+}
