@@ -135,8 +135,12 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 	}
 	// The study over seeds runs at a smaller scale in a file of its own; without it, the
 	// goals come from freshness.json if it was run over seeds.
-	seeds := v
-	if err := r.Load("freshness_seeds", &seeds); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// Decoded into a value of its own: decoding into a copy of v would write its
+	// bounds and rows over v's (the slices share their arrays).
+	var seeds results.Freshness
+	if err := r.Load("freshness_seeds", &seeds); errors.Is(err, fs.ErrNotExist) {
+		seeds = v
+	} else if err != nil {
 		return "", v.Meta, err
 	}
 	md, err := render("freshness", struct {

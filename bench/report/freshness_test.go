@@ -175,6 +175,10 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 	small := v
 	small.Setup.Repos = v.Setup.Repos / 5
 	small.Goals = small.Goals[1:2]
+	small.Bound = slices.Clone(v.Bound)
+	for k := range small.Bound {
+		small.Bound[k].Ratio = 1.5 // the smaller fleet's bounds are its own
+	}
 	v.Setup.Seeds, v.Goals = nil, nil
 	if err := results.Write(dir, "freshness_seeds", small); err != nil {
 		t.Fatal(err)
@@ -183,6 +187,9 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 	if want := fmt.Sprintf("(3 seeds: 1, 2, 3; %d repos, a smaller fleet than the tables above", small.Setup.Repos); !strings.Contains(md, want) ||
 		!strings.Contains(md, "| mean / poll-only optimum | feed |") || strings.Contains(md, "| mean / bound | drift | bound of drift |") {
 		t.Errorf("the seeds file's goals not reported as such:\n%s", md)
+	}
+	if !strings.Contains(md, "| runs | push counts | 1.120 |") || strings.Contains(md, "| 1.500 |") {
+		t.Errorf("the bounds of the tables above are not freshness.json's:\n%s", md)
 	}
 	if err := os.Remove(filepath.Join(dir, "freshness_seeds.json")); err != nil {
 		t.Fatal(err)
