@@ -197,19 +197,13 @@ type seedRun struct {
 	bounds                   []results.FreshnessBound // in a fixed order, whatever order they are computed in
 	signalBounds             []results.FreshnessBound // one per signalSections entry, by its index
 	desc                     results.FreshnessPopulation
-	tablesMu                 sync.Mutex
-	tables                   map[tableKey]*tableOnce
+	tables                   map[tableKey]func() *rateTable // each learned on first use
 }
 
 // tableKey names a rate table: the population (plain or realistic) and the day.
 type tableKey struct {
 	real bool
 	day  float64
-}
-
-type tableOnce struct {
-	once sync.Once
-	t    *rateTable
 }
 
 // draw is the function that draws the plain or the realistic population of this
@@ -222,23 +216,6 @@ func (sr *seedRun) draw(real bool, day float64) func(uint64) Upstream {
 		}
 	}
 	return func(s uint64) Upstream { return NewPopulation(n, s, targets).NewUpstream(s, day+1, 0, batch, targets) }
-}
-
-// table is the rate table of the plain or realistic population at day, learned on first
-// use and shared by the bound and the bound run as a policy.
-func (sr *seedRun) table(real bool, day float64) *rateTable {
-	sr.tablesMu.Lock()
-	if sr.tables == nil {
-		sr.tables = map[tableKey]*tableOnce{}
-	}
-	e, ok := sr.tables[tableKey{real, day}]
-	if !ok {
-		e = &tableOnce{}
-		sr.tables[tableKey{real, day}] = e
-	}
-	sr.tablesMu.Unlock()
-	e.once.Do(func() { e.t = learnTable(sr.draw(real, day), sr.seed, day) })
-	return e.t
 }
 
 // job is one simulation: a policy at a budget in a section.
@@ -298,6 +275,14 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 			}
 		}
 	}
+	// The rate tables of the measured days, shared by the bounds and the bound run as a
+	// policy.
+	sr.tables = map[tableKey]func() *rateTable{}
+	for _, real := range []bool{false, true} {
+		for _, day := range []float64{d.cold / 2, d.warmup + d.window/2} {
+			sr.tables[tableKey{real, day}] = sync.OnceValue(func() *rateTable { return learnTable(sr.draw(real, day), seed, day) })
+		}
+	}
 	// The all-evidence bound run as a policy, beside the stationary sections' policies.
 	for _, u := range []struct {
 		up   Upstream
@@ -309,7 +294,7 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 		}
 		var tables []dayTable
 		for _, day := range []float64{d.cold / 2, d.warmup + d.window/2} {
-			tables = append(tables, dayTable{day, func() *rateTable { return sr.table(u.real, day) }})
+			tables = append(tables, dayTable{day, sr.tables[tableKey{u.real, day}]})
 		}
 		mk := func() scheduler { return &informed{up: u.up, tables: tables} }
 		if !wanted(mk()) {
@@ -431,7 +416,7 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			if b.section == "runs" && o.signals {
 				sigs = sr.signalSections(false)
 			}
-			xs := infoBound(sr.table(b.real, b.day), sr.draw(b.real, b.day)(seed), b.day, sr.missed(sigs)...)
+			xs := infoBound(sr.tables[tableKey{b.real, b.day}](), sr.draw(b.real, b.day)(seed), b.day, sr.missed(sigs)...)
 			xs[0].Section = b.section
 			sr.bounds[2+k] = xs[0]
 			for j, sg := range sigs {
