@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
@@ -160,17 +162,19 @@ func measure(log *slog.Logger, o options) results.Freshness {
 	}
 	// Longest first; the sort is stable, so ties keep their order.
 	slices.SortStableFunc(tasks, func(a, b task) int { return cmp.Compare(b.cost, a.cost) })
-	ch := make(chan func())
+	ch := make(chan task)
 	var wg sync.WaitGroup
+	prog := newProgress(tasks)
 	for range max(1, o.parallel) {
 		wg.Go(func() {
-			for f := range ch {
-				f()
+			for t := range ch {
+				t.do()
+				prog.done(log, t.cost)
 			}
 		})
 	}
 	for _, t := range tasks {
-		ch <- t.do
+		ch <- t
 	}
 	close(ch)
 	wg.Wait()
@@ -182,6 +186,36 @@ func measure(log *slog.Logger, o options) results.Freshness {
 	res := withSpread(all)
 	res.Meta = meta
 	return res
+}
+
+// progress reports a long measurement as its tasks finish: how many, and the time
+// left, estimated from the tasks' costs.
+type progress struct {
+	mu               sync.Mutex
+	start            time.Time
+	n, of            int
+	costDone, costOf float64
+}
+
+func newProgress(tasks []task) *progress {
+	p := &progress{start: time.Now(), of: len(tasks)}
+	for _, t := range tasks {
+		p.costOf += t.cost
+	}
+	return p
+}
+
+func (p *progress) done(log *slog.Logger, cost float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	p.costDone += cost
+	elapsed := time.Since(p.start)
+	left := time.Duration(0)
+	if p.costDone > 0 {
+		left = time.Duration(float64(elapsed) * (p.costOf - p.costDone) / p.costDone)
+	}
+	log.Info("progress", "tasks_done", p.n, "tasks", p.of, "elapsed", elapsed.Round(time.Second), "left_about", left.Round(time.Second))
 }
 
 // seedRun is one seed's populations, upstreams and simulations.
@@ -198,6 +232,22 @@ type seedRun struct {
 	signalBounds             []results.FreshnessBound // one per signalSections entry, by its index
 	desc                     results.FreshnessPopulation
 	tables                   map[tableKey]func() *rateTable // each learned on first use
+}
+
+// stream numbers the random stream of the job's simulation by what it simulates (the
+// policy, the section, the budget), not by its place in the job list, so a section's
+// figures do not move when jobs are added; with policy "", the stream its section and
+// budget share (the signals' deliveries, the same for every policy).
+func (j job) stream(policy string) uint64 {
+	section := "runs"
+	if j.signal != nil {
+		section = j.signal.Section
+	} else if j.drift {
+		section = "drift"
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%s|%v|%g", policy, section, j.realistic, j.budget)
+	return h.Sum64()
 }
 
 // tableKey names a rate table: the population (plain or realistic) and the day.
@@ -241,7 +291,8 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 		Batch: results.FreshnessBatch{MeanCommits: batch.MeanCommits, NewestDelayMin: batch.NewestDelayMin, GapMin: batch.GapMin,
 			Sigma: batch.Sigma, BranchShare: batch.BranchShare, BranchDelayDays: batch.BranchDelayDays},
 		HistoryWindowDays: fetch.HistoryWindow.Hours() / 24, MaxHistoryCommits: fetch.MaxHistoryCommits, MaxNewCommits: fetch.MaxNewCommits,
-		MinRate: priority.MinRate, GuardRate: priority.GuardRate}
+		MinRate: priority.MinRate, GuardRate: priority.GuardRate,
+		NewStepExp: priority.NewExp, NewSpanDays: priority.NewSpan.Hours() / 24}
 	if o.drift > 0 {
 		sr.setup.DriftPerMonth, sr.setup.DriftBudgets = o.drift, o.budgets
 		sr.drifting = sr.pop.NewUpstream(seed^0xd1f7, end, o.drift, batch, targets)
@@ -344,8 +395,8 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			cost *= 5 // it learns its prior and weighs every repo's evidence
 		}
 		out = append(out, task{cost, func() {
-			rng := rand.New(rand.NewPCG(sr.seed, uint64(j.k)+1000))
 			s := j.make()
+			rng := rand.New(rand.NewPCG(sr.seed, j.stream(s.name())))
 			if sw, ok := s.(*swh); ok {
 				sw.rng = rng
 			}
@@ -357,7 +408,7 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			if j.signal != nil {
 				cfg.Signal, cfg.Orgs = j.signal, orgs(o.n, sr.seed)
 				cfg.Covered = covered(cfg.Orgs, sr.seed, j.signal.Share)
-				cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, ownerLevel(cfg.Orgs, sr.seed), end, rand.New(rand.NewPCG(sr.seed, uint64(j.k)+2000)))
+				cfg.Deliveries = j.signal.deliveries(j.up, cfg.Covered, ownerLevel(cfg.Orgs, sr.seed), end, rand.New(rand.NewPCG(sr.seed, j.stream("")^0xde1)))
 			}
 			rs := run(j.pop, j.up, s, cfg, rng)
 			section := ""
@@ -643,7 +694,7 @@ var policyDocs = []results.FreshnessPolicyDoc{
 		Uses: "the newest commit's time"},
 	{Name: "rate", Description: "priority.Rate: change rate estimated from what the polls saw (Cho & Garcia-Molina, decayed with a " + fmt.Sprint(priority.HalfLife.Hours()/24) + "-day half-life; half a change over the longest known quiet stretch when polls saw none); step 1/√rate",
 		Uses: "whether each poll found a change, the time between polls, the newest commit's time"},
-	{Name: "bayes", Description: "priority.Bayes: the expected current push rate under the prior the worker learns from its repos (empirical Bayes on a grid of rates with a dormant point mass, and a learned rate of changes of behaviour); a repo's evidence is the pushes (bursts of commits less than " + fmt.Sprint(priority.SessionGap.Hours()) + " h apart) its first clone's history and its fetches showed, judged every " + fmt.Sprint(priority.Window.Hours()/24) + " days as a change of behaviour or not, the making of a repo (its first run of work, at most " + fmt.Sprint(priority.MaxMaking.Hours()/24) + " days) not counted; step 1/√rate, the rate held above " + fmt.Sprint(priority.MinRate) + "/day",
+	{Name: "bayes", Description: "priority.Bayes: the expected current push rate under the prior the worker learns from its repos (empirical Bayes on a grid of rates with a dormant point mass, and a learned rate of changes of behaviour); a repo's evidence is the pushes (bursts of commits less than " + fmt.Sprint(priority.SessionGap.Hours()) + " h apart) its first clone's history and its fetches showed, judged every " + fmt.Sprint(priority.Window.Hours()/24) + " days as a change of behaviour or not, the making of a repo (its first run of work, at most " + fmt.Sprint(priority.MaxMaking.Hours()/24) + " days) not counted; step 1/√rate (rate^−" + fmt.Sprint(priority.NewExp) + " while its polls cover under " + fmt.Sprint(priority.NewSpan.Hours()/24) + " days), the rate held above " + fmt.Sprint(priority.MinRate) + "/day",
 		Uses: "the commit times each fetch brought, the first clone's history (bounded), whether it reached the repo's first commit and that commit's age (under a year or not), the time between polls, the prior learned from the worker's other repos"},
 	{Name: "optimum", Description: "reference: the true current rates, periodic polls at f ∝ √λ, never polls a repo while it does not change",
 		Uses: "the true push rates (not knowable)"},

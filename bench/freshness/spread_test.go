@@ -65,6 +65,21 @@ func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
 			}
 		}
 	}
+	// A simulation's figures are its own: the optimum alone gives the figures it gave
+	// among every policy, though its place in the job list moved.
+	o.only = "optimum"
+	var opt results.Freshness
+	if err := json.Unmarshal(encode(2, []uint64{1}), &opt); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range results.Sections {
+		for _, r := range *opt.Section(name) {
+			k := slices.IndexFunc(*alone.Section(name), func(b results.FreshnessRun) bool { return b.Policy == r.Policy && b.Budget == r.Budget })
+			if k < 0 || (*alone.Section(name))[k].LagMeanH != r.LagMeanH {
+				t.Fatalf("the optimum's %s at %g: %v alone, not what it was among the others", name, r.Budget, r.LagMeanH)
+			}
+		}
+	}
 }
 
 func TestSpreadAndGoals(t *testing.T) {

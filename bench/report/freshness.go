@@ -335,6 +335,13 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 				"that clones every repo blind, as the worker does, it is %.2f× at %g, and `%s` is at %.3f× that.",
 				all.Ratio, blind.Ratio, b, def, c.LagMeanH/co.LagMeanH/blind.Ratio)
 		}
+		real := indexRuns(v.ColdStartRealistic)
+		if st := v.Setup; st.NewStepExp > 0 && co.LagP99H > 0 && real[freshOpt][b].LagP99H > 0 {
+			md[len(md)-1] += fmt.Sprintf(" Its tail is set by slow active repos that a first clone's history makes "+
+				"look dormant, so in a repo's first %g days of polls `%s` steps it by rate^−%g, flatter than √: the cold "+
+				"start's p99 is %.2f× the optimum's at %g, %.2f× in the realistic population.", st.NewSpanDays, def,
+				st.NewStepExp, c.LagP99H/co.LagP99H, b, real[def][b].LagP99H/real[freshOpt][b].LagP99H)
+		}
 	}
 	d, do := drift[def][b], drift[freshOpt][b]
 	if do.LagMeanH > 0 && do.FirstPushShare > 0 {

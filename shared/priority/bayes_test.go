@@ -414,3 +414,26 @@ func TestFoldMarksAYoungRoot(t *testing.T) {
 		}
 	}
 }
+
+func TestANewRepoIsSteppedFlatter(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
+	step := func(s Stats, polled time.Duration) float64 {
+		s.Seconds = polled.Seconds()
+		return (Bayes{}).Next(Input{Cloned: true, Stats: s, Prior: prior})
+	}
+	slow := Stats{Events: 2, Exposure: 1000 * 86400}
+	daily := Stats{Events: 365, Exposure: 365 * 86400}
+	weeks, settled := NewSpan/2, 2*NewSpan
+	// A slow repo is polled more in its first weeks than once its polls cover NewSpan.
+	if n, o := step(slow, weeks), step(slow, settled); n >= 0.9*o {
+		t.Fatalf("a new slow repo steps %.1f, a settled one %.1f: want the new one polled more", n, o)
+	}
+	// Around a push a day the two exponents agree.
+	if n, o := step(daily, weeks), step(daily, settled); math.Abs(n/o-1) > 0.05 {
+		t.Fatalf("a new daily repo steps %.3f, a settled one %.3f: want about equal", n, o)
+	}
+	// The new step is flatter: slow over daily is a smaller ratio than √ gives.
+	if n, o := step(slow, weeks)/step(daily, weeks), step(slow, settled)/step(daily, settled); n >= o {
+		t.Fatalf("slow/daily step ratio %.1f new, %.1f settled: want the new one flatter", n, o)
+	}
+}

@@ -59,8 +59,12 @@ type FreshnessSetup struct {
 	HistoryWindowDays float64 `json:"history_window_days"`
 	MaxHistoryCommits int     `json:"max_history_commits"`
 	// The default policy's tail guard (priority.MinRate, priority.GuardRate), pushes a day.
-	MinRate       float64 `json:"min_rate_per_day,omitempty"`
-	GuardRate     float64 `json:"guard_rate_per_day,omitempty"`
+	MinRate   float64 `json:"min_rate_per_day,omitempty"`
+	GuardRate float64 `json:"guard_rate_per_day,omitempty"`
+	// Its step in a repo's first weeks of polls (priority.NewExp, priority.NewSpan):
+	// rate^−NewStepExp while the polls cover under NewSpanDays.
+	NewStepExp    float64 `json:"new_step_exp,omitempty"`
+	NewSpanDays   float64 `json:"new_span_days,omitempty"`
 	MaxNewCommits int     `json:"max_new_commits"`
 	// The change signals of the signal sections, and how polls fall back for the repos
 	// that send them.
