@@ -203,7 +203,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		} else {
 			poll = priority.Poll{Prev: at(lastPoll[i]), Now: at(now), Changed: len(brought) > 0, Commits: newCommits(brought)}
 		}
-		if learns {
+		if learns && worker.Scored(cfg.stretch(sig, i, now), signaled) {
 			scores.Add(prior, stats[i], poll)
 		}
 		stats[i] = priority.Fold(stats[i], poll, prior)

@@ -49,6 +49,7 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		r.inFlight = true
 		r.fetchedAt = now
 		r.hookAsked, r.hookPending = r.hookPending, false
+		r.asked, r.askPending = r.askPending, false
 		w.inFlight++
 		if w.cfg.Rate > 0 {
 			w.tokens--
@@ -182,9 +183,10 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			find = r.hook.Fetched(by, r.hookAsked, loss)
 		}
 	}
+	stretch := w.pollStretchLocked(r, now)
 	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
-		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: w.pollStretchLocked(r, now)})
-	if o.Poll != nil {
+		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: stretch})
+	if o.Poll != nil && Scored(stretch, r.asked) {
 		w.scores.Add(w.prior, r.rec.Stats, *o.Poll)
 	}
 	if o.Changed {

@@ -179,7 +179,7 @@ func (w *Worker) forgetOwnersLocked(now time.Time) {
 
 // fetchNowLocked queues id next in line, or once more behind the fetch in flight.
 func (w *Worker) fetchNowLocked(id string, r *repoState) {
-	r.wakeBeat = true
+	r.wakeBeat, r.askPending = true, true
 	if r.inFlight {
 		r.syncAgain = true // the fetch in flight may have started before the push
 		return
@@ -188,6 +188,15 @@ func (w *Worker) fetchNowLocked(id string, r *repoState) {
 	w.queue.PushFront(id)
 	w.poke()
 }
+
+// Scored reports whether a fetch is scored for the hazard a worker learns
+// (priority.Scores): only a poll made on the repo's own schedule (not asked for) of a
+// repo no signal covers (its step not stretched). A fetch a hook or a feed asked for
+// comes because the repo changed, and a covered repo's polls fall in the silences its
+// signals leave: either, scored, tells the hazard the wrong thing (a fleet behind a feed
+// learned 30% a month where its repos change behaviour 10%, at the top candidate).
+// Pure: the worker and the freshness benchmark decide with it.
+func Scored(stretch float64, asked bool) bool { return stretch == 1 && !asked }
 
 // PollStretch is the factor on a repo's poll step at now: FeedStretch while a feed
 // covers it, StretchForLoss(hookLoss) while it counts as hooked, by its own hooks or

@@ -201,6 +201,8 @@ type repoState struct {
 	hook        HookState // its push webhooks: the latest, and whether one was missed since
 	hookPending bool      // a hook asked for a fetch not started yet
 	hookAsked   bool      // the fetch in flight (or the last one) was asked for by a hook
+	askPending  bool      // a fetch was asked for (FetchNow, a sync) and has not started
+	asked       bool      // the fetch in flight (or the last one) was asked for
 	fetchedAt   time.Time // when the last fetch started
 	unwritten   bool      // a report that should have landed did not: the next fetch writes
 	wakeBeat    bool      // a fetch was asked for (FetchNow, a sync): beat once it is done

@@ -1017,3 +1017,36 @@ func TestFetchNowJumpsTheQueueOnceAndAnswersTheDurableRequest(t *testing.T) {
 		t.Fatal("a sync without a ring was not fetched")
 	}
 }
+
+func TestOnlyUnaskedPollsOfUncoveredReposAreScored(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Hour})
+	ctx := context.Background()
+	fetch := func(ask func()) {
+		t.Helper()
+		f.clk.Advance(2 * time.Hour)
+		ask()
+		if !f.w.RunOnce(ctx) {
+			t.Fatal("nothing fetched")
+		}
+	}
+	poll := func() {}
+	scored := func(want float64, what string) {
+		t.Helper()
+		if got := f.w.ScoredPolls(); got != want {
+			t.Fatalf("%s: %v polls scored, want %v", what, got, want)
+		}
+	}
+	fetch(poll) // the first clone
+	scored(0, "a first clone")
+	fetch(poll)
+	scored(1, "a poll")
+	// A fetch a feed's listing or a user's sync asked for is not scored; the next poll is.
+	fetch(func() { f.w.FetchNow(f.id, worker.AskSync) })
+	scored(1, "an asked-for fetch")
+	fetch(poll)
+	scored(2, "the poll after an asked-for fetch")
+	// A hook's fetch is not scored, nor the polls of the repo it hooks.
+	fetch(func() { f.w.FetchNow(f.id, worker.AskHook) })
+	fetch(poll)
+	scored(2, "a hook's fetch and a hooked repo's poll")
+}
