@@ -170,6 +170,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 		w.mu.Unlock()
 		return
 	}
+	// Scored on what the repo was when polled: a covered repo's poll that finds a push
+	// its hook missed unhooks it, and is no sample of its silences either.
+	scored := Scored(w.pollStretchLocked(r, now), r.asked)
 	find := NoHookFind
 	if by := r.hook.HookedBy(w.ownerHooksLocked(r), now); by != NotHooked {
 		// A hooked repo's fetch that brought something tells whether the host's hooks
@@ -183,10 +186,9 @@ func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Re
 			find = r.hook.Fetched(by, r.hookAsked, loss)
 		}
 	}
-	stretch := w.pollStretchLocked(r, now)
 	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
-		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: stretch})
-	if o.Poll != nil && Scored(stretch, r.asked) {
+		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: w.pollStretchLocked(r, now)})
+	if o.Poll != nil && scored {
 		w.scores.Add(w.prior, r.rec.Stats, *o.Poll)
 	}
 	if o.Changed {

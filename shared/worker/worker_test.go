@@ -1049,4 +1049,12 @@ func TestOnlyUnaskedPollsOfUncoveredReposAreScored(t *testing.T) {
 	fetch(func() { f.w.FetchNow(f.id, worker.AskHook) })
 	fetch(poll)
 	scored(2, "a hook's fetch and a hooked repo's poll")
+	// A hooked repo's poll that finds a push its hook missed unhooks the repo; it was
+	// polled as covered and is not scored, the polls after it are.
+	f.m.changed = true
+	fetch(poll)
+	scored(2, "the poll that found a push before its hook")
+	f.m.changed = false
+	fetch(poll)
+	scored(3, "a poll of the repo its hooks no longer cover")
 }
