@@ -23,7 +23,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/sim"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
-	"github.com/mirrorfleet/mirrorfleet/shared/sim"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
-	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/hostile"
 )
 
 func main() {

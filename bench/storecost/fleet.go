@@ -10,13 +10,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/schedulerfake"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/sim"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
-	"github.com/mirrorfleet/mirrorfleet/shared/sim"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler/schedulerfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 

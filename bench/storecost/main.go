@@ -1,7 +1,7 @@
 // Command storecost measures what the fleet's store operations cost in DynamoDB request
 // units — a coordinator tick (quiet, with a join, with a death), a heartbeat, a poll with
 // and without a change, adding a repo — on DynamoDB Local with the real coordinator,
-// workers and dynamo store (shared/sim), recomputes the units by AWS's billing rules from
+// workers and dynamo store (internal/testkit/sim), recomputes the units by AWS's billing rules from
 // the item sizes it observes, and turns them into a monthly AWS bill for 10k, 100k and
 // 1M repos, each with the git server and without, with every assumption and price
 // written down. What the stack provisions — task sizes and counts, capacity providers,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
 // TestNewcomerCLI drives the CLI as a new user does, against a real fleet and real git:

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
 // readmeCommands are the commands of the README's ```sh blocks, in order, with their

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 )
 
 // TestServeCommand runs `mirrorfleet serve` over a mirrors root: /healthz answers,

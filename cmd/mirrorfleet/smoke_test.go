@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 )
 
 // The smoke check `make smoke` runs after a deploy, against a local fleet: it adds a

@@ -11,15 +11,15 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/cloudtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
-	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 )
 
 // TestSyncOfUnchangedRepoMovesLastCheckedOnAWS: on DynamoDB Local, a worker process

@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -17,12 +17,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/schedulerfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler/schedulerfake"
 )
 
 // scheduledEvent is the event an EventBridge schedule rule sends, as the Lambda

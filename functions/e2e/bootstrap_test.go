@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/functions/runtimeapi"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/schedulerfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler/schedulerfake"
 )
 
 const (

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/functions/runtimeapi"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/cloudtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/secretsfake"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
-	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
-	"github.com/mirrorfleet/mirrorfleet/shared/secrets/secretsfake"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 

@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/logtest"
 )
 
 // Function is a running bootstrap binary and the Runtime API it polls.

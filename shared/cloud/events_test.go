@@ -8,13 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/cloudtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/eventbridgefake"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
-	"github.com/mirrorfleet/mirrorfleet/shared/events/eventbridgefake"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 )
 
 // A worker process on DynamoDB Local puts an event on its bus (a fake EventBridge,

@@ -17,13 +17,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/cloud/cloudtest"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/cloudtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/secretsfake"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
-	"github.com/mirrorfleet/mirrorfleet/shared/secrets/secretsfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 )
 
 // giteaFeed is a fake Gitea instance's repo search (GET /api/v1/repos/search, sorted by

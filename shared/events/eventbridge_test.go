@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/eventbridgefake"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
-	"github.com/mirrorfleet/mirrorfleet/shared/events/eventbridgefake"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )

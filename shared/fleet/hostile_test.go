@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/hostile"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
-	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/hostile"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 )
 

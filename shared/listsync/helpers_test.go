@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
-	"github.com/mirrorfleet/mirrorfleet/shared/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"

@@ -14,8 +14,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
 // A ref update replaces the file (a rename) instead of rewriting it in place: a reader

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
 // importCommits appends n commits to branch (from its tip, or from the revision `from`

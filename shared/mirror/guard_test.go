@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 )
 
 func pktLine(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }

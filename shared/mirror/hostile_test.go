@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/hostile"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/hostile"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 

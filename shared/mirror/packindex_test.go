@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 )
 
 // A first mirror's pack index, built from the pack on disk, is byte for byte the one

@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/secretsfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
-	"github.com/mirrorfleet/mirrorfleet/shared/secrets/secretsfake"
 )
 
 func client(f *secretsfake.Fake) *secretsmanager.Client {

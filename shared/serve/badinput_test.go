@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 )
 

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/pagecache"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
-	"github.com/mirrorfleet/mirrorfleet/shared/pagecache"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 )
 
 // Plan shapes a generated history so that its pack comes out near a target size:

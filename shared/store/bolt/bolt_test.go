@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 )
 
 func open(t *testing.T, path string) *bolt.Store {

@@ -23,8 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	minidyn "github.com/truora/minidyn/server"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/storetest"
 )
 
 // endpointEnv names the DynamoDB Local endpoint `make unit` starts.

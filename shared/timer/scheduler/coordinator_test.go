@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/schedulerfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler/schedulerfake"
 
 	sched "github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
 )

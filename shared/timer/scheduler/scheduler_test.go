@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/scheduler/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/schedulerfake"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
-	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler/schedulerfake"
 
 	sched "github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gittest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 )
 
 // clone clones url into a new directory with the git CLI and returns the directory.

@@ -2,7 +2,7 @@ package sim_test
 
 import (
 	"context"
-	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo/dynamotest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
 	"strings"
 	"sync"
 	"testing"
@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/sim"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
-	"github.com/mirrorfleet/mirrorfleet/shared/sim"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 )
