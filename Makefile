@@ -5,7 +5,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 # Node 20 is past its end of life for jsii; this silences that banner for major version 20.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: all run test vet unit fuzz infra cfnspec synth smoke deploy destroy bench microbench build localstack-test fmt clean
+.PHONY: all run install test vet unit fuzz infra cfnspec synth smoke deploy destroy bench microbench build localstack-test fmt clean
 
 all: test
 
@@ -21,6 +21,15 @@ VERSION_FLAG := -X github.com/mirrorfleet/mirrorfleet/shared/buildinfo.version=$
 run:
 	$(GO) build -ldflags='$(VERSION_FLAG)' -o $(BIN) ./cmd/mirrorfleet
 	exec $(BIN) run $(ARGS)
+
+## install: the mirrorfleet binary into $GOBIN (go env GOBIN), else ~/.local/bin; says
+## where it went and whether that directory is on PATH
+install:
+	$(GO) build -ldflags='$(VERSION_FLAG)' -o $(BIN) ./cmd/mirrorfleet
+	@dest="$${GOBIN:-$$($(GO) env GOBIN)}"; dest="$${dest:-$$HOME/.local/bin}"; \
+	mkdir -p "$$dest" && install -m 0755 $(BIN) "$$dest/mirrorfleet" && echo "installed $$dest/mirrorfleet" && \
+	case ":$$PATH:" in *":$$dest:"*) echo "run it as: mirrorfleet";; \
+	  *) echo "$$dest is not on your PATH; add it: export PATH=\"$$dest:\$$PATH\"";; esac
 
 ## test: every test tier this machine can run
 test: vet unit fuzz infra synth

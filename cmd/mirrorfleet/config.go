@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // Where the CLI finds its fleet, first match wins (README, "Use the CLI from anywhere"):
@@ -45,21 +49,69 @@ func configPath(getenv func(string) string) string {
 }
 
 // loadConfig reads the config file at path; a missing file is an empty config, unless
-// it was named explicitly ($MIRRORFLEET_CONFIG).
+// it was named explicitly ($MIRRORFLEET_CONFIG). The file is TOML, the same file
+// `mirrorfleet run --config` reads (its keys for run are left alone here); the older
+// form of unquoted `key = value` lines is still read.
 func loadConfig(path string, explicit bool) (clientConfig, error) {
 	c := clientConfig{path: path}
 	if path == "" {
 		return c, nil
 	}
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !explicit {
 		return c, nil
 	}
 	if err != nil {
 		return c, fmt.Errorf("config file: %w", err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+	m := map[string]any{}
+	if _, terr := toml.Decode(string(b), &m); terr != nil {
+		if c, err = loadLegacyConfig(path, b); err != nil {
+			return c, err
+		}
+	} else {
+		run := newRunFlags(io.Discard).fs
+		for k, v := range m {
+			s, isString := v.(string)
+			switch {
+			case k == "url" || k == "token" || k == "token_file":
+				if !isString {
+					return c, fmt.Errorf("config file %s: %s must be a string", path, k)
+				}
+				c.set(path, k, s)
+			case run.Lookup(k) != nil:
+			default:
+				return c, fmt.Errorf("config file %s: unknown key %q (want url, token, token_file or one of run's flags)", path, k)
+			}
+		}
+	}
+	if c.token != "" {
+		if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+			return c, fmt.Errorf("config file %s holds the API token and other users can read it (mode %04o): chmod 600 it", path, st.Mode().Perm())
+		}
+	}
+	return c, nil
+}
+
+// set takes one of the client's keys.
+func (c *clientConfig) set(path, k, v string) {
+	switch k {
+	case "url":
+		c.url = v
+	case "token":
+		c.token = v
+	case "token_file":
+		if !filepath.IsAbs(v) {
+			v = filepath.Join(filepath.Dir(path), v)
+		}
+		c.tokenFile = v
+	}
+}
+
+// loadLegacyConfig reads the older form: `key = value` lines, # comments.
+func loadLegacyConfig(path string, b []byte) (clientConfig, error) {
+	c := clientConfig{path: path}
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -70,15 +122,8 @@ func loadConfig(path string, explicit bool) (clientConfig, error) {
 		switch {
 		case !ok:
 			return c, fmt.Errorf("%s:%d: want `key = value`, got %q", path, n, line)
-		case k == "url":
-			c.url = v
-		case k == "token":
-			c.token = v
-		case k == "token_file":
-			if !filepath.IsAbs(v) {
-				v = filepath.Join(filepath.Dir(path), v)
-			}
-			c.tokenFile = v
+		case k == "url" || k == "token" || k == "token_file":
+			c.set(path, k, v)
 		default:
 			return c, fmt.Errorf("%s:%d: unknown key %q (want url, token or token_file)", path, n, k)
 		}

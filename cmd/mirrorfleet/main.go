@@ -11,7 +11,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +61,8 @@ Usage:
                                           it is ok, clone it through its clone URL, read the
                                           serving front's metrics (make smoke)
   mirrorfleet version [-o json]           the version and commit of this binary
+  mirrorfleet config example              a commented config file with every setting of
+                                          run's (mirrorfleet run --config FILE)
 
 Client commands find the fleet through --api, $MIRRORFLEET_URL, the config file
 ($XDG_CONFIG_HOME/mirrorfleet/config: url, token or token_file) or http://127.0.0.1:8080,
@@ -99,6 +103,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = runVersion(args[1:], stdout, stderr)
 	case "restore":
 		err = runRestore(args[1:], stdout, stderr)
+	case "config":
+		err = runConfig(args[1:], stdout, stderr)
 	case "repos", "workers", "ring", "status", "list", "backup", "smoke":
 		err = runClient(args, stdout, stderr)
 	default:
@@ -121,6 +127,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// cliCommand is how to run this binary from the fleet's working directory, as the
+// start-up hint prints it: its name when PATH finds this same binary (make install), else
+// its path, relative when it is under the directory (make run's build/host/mirrorfleet).
+func cliCommand(getwd func() (string, error), executable func() (string, error), lookPath func(string) (string, error)) string {
+	exe, err := executable()
+	if err != nil {
+		return "mirrorfleet"
+	}
+	if onPath, err := lookPath("mirrorfleet"); err == nil {
+		a, errA := os.Stat(onPath)
+		b, errB := os.Stat(exe)
+		if errA == nil && errB == nil && os.SameFile(a, b) {
+			return "mirrorfleet"
+		}
+	}
+	if wd, err := getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, exe); err == nil && !strings.HasPrefix(rel, "..") {
+			if !strings.Contains(rel, "/") {
+				rel = "./" + rel
+			}
+			return rel
+		}
+	}
+	return exe
+}
+
+// runConfig is `mirrorfleet config example`.
+func runConfig(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintln(stderr, "mirrorfleet config example: print a config file for 'mirrorfleet run --config FILE' with every key, commented out at its default")
+		return flag.ErrHelp
+	}
+	if len(args) != 1 || args[0] != "example" {
+		return usageError{"config takes one subcommand: example"}
+	}
+	r := newRunFlags(io.Discard)
+	exampleConfig(stdout, r.fs, runGroups())
+	return nil
 }
 
 // runVersion prints the binary's version and commit (shared/buildinfo).
@@ -154,17 +200,30 @@ type usageError struct{ msg string }
 
 func (u usageError) Error() string { return u.msg }
 
-func runFleet(args []string, stderr io.Writer) error {
+// runFlags are `mirrorfleet run`'s flags, bound to the fleet's configuration.
+type runFlags struct {
+	fs       *flag.FlagSet
+	cfg      fleet.Config
+	config   string
+	logLevel string
+	sf       *serveFlags
+	ff       *feedFlags
+}
+
+func newRunFlags(stderr io.Writer) *runFlags {
+	r := &runFlags{}
 	d := fleet.Defaults()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := fleet.Config{}
+	r.fs = fs
+	cfg := &r.cfg
+	fs.StringVar(&r.config, "config", "", "a TOML `file` of settings, keyed by these flags' names (default $MIRRORFLEET_CONFIG; 'mirrorfleet config example' writes one)")
 	fs.StringVar(&cfg.Data, "data", d.Data, "data directory (store, token, mirrors)")
 	fs.StringVar(&cfg.Listen, "listen", d.Listen, "API listen address")
 	fs.IntVar(&cfg.Workers, "workers", d.Workers, "in-process workers")
 	fs.IntVar(&cfg.Fetchers, "fetchers", d.Fetchers, "concurrent fetches per worker")
 	memoryBudgetFlag(fs, &cfg.MemoryBudget)
-	fs.StringVar(&cfg.Token, "token", "", "API bearer token (default $MIRRORFLEET_TOKEN, else generated into <data>/token)")
+	fs.StringVar(&cfg.Token, "token", "", "API bearer token (default: generated into <data>/token)")
 	fs.BoolVar(&cfg.AllowPrivateHosts, "allow-private-hosts", false, "allow repos on loopback/private addresses (cloud metadata stays blocked)")
 	fs.DurationVar(&cfg.Tick, "tick", d.Tick, "coordinator tick interval")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", d.Heartbeat, "worker heartbeat interval")
@@ -195,12 +254,12 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.List.Dir, "list-dir", "", "where the list repository's clone is kept (default <data>/list)")
 	byteFlag(fs, &cfg.List.MaxBytes, "list-max-bytes", listsync.DefaultMaxBytes, "the list files may hold this many `bytes` in all; a larger list is not applied")
 	fs.IntVar(&cfg.List.MaxURLs, "list-max-urls", listsync.DefaultMaxURLs, "the list may hold this many valid URLs; a longer list is not applied")
-	limitFlags(fs, &cfg)
+	limitFlags(fs, cfg)
 	fs.StringVar(&cfg.CloneBaseURL, "clone-base-url", "", "base of the clone URLs (default http://<listen address>)")
 	hookFlags(fs, &cfg.WebhookSecret, &cfg.WebhookSecretFor)
-	ff := addFeedFlags(fs, &cfg.FeedEvery)
-	sf := addServeFlags(fs, &cfg.Serve)
-	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", os.Getenv(cloud.EnvPackCacheDir), "pack cache directory, on local disk (default <data>/packcache)")
+	r.ff = addFeedFlags(fs, &cfg.FeedEvery)
+	r.sf = addServeFlags(fs, &cfg.Serve)
+	fs.StringVar(&cfg.Serve.PackCache.Dir, "pack-cache-dir", "", "pack cache directory, on local disk (default <data>/packcache)")
 	fs.Func("notify-url", "POST every mirror.updated event as JSON to this http(s) `URL` (repeatable; private addresses allowed, cloud metadata never; docs/events.md)",
 		func(v string) error {
 			if err := events.CheckNotifyURL(urlpolicy.Policy{}, v); err != nil {
@@ -212,45 +271,67 @@ func runFleet(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.Events.NotifySecret, "notify-secret", "", "signs the --notify-url POSTs: X-Mirrorfleet-Signature: sha256=<hex HMAC-SHA256(secret, body)> (default $MIRRORFLEET_NOTIFY_SECRET)")
 	fs.IntVar(&cfg.Events.Backlog, "events-backlog", events.DefaultBacklog, "events kept for GET /v1/events resumes (Last-Event-ID)")
 	fs.IntVar(&cfg.Events.Streams, "event-streams", api.DefaultEventStreams, "open GET /v1/events streams at most; more get 503")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&r.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.Usage = func() {
+		printGrouped(stderr, fs, "Usage: mirrorfleet run [flags]\n\nThe local fleet: coordinator, workers, API, git front and status page in one process.\nEvery flag can also be set as $MIRRORFLEET_<FLAG> (--host-rate: $MIRRORFLEET_HOST_RATE)\nor as a key of the --config file; the command line wins, then the environment, then\nthe file.\n", runGroups(),
+			"\nOn AWS the worker and serving tasks take these settings as the same MIRRORFLEET_*\nvariables, set by the stack (infra/README.md).\n")
+	}
+	return r
+}
+
+// parse reads the command line, then fills what it left unset from the environment and
+// the config file, and checks the result.
+func (r *runFlags) parse(args []string, getenv func(string) string) (fleet.Config, error) {
+	fs, cfg := r.fs, &r.cfg
 	if err := fs.Parse(args); err != nil {
-		return err
+		return fleet.Config{}, err
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("run takes no arguments, got %q", fs.Args())}
+		return fleet.Config{}, usageError{fmt.Sprintf("run takes no arguments, got %q", fs.Args())}
 	}
-	if err := sf.finish(&cfg.Serve); err != nil {
-		return err
+	path := r.config
+	if path == "" {
+		path = getenv("MIRRORFLEET_CONFIG")
 	}
-	secretFromEnv(&cfg.WebhookSecret, "MIRRORFLEET_WEBHOOK_SECRET")
-	secretFromEnv(&cfg.Token, "MIRRORFLEET_TOKEN")
-	feedSources, err := ff.finish()
+	if err := applySettings(fs, path, getenv); err != nil {
+		return fleet.Config{}, usageError{err.Error()}
+	}
+	if err := r.sf.finish(&cfg.Serve); err != nil {
+		return fleet.Config{}, err
+	}
+	feedSources, err := r.ff.finish()
 	if err != nil {
-		return usageError{err.Error()}
+		return fleet.Config{}, usageError{err.Error()}
 	}
 	cfg.Feeds = feedSources
 	if cfg.Warmup == 0 {
 		cfg.Warmup = coordinator.NoWarmup
 	}
 	if cfg.Events.NotifySecret != "" && len(cfg.Events.NotifyURLs) == 0 {
-		return usageError{"--notify-secret needs --notify-url"}
+		return fleet.Config{}, usageError{"notify-secret needs notify-url"}
 	}
-	secretFromEnv(&cfg.Events.NotifySecret, "MIRRORFLEET_NOTIFY_SECRET")
 	if _, ok := priority.ByName(cfg.PriorityPolicy); !ok {
-		return usageError{fmt.Sprintf("--policy %q: want bayes, rate or cbrt", cfg.PriorityPolicy)}
+		return fleet.Config{}, usageError{fmt.Sprintf("--policy %q: want bayes, rate or cbrt", cfg.PriorityPolicy)}
 	}
 	if err := cfg.List.Validate(); err != nil {
-		return usageError{err.Error()}
+		return fleet.Config{}, usageError{err.Error()}
 	}
 	if !cfg.List.Enabled() && (cfg.List.Branch != "" || len(cfg.List.Paths) > 0) {
-		return usageError{"--list-branch and --list-path need --list-repo"}
+		return fleet.Config{}, usageError{"--list-branch and --list-path need --list-repo"}
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError{fmt.Sprintf("--log-level: %v", err)}
+	if err := level.UnmarshalText([]byte(r.logLevel)); err != nil {
+		return fleet.Config{}, usageError{fmt.Sprintf("--log-level: %v", err)}
 	}
-	cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Log = slog.New(slog.NewTextHandler(fs.Output(), &slog.HandlerOptions{Level: level}))
+	return *cfg, nil
+}
 
+func runFleet(args []string, stderr io.Writer) error {
+	cfg, err := newRunFlags(stderr).parse(args, os.Getenv)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	f, err := fleet.Start(ctx, cfg)
@@ -277,7 +358,7 @@ func runFleet(args []string, stderr io.Writer) error {
 	if api := "http://" + f.Addr(); api != defaultAPI {
 		where = "--api " + api + " " + where
 	}
-	fmt.Fprintf(stderr, "Add a repo:  mirrorfleet repos add https://github.com/git/git %s\nStop with Ctrl-C.\n\n", where)
+	fmt.Fprintf(stderr, "Add a repo:  %s repos add https://github.com/git/git %s\nStop with Ctrl-C.\n\n", cliCommand(os.Getwd, os.Executable, exec.LookPath), where)
 	<-ctx.Done()
 	stop()
 	fmt.Fprintln(stderr, "shutting down…")

@@ -110,3 +110,33 @@ func childOf(t *testing.T, pid int) int {
 	}
 	return kids[0]
 }
+
+// TestMakeInstall: `make install` puts the binary in $GOBIN, says where, and says when
+// that directory is not on PATH.
+func TestMakeInstall(t *testing.T) {
+	t.Parallel()
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("make is not installed: `make install` cannot be tried")
+	}
+	goCmd, err := goTool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gobin := filepath.Join(dir, "bin")
+	cmd := exec.Command(mk, "-C", "../..", "install", "GO="+goCmd, "BIN="+filepath.Join(dir, "build", "mirrorfleet"), "GOBIN="+gobin)
+	cmd.Env = append(cleanEnv(), "PATH=/usr/bin:/bin")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	installed := filepath.Join(gobin, "mirrorfleet")
+	if !strings.Contains(string(out), "installed "+installed) || !strings.Contains(string(out), gobin+" is not on your PATH") {
+		t.Errorf("make install does not say where the binary went and that it is not on PATH:\n%s", out)
+	}
+	v, err := exec.Command(installed, "version").Output()
+	if err != nil || !strings.HasPrefix(string(v), "mirrorfleet ") {
+		t.Errorf("the installed binary: %q, %v", v, err)
+	}
+}

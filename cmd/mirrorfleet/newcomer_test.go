@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,9 +44,11 @@ func TestNewcomerCLI(t *testing.T) {
 	p := startFleet(t, "newcomer fleet", data, e2eToken, "--allow-private-hosts")
 	p.waitRing(t, 3)
 	step("fleet started")
-	// The start-up hint works as printed: the fleet is not at the CLI's default address.
-	if hint := "Add a repo:  mirrorfleet repos add https://github.com/git/git --api " + p.base + " --data " + data; !strings.Contains(p.out.String(), hint) {
-		t.Errorf("start-up hint lacks %q:\n%s", hint, p.out.String())
+	// The start-up hint works as printed: this binary is not on PATH, so the hint names
+	// it by its path; the fleet is not at the CLI's default address, so it names that too.
+	hint := regexp.MustCompile(`Add a repo:  (.+)\n`).FindStringSubmatch(p.out.String())
+	if hint == nil || !strings.HasPrefix(hint[1], binary(t)+" repos add https://github.com/git/git --api "+p.base+" --data "+data) {
+		t.Fatalf("start-up hint: %q, want %s repos add … --api %s --data %s", hint, binary(t), p.base, data)
 	}
 
 	out, _ := p.mustCLI(t, "status")
@@ -57,7 +60,15 @@ func TestNewcomerCLI(t *testing.T) {
 		t.Errorf("repos ls of an empty fleet:\n%s", out)
 	}
 
-	p.mustCLI(t, append([]string{"repos", "add", dead}, urls...)...)
+	// The hint, run as printed (with a URL of the test's), adds a repo. This fleet's
+	// token was given with --token, not generated into --data, so the CLI is told it
+	// as its user would.
+	sh := exec.Command("sh", "-c", strings.Replace(hint[1], "https://github.com/git/git", dead, 1))
+	sh.Env = append(cleanEnv(), "MIRRORFLEET_TOKEN="+e2eToken)
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("the hint as printed: %v\n%s", err, out)
+	}
+	p.mustCLI(t, append([]string{"repos", "add"}, urls...)...)
 	var deadRepo api.Repo
 	eventually(t, 30*time.Second, "the repo that never clones is failing", func() string {
 		p.getJSON(t, "/v1/repos/"+strings.ReplaceAll(dead, "/", "%2F"), &deadRepo)
