@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -20,9 +22,11 @@ func TestBackupAndRestore(t *testing.T) {
 	p := startFleet(t, "backup fleet", data, e2eToken, "--warmup", "1h")
 	p.mustCLI(t, "repos", "add", "https://example.com/backup/kept")
 	file := filepath.Join(t.TempDir(), "fleet-backup.db")
-	out, _ := p.mustCLI(t, "backup", file)
-	if !strings.Contains(out, "store copied to "+file) {
-		t.Fatalf("backup:\n%s", out)
+	out, _ := p.mustCLI(t, "backup", file, "--data", data)
+	// backup says how to restore, with a command that works as printed (run below).
+	restoreCmd := regexp.MustCompile(`(?m)^  (\S+ restore --data .+)$`).FindStringSubmatch(out)
+	if !strings.Contains(out, "store copied to "+file) || restoreCmd == nil || !strings.Contains(restoreCmd[1], " restore --data "+data+" "+file) {
+		t.Fatalf("backup does not print the restore command:\n%s", out)
 	}
 	p.mustCLI(t, "repos", "add", "https://example.com/backup/after")
 	if r := p.call(t, http.MethodGet, "/v1/backup", nil, false); r.Status != http.StatusUnauthorized {
@@ -54,7 +58,13 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatal("a refused restore changed the store")
 	}
 
-	code, msg := restore("--data", data, file)
+	sh := exec.Command("sh", "-c", restoreCmd[1])
+	sh.Env = cleanEnv()
+	b, err := sh.CombinedOutput()
+	code, msg := sh.ProcessState.ExitCode(), string(b)
+	if err != nil && code == 0 {
+		t.Fatal(err)
+	}
 	if code != 0 || !strings.Contains(msg, "restored "+file) || !strings.Contains(msg, "mirrorfleet.db.before-restore-") {
 		t.Fatalf("restore: exit %d\n%s", code, msg)
 	}

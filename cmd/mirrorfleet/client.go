@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -34,6 +36,7 @@ type client struct {
 	out    io.Writer
 	errOut io.Writer
 	json   bool
+	data   string // --data: the fleet's data directory, as the user named it
 }
 
 // command is one client command: its words, its own flags and what it does.
@@ -75,12 +78,14 @@ func commands(f *clientFlags) []command {
 			run: func(c *client, ctx context.Context, _ []string) error { return c.list(ctx, f.state, f.host, f.limit) }},
 		{name: "repos show", args: "ID|URL", help: "one repo: state, last error, mirror path, clone URL, next poll", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error { return c.show(ctx, a[0]) }},
-		{name: "repos rm", args: "ID|URL [-y]", help: "stop mirroring a repo and delete its mirror (no undo; asks first)", nargs: one,
+		{name: "repos rm", args: "ID|URL... | --file F [-y]", help: "stop mirroring repos and delete their mirrors (no undo; asks first)",
 			flags: func(fs *flag.FlagSet) {
+				fs.StringVar(&f.file, "file", "", "read ids or URLs from this file (one per line, # comments): undoes a repos add --file")
 				fs.BoolVar(&f.yes, "y", false, "delete without asking (needed when stdin is not a terminal)")
 				fs.BoolVar(&f.yes, "yes", false, "same as -y")
 			},
-			run: func(c *client, ctx context.Context, a []string) error { return c.remove(ctx, a[0], f.yes) }},
+			nargs: func(int) bool { return true },
+			run:   func(c *client, ctx context.Context, a []string) error { return c.removeAll(ctx, a, f.file, f.yes) }},
 		{name: "repos sync", args: "ID|URL", help: "fetch a repo now", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error {
 				return c.request(ctx, http.MethodPost, a[0], "/sync", "sync requested for %s (%s)\n")
@@ -195,12 +200,15 @@ func runClient(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	c := &client{in: os.Stdin, inTTY: isTerminal(os.Stdin), base: base, token: tok, http: &http.Client{Timeout: 60 * time.Second},
-		out: stdout, errOut: stderr, json: *output == "json"}
+		out: stdout, errOut: stderr, json: *output == "json", data: *data}
 	return cmd.run(c, context.Background(), words)
 }
 
 // refusedError is an error the server answered; in JSON mode its body has been printed.
-type refusedError struct{ msg string }
+type refusedError struct {
+	msg    string
+	status int // the API's HTTP status, when it answered
+}
 
 func (e refusedError) Error() string { return e.msg }
 
@@ -246,7 +254,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
 			msg += "; pass --token, set MIRRORFLEET_TOKEN, point --data at the fleet's data directory or set token_file in the config file"
 		}
-		return refusedError{msg}
+		return refusedError{msg: msg, status: resp.StatusCode}
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("decode response of %s %s: %w", method, path, err)
@@ -312,9 +320,9 @@ func (c *client) backup(ctx context.Context, file string) error {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		var e api.ErrorBody
 		if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Message != "" {
-			return refusedError{fmt.Sprintf("backup: %s (%s)", e.Error.Message, resp.Status)}
+			return refusedError{msg: fmt.Sprintf("backup: %s (%s)", e.Error.Message, resp.Status)}
 		}
-		return refusedError{"backup: " + resp.Status}
+		return refusedError{msg: "backup: " + resp.Status}
 	}
 	tmp := file + ".partial"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
@@ -341,7 +349,9 @@ func (c *client) backup(ctx context.Context, file string) error {
 	if c.json {
 		return c.printJSON(map[string]any{"file": file, "bytes": n})
 	}
-	fmt.Fprintf(c.out, "store copied to %s (%d bytes); restore: stop the fleet, copy it to <data>/mirrorfleet.db, start\n", file, n)
+	abs, _ := filepath.Abs(file)
+	fmt.Fprintf(c.out, "store copied to %s (%d bytes)\nTo restore it, stop the fleet, then run:\n  %s restore --data %s %s\n",
+		file, n, cliCommand(os.Getwd, os.Executable, exec.LookPath), shellQuote(c.data), shellQuote(cmp.Or(abs, file)))
 	return nil
 }
 
@@ -360,7 +370,7 @@ func (c *client) remove(ctx context.Context, idOrURL string, yes bool) error {
 		fmt.Fprintf(c.errOut, "Delete %s (%s) and its mirror? There is no undo. [y/N] ", repo.ID, repo.URL)
 		answer, _ := bufio.NewReader(c.in).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			return refusedError{"not deleted"}
+			return refusedError{msg: "not deleted"}
 		}
 	}
 	var out api.Accepted
@@ -374,28 +384,148 @@ func (c *client) remove(ctx context.Context, idOrURL string, yes bool) error {
 	return nil
 }
 
+// withFileLines is args followed by file's lines (one id or URL a line, # comments), and
+// where each came from: "file:line", or "" for an argument.
+func withFileLines(args []string, file string) (items, where []string, err error) {
+	items, where = slices.Clone(args), make([]string, len(args))
+	if file == "" {
+		return items, where, nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--file: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line != "" && !strings.HasPrefix(line, "#") {
+			items = append(items, line)
+			where = append(where, fmt.Sprintf("%s:%d", file, n))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("--file: %w", err)
+	}
+	return items, where, nil
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == ':' || r == '+' || r == '=' || r == ',' ||
+			('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9'))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// plural is "1 URL", "2 URLs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// removeAll deletes the repos named by args and file's lines, once confirmed (-y, or a
+// person answering "y" for all of them at once). One repo is shown before it goes; many
+// are counted, and each that cannot be deleted (unknown, refused) is reported while the
+// others go on.
+func (c *client) removeAll(ctx context.Context, args []string, file string, yes bool) error {
+	items, where, err := withFileLines(args, file)
+	if err != nil {
+		return err
+	}
+	switch len(items) {
+	case 0:
+		return usageError{"repos rm needs ids or URLs, or --file"}
+	case 1:
+		return c.remove(ctx, items[0], yes)
+	}
+	if !yes {
+		if !c.inTTY {
+			return usageError{fmt.Sprintf("repos rm deletes %d repos and their mirrors, with no undo: pass -y to confirm (stdin is not a terminal to ask on)", len(items))}
+		}
+		for _, it := range items[:min(len(items), 5)] {
+			fmt.Fprintf(c.errOut, "  %s\n", it)
+		}
+		if len(items) > 5 {
+			fmt.Fprintf(c.errOut, "  … and %d more\n", len(items)-5)
+		}
+		fmt.Fprintf(c.errOut, "Delete these %d repos and their mirrors? There is no undo. [y/N] ", len(items))
+		answer, _ := bufio.NewReader(c.in).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return refusedError{msg: "not deleted"}
+		}
+	}
+	type result struct {
+		Item   string `json:"item"`
+		ID     string `json:"id,omitempty"`
+		Status string `json:"status"`
+		Error  string `json:"error,omitempty"`
+	}
+	tty := isTerminal(c.errOut)
+	quiet := *c // one JSON document at the end, not one per refusal
+	quiet.json = false
+	var results []result
+	failed := 0
+	for i, it := range items {
+		var out api.Accepted
+		r := result{Item: it, Status: "deleting"}
+		if err := quiet.do(ctx, http.MethodDelete, repoPath(it), nil, &out); err != nil {
+			var re refusedError
+			// Unreachable, or not allowed: the rest would fail alike.
+			if !errors.As(err, &re) || re.status == http.StatusUnauthorized || re.status == http.StatusForbidden {
+				return fmt.Errorf("after %d of %d: %w", i, len(items), err)
+			}
+			r.Status, r.Error = "refused", re.msg
+			if where[i] != "" {
+				r.Error = where[i] + ": " + r.Error
+			}
+			failed++
+		}
+		r.ID = out.ID
+		results = append(results, r)
+		if len(items) > bulkChunk && (i+1)%100 == 0 {
+			progress := fmt.Sprintf("deleted %d/%d (%d refused)", i+1, len(items), failed)
+			if tty {
+				fmt.Fprint(c.errOut, "\r"+progress)
+			} else {
+				fmt.Fprintln(c.errOut, progress)
+			}
+		}
+	}
+	if len(items) > bulkChunk && tty {
+		fmt.Fprintln(c.errOut)
+	}
+	if failed > 0 {
+		err = refusedError{msg: plural(failed, "repo") + " not deleted"}
+	}
+	if c.json {
+		return errors.Join(c.printJSON(results), err)
+	}
+	var rows [][]string
+	for _, r := range results {
+		if len(results) <= 50 || r.Error != "" {
+			rows = append(rows, []string{r.Status, r.ID, r.Item, r.Error})
+		}
+	}
+	if err := c.table("STATUS\tID\tREPO\tERROR", rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "%d deleting (records and mirrors go within seconds), %d not deleted\n", len(items)-failed, failed)
+	return err
+}
+
 func (c *client) add(ctx context.Context, urls []string, file string) error {
 	// where says where each URL came from: "file:line" for --file, so a refused line
 	// can be found and fixed; "" for an argument.
-	where := make([]string, len(urls))
-	if file != "" {
-		f, err := os.Open(file)
-		if err != nil {
-			return fmt.Errorf("--file: %w", err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for n := 1; sc.Scan(); n++ {
-			line := strings.TrimSpace(sc.Text())
-			if line != "" && !strings.HasPrefix(line, "#") {
-				urls = append(urls, line)
-				where = append(where, fmt.Sprintf("%s:%d", file, n))
-			}
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("--file: %w", err)
-		}
+	urls, where, err := withFileLines(urls, file)
+	if err != nil {
+		return err
 	}
 	if len(urls) == 0 {
 		return usageError{"repos add needs URLs or --file"}
@@ -424,9 +554,8 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 	if len(urls) > bulkChunk && tty {
 		fmt.Fprintln(c.errOut)
 	}
-	var err error
 	if all.Errors > 0 {
-		err = refusedError{fmt.Sprintf("%d URLs refused", all.Errors)}
+		err = refusedError{msg: plural(all.Errors, "URL") + " refused"}
 	}
 	if c.json {
 		return errors.Join(c.printJSON(all), err)

@@ -598,7 +598,7 @@ func TestE2EDefaultPolicyAndBulkAdd(t *testing.T) {
 		e.Error.Reason != "private_host" || !strings.Contains(e.Error.Message, "--allow-private-hosts") {
 		t.Fatalf("a 127.0.0.1 repo without --allow-private-hosts: %d %s", r.Status, r.Body)
 	}
-	if _, errOut, code := p.cli(t, "repos", "add", up.URL()); code != 1 || !strings.Contains(errOut, "1 URLs refused") {
+	if _, errOut, code := p.cli(t, "repos", "add", up.URL()); code != 1 || !strings.Contains(errOut, "1 URL refused") {
 		t.Fatalf("repos add of a 127.0.0.1 repo: exit %d\n%s", code, errOut)
 	}
 	if n := len(p.repos(t)); n != 0 {

@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -183,6 +187,27 @@ func TestNewcomerCLI(t *testing.T) {
 	}
 	if _, _, code := p.cli(t, "repos", "add", "--state", "ok", urls[0]); code != 2 {
 		t.Errorf("repos add --state: exit %d, want 2 (not a flag of repos add)", code)
+	}
+	// A bulk add undone: repos rm takes the same --file, and many ids or URLs.
+	undo := filepath.Join(t.TempDir(), "undo.txt")
+	if err := os.WriteFile(undo, []byte("# added by mistake\nhttps://example.com/undo/a\nhttps://example.com/undo/b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.mustCLI(t, "repos", "add", "--file", undo, "https://example.com/undo/c")
+	if _, errOut, code := p.cli(t, "repos", "rm", "--file", undo, "https://example.com/undo/c"); code != 2 || !strings.Contains(errOut, "deletes 3 repos") {
+		t.Errorf("repos rm of many without -y off a terminal: exit %d\n%s", code, errOut)
+	}
+	out, _, code = p.cli(t, "repos", "rm", "-y", "--file", undo, "https://example.com/undo/c", "https://example.com/undo/never-added")
+	if code != 1 || !strings.Contains(out, "3 deleting") || !strings.Contains(out, "1 not deleted") || !strings.Contains(out, "never-added") {
+		t.Errorf("repos rm --file and URLs: exit %d\n%s", code, out)
+	}
+	for _, u := range []string{"a", "b", "c"} {
+		eventually(t, 10*time.Second, "undo/"+u+" deleted", func() string {
+			if r := p.call(t, http.MethodGet, "/v1/repos/"+url.PathEscape("https://example.com/undo/"+u), nil, false); r.Status != http.StatusNotFound {
+				return fmt.Sprint(r.Status)
+			}
+			return ""
+		})
 	}
 	step("CLI checked")
 

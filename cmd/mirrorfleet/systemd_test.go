@@ -61,6 +61,14 @@ func TestSystemdUnitStartsTheFleet(t *testing.T) {
 		s = strings.ReplaceAll(s, "/var/lib/mirrorfleet", root)
 		return strings.ReplaceAll(s, "127.0.0.1:8080", "127.0.0.1:0")
 	}
+	// What a site must change is marked where it is: the comment just above ExecStart
+	// names the example host it uses.
+	unit, _ := os.ReadFile(filepath.Join("..", "..", "docs", "systemd", "mirrorfleet.service"))
+	before, _, _ := strings.Cut(string(unit), "\nExecStart=")
+	if i := strings.LastIndex(before, "# EDIT:"); i < 0 || strings.Contains(before[i:], "\n\n") || !strings.Contains(before[i:], "mirrors.example.org") ||
+		!strings.Contains(svc["ExecStart"][0], "mirrors.example.org") {
+		t.Error("the unit does not mark, just above ExecStart, the public name a site must edit")
+	}
 	argv := strings.Fields(swap(svc["ExecStart"][0]))
 	if argv[0] != "/usr/local/bin/mirrorfleet" || argv[1] != "run" {
 		t.Fatalf("ExecStart runs %q, want /usr/local/bin/mirrorfleet run", argv[:2])

@@ -100,6 +100,11 @@ func (p Policy) normalize(raw string) (string, *Error) {
 	if !utf8.ValidString(s) {
 		return "", refuse(ReasonMalformed, "is not valid UTF-8")
 	}
+	// Words with no scheme ("not a url") are no URL at all: say that, not which
+	// character is wrong.
+	if !strings.Contains(s, "://") && strings.ContainsFunc(s, unicode.IsSpace) {
+		return "", refuse(ReasonMalformed, "is not an http(s) URL; use a full URL such as https://host/owner/repo")
+	}
 	for _, r := range s {
 		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return "", refuse(ReasonMalformed, "contains the whitespace, control or invisible character %U; percent-encode it or remove it", r)

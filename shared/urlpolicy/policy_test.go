@@ -208,6 +208,20 @@ func TestNormalizeRefused(t *testing.T) {
 	})
 }
 
+// Words are refused as no URL, a URL with a space as a URL with a bad character.
+func TestNotAURLSaysSo(t *testing.T) {
+	for in, want := range map[string]string{
+		"not a url":              "is not an http(s) URL",
+		"my repo":                "is not an http(s) URL",
+		"https://github.com/a b": "contains the whitespace",
+	} {
+		_, err := strict.Normalize(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", in, err, want)
+		}
+	}
+}
+
 func TestSSH(t *testing.T) {
 	runNormalize(t, withSSH, []normCase{
 		{in: "ssh://git@github.com/a/b", want: "ssh://git@github.com/a/b"},
