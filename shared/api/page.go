@@ -28,7 +28,9 @@ const (
 	defaultPageLimit = 50
 	maxPageLimit     = 500
 	maxSearch        = 200
-	// failuresShown is how many failing repos the failures panel lists.
+	// failuresRead is how many failing and gone repos the failures panel groups at
+	// most (within the scan budget); failuresShown how many of one group it lists.
+	failuresRead  = 5000
 	failuresShown = 20
 )
 
@@ -136,13 +138,69 @@ type pageData struct {
 	Ring        pageRing
 	Failing     int // repos failing
 	Gone        int // repos whose upstream answers "not found"
-	Failures    []pageRepo
-	Repos       []pageRepo
-	NextPage    string // link to the next page of the search, "" on the last
-	FirstPage   string // link to the first page, "" on it
-	Stalest     []pageRepo
-	List        ListStatus
-	ListError   string
+	// Failures are the failing and gone repos read, grouped by host, state and error
+	// kind, the largest group first; FailuresRead is how many repos they hold.
+	Failures     []failureGroup
+	FailuresRead int
+	Repos        []pageRepo
+	NextPage     string // link to the next page of the search, "" on the last
+	FirstPage    string // link to the first page, "" on it
+	Stalest      []pageRepo
+	List         ListStatus
+	ListError    string
+}
+
+// failureGroup is the failures of one kind on one host: hundreds of repos failing
+// alike are one row, expandable to the first of them.
+type failureGroup struct {
+	Host    string
+	State   store.RepoState
+	Kind    string // the error's kind ("timeout", "auth", ...), "" when it has none
+	Count   int
+	Example string     // one repo's error message
+	Repos   []pageRepo // the first failuresShown of them
+	Search  string     // the status page's search for all of them
+	ID      string     // element id of its repo table
+}
+
+// groupFailures groups failing and gone repos by host, state and error kind.
+func groupFailures(rs []pageRepo) []failureGroup {
+	type key struct {
+		host, kind string
+		state      store.RepoState
+	}
+	idx := map[key]int{}
+	var out []failureGroup
+	for _, r := range rs {
+		k := key{hostOf(r.URL), r.ErrKind, r.State}
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, failureGroup{Host: k.host, State: k.state, Kind: k.kind, Example: r.ErrText,
+				Search: pageQuery{Q: k.host, State: k.state, Limit: defaultPageLimit}.link("")})
+		}
+		g := &out[i]
+		g.Count++
+		if len(g.Repos) < failuresShown {
+			g.Repos = append(g.Repos, r)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b failureGroup) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Host, b.Host), cmp.Compare(a.Kind, b.Kind))
+	})
+	for i := range out {
+		out[i].ID = "failures-" + strconv.Itoa(i+1)
+	}
+	return out
+}
+
+// hostOf is the host (and port) of a repo URL, or the URL itself when it has none.
+func hostOf(u string) string {
+	if p, err := url.Parse(u); err == nil && p.Host != "" {
+		return p.Host
+	}
+	return u
 }
 
 // repoTable is one table of repos and its element id.
@@ -278,16 +336,19 @@ func (s *server) pageData(r *http.Request, d *pageData) error {
 		d.Stalest = append(d.Stalest, s.pageRepo(rp, d.Now, sc))
 	}
 	// The failing and gone repos (an upstream that answers "not found" is as much a
-	// failure to an operator), found within the scan budget; the search lists them all.
+	// failure to an operator), found within the scan budget and grouped; the search
+	// lists them all.
 	d.Failing, d.Gone = counts[store.RepoFailing], counts[store.RepoGone]
 	if d.Failing+d.Gone > 0 {
-		fails, _, err := s.listMatching(ctx, "", failuresShown, func(r store.Repo) bool { return isFailure(r.State) })
+		fails, _, err := s.listMatching(ctx, "", failuresRead, func(r store.Repo) bool { return isFailure(r.State) })
 		if err != nil {
 			return fmt.Errorf("list failing repos: %w", err)
 		}
+		rows := make([]pageRepo, 0, len(fails))
 		for _, rp := range fails {
-			d.Failures = append(d.Failures, s.pageRepo(rp, d.Now, sc))
+			rows = append(rows, s.pageRepo(rp, d.Now, sc))
 		}
+		d.Failures, d.FailuresRead = groupFailures(rows), len(fails)
 	}
 
 	q := d.Query

@@ -179,6 +179,17 @@ func TestPageSearchAndPages(t *testing.T) {
 // newBrowser starts headless Chromium, with or without JavaScript, and returns a tab.
 func newBrowser(t *testing.T, javascript bool) context.Context {
 	t.Helper()
+	return browser(t, javascript, 1280, 1200)
+}
+
+// newBrowserSized is a tab with JavaScript in a window of w×h pixels.
+func newBrowserSized(t *testing.T, w, h int) context.Context {
+	t.Helper()
+	return browser(t, true, w, h)
+}
+
+func browser(t *testing.T, javascript bool, w, h int) context.Context {
+	t.Helper()
 	bin := findChromium()
 	if bin == "" {
 		t.Skip("chromium not installed: apt-get install chromium")
@@ -186,7 +197,7 @@ func newBrowser(t *testing.T, javascript bool) context.Context {
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 1200),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(w, h),
 	}
 	if !javascript {
 		opts = append(opts, chromedp.Flag("blink-settings", "scriptEnabled=false"))
@@ -234,7 +245,7 @@ func TestStatusPageSearchInBrowser(t *testing.T) {
 			if w := text("#workers tbody"); !strings.Contains(w, "w-charlie") || !strings.Contains(w, "10m 0s ago") {
 				t.Errorf("workers:\n%s", w)
 			}
-			if f := text("#failures tbody"); !strings.Contains(f, "timeout") || !strings.Contains(f, "no answer in 60s") ||
+			if f := text("#failures"); !strings.Contains(f, "timeout") || !strings.Contains(f, "no answer in 60s") ||
 				!strings.Contains(f, "<script>window.pwned=1</script>") {
 				t.Errorf("failures table lacks the errors, shown as text:\n%s", f)
 			}

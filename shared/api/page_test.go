@@ -119,7 +119,7 @@ func TestStatusPage(t *testing.T) {
 	if fi, st, wi, ri := strings.Index(order, "failures-card"), strings.Index(order, "stalest-card"), strings.Index(order, "workers-card"), strings.Index(order, "ring-card"); fi < 0 || st < fi || wi < st || ri < wi {
 		t.Errorf("sections in order %q; want failures, stalest, then workers and ring", order)
 	}
-	failures := text("#failures tbody")
+	failures := text("#failures")
 	if !strings.Contains(failures, "gone") || !strings.Contains(failures, "failing") {
 		t.Errorf("the failures table lacks the gone or the failing repo:\n%s", failures)
 	}
