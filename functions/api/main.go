@@ -44,7 +44,7 @@ func main() {
 	}
 	var hookSecrets HookSecrets
 	if cfg.WebhookSecretARN != "" {
-		cache := secrets.New(secretsmanager.NewFromConfig(awsCfg), cfg.WebhookSecretARN, secrets.DefaultTTL, clock.Real{})
+		cache := secrets.New(secretsmanager.NewFromConfig(awsCfg), cfg.WebhookSecretARN, cfg.WebhookSecretTTL, clock.Real{})
 		hookSecrets = func(ctx context.Context) (api.HookSecrets, error) {
 			v, err := cache.Get(ctx)
 			if err != nil {

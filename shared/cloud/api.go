@@ -7,10 +7,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
+	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
 )
 
 // EnvAPIBasePath is a path prefix API Gateway puts before the API's own paths (a named
@@ -27,6 +29,10 @@ const EnvCloneBaseURL = deployenv.CloneBaseURL
 // EnvWebhookSecretARN names the Secrets Manager secret of the forges' webhooks
 // (ParseHookSecrets reads its value).
 const EnvWebhookSecretARN = deployenv.WebhookSecretARN
+
+// EnvWebhookSecretTTL is how long a value read of that secret is used before it is read
+// again (secrets.DefaultTTL when unset).
+const EnvWebhookSecretTTL = deployenv.WebhookSecretTTL
 
 // APIConfig is the API Lambda's configuration.
 type APIConfig struct {
@@ -46,6 +52,9 @@ type APIConfig struct {
 	// WebhookSecretARN is the ARN (or name) of the secret of the forges' webhooks at
 	// /v1/hooks/{forge}; "" leaves the hooks off (403).
 	WebhookSecretARN string
+	// WebhookSecretTTL is how long a value read of the secret is used before it is read
+	// again: a rotated secret is in use within it.
+	WebhookSecretTTL time.Duration
 }
 
 // APIConfigFromEnv reads and validates the API's environment.
@@ -63,6 +72,7 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		CloneBaseURL:      strings.TrimRight(e.raw(EnvCloneBaseURL), "/"),
 		LogLevel:          e.logLevel(),
 		WebhookSecretARN:  e.raw(EnvWebhookSecretARN),
+		WebhookSecretTTL:  e.duration(EnvWebhookSecretTTL, secrets.DefaultTTL),
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")

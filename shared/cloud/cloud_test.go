@@ -13,6 +13,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
 )
 
 func getter(vars map[string]string) func(string) string {
@@ -180,6 +181,18 @@ func TestAPIConfig(t *testing.T) {
 			t.Errorf("clone base URL %q accepted (%v)", bad, err)
 		}
 	}
+	// The webhook secret's cache time: the documented default, a duration, nothing else.
+	if c.WebhookSecretTTL != secrets.DefaultTTL || secrets.DefaultTTL != 5*time.Minute {
+		t.Errorf("webhook secret TTL %s by default, want 5m", c.WebhookSecretTTL)
+	}
+	if c, err := apiConfigFrom(getter(map[string]string{EnvTable: "t", EnvWebhookSecretTTL: "30s"})); err != nil || c.WebhookSecretTTL != 30*time.Second {
+		t.Errorf("webhook secret TTL 30s: %s, %v", c.WebhookSecretTTL, err)
+	}
+	for _, bad := range []string{"5", "0s", "-1m"} {
+		if _, err := apiConfigFrom(getter(map[string]string{EnvTable: "t", EnvWebhookSecretTTL: bad})); err == nil || !strings.Contains(err.Error(), EnvWebhookSecretTTL) {
+			t.Errorf("webhook secret TTL %q accepted (%v)", bad, err)
+		}
+	}
 }
 
 // setEnv puts a deployment's environment into the process's, as Lambda and ECS do.
@@ -220,10 +233,10 @@ func TestDeployEnvRoundTrip(t *testing.T) {
 	}
 	t.Run("api", func(t *testing.T) {
 		setEnv(t, deployenv.API{Common: deployenv.Common{Table: "t12"}, PublicReads: true,
-			CloneBaseURL: "http://mf-123.us-east-1.elb.amazonaws.com", List: list}.Env())
+			CloneBaseURL: "http://mf-123.us-east-1.elb.amazonaws.com", List: list, WebhookSecretTTL: 90 * time.Second}.Env())
 		got, err := APIConfigFromEnv()
 		if err != nil || got.Table != "t12" || !got.PublicReads || got.CloneBaseURL != "http://mf-123.us-east-1.elb.amazonaws.com" ||
-			got.List.Repo != list.Repo {
+			got.List.Repo != list.Repo || got.WebhookSecretTTL != 90*time.Second {
 			t.Errorf("read back %+v, %v", got, err)
 		}
 	})

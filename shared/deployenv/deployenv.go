@@ -54,6 +54,9 @@ const (
 	// WebhookSecretARN names the Secrets Manager secret holding the forges' webhook
 	// secret(s), read at cold start; never the value itself. Empty: hooks answer 403.
 	WebhookSecretARN = "MIRRORFLEET_WEBHOOK_SECRET_ARN"
+	// WebhookSecretTTL is how long the API uses a value it read of that secret before
+	// reading it again: a rotated secret is in use within it. Go duration; default 5m.
+	WebhookSecretTTL = "MIRRORFLEET_WEBHOOK_SECRET_TTL"
 )
 
 // Variables of the worker.
@@ -223,6 +226,8 @@ type API struct {
 	List List
 	// WebhookSecretARN is the secret of the webhooks (its ARN); "" = hooks off.
 	WebhookSecretARN string
+	// WebhookSecretTTL is how long a value read of it is used; 0 = the default.
+	WebhookSecretTTL time.Duration
 }
 
 // Env is the API's environment.
@@ -231,6 +236,7 @@ func (a API) Env() map[string]string {
 	m[PublicReads] = strconv.FormatBool(a.PublicReads)
 	set(m, CloneBaseURL, a.CloneBaseURL)
 	set(m, WebhookSecretARN, a.WebhookSecretARN)
+	set(m, WebhookSecretTTL, dur(a.WebhookSecretTTL))
 	a.List.env(m)
 	return m
 }
