@@ -171,6 +171,11 @@ func TestRunIntoLayout(t *testing.T) {
 	if cf.Architecture != "arm64" || cf.Config.Labels["org.opencontainers.image.revision"] != "r1" {
 		t.Errorf("built from the wrong base or without labels: %+v", cf)
 	}
+	// The labels name the base it was built on: by digest; not by the default -base's
+	// name, which it was not pulled from.
+	if l := cf.Config.Labels; l["org.opencontainers.image.base.digest"] != mustDigest(t, arm).String() || l["org.opencontainers.image.base.name"] != "" {
+		t.Errorf("base labels %v, want the arm64 base's digest %s and no name", l, mustDigest(t, arm))
+	}
 	armLayers, _ := arm.Layers()
 	layers, _ := img.Layers()
 	if len(layers) != len(armLayers)+1 || mustDigest(t, layers[0]) != mustDigest(t, armLayers[0]) {

@@ -98,8 +98,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("pull base %s: %w", *base, err)
 		}
 	}
+	baseDigest, err := baseImg.Digest()
+	if err != nil {
+		return fmt.Errorf("base: %w", err)
+	}
 	labels := map[string]string{"org.opencontainers.image.source": "https://github.com/mirrorfleet/mirrorfleet",
-		"org.opencontainers.image.base.name": *base}
+		"org.opencontainers.image.base.digest": baseDigest.String()}
+	if *baseLayout == "" {
+		// A base read from a layout has no registry name: -base was not used.
+		labels["org.opencontainers.image.base.name"] = *base
+	}
 	if *revision != "" {
 		labels["org.opencontainers.image.revision"] = *revision
 	}
