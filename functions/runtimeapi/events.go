@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -46,8 +47,9 @@ var Operator = &IAMIdentity{AccessKey: "ASIA2ZJZYVUEREEIHAKY", AccountID: "12345
 	UserID: "AROA7ZJZYVRE7C3DUXHH6:operator"}
 
 // HTTPEvent is an API Gateway HTTP API event, payload format 2.0, for method and path
-// with a JSON body ("" for none); with id, the request was signed and API Gateway
-// verified it (IAM authorization), without, it was not.
+// (with a query string after "?", if any) with a JSON body ("" for none); with id, the
+// request was signed and API Gateway verified it (IAM authorization), without, it was
+// not.
 func HTTPEvent(method, path, body string, id *IAMIdentity) []byte {
 	return HTTPEventWith(method, path, body, nil, id)
 }
@@ -55,6 +57,7 @@ func HTTPEvent(method, path, body string, id *IAMIdentity) []byte {
 // HTTPEventWith is HTTPEvent with more request headers (lower-case names, as API
 // Gateway sends them), e.g. a forge's webhook signature.
 func HTTPEventWith(method, path, body string, headers map[string]string, id *IAMIdentity) []byte {
+	path, query, _ := strings.Cut(path, "?")
 	rc := map[string]any{
 		"accountId": "123456789012", "apiId": "abc123", "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
 		"domainPrefix": "abc123", "requestId": "JKJaXmPLvHcESHA=", "routeKey": "$default", "stage": "$default",
@@ -71,9 +74,17 @@ func HTTPEventWith(method, path, body string, headers map[string]string, id *IAM
 		hdr[strings.ToLower(k)] = v
 	}
 	ev := map[string]any{
-		"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+		"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
 		"headers":        hdr,
 		"requestContext": rc, "isBase64Encoded": false,
+	}
+	if q, err := url.ParseQuery(query); err == nil && len(q) > 0 {
+		// API Gateway joins repeated parameters with commas.
+		params := map[string]string{}
+		for k, vs := range q {
+			params[k] = strings.Join(vs, ",")
+		}
+		ev["queryStringParameters"] = params
 	}
 	if body != "" {
 		ev["body"] = body

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/events"
 )
 
 var (
@@ -93,5 +95,25 @@ func TestInitFailure(t *testing.T) {
 	_, err = f.Invoke(ctx, []byte(`{}`))
 	if err == nil || !strings.Contains(err.Error(), "MIRRORFLEET_TABLE is not set") || !strings.Contains(err.Error(), "exited") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// An HTTP API event for a path with a query string carries it as API Gateway does: the
+// path alone in rawPath and requestContext.http.path, the query in rawQueryString and,
+// decoded, in queryStringParameters (repeated names joined by commas).
+func TestHTTPEventQuery(t *testing.T) {
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(HTTPEvent("GET", "/v1/repos?limit=2&cursor=a%2Bb&state=ok&state=gone", "", Operator), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.RawPath != "/v1/repos" || ev.RequestContext.HTTP.Path != "/v1/repos" || ev.RawQueryString != "limit=2&cursor=a%2Bb&state=ok&state=gone" {
+		t.Errorf("path %q / %q, query %q", ev.RawPath, ev.RequestContext.HTTP.Path, ev.RawQueryString)
+	}
+	if q := ev.QueryStringParameters; q["limit"] != "2" || q["cursor"] != "a+b" || q["state"] != "ok,gone" {
+		t.Errorf("queryStringParameters %v", q)
+	}
+	var plain events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(HTTPEvent("GET", "/v1/status", "", nil), &plain); err != nil || plain.RawQueryString != "" || plain.QueryStringParameters != nil {
+		t.Errorf("no query: %q %v (%v)", plain.RawQueryString, plain.QueryStringParameters, err)
 	}
 }
