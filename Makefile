@@ -32,10 +32,11 @@ install:
 	  *) echo "$$dest is not on your PATH; add it: export PATH=\"$$dest:\$$PATH\"";; esac
 
 ## test: every test tier this machine can run
-test: vet unit fuzz infra synth
+test: vet unit fuzz infra synth localstack-test
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags integration ./localstack/
 
 # The CDK app is tested without -race: the race build of the CDK bindings alone takes
 # minutes, and jsii's own code is not what the race detector is for here.
@@ -125,9 +126,11 @@ build:
 	$(LAMBDA_FLAGS) $(GO) build -trimpath -ldflags='-s -w $(VERSION_FLAG)' -o build/mirrorfleet ./cmd/mirrorfleet
 	@ls -l build/*.zip build/mirrorfleet
 
-## localstack-test: the LocalStack tier (needs Docker and LOCALSTACK_AUTH_TOKEN; says so when absent)
+## localstack-test: the integration tier: the real binaries against one AWS emulator (3-5 min) —
+## LocalStack with a Docker engine and LOCALSTACK_AUTH_TOKEN, else moto's server (python3's,
+## else installed into .cache/moto) with DynamoDB Local; fails, never skips, without one
 localstack-test:
-	bash localstack/run.sh
+	GO=$(GO) bash localstack/run.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -21,6 +21,8 @@ pkg="amplify-dynamodb-simulator@2.9.30" # ships DynamoDB Local 1.25.1
 state="${DYNAMODB_LOCAL_STATE:-$cache/run}"
 
 log() { echo "dynamodb-local: $*" >&2; }
+# shellcheck source=scripts/service-lib.sh
+. "$root/scripts/service-lib.sh"
 
 install() {
 	local jar
@@ -46,19 +48,6 @@ install() {
 	tar -xzf "$tmp"/*.tgz -C "$cache/pkg" --strip-components=1
 	rm -rf "$tmp"
 	find "$cache/pkg" -name DynamoDBLocal.jar -print -quit
-}
-
-free_port() {
-	local port
-	for _ in $(seq 50); do
-		port=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-			echo "$port"
-			return
-		fi
-	done
-	log "no free port found"
-	exit 1
 }
 
 answers() { # DynamoDB Local answers ListTables on $1
@@ -109,22 +98,7 @@ start() {
 	exit 1
 }
 
-stop() {
-	local pid
-	if [[ ! -s "$state/pid" ]]; then
-		rm -f "$state/endpoint"
-		return
-	fi
-	pid=$(cat "$state/pid")
-	if kill "$pid" 2>/dev/null; then
-		for _ in $(seq 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.2
-		done
-		kill -9 "$pid" 2>/dev/null || true
-	fi
-	rm -f "$state/pid" "$state/endpoint"
-}
+stop() { stop_service; }
 
 case "${1:-}" in
 start) start ;;
