@@ -252,6 +252,19 @@ func TestDeployEnvRoundTrip(t *testing.T) {
 			t.Errorf("read back %+v, %v", got, err)
 		}
 	})
+	// EFS as the stack deploys it: elastic, no quota: the disk guard has no total.
+	t.Run("worker on EFS", func(t *testing.T) {
+		setEnv(t, deployenv.Worker{Common: deployenv.Common{Table: "t12"}, MirrorRoot: "/mnt/mirrors",
+			DiskUsage: deployenv.DiskUsageElastic}.Env())
+		t.Setenv(EnvWorkerID, "w-1")
+		got, err := WorkerConfigFromEnv(t.Context())
+		if err != nil || !got.DiskElastic || got.DiskStatfs || got.DiskQuota != 0 {
+			t.Fatalf("read back %+v, %v", got, err)
+		}
+		if d := got.Disk(); !d.Elastic || d.Quota != 0 || d.Path != "/mnt/mirrors" {
+			t.Errorf("disk %+v", d)
+		}
+	})
 }
 
 func TestParseBytes(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -185,23 +184,9 @@ func (e *envReader) err(what string) error {
 	return fmt.Errorf("%s configuration from the environment is invalid:\n%w", what, errors.Join(e.errs...))
 }
 
-// ParseBytes reads a byte count: "1073741824", "512M", "500G", "1.5TiB". Suffixes are
-// binary (K = 1024).
-func ParseBytes(s string) (int64, error) {
-	m := bytesRE.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		return 0, fmt.Errorf("not a size in bytes (e.g. 1073741824, 512M, 500G, 2TiB)")
-	}
-	f, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0, fmt.Errorf("not a size in bytes (e.g. 1073741824, 512M, 500G, 2TiB)")
-	}
-	n := f * map[string]float64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[strings.ToUpper(m[2])]
-	if n >= math.MaxInt64 {
-		return 0, fmt.Errorf("size too large")
-	}
-	return int64(n), nil
-}
+// ParseBytes reads a byte count: "1073741824", "512M", "500G", "1.5TiB" (deployenv's
+// syntax, which the stack checks its settings with).
+func ParseBytes(s string) (int64, error) { return deployenv.ParseBytes(s) }
 
 // ParseByteOverrides reads per-repo sizes: "URL=SIZE[,URL=SIZE...]", a URL being a
 // repo URL or a prefix of repo URLs ending in "/".
@@ -231,8 +216,6 @@ func ParseByteOverrides(s string) (map[string]int64, error) {
 	}
 	return out, nil
 }
-
-var bytesRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTkmgt])(?:i?B)?|B)?$`)
 
 // NewLogger returns the JSON logger every binary uses: CloudWatch Logs indexes JSON
 // fields, so a query can filter on worker, repo or term.

@@ -40,8 +40,8 @@ const (
 	EnvMemoryBudget    = deployenv.MemoryBudget    // memory the fetches may use together; default a share of the cgroup limit
 	EnvHeartbeat       = deployenv.Heartbeat       // heartbeat interval
 	EnvMinInterval     = deployenv.MinInterval     // per-repo minimum poll interval
-	EnvDiskQuota       = deployenv.DiskQuota       // bytes the mirrors may use; 0 = the file system's size
-	EnvDiskUsage       = deployenv.DiskUsage       // under a quota: walk (default) or statfs (EFS)
+	EnvDiskQuota       = deployenv.DiskQuota       // bytes the mirrors may use; 0 = the file system's size (none on an elastic one)
+	EnvDiskUsage       = deployenv.DiskUsage       // walk (default), statfs, or elastic (EFS: no size of its own)
 	EnvWorkerID        = deployenv.WorkerID        // default: the ECS task id, else hostname-pid
 	EnvDrain           = deployenv.Drain           // on SIGTERM, how long in-flight fetches may finish
 	EnvMetricsInterval = deployenv.MetricsInterval // how often EMF metrics are written
@@ -98,8 +98,9 @@ type WorkerConfig struct {
 	MaintainPacks     int
 	ScrubEvery        time.Duration
 	Drain             time.Duration
-	DiskQuota         int64  // bytes; 0 = the file system's own size
-	DiskStatfs        bool   // under a quota, the used bytes are the file system's own figure (EFS), no walk
+	DiskQuota         int64  // bytes; 0 = the file system's own size (none when DiskElastic)
+	DiskStatfs        bool   // under a quota, the used bytes are the file system's own figure, no walk
+	DiskElastic       bool   // the file system grows with what it holds (EFS): no bound but DiskQuota
 	AliveFile         string // touched after each heartbeat the store accepted (container health check)
 	Fetch             mirror.Limits
 	HostConcurrency   int
@@ -205,9 +206,12 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 	case deployenv.DiskUsageWalk:
 	case deployenv.DiskUsageStatfs:
 		c.DiskStatfs = true
+	case deployenv.DiskUsageElastic:
+		c.DiskElastic = true
 	default:
-		e.fail(EnvDiskUsage, u, "want %s (sum the files under the mirror root) or %s (the file system's own figure, for EFS)",
-			deployenv.DiskUsageWalk, deployenv.DiskUsageStatfs)
+		e.fail(EnvDiskUsage, u, "want %s (sum the files under the mirror root), %s (the file system's own figure) or %s "+
+			"(a file system that grows with what it holds, EFS: no bound but %s)",
+			deployenv.DiskUsageWalk, deployenv.DiskUsageStatfs, deployenv.DiskUsageElastic, EnvDiskQuota)
 	}
 	if c.AliveFile != "" && !strings.HasPrefix(c.AliveFile, "/") {
 		e.fail(EnvAliveFile, c.AliveFile, "must be an absolute path")
@@ -233,6 +237,11 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		return WorkerConfig{}, err
 	}
 	return c, nil
+}
+
+// Disk is the disk guard's view of the mirror root under this configuration.
+func (c WorkerConfig) Disk() *mirror.Disk {
+	return &mirror.Disk{Path: c.MirrorRoot, Quota: c.DiskQuota, Statfs: c.DiskStatfs, Elastic: c.DiskElastic}
 }
 
 // defaultWorkerID is the ECS task id (the last segment of the task ARN: unique per task,
@@ -349,7 +358,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		hub := events.NewHub(events.Config{Metrics: emf, Sinks: []events.Sink{publisher}})
 		wm = events.Mirror{Mirrorer: m, Hub: hub}
 	}
-	disk := &mirror.Disk{Path: cfg.MirrorRoot, Quota: cfg.DiskQuota, Statfs: cfg.DiskStatfs}
+	disk := cfg.Disk()
 	var ws worker.Store = st
 	if cfg.AliveFile != "" {
 		if err := os.MkdirAll(filepath.Dir(cfg.AliveFile), 0o755); err != nil {
@@ -378,7 +387,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
-		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "alive_file", cfg.AliveFile,
+		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "disk_elastic", cfg.DiskElastic, "alive_file", cfg.AliveFile,
 		"max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency, "host_rate", cfg.HostRate,
 		"event_bus", cfg.EventBus)
 

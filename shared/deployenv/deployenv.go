@@ -9,7 +9,10 @@
 package deployenv
 
 import (
+	"errors"
 	"maps"
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -66,8 +69,8 @@ const (
 	MemoryBudget    = "MIRRORFLEET_MEMORY_BUDGET"    // memory the fetches may use together; default a share of the cgroup limit
 	Heartbeat       = "MIRRORFLEET_HEARTBEAT"        // heartbeat interval
 	MinInterval     = "MIRRORFLEET_MIN_INTERVAL"     // per-repo minimum poll interval
-	DiskQuota       = "MIRRORFLEET_DISK_QUOTA"       // bytes the mirrors may use; 0 = the file system's size
-	DiskUsage       = "MIRRORFLEET_DISK_USAGE"       // how the used bytes are measured under a quota: walk or statfs
+	DiskQuota       = "MIRRORFLEET_DISK_QUOTA"       // bytes the mirrors may use; 0 = the file system's size (none on an elastic one)
+	DiskUsage       = "MIRRORFLEET_DISK_USAGE"       // the file system and how used bytes are measured: walk, statfs or elastic
 	WorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
 	Drain           = "MIRRORFLEET_DRAIN"            // on SIGTERM, how long in-flight fetches may finish
 	MetricsInterval = "MIRRORFLEET_METRICS_INTERVAL" // how often EMF metrics are written
@@ -114,8 +117,12 @@ const (
 
 // Disk usage modes (DiskUsage).
 const (
-	DiskUsageWalk   = "walk"   // sum the file sizes under the mirror root (a local disk shared with other data)
-	DiskUsageStatfs = "statfs" // the file system's own used bytes (a file system holding only the mirrors: EFS)
+	DiskUsageWalk   = "walk"   // under a quota, sum the file sizes under the mirror root (a local disk shared with other data)
+	DiskUsageStatfs = "statfs" // under a quota, the file system's own used bytes (a file system holding only the mirrors)
+	// DiskUsageElastic is a file system that grows with what it holds (EFS, whose statfs
+	// reports exabytes free): no fleet-wide bound unless a quota is set, which is then
+	// compared with the file system's own used bytes.
+	DiskUsageElastic = "elastic"
 )
 
 // NoWarmup is how a zero warm-up is written: the coordinator reads "0" as none.
@@ -250,8 +257,8 @@ type Worker struct {
 	// default (a share of the container's memory limit).
 	MemoryBudget string
 	Drain        time.Duration
-	DiskQuota    string // e.g. 500G; "" = the file system's size
-	DiskUsage    string // DiskUsageWalk or DiskUsageStatfs; "" = walk
+	DiskQuota    string // e.g. 500G; "" = the file system's size (none on an elastic one)
+	DiskUsage    string // DiskUsageWalk, DiskUsageStatfs or DiskUsageElastic; "" = walk
 	AliveFile    string
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
 	// the worker's defaults.
@@ -304,6 +311,27 @@ func (s Serve) Env() map[string]string {
 	set(m, PackCacheBytes, s.PackCacheBytes)
 	set(m, TrustedProxy, s.TrustedProxy)
 	return m
+}
+
+var bytesRE = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*(?:([KMGTkmgt])(?:i?B)?|B)?$`)
+
+// ParseBytes reads a byte count as the binaries take one (MIRRORFLEET_DISK_QUOTA,
+// _PACK_CACHE_BYTES, ...): "1073741824", "512M", "500G", "1.5TiB"; suffixes are binary
+// (K = 1024).
+func ParseBytes(s string) (int64, error) {
+	m := bytesRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, errors.New("not a size in bytes (e.g. 1073741824, 512M, 500G, 2TiB)")
+	}
+	f, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, errors.New("not a size in bytes (e.g. 1073741824, 512M, 500G, 2TiB)")
+	}
+	n := f * map[string]float64{"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[strings.ToUpper(m[2])]
+	if n >= math.MaxInt64 {
+		return 0, errors.New("size too large")
+	}
+	return int64(n), nil
 }
 
 // Merge returns a copy of base with extra's entries added (extra wins).

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,5 +58,37 @@ func TestDiskQuotaFromStatfs(t *testing.T) {
 	}
 	if used == 1000 || used-fsUsed > 64<<20 || fsUsed-used > 64<<20 {
 		t.Fatalf("used %d, want the file system's %d (give or take other writers), not the tree's 1000", used, fsUsed)
+	}
+}
+
+// What EFS's statfs reports (a size near 2^63 bytes, 1 MiB blocks), with the mirrors of
+// a 1,000,000-repo fleet on it.
+func efsStat(used int64) func(string) (int64, int64, error) {
+	return func(string) (int64, int64, error) { return saturate(1<<43-1, 1<<20), used, nil }
+}
+
+// An elastic file system (EFS) has no room to guard: no total, whatever it reports;
+// the used bytes are its own. A quota on it is still a quota.
+func TestDiskElastic(t *testing.T) {
+	const used = 48_800_000_000_000
+	used0, total, err := (&Disk{Path: "/mnt/mirrors", Elastic: true, StatFS: efsStat(used)}).Usage(context.Background())
+	if err != nil || used0 != used || total != 0 {
+		t.Fatalf("elastic: %d of %d, %v; want %d of none", used0, total, err, int64(used))
+	}
+	// The same figures read as a plain file system: the exabytes are its total.
+	if _, total, _ := (&Disk{Path: "/mnt/mirrors", StatFS: efsStat(used)}).Usage(context.Background()); total < 1<<62 {
+		t.Fatalf("not elastic: total %d, want EFS's exabytes", total)
+	}
+	if u, total, _ := (&Disk{Path: "/mnt/mirrors", Elastic: true, Quota: 500 << 30, StatFS: efsStat(used)}).Usage(context.Background()); u != used || total != 500<<30 {
+		t.Fatalf("elastic with a quota: %d of %d", u, total)
+	}
+}
+
+func TestSaturate(t *testing.T) {
+	if got := saturate(1<<44, 1<<20); got != math.MaxInt64 {
+		t.Fatalf("2^64 bytes: %d, want the largest int64", got)
+	}
+	if got := saturate(3, 4096); got != 12288 {
+		t.Fatalf("3 blocks of 4 KiB: %d", got)
 	}
 }

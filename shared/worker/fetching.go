@@ -94,9 +94,8 @@ func (w *Worker) Do(ctx context.Context, j Job) {
 	cloned := w.mirror.Exists(j.Target)
 	if w.disk != nil {
 		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 {
-			room := int64(w.cfg.DiskThreshold*float64(total)) - used
-			share := room / int64(w.cfg.Fetchers)
-			if share <= 0 {
+			share, ok := DiskShare(used, total, w.cfg.DiskThreshold, w.cfg.Fetchers)
+			if !ok {
 				full := fmt.Sprintf("disk %.0f%% full on %s (threshold %.0f%%)", 100*float64(used)/float64(total), j.Owner, 100*w.cfg.DiskThreshold)
 				if !cloned {
 					w.handBack(ctx, j, full)
@@ -118,6 +117,19 @@ func (w *Worker) Do(ctx context.Context, j Job) {
 	res, err := w.mirror.Sync(fctx, j.Target)
 	w.doneMemory(j, cloned, mem)
 	w.finish(ctx, j, cloned, res, err)
+}
+
+// DiskShare is the disk guard's answer for one fetch on a file system of total bytes
+// with used of them taken: the bytes the fetch may add (its share of the room left
+// under the threshold, which all fetchers may be filling at once), or !ok when there
+// is no room. A total of 0 (a file system with no size of its own and no quota: EFS)
+// bounds nothing: ok, with no share (the mirror's own byte caps apply).
+func DiskShare(used, total int64, threshold float64, fetchers int) (share int64, ok bool) {
+	if total <= 0 {
+		return 0, true
+	}
+	share = (int64(threshold*float64(total)) - used) / int64(max(fetchers, 1))
+	return share, share > 0
 }
 
 // RunOnce takes the next eligible job and runs it synchronously; false if none was due.
