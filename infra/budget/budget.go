@@ -46,7 +46,13 @@ type Budget struct {
 	DormantRevisits float64
 	// DesignRepos is the largest fleet the defaults are sized for.
 	DesignRepos int
+	// HookPeak is how many times a day's mean push rate the forges' webhooks may arrive
+	// at in a burst (a bot or a release pushing to many repos at once; a stated guess).
+	HookPeak float64
 }
+
+// MinHookRate is the least throttle of the public webhook route, requests a second.
+const MinHookRate = 100
 
 // Default is the budget the stack's defaults and the bill assume.
 func Default() Budget {
@@ -63,6 +69,7 @@ func Default() Budget {
 		HostUtilisation:     0.8,
 		DormantRevisits:     13.4,
 		DesignRepos:         1_000_000,
+		HookPeak:            100,
 	}
 }
 
@@ -146,4 +153,24 @@ func (b Budget) PollCapacity(repos, workers int, minInterval time.Duration) floa
 		capped = float64(repos) * float64(24*time.Hour) / float64(minInterval)
 	}
 	return math.Min(fetchers, math.Min(host, capped))
+}
+
+// HookRate is the public webhook route's throttle, requests a second: the design
+// fleet's pushes (one delivery each, when every repo has a hook) at HookPeak times their
+// mean rate, and never below MinHookRate. Past it API Gateway answers 429, and GitHub
+// does not deliver again by itself: the push waits for the repo's next poll.
+func (b Budget) HookRate() int {
+	_, changes := b.PollsPerDayOf(b.DesignRepos)
+	return max(MinHookRate, int(math.Ceil(changes/86400*b.HookPeak)))
+}
+
+// BareWorkersPerRepo is the workers a repo needs to be polled at exactly the budget
+// with every fetcher and the per-host limit fully used, no headroom: a fleet with fewer
+// falls behind its budget, whatever its staleness says yet. Linear in the repos; the
+// on-demand twin keeps the fleet this large while Spot has no capacity.
+func (b Budget) BareWorkersPerRepo() float64 {
+	full := b
+	full.Utilisation, full.HostUtilisation = 1, 1
+	const n = 1_000_000 // per repo, without rounding
+	return math.Max(full.FetcherWorkers(n), full.HostWorkers(n)) / n
 }

@@ -103,3 +103,29 @@ func TestDormantRevisitsIsTheFreshnessMeasurement(t *testing.T) {
 		t.Fatalf("freshness.json has no run of the default policy at %g polls a day", b.PollsPerDay)
 	}
 }
+
+// The webhook route's throttle: 100 a second at the design fleet (its pushes average
+// 0.2 a second), growing with a fleet past five million repos.
+func TestHookRate(t *testing.T) {
+	b := Default()
+	if got := b.HookRate(); got != MinHookRate {
+		t.Errorf("hook rate %d at 1M repos, want the floor %d", got, MinHookRate)
+	}
+	b.DesignRepos = 20_000_000
+	if got := b.HookRate(); got < 300 || got > 500 {
+		t.Errorf("hook rate %d at 20M repos, want 100 × their mean of 4 a second", got)
+	}
+}
+
+// The bare worker count is below the sized one (no headroom) and grows with the repos:
+// at 1M about 10 where the budget sizes 12.
+func TestBareWorkers(t *testing.T) {
+	b := Default()
+	bare := b.BareWorkersPerRepo() * float64(b.DesignRepos)
+	if sized := float64(b.MaxWorkers()); bare >= sized || bare < sized*0.7 {
+		t.Errorf("bare workers %.2f at 1M, sized %v", bare, sized)
+	}
+	if h := b.HostWorkers(b.DesignRepos) * b.HostUtilisation; math.Abs(h-bare) > 1e-9 {
+		t.Errorf("bare %.4f, want the per-host limit's %.4f at full use", bare, h)
+	}
+}
