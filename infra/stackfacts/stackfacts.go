@@ -6,6 +6,7 @@
 package stackfacts
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,10 @@ type Facts struct {
 	Services      []Service
 	NATGateways   int
 	LoadBalancers []LoadBalancer
+	// Distributions are CloudFront distributions: in front of the git server's load
+	// balancer, the clones' bytes leave AWS through CloudFront (billed by its price
+	// class), not from the load balancer.
+	Distributions []Distribution
 	// Alarms is the number of alarms the stack runs, and AlarmMetrics the metrics they
 	// evaluate (CloudWatch bills per alarm metric): the template's alarms, plus the two
 	// one-metric alarms Application Auto Scaling creates for each target tracking policy.
@@ -121,6 +126,25 @@ type LoadBalancer struct {
 	AccessLogs     bool
 }
 
+// Distribution is a CloudFront distribution, as far as the bill goes.
+type Distribution struct {
+	ID string
+	// PriceClass is CloudFront's: PriceClass_100 (edges in North America and Europe,
+	// billed at their rates), PriceClass_200, PriceClass_All (the default).
+	PriceClass string
+	// CachingDisabled: its default behaviour caches nothing (the managed
+	// CachingDisabled policy): every request and byte goes to the origin.
+	CachingDisabled bool
+	// Origins are the logical ids of the load balancers it fronts (its origins'
+	// domain names).
+	Origins []string
+	// Aliases: it serves names of the operator's (SNI certificates cost nothing more).
+	Aliases int
+}
+
+// CachingDisabledPolicy is the id of CloudFront's managed CachingDisabled cache policy.
+const CachingDisabledPolicy = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
+
 // FileSystem is an EFS file system's lifecycle.
 type FileSystem struct {
 	ID                   string
@@ -199,6 +223,26 @@ func Parse(template []byte) (Facts, error) {
 					}
 				}
 				f.LoadBalancers = append(f.LoadBalancers, lb)
+			}
+		case "AWS::CloudFront::Distribution":
+			var p struct {
+				DistributionConfig struct {
+					PriceClass           string
+					Aliases              []any
+					DefaultCacheBehavior struct {
+						CachePolicyID string `json:"CachePolicyId"`
+					}
+					Origins []struct{ DomainName json.RawMessage }
+				}
+			}
+			if err = props(id, &p); err == nil {
+				c := p.DistributionConfig
+				d := Distribution{ID: id, PriceClass: cmp.Or(c.PriceClass, "PriceClass_All"), Aliases: len(c.Aliases),
+					CachingDisabled: c.DefaultCacheBehavior.CachePolicyID == CachingDisabledPolicy}
+				for _, o := range c.Origins {
+					d.Origins = append(d.Origins, getAtts(o.DomainName, "DNSName")...)
+				}
+				f.Distributions = append(f.Distributions, d)
 			}
 		case "AWS::KMS::Key":
 			f.KMSKeys++

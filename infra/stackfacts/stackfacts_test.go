@@ -42,7 +42,11 @@ const fixture = `{"Resources":{
  "Dash":{"Type":"AWS::CloudWatch::Dashboard","Properties":{"DashboardBody":{"Fn::Join":["",["{\"widgets\":[{\"properties\":{\"metrics\":[[\"MirrorFleet\",\"Ticks\",\"Fleet\",\"x\"],[{\"expression\":\"SEARCH('Namespace=\\\"MirrorFleet\\\" MetricName=\\\"ReposByState\\\" Fleet=\\\"x\\\"', 'Maximum', 60)\"}]]}}]}"]]}}},
  "Fs":{"Type":"AWS::EFS::FileSystem","Properties":{"LifecyclePolicies":[{"TransitionToIA":"AFTER_30_DAYS"},{"TransitionToPrimaryStorageClass":"AFTER_1_ACCESS"}]}},
  "Fn":{"Type":"AWS::Lambda::Function","Properties":{"MemorySize":256}},
- "Rule":{"Type":"AWS::Events::Rule","Properties":{"ScheduleExpression":"rate(5 minutes)","Targets":[{"Arn":{"Fn::GetAtt":["Fn","Arn"]}}]}}
+ "Rule":{"Type":"AWS::Events::Rule","Properties":{"ScheduleExpression":"rate(5 minutes)","Targets":[{"Arn":{"Fn::GetAtt":["Fn","Arn"]}}]}},
+ "Cdn":{"Type":"AWS::CloudFront::Distribution","Properties":{"DistributionConfig":{"PriceClass":"PriceClass_100","Aliases":["git.example.org"],
+   "DefaultCacheBehavior":{"CachePolicyId":"4135ea2d-6df8-44a3-9df3-4b5a84be39ad"},"Origins":[{"DomainName":{"Fn::GetAtt":["Lb","DNSName"]}}]}}},
+ "Cdn2":{"Type":"AWS::CloudFront::Distribution","Properties":{"DistributionConfig":{"DefaultCacheBehavior":{"CachePolicyId":"658327ea-f89d-4fab-a63d-7e88639e58f6"},
+   "Origins":[{"DomainName":"example.org"}]}}}
 }}`
 
 func TestParse(t *testing.T) {
@@ -73,6 +77,10 @@ func TestParse(t *testing.T) {
 	}
 	if fs := f.FileSystems[0]; fs.IAAfterDays != 30 || fs.ArchiveAfterDays != 0 || !fs.BackToStandardOnRead || fs.Elastic {
 		t.Errorf("file system %+v", fs)
+	}
+	if d := f.Distributions; len(d) != 2 || d[0].PriceClass != "PriceClass_100" || !d[0].CachingDisabled || d[0].Aliases != 1 ||
+		!slices.Equal(d[0].Origins, []string{"Lb"}) || d[1].PriceClass != "PriceClass_All" || d[1].CachingDisabled || len(d[1].Origins) != 0 {
+		t.Errorf("distributions %+v", d)
 	}
 	if l, ok := f.TickLambda(); !ok || l.MemoryMB != 256 {
 		t.Errorf("tick Lambda %+v %v", l, ok)
