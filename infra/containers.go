@@ -193,10 +193,13 @@ func (s *Stack) workers() {
 		// The container's memory and the fetches' budget are sized together (ADR 0026).
 		MemoryBudget: fmt.Sprintf("%dM", int(float64(s.props.WorkerContainerMemory())*membudget.ContainerShare)),
 		Drain:        20 * time.Second, // + the goodbye stays inside the 30 s stop timeout
-		DiskQuota:    s.props.DiskQuota,
-		DiskUsage:    deployenv.DiskUsageStatfs, // EFS holds only the mirrors: no tree walk
-		AliveFile:    aliveFile,
-		EventBus:     *s.EventBus.EventBusName(),
+		// EFS grows with the mirrors: no fleet-wide stop unless diskQuota asks for one
+		// (compared with EFS's own used bytes, no tree walk); the storage alarm watches
+		// the size (ADR 30).
+		DiskQuota: s.props.DiskQuota,
+		DiskUsage: deployenv.DiskUsageElastic,
+		AliveFile: aliveFile,
+		EventBus:  *s.EventBus.EventBusName(),
 
 		MaintainEvery: s.props.MaintainEvery,
 		ScrubEvery:    s.props.ScrubEvery,
@@ -254,32 +257,87 @@ func (s *Stack) workers() {
 		twin.DesiredCount = jsii.Number(0)
 		twin.CapacityProviderStrategies = &[]*awsecs.CapacityProviderStrategy{strategy(fargateOnDemand, 1, 0)}
 		s.Fallback = s.service("WorkersOnDemand", &twin)
-		s.onDemandFallback(s.Fallback, s.props.MinLive)
+		s.onDemandFallback(s.Fallback)
+	}
+	if s.props.DiskQuota != "" {
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("mirrorfleet:disk-quota"),
+			jsii.String("diskQuota="+s.props.DiskQuota+": past 85% of it every worker stops fetching and new repos overflow; "+
+				"storageBudgetGiB alarms on the file system's size without stopping anything"))
 	}
 }
 
-// onDemandFallback scales the on-demand twin of the Spot workers: ECS does not move a
-// service to on-demand Fargate when Spot has no capacity, so while fewer than floor
-// workers are live (joining or active: a worker waiting out the warm-up counts) for
-// three minutes, the twin starts one on-demand worker, and while more than floor are
-// live it stops one — once Spot capacity is back, the twin is empty again.
-func (s *Stack) onDemandFallback(twin awsecs.FargateService, floor int) {
+// maxFallbackStep bounds the twin's steps: a larger shortfall is filled over more than
+// one step (a step policy takes at most 20 intervals).
+const maxFallbackStep = 16
+
+// onDemandFallback scales the on-demand twin of the Spot workers. ECS does not move a
+// service to on-demand Fargate when Spot has no capacity, so the twin keeps the fleet at
+// the workers it cannot do without: minLiveWorkers, or, when more, the workers its repos
+// need to be polled at the budget with no headroom (budget.BareWorkersPerRepo: below it
+// the fleet falls behind). While fewer are live (joining or active: a worker waiting out
+// the warm-up counts) for three minutes, the twin starts as many on-demand workers as are
+// missing; while more are, it stops as many as are over, down to none once Spot capacity
+// is back. A healthy Spot fleet is at least that large (its scaling on staleness shrinks
+// it only when it polls at twice the budget), so the twin runs nothing then.
+func (s *Stack) onDemandFallback(twin awsecs.FargateService) {
 	scaling := twin.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
 		MinCapacity: jsii.Number(0),
-		MaxCapacity: jsii.Number(float64(floor)),
+		MaxCapacity: jsii.Number(float64(s.props.MaxWorkers)),
 	})
-	f := float64(floor)
-	scaling.ScaleOnMetric(jsii.String("FallbackOnLiveWorkers"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
-		Metric: s.liveWorkers,
-		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
-			{Upper: jsii.Number(f - 0.5), Change: jsii.Number(1)},
-			{Lower: jsii.Number(f + 0.5), Change: jsii.Number(-1)},
-		},
+	// In order: as many fewer as are over, the last open below; as many more as are
+	// missing, the last open above.
+	var steps []*awsapplicationautoscaling.ScalingInterval
+	top := min(s.props.MaxWorkers, maxFallbackStep)
+	for n := top; n >= 1; n-- {
+		down := &awsapplicationautoscaling.ScalingInterval{Upper: jsii.Number(0.5 - float64(n)), Change: jsii.Number(-float64(n))}
+		if n < top {
+			down.Lower = jsii.Number(-0.5 - float64(n))
+		}
+		steps = append(steps, down)
+	}
+	for n := 1; n <= top; n++ {
+		up := &awsapplicationautoscaling.ScalingInterval{Lower: jsii.Number(float64(n) - 0.5), Change: jsii.Number(float64(n))}
+		if n < top {
+			up.Upper = jsii.Number(float64(n) + 0.5)
+		}
+		steps = append(steps, up)
+	}
+	scaling.ScaleOnMetric(jsii.String("FallbackOnShortfall"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
+		Metric:            s.workerShortfall(),
+		ScalingSteps:      &steps,
 		AdjustmentType:    awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
 		EvaluationPeriods: jsii.Number(3),
 		Cooldown:          awscdk.Duration_Minutes(jsii.Number(5)),
 	})
 }
+
+// workerShortfall is how many live workers the fleet lacks: the floor (minLiveWorkers,
+// or its repos' bare need when more) less the live workers. Repos are the coordinator's
+// ReposByState of the states that are polled.
+func (s *Stack) workerShortfall() awscloudwatch.IMetric {
+	minute := time.Minute
+	using := map[string]awscloudwatch.IMetric{
+		"active":  s.metric("WorkersByState", "Maximum", minute, map[string]*string{dimState: jsii.String("active")}),
+		"joining": s.metric("WorkersByState", "Maximum", minute, map[string]*string{dimState: jsii.String("joining")}),
+	}
+	var repos []string
+	for _, st := range liveRepoStates {
+		using[st] = s.metric("ReposByState", "Maximum", minute, map[string]*string{dimState: jsii.String(st)})
+		repos = append(repos, "FILL("+st+", 0)")
+	}
+	need := fmt.Sprintf("CEIL(%.6g * (%s))", s.props.Budget().BareWorkersPerRepo(), strings.Join(repos, " + "))
+	floor := fmt.Sprintf("%d", s.props.MinLive)
+	return awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String(fmt.Sprintf("IF(%s > %s, %s, %s) - (FILL(active, 0) + FILL(joining, 0))", need, floor, need, floor)),
+		Label:        jsii.String("workers short of the floor (minLiveWorkers, or the repos' need at the budget)"),
+		Period:       awscdk.Duration_Minutes(jsii.Number(1)),
+		UsingMetrics: &using,
+	})
+}
+
+// liveRepoStates are the repo states (shared/store) of the repos the fleet polls: a
+// pending or cloning repo is a passing state, a gone or deleted one is not polled.
+var liveRepoStates = []string{"ok", "failing"}
 
 // workerScaling grows the Spot fleet when it falls behind its poll budget — the 99th
 // percentile of how long repos have gone without a successful fetch, which the

@@ -33,7 +33,7 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 	if od, sp := spot.Split(3); od != 0 || sp != 3 {
 		t.Errorf("workers on %v on-demand + %v Spot, want all Spot", od, sp)
 	}
-	if od, sp := twin.Split(1); twin.Role() != "worker" || twin.Desired != 0 || twin.MinTasks != 0 || twin.MaxTasks != 1 || od != 1 || sp != 0 {
+	if od, sp := twin.Split(1); twin.Role() != "worker" || twin.Desired != 0 || twin.MinTasks != 0 || twin.MaxTasks != 12 || od != 1 || sp != 0 {
 		t.Errorf("on-demand twin %+v", twin)
 	}
 	// The git server runs in the worker tasks, the twin's too (ADR 27): no service of its own.
@@ -50,10 +50,17 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 		!slices.Equal(f.FlowLogs, []string{"REJECT"}) || f.Dashboards != 1 || f.Secrets != 1 {
 		t.Errorf("facts %+v", f)
 	}
-	// 12 alarms in the template evaluating 17 metrics; no target tracking (the git
-	// server scales with the workers).
-	if f.Alarms != 12 || f.AlarmMetrics != 17 {
-		t.Errorf("%d alarms on %d metrics, want 12 on 17", f.Alarms, f.AlarmMetrics)
+	// 13 alarms in the template evaluating 22 metrics (the fallback's two read the live
+	// workers and the polled repos, four each); no target tracking (the git server scales
+	// with the workers).
+	if f.Alarms != 13 || f.AlarmMetrics != 22 {
+		t.Errorf("%d alarms on %d metrics, want 13 on 22", f.Alarms, f.AlarmMetrics)
+	}
+	// The clones leave through CloudFront, which caches nothing, from edges billed at
+	// North America's and Europe's rates, in front of the load balancer.
+	if d := f.Distributions; len(d) != 1 || d[0].PriceClass != "PriceClass_100" || !d[0].CachingDisabled || d[0].Aliases != 0 ||
+		!slices.Equal(d[0].Origins, []string{f.LoadBalancers[0].ID}) {
+		t.Errorf("distributions %+v", d)
 	}
 	if fs := f.FileSystems; len(fs) != 1 || fs[0].IAAfterDays != 1 || fs[0].ArchiveAfterDays != 90 || fs[0].BackToStandardOnRead || !fs[0].Elastic {
 		t.Errorf("file systems %+v", fs)

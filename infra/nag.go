@@ -64,10 +64,31 @@ func (s *Stack) nagSuppressions() {
 	}
 
 	if s.Serve != nil {
-		for _, sg := range *s.Serve.LoadBalancer.Connections().SecurityGroups() {
-			suppress(sg, "AwsSolutions-EC23",
-				"The git server's load balancer serves public mirrors: HTTP(S) on 80 and 443 only, from anywhere, "+
-					"by design (issue 11). The tasks behind it admit only the load balancer.")
+		if s.props.WithoutCDN {
+			for _, sg := range *s.Serve.LoadBalancer.Connections().SecurityGroups() {
+				suppress(sg, "AwsSolutions-EC23",
+					"With cdn=false the git server's load balancer serves public mirrors itself: HTTP(S) on 80 and 443 "+
+						"only, from anywhere, by design (issue 11). The tasks behind it admit only the load balancer.")
+			}
+		}
+		if d := s.Serve.Distribution; d != nil {
+			suppress(d, "AwsSolutions-CFR1",
+				"Public mirrors are served to any country; a geographic restriction is the operator's to add.")
+			suppress(d, "AwsSolutions-CFR2",
+				"The git server bounds every client itself (requests at once per client address, which it reads "+
+					"through CloudFront's X-Forwarded-For; git processes per repo and in all); a web ACL costs $5 a "+
+					"month and $0.60 a million requests more, and is the operator's to add.")
+			suppress(d, "AwsSolutions-CFR3",
+				"Access logs are off for cost (an S3 bucket of them); the git server logs every request itself "+
+					"(CloudWatch Logs), with the client address CloudFront names.")
+			suppress(d, "AwsSolutions-CFR5",
+				"CloudFront reaches the load balancer over HTTP: the load balancer's own name has no certificate of "+
+					"ours, and it admits only CloudFront's origin-facing servers (ADR 30).")
+			if s.props.CertificateARN == "" {
+				suppress(d, "AwsSolutions-CFR4",
+					"With CloudFront's default certificate (*.cloudfront.net, no domain of the operator's) the viewer "+
+						"policy cannot be set; with certificateArn the stack sets TLSv1.2_2021.")
+			}
 		}
 		if s.Serve.AccessLogs != nil {
 			suppress(s.Serve.AccessLogs, "AwsSolutions-S1",

@@ -72,8 +72,8 @@ func (s *Stack) alarmTopic() {
 }
 
 // alarms: coordinator runs without a successful tick, too few live workers, stale repos,
-// fetch failure ratio, DLQ not empty, Lambda errors, no healthy git server; to the alarm
-// topic. Missing data is never a breach: a new fleet has no staleness (no repo yet), no
+// fetch failure ratio, DLQ not empty, Lambda errors, the mirrors past the storage budget,
+// no healthy git server; to the alarm topic. Missing data is never a breach: a new fleet has no staleness (no repo yet), no
 // worker states before its first tick, no fetches; each alarm looks at what is reported.
 // The alarms on the services wait for the services (a first deploy creates them once
 // the tasks run), so a new stack does not page while it starts.
@@ -173,6 +173,19 @@ func (s *Stack) alarms() {
 			DatapointsToAlarm:  jsii.Number(float64(fn.of)),
 		})
 	}
+	if !s.props.NoStorageAlarm {
+		// The mirrors' file system grows with them (no fleet-wide stop by default, ADR
+		// 30): this alarm says when it outgrows the operator's budget. EFS reports its
+		// size about every 15 minutes; an hour's maximum is the figure.
+		add("StorageBudgetAlarm", &awscloudwatch.AlarmProps{
+			AlarmDescription: jsii.String(fmt.Sprintf("The mirrors' file system holds more than the storage budget, %d GiB (storageBudgetGiB)",
+				s.props.StorageBudgetGiB)),
+			Metric:             s.storageBytes(time.Hour),
+			Threshold:          jsii.Number(float64(s.props.StorageBudgetGiB) * (1 << 30)),
+			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD,
+			EvaluationPeriods:  jsii.Number(1),
+		})
+	}
 	if s.Serve != nil {
 		add("ServeHealthyAlarm", &awscloudwatch.AlarmProps{
 			AlarmDescription: jsii.String("No healthy git server behind the load balancer for 5 minutes"),
@@ -184,6 +197,17 @@ func (s *Stack) alarms() {
 			EvaluationPeriods:  jsii.Number(5),
 		}, s.Serve.Service)
 	}
+}
+
+// storageBytes is the mirrors' file system's size, every storage class.
+func (s *Stack) storageBytes(period time.Duration) awscloudwatch.IMetric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String("AWS/EFS"),
+		MetricName:    jsii.String("StorageBytes"),
+		DimensionsMap: &map[string]*string{"FileSystemId": s.FileSystem.FileSystemId(), "StorageClass": jsii.String("Total")},
+		Statistic:     jsii.String("Maximum"),
+		Period:        awscdk.Duration_Seconds(jsii.Number(period.Seconds())),
+	})
 }
 
 // tableThrottles graphs the table's throttled requests. DynamoDB publishes
@@ -292,9 +316,7 @@ func (s *Stack) platformWidgets(graph func(string, ...awscloudwatch.IMetric) aws
 			aws("AWS/DynamoDB", "ConsumedReadCapacityUnits", "Sum", table),
 			aws("AWS/DynamoDB", "ConsumedWriteCapacityUnits", "Sum", table),
 			s.tableThrottles()),
-		graph("EFS size (bytes) / throughput",
-			aws("AWS/EFS", "StorageBytes", "Average", map[string]*string{"FileSystemId": s.FileSystem.FileSystemId(), "StorageClass": jsii.String("Total")}),
-			aws("AWS/EFS", "MeteredIOBytes", "Sum", fs)),
+		graph("EFS size (bytes) / throughput", s.storageBytes(5*time.Minute), aws("AWS/EFS", "MeteredIOBytes", "Sum", fs)),
 		graph("Service CPU / memory (%)", services...),
 	}
 	if s.Serve != nil {

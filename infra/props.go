@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -69,7 +70,18 @@ type Props struct {
 	Feeds          []string
 	FeedEvery      time.Duration
 	ForgeTokensARN string
-	DiskQuota      string // MIRRORFLEET_DISK_QUOTA (EFS reports exabytes free); default 500G
+	// DiskQuota is MIRRORFLEET_DISK_QUOTA: a hard fleet-wide stop (past 85% of it every
+	// worker stops fetching, ADR 30); none by default: EFS grows with the mirrors and the
+	// storage budget's alarm watches what it costs.
+	DiskQuota string
+	// StorageBudgetGiB is the alarm on the mirrors' file system's size (AWS/EFS
+	// StorageBytes): it fires past this many GiB. Default DefaultStorageBudgetGiB;
+	// NoStorageAlarm (storageBudgetGiB=none) leaves the alarm out.
+	StorageBudgetGiB int
+	NoStorageAlarm   bool
+	// HookRate and HookBurst throttle HookRoute (requests a second, and the bucket);
+	// defaults from the budget (budget.HookRate, twice that).
+	HookRate, HookBurst int
 	// AlarmEmail is the address subscribed to the alarm topic: required, or NoAlarmEmail
 	// (context alarmEmail=none), which synthesizes with a warning that nobody is told.
 	AlarmEmail    string
@@ -94,10 +106,21 @@ type Props struct {
 	// how many of ServeMin run on on-demand Fargate (the rest on Spot).
 	ServeCPU, ServeMin, ServeMax, ServeOnDemand int
 
-	PackCacheBytes  string // MIRRORFLEET_PACK_CACHE_BYTES on the task's local disk; default 10G
-	CertificateARN  string // ACM certificate: HTTPS on 443 (HTTP redirects); empty: HTTP on 80
-	ServeDomain     string // the DNS name clients use (a CNAME to the load balancer); needed with a certificate
-	ServeAccessLogs bool   // load balancer access logs to an S3 bucket
+	PackCacheBytes string // MIRRORFLEET_PACK_CACHE_BYTES on the task's local disk; default 10G
+	// WithoutCDN (cdn=false) serves clones from the load balancer itself; by default a
+	// CloudFront distribution in front of it serves them over HTTPS (ADR 30) and the load
+	// balancer admits only CloudFront's origin-facing addresses and ServeIngress.
+	WithoutCDN bool
+	// CertificateARN is an ACM certificate for DomainName: CloudFront's (which must be in
+	// us-east-1), or WithoutCDN the load balancer's (HTTPS on 443, HTTP redirected).
+	CertificateARN string
+	DomainName     string // the DNS name clients use (a CNAME to the distribution, or the load balancer)
+	// AllowPlainHTTP lets WithoutCDN serve clones over plain HTTP (no certificate).
+	AllowPlainHTTP bool
+	// ServeIngress are the networks (CIDR) the load balancer admits besides CloudFront,
+	// such as a site's own clients; with the CDN only.
+	ServeIngress    []string
+	ServeAccessLogs bool // load balancer access logs to an S3 bucket
 
 	// RepoRoot is the repository root (go.mod), where build/*.zip are read. Default:
 	// found upward from the working directory.
@@ -121,6 +144,24 @@ var secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0
 
 // DefaultScrubEvery is the scrub period of a deployed fleet (ADR 24).
 const DefaultScrubEvery = 365 * 24 * time.Hour
+
+// DefaultStorageBudgetGiB is where the storage alarm fires by default: 1 TiB of mirrors,
+// about twice the bill's 10,000-repo fleet (488 GB).
+const DefaultStorageBudgetGiB = 1024
+
+// cloudFrontCertRegion is where CloudFront takes its certificates from.
+const cloudFrontCertRegion = "us-east-1"
+
+// maxServeIngress is how many networks the load balancer may admit besides CloudFront:
+// CloudFront's origin-facing prefix list counts as 55 rules against a security group's
+// default quota of 60.
+const maxServeIngress = 5
+
+// acmARN matches an ACM certificate's ARN; its region is the second group.
+var acmARN = regexp.MustCompile(`^arn:aws[a-z-]*:acm:([a-z0-9-]+):[0-9]{12}:certificate/[0-9a-f-]{36}$`)
+
+// hostName matches a DNS name clients can clone from.
+var hostName = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]$`)
 
 // DefaultServeContainerMemory is the git server container's MiB in a worker task, and
 // minWorkerContainerMemory what the worker container keeps at least (ADR 27).
@@ -177,9 +218,11 @@ func (p Props) Defaults() Props {
 	if p.ScrubEvery <= 0 {
 		p.ScrubEvery = DefaultScrubEvery
 	}
-	if p.DiskQuota == "" {
-		p.DiskQuota = "500G"
+	if p.StorageBudgetGiB <= 0 && !p.NoStorageAlarm {
+		p.StorageBudgetGiB = DefaultStorageBudgetGiB
 	}
+	def(&p.HookRate, p.Budget().HookRate())
+	def(&p.HookBurst, 2*p.HookRate)
 	if p.PackCacheBytes == "" {
 		p.PackCacheBytes = "10G"
 	}
@@ -252,16 +295,31 @@ func (p Props) Check() error {
 		if p.ServeOnDemand > p.ServeMin {
 			errs = append(errs, fmt.Sprintf("serveOnDemand (%d) is above serveMin (%d)", p.ServeOnDemand, p.ServeMin))
 		}
-		if p.CertificateARN != "" && p.ServeDomain == "" {
-			errs = append(errs, "certificateArn needs serveDomain: the name the certificate is for, which clients clone from")
-		}
+		errs = append(errs, p.checkHTTPS()...)
 		if p.ServeAccessLogs && (p.Env == nil || p.Env.Region == nil) {
 			errs = append(errs, "serveAccessLogs needs the stack's region (the log bucket's policy names the region's "+
 				"load balancer account): the CDK CLI sets CDK_DEFAULT_REGION from your credentials")
 		}
-		if strings.ContainsAny(p.ServeDomain, "/: ") {
-			errs = append(errs, fmt.Sprintf("serveDomain %q: a host name only, e.g. git.example.org", p.ServeDomain))
+	}
+	if p.DiskQuota != "" {
+		if n, err := deployenv.ParseBytes(p.DiskQuota); err != nil || n <= 0 {
+			errs = append(errs, fmt.Sprintf("diskQuota %q: a size such as 50T (a hard stop: past 85%% of it every worker stops fetching), "+
+				"or leave it out (the default: no fleet-wide stop; storageBudgetGiB alarms on the file system's size)", p.DiskQuota))
 		}
+	}
+	if n, err := deployenv.ParseBytes(p.PackCacheBytes); err != nil || n <= 0 {
+		errs = append(errs, fmt.Sprintf("packCacheBytes %q: a size such as 10G", p.PackCacheBytes))
+	}
+	if p.StorageBudgetGiB < 0 {
+		errs = append(errs, fmt.Sprintf("storageBudgetGiB %d: a number of GiB above 0, or none (no storage alarm)", p.StorageBudgetGiB))
+	}
+	// API Gateway's account-level throttle is 10,000 requests a second with a burst of
+	// 5,000: a route cannot be given more.
+	if p.HookRate < 1 || p.HookRate > 10000 {
+		errs = append(errs, fmt.Sprintf("hookRate %d: requests a second between 1 and 10000 (API Gateway's account limit)", p.HookRate))
+	}
+	if p.HookBurst < p.HookRate || p.HookBurst > 5000 {
+		errs = append(errs, fmt.Sprintf("hookBurst %d: at least hookRate (%d) and at most 5000 (API Gateway's account limit)", p.HookBurst, p.HookRate))
 	}
 	for _, f := range p.Feeds {
 		// A GitHub feed's token is in the tokens' secret, which the workers read.
@@ -283,6 +341,67 @@ func (p Props) Check() error {
 		return fmt.Errorf("infra: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// checkHTTPS checks how clones are served: through CloudFront (the default) or, with
+// cdn=false, from the load balancer, which needs a certificate or an explicit plain HTTP.
+func (p Props) checkHTTPS() []string {
+	var errs []string
+	if p.DomainName != "" && !hostName.MatchString(p.DomainName) {
+		errs = append(errs, fmt.Sprintf("domainName %q: a host name only, e.g. git.example.org", p.DomainName))
+	}
+	certRegion := ""
+	if p.CertificateARN != "" {
+		m := acmARN.FindStringSubmatch(p.CertificateARN)
+		if m == nil {
+			errs = append(errs, fmt.Sprintf("certificateArn %q is not an ACM certificate's ARN (arn:aws:acm:<region>:<account>:certificate/<id>)", p.CertificateARN))
+		} else {
+			certRegion = m[1]
+		}
+		if p.DomainName == "" {
+			errs = append(errs, "certificateArn needs domainName: the name the certificate is for, which clients clone from")
+		}
+	}
+	for _, c := range p.ServeIngress {
+		if pfx, err := netip.ParsePrefix(c); err != nil {
+			errs = append(errs, fmt.Sprintf("serveIngressCidrs: %q is not a network (CIDR, e.g. 192.0.2.0/24)", c))
+		} else if !pfx.Addr().Is4() {
+			errs = append(errs, fmt.Sprintf("serveIngressCidrs: %q: the load balancer has IPv4 addresses only", c))
+		}
+	}
+	if !p.WithoutCDN {
+		if p.DomainName != "" && p.CertificateARN == "" {
+			errs = append(errs, "domainName needs certificateArn: CloudFront serves a name of your own only with its certificate "+
+				"(ACM, in us-east-1); without both clones go to https://<id>.cloudfront.net")
+		}
+		if certRegion != "" && certRegion != cloudFrontCertRegion {
+			errs = append(errs, fmt.Sprintf("certificateArn is in %s: CloudFront takes certificates from ACM in %s only "+
+				"(request or import one there; with cdn=false the load balancer takes one from its own region)", certRegion, cloudFrontCertRegion))
+		}
+		if p.AllowPlainHTTP {
+			errs = append(errs, "allowPlainHttp applies to cdn=false: through CloudFront clones are HTTPS, HTTP redirected")
+		}
+		if len(p.ServeIngress) > maxServeIngress {
+			errs = append(errs, fmt.Sprintf("serveIngressCidrs: %d networks, at most %d: CloudFront's prefix list takes 55 of a "+
+				"security group's 60 rules", len(p.ServeIngress), maxServeIngress))
+		}
+		return errs
+	}
+	if len(p.ServeIngress) > 0 {
+		errs = append(errs, "serveIngressCidrs applies to the CDN: with cdn=false the load balancer admits anyone")
+	}
+	if p.CertificateARN == "" && !p.AllowPlainHTTP {
+		errs = append(errs, "cdn=false serves clones from the load balancer: give it certificateArn (ACM, the stack's region) and "+
+			"domainName for HTTPS, or -c allowPlainHttp=true to serve them over plain HTTP")
+	}
+	if p.CertificateARN != "" && p.AllowPlainHTTP {
+		errs = append(errs, "allowPlainHttp with certificateArn: the load balancer serves HTTPS (HTTP redirected); leave one out")
+	}
+	if certRegion != "" && p.Env != nil && p.Env.Region != nil && !strings.HasPrefix(*p.Env.Region, "${") && certRegion != *p.Env.Region {
+		errs = append(errs, fmt.Sprintf("certificateArn is in %s, the stack in %s: a load balancer takes certificates from its own region",
+			certRegion, *p.Env.Region))
+	}
+	return errs
 }
 
 // PropsFromContext reads the props from CDK context (cdk.json or -c key=value).
@@ -347,6 +466,18 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 		p.AlarmEmail, p.NoAlarmEmail = "", true
 	}
 	p.DiskQuota = c.str("diskQuota")
+	if v := c.str("storageBudgetGiB"); v == "none" {
+		p.NoStorageAlarm = true
+	} else if p.StorageBudgetGiB = c.int("storageBudgetGiB"); v != "" && p.StorageBudgetGiB <= 0 {
+		c.fail("storageBudgetGiB", v, "a number of GiB above 0, or none (no storage alarm)")
+	}
+	p.HookRate = c.int("hookRate")
+	p.HookBurst = c.int("hookBurst")
+	for _, k := range []string{"hookRate", "hookBurst"} {
+		if v := c.str(k); v != "" && c.int(k) <= 0 {
+			c.fail(k, v, "a number of requests above 0")
+		}
+	}
 	p.DeletionGuard = c.bool("deletionProtection", true)
 	p.ExistingTable = c.str("tableName")
 	p.ExistingFileSystem = c.str("fileSystemId")
@@ -358,8 +489,23 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.ServeMax = c.int("serveMax")
 	p.ServeOnDemand = c.int("serveOnDemand")
 	p.PackCacheBytes = c.str("packCacheBytes")
+	p.WithoutCDN = !c.bool("cdn", true)
+	p.AllowPlainHTTP = c.bool("allowPlainHttp", false)
 	p.CertificateARN = c.str("certificateArn")
-	p.ServeDomain = c.str("serveDomain")
+	p.DomainName = c.str("domainName")
+	if old := c.str("serveDomain"); old != "" { // its name before the CDN
+		if p.DomainName != "" && p.DomainName != old {
+			c.fail("serveDomain", old, "is the older name of domainName, which says "+p.DomainName+": give one")
+		}
+		p.DomainName = old
+	}
+	if v := c.str("serveIngressCidrs"); v != "" {
+		for _, cidr := range strings.Split(v, ",") {
+			if cidr = strings.TrimSpace(cidr); cidr != "" {
+				p.ServeIngress = append(p.ServeIngress, cidr)
+			}
+		}
+	}
 	p.ServeAccessLogs = c.bool("serveAccessLogs", false)
 	p.WorkerImage = c.str("workerImage")
 	p.AllowPlaceholders = c.bool("allowPlaceholders", false)

@@ -10,6 +10,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2authorizers"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2integrations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscertificatemanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfront"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfrontorigins"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awselasticloadbalancingv2"
@@ -22,15 +25,11 @@ import (
 )
 
 // HookRoute is the forges' webhook route: the HTTP API's one route without IAM (the
-// forge's signature authenticates a delivery), throttled on its own.
+// forge's signature authenticates a delivery), throttled on its own at hookRate and
+// hookBurst (the budget's by default): a forge sends one delivery per push and hook,
+// and past the throttle API Gateway answers 429. GitHub does not deliver again by
+// itself: such a push is found by the repo's next poll (docs/webhooks.md).
 const HookRoute = "POST /v1/hooks/{forge}"
-
-// Throttling of HookRoute: a forge sends one delivery per push (per hook), and retries
-// what failed; past this API Gateway answers 429 and the forge delivers again later.
-const (
-	hookRateLimit  = 10
-	hookBurstLimit = 20
-)
 
 // api: the HTTP API Lambda behind API Gateway, IAM authorization on every route but the
 // forges' webhooks (HookRoute), whose secret comes from Secrets Manager.
@@ -101,7 +100,7 @@ func (s *Stack) api() error {
 		// Route-level throttling (the L2 stage has no per-route settings). The route must
 		// exist before the stage names it.
 		stage.Node().DefaultChild().(awsapigatewayv2.CfnStage).AddPropertyOverride(jsii.String("RouteSettings"), map[string]any{
-			HookRoute: map[string]any{"ThrottlingRateLimit": hookRateLimit, "ThrottlingBurstLimit": hookBurstLimit},
+			HookRoute: map[string]any{"ThrottlingRateLimit": s.props.HookRate, "ThrottlingBurstLimit": s.props.HookBurst},
 		})
 		for _, r := range *hooks {
 			stage.Node().AddDependency(r)
@@ -149,14 +148,20 @@ func (a *accessLog) Format() awsapigateway.AccessLogFormat {
 
 // serving: `mirrorfleet serve` behind an internet-facing Application Load Balancer,
 // health-checked at /healthz: by default the git server container of every worker task
-// (ADR 27), with serveSeparate a service of its own (serveService). HTTPS on 443 with
-// certificateArn (HTTP then redirects), plain HTTP on 80 otherwise. The clone base URL
-// goes to the API and to the stack's outputs.
+// (ADR 27), with serveSeparate a service of its own (serveService). By default a
+// CloudFront distribution in front serves the clones over HTTPS (cdn); with cdn=false
+// the load balancer serves them itself, HTTPS on 443 with certificateArn (HTTP then
+// redirects), plain HTTP on 80 with allowPlainHttp. The clone base URL goes to the API
+// and to the stack's outputs.
 func (s *Stack) serving() {
 	public := &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PUBLIC}
+	description := "mirrorfleet git server load balancer: HTTP from the CloudFront origin-facing servers"
+	if s.props.WithoutCDN {
+		description = "mirrorfleet git server load balancer: HTTP(S) from anywhere (public mirrors)"
+	}
 	lbSG := awsec2.NewSecurityGroup(s.Stack, jsii.String("ServeLoadBalancerSG"), &awsec2.SecurityGroupProps{
 		Vpc:              s.Vpc,
-		Description:      jsii.String("mirrorfleet git server load balancer: HTTP(S) from anywhere (public mirrors)"),
+		Description:      jsii.String(description),
 		AllowAllOutbound: jsii.Bool(false),
 	})
 	lb := awselasticloadbalancingv2.NewApplicationLoadBalancer(s.Stack, jsii.String("ServeLoadBalancer"), &awselasticloadbalancingv2.ApplicationLoadBalancerProps{
@@ -196,21 +201,39 @@ func (s *Stack) serving() {
 		// is stopping (a Spot interruption gives two minutes).
 		DeregistrationDelay: awscdk.Duration_Seconds(jsii.Number(110)),
 	})
-	host := lb.LoadBalancerDnsName()
-	if s.props.ServeDomain != "" {
-		host = jsii.String(s.props.ServeDomain)
-	}
-	if s.props.CertificateARN != "" {
-		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(443)), jsii.String("git clients over HTTPS"), nil)
-		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(80)), jsii.String("HTTP, redirected to HTTPS"), nil)
-		lb.AddListener(jsii.String("Https"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
-			Port:                jsii.Number(443),
-			Protocol:            awselasticloadbalancingv2.ApplicationProtocol_HTTPS,
-			Certificates:        &[]awselasticloadbalancingv2.IListenerCertificate{awselasticloadbalancingv2.ListenerCertificate_FromArn(jsii.String(s.props.CertificateARN))},
-			SslPolicy:           awselasticloadbalancingv2.SslPolicy_RECOMMENDED_TLS,
+	forward := func(port int, protocol awselasticloadbalancingv2.ApplicationProtocol) *awselasticloadbalancingv2.BaseApplicationListenerProps {
+		return &awselasticloadbalancingv2.BaseApplicationListenerProps{
+			Port:                jsii.Number(float64(port)),
+			Protocol:            protocol,
 			DefaultTargetGroups: &[]awselasticloadbalancingv2.IApplicationTargetGroup{tg},
 			Open:                jsii.Bool(false),
-		})
+		}
+	}
+	var dist awscloudfront.Distribution
+	switch {
+	case !s.props.WithoutCDN:
+		// CloudFront reaches the load balancer over HTTP on 80 (its default name has no
+		// certificate of ours), from its origin-facing servers only.
+		lbSG.AddIngressRule(awsec2.Peer_PrefixList(s.cloudFrontPrefixList()), awsec2.Port_Tcp(jsii.Number(80)),
+			jsii.String("CloudFront origin-facing servers"), nil)
+		for _, cidr := range s.props.ServeIngress {
+			lbSG.AddIngressRule(awsec2.Peer_Ipv4(jsii.String(cidr)), awsec2.Port_Tcp(jsii.Number(80)),
+				jsii.String("git clients the operator admits directly"), nil)
+		}
+		lb.AddListener(jsii.String("Http"), forward(80, awselasticloadbalancingv2.ApplicationProtocol_HTTP))
+		dist = s.cdn(lb)
+		host := dist.DistributionDomainName()
+		if s.props.DomainName != "" {
+			host = jsii.String(s.props.DomainName)
+		}
+		s.CloneBaseURL = "https://" + *host
+	case s.props.CertificateARN != "":
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(443)), jsii.String("git clients over HTTPS"), nil)
+		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(80)), jsii.String("HTTP, redirected to HTTPS"), nil)
+		https := forward(443, awselasticloadbalancingv2.ApplicationProtocol_HTTPS)
+		https.Certificates = &[]awselasticloadbalancingv2.IListenerCertificate{awselasticloadbalancingv2.ListenerCertificate_FromArn(jsii.String(s.props.CertificateARN))}
+		https.SslPolicy = awselasticloadbalancingv2.SslPolicy_RECOMMENDED_TLS
+		lb.AddListener(jsii.String("Https"), https)
 		lb.AddListener(jsii.String("Http"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
 			Port:     jsii.Number(80),
 			Protocol: awselasticloadbalancingv2.ApplicationProtocol_HTTP,
@@ -218,16 +241,17 @@ func (s *Stack) serving() {
 				Protocol: jsii.String("HTTPS"), Port: jsii.String("443"), Permanent: jsii.Bool(true)}),
 			Open: jsii.Bool(false),
 		})
-		s.CloneBaseURL = "https://" + *host
-	} else {
+		s.CloneBaseURL = "https://" + s.props.DomainName
+	default: // allowPlainHttp, checked
 		lbSG.AddIngressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(80)), jsii.String("git clients over HTTP"), nil)
-		lb.AddListener(jsii.String("Http"), &awselasticloadbalancingv2.BaseApplicationListenerProps{
-			Port:                jsii.Number(80),
-			Protocol:            awselasticloadbalancingv2.ApplicationProtocol_HTTP,
-			DefaultTargetGroups: &[]awselasticloadbalancingv2.IApplicationTargetGroup{tg},
-			Open:                jsii.Bool(false),
-		})
+		lb.AddListener(jsii.String("Http"), forward(80, awselasticloadbalancingv2.ApplicationProtocol_HTTP))
+		host := lb.LoadBalancerDnsName()
+		if s.props.DomainName != "" {
+			host = jsii.String(s.props.DomainName)
+		}
 		s.CloneBaseURL = "http://" + *host
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("mirrorfleet:plain-http"),
+			jsii.String("allowPlainHttp: clones are served over plain HTTP from the load balancer"))
 	}
 
 	var svc awsecs.FargateService
@@ -247,15 +271,90 @@ func (s *Stack) serving() {
 	}
 	lbSG.AddEgressRule(sg, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("to the git server"), nil)
 	sg.AddIngressRule(lbSG, awsec2.Port_Tcp(jsii.Number(servePort)), jsii.String("from the load balancer"), nil)
-	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, Separate: s.props.ServeSeparate, AccessLogs: logs}
+	s.Serve = &Serving{LoadBalancer: lb, TargetGroup: tg, Service: svc, Separate: s.props.ServeSeparate, AccessLogs: logs, Distribution: dist}
 	awscdk.NewCfnOutput(s.Stack, jsii.String("CloneBaseUrl"), &awscdk.CfnOutputProps{
 		Value:       jsii.String(s.CloneBaseURL),
 		Description: jsii.String("Clone a mirror from <CloneBaseUrl>/git/<mirror path>; each repo's clone_url in the API says it in full"),
 	})
+	if dist != nil {
+		awscdk.NewCfnOutput(s.Stack, jsii.String("ServeDistributionDomain"), &awscdk.CfnOutputProps{
+			Value:       dist.DistributionDomainName(),
+			Description: jsii.String("The CloudFront distribution in front of the git server: point domainName (a CNAME) here"),
+		})
+	}
 	awscdk.NewCfnOutput(s.Stack, jsii.String("ServeLoadBalancerDns"), &awscdk.CfnOutputProps{
 		Value:       lb.LoadBalancerDnsName(),
-		Description: jsii.String("Point serveDomain (a CNAME) here"),
+		Description: jsii.String("The git server's load balancer (with cdn=false, point domainName here)"),
 	})
+}
+
+// Settings of the distribution in front of the git server (ADR 30). CloudFront waits
+// originReadTimeout for each packet of a response, the first included: git's
+// upload-pack sends a keep-alive every gitKeepAlive (uploadpack.keepAlive, git's default,
+// which the server leaves as it is) while pack-objects is quiet, and the server's own
+// waits before git's first byte (a place in its queue, a shared pack generation) are
+// QueueWait each, 10 s.
+const (
+	originReadTimeout = 60 * time.Second // the most CloudFront allows without a quota increase
+	gitKeepAlive      = 5 * time.Second
+)
+
+// cdn is the CloudFront distribution in front of the load balancer: HTTPS for the
+// viewers (HTTP redirected) on its own name or domainName, every method (git's
+// upload-pack is a POST), nothing cached (CachingDisabled), every viewer header passed
+// on — Git-Protocol, Content-Encoding and Authorization among them — with the origin's
+// own Host (AllViewerExceptHostHeader, which forwards Authorization when nothing is
+// cached), responses streamed as they come, and edges in North America and Europe
+// (PriceClass_100: the bill prices them at that rate).
+func (s *Stack) cdn(lb awselasticloadbalancingv2.ApplicationLoadBalancer) awscloudfront.Distribution {
+	props := &awscloudfront.DistributionProps{
+		Comment: jsii.String("mirrorfleet git server: clones over HTTPS"),
+		DefaultBehavior: &awscloudfront.BehaviorOptions{
+			Origin: awscloudfrontorigins.NewLoadBalancerV2Origin(lb, &awscloudfrontorigins.LoadBalancerV2OriginProps{
+				ProtocolPolicy: awscloudfront.OriginProtocolPolicy_HTTP_ONLY,
+				HttpPort:       jsii.Number(80),
+				ReadTimeout:    awscdk.Duration_Seconds(jsii.Number(originReadTimeout.Seconds())),
+			}),
+			ViewerProtocolPolicy: awscloudfront.ViewerProtocolPolicy_REDIRECT_TO_HTTPS,
+			AllowedMethods:       awscloudfront.AllowedMethods_ALLOW_ALL(),
+			CachedMethods:        awscloudfront.CachedMethods_CACHE_GET_HEAD(),
+			CachePolicy:          awscloudfront.CachePolicy_CACHING_DISABLED(),
+			OriginRequestPolicy:  awscloudfront.OriginRequestPolicy_ALL_VIEWER_EXCEPT_HOST_HEADER(),
+			Compress:             jsii.Bool(false),
+		},
+		PriceClass:  awscloudfront.PriceClass_PRICE_CLASS_100,
+		HttpVersion: awscloudfront.HttpVersion_HTTP2_AND_3,
+		EnableIpv6:  jsii.Bool(true),
+	}
+	if s.props.CertificateARN != "" {
+		props.DomainNames = jsii.Strings(s.props.DomainName)
+		props.Certificate = awscertificatemanager.Certificate_FromCertificateArn(s.Stack, jsii.String("ServeCertificate"), jsii.String(s.props.CertificateARN))
+		props.MinimumProtocolVersion = awscloudfront.SecurityPolicyProtocol_TLS_V1_2_2021
+	}
+	return awscloudfront.NewDistribution(s.Stack, jsii.String("ServeCdn"), props)
+}
+
+// cloudFrontPrefixListName is the managed prefix list of CloudFront's origin-facing
+// servers (IPv4; the load balancer has no IPv6 address).
+const cloudFrontPrefixListName = "com.amazonaws.global.cloudfront.origin-facing"
+
+// placeholderPrefixList names no prefix list: a stack without account and region cannot
+// look the real one up.
+const placeholderPrefixList = "pl-00000000"
+
+// cloudFrontPrefixList is the id of CloudFront's origin-facing prefix list in the
+// stack's region, which a context lookup finds (the CDK CLI runs it with the stack's
+// account and region, and keeps the answer in cdk.context.json). Without them it is
+// a placeholder when placeholders are allowed (synth, tests).
+func (s *Stack) cloudFrontPrefixList() *string {
+	if !*awscdk.Token_IsUnresolved(s.Stack.Account()) && !*awscdk.Token_IsUnresolved(s.Stack.Region()) {
+		return awsec2.PrefixList_FromLookup(s.Stack, jsii.String("CloudFrontOriginFacing"), &awsec2.PrefixListLookupOptions{
+			PrefixListName: jsii.String(cloudFrontPrefixListName)}).PrefixListId()
+	}
+	s.Placeholders = append(s.Placeholders, "cloudFrontPrefixList")
+	awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("mirrorfleet:placeholder-prefix-list"),
+		jsii.String("no account and region: the load balancer admits a placeholder prefix list, not CloudFront's (allowPlaceholders); this stack must not be deployed"))
+	return jsii.String(placeholderPrefixList)
 }
 
 // serveContainer adds the git server to task: `mirrorfleet serve` on the mirrors
@@ -267,9 +366,10 @@ func (s *Stack) serveContainer(task awsecs.TaskDefinition, share *taskShare) aws
 		Listen:         fmt.Sprintf(":%d", servePort),
 		PackCacheDir:   packCacheDir,
 		PackCacheBytes: s.props.PackCacheBytes,
-		// The load balancer sits in the VPC: its X-Forwarded-For names the client, so the
-		// per-client limit is not one limit for everyone behind it.
-		TrustedProxy: *s.Vpc.VpcCidrBlock(),
+		// The load balancer sits in the VPC, CloudFront's edges in front of it: their
+		// X-Forwarded-For names the client, so the per-client limit is not one limit for
+		// everyone behind them.
+		TrustedProxy: s.trustedProxies(),
 	}.Env()
 	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
 		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)), share)
@@ -280,6 +380,16 @@ func (s *Stack) serveContainer(task awsecs.TaskDefinition, share *taskShare) aws
 		&awsecs.MountPoint{SourceVolume: jsii.String("tmp"), ContainerPath: jsii.String(tmpDir), ReadOnly: jsii.Bool(false)},
 	)
 	return container
+}
+
+// trustedProxies are the proxies in front of the git server: the load balancer (the
+// VPC's network) and, with the CDN, CloudFront's origin-facing servers.
+func (s *Stack) trustedProxies() string {
+	t := *s.Vpc.VpcCidrBlock()
+	if !s.props.WithoutCDN {
+		t += "," + deployenv.TrustedCloudFront
+	}
+	return t
 }
 
 // serveService is the git server as a service of its own (serveSeparate): Fargate ARM64

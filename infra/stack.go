@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigatewayv2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudfront"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsdynamodb"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
@@ -83,6 +84,9 @@ type Serving struct {
 	Service    awsecs.FargateService
 	Separate   bool
 	AccessLogs awss3.Bucket // nil without serveAccessLogs
+	// Distribution is the CloudFront distribution in front of the load balancer; nil
+	// with cdn=false.
+	Distribution awscloudfront.Distribution
 }
 
 // NewStack builds the stack, or says why the props cannot be deployed.

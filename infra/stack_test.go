@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -174,8 +175,9 @@ func TestResourceCounts(t *testing.T) {
 		"AWS::ElasticLoadBalancingV2::LoadBalancer": 1,
 		"AWS::ElasticLoadBalancingV2::TargetGroup":  1,
 		"AWS::ElasticLoadBalancingV2::Listener":     1,
-		// Eight operator alarms, two for the staleness scaling, two for the fallback.
-		"AWS::CloudWatch::Alarm":     12,
+		"AWS::CloudFront::Distribution":             1,
+		// Nine operator alarms, two for the staleness scaling, two for the fallback.
+		"AWS::CloudWatch::Alarm":     13,
 		"AWS::CloudWatch::Dashboard": 1,
 		"AWS::SNS::Topic":            1,
 		"AWS::SNS::TopicPolicy":      1,
@@ -186,8 +188,9 @@ func TestResourceCounts(t *testing.T) {
 	} {
 		template.ResourceCountIs(jsii.String(typ), jsii.Number(n))
 	}
-	if len(stack.Placeholders) != 3 {
-		t.Errorf("placeholders = %v, want both zips and the image (no build dir, no workerImage in the test)", stack.Placeholders)
+	if len(stack.Placeholders) != 4 {
+		t.Errorf("placeholders = %v, want both zips, the image and CloudFront's prefix list (no build dir, no workerImage, "+
+			"no account and region in the test)", stack.Placeholders)
 	}
 }
 
@@ -220,7 +223,7 @@ func TestLambdaEnvironmentIsTheContract(t *testing.T) {
 		deployenv.Table:        table,
 		deployenv.Fleet:        "MirrorFleetTest",
 		deployenv.PublicReads:  "false",
-		deployenv.CloneBaseURL: map[string]any{"Fn::Join": []any{"", []any{"http://", getAtt(logicalID(stack.Serve.LoadBalancer), "DNSName")}}},
+		deployenv.CloneBaseURL: map[string]any{"Fn::Join": []any{"", []any{"https://", getAtt(logicalID(stack.Serve.Distribution), "DomainName")}}},
 		// The webhook secret's ARN, never its value.
 		deployenv.WebhookSecretARN: ref(logicalID(stack.WebhookSecret.(interface{ Node() constructs.Node }))),
 	}
@@ -312,7 +315,7 @@ func TestHTTPAPIIAMOnEveryRoute(t *testing.T) {
 		"StageName", "$default",
 		"AccessLogSettings", like("DestinationArn", assertions.Match_AnyValue()),
 		"DefaultRouteSettings", like("ThrottlingRateLimit", 50, "ThrottlingBurstLimit", 100),
-		"RouteSettings", obj(HookRoute, obj("ThrottlingRateLimit", hookRateLimit, "ThrottlingBurstLimit", hookBurstLimit)),
+		"RouteSettings", obj(HookRoute, obj("ThrottlingRateLimit", 100, "ThrottlingBurstLimit", 200)),
 	))
 	// The stage names the route in its settings: it must be created after it.
 	for id, r := range resourcesOf("AWS::ApiGatewayV2::Stage") {
@@ -435,7 +438,7 @@ func TestWorkers(t *testing.T) {
 	// The budget is 60% of the worker container's 1,536 MiB: the git server has 512 of
 	// the task's 2,048.
 	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "921M",
-		Drain: 20 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs, AliveFile: "/tmp/mirrorfleet/alive",
+		Drain: 20 * time.Second, DiskUsage: deployenv.DiskUsageElastic, AliveFile: "/tmp/mirrorfleet/alive",
 		ScrubEvery: DefaultScrubEvery}.Env()
 	want[deployenv.Table], want[deployenv.EventBus] = "", ""
 	got := envVars(c)
@@ -490,40 +493,68 @@ func TestWorkers(t *testing.T) {
 		"CapacityProviders", arrayWith(fargateOnDemand, fargateSpot)))
 }
 
-// The on-demand twin starts a worker while fewer than the floor are live and stops one
-// while more are: the fallback when Spot has no capacity.
+// The on-demand twin starts as many workers as the fleet is short of its floor
+// (minLiveWorkers, or its repos' bare need at the budget), up to maxWorkers, and stops as
+// many as it is over: a Spot outage at 1M leaves the fleet polling at its budget.
 func TestOnDemandFallback(t *testing.T) {
 	twin := logicalID(stack.Fallback)
 	var target string
 	for id, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalableTarget") {
 		if strings.Contains(js(props(r)["ResourceId"]), twin) {
 			target = id
-			if p := props(r); p["MinCapacity"] != 0.0 || p["MaxCapacity"] != 1.0 {
-				t.Errorf("fallback scales %v..%v, want 0..1 (minLiveWorkers)", p["MinCapacity"], p["MaxCapacity"])
+			if p := props(r); p["MinCapacity"] != 0.0 || p["MaxCapacity"] != 12.0 {
+				t.Errorf("fallback scales %v..%v, want 0..12 (maxWorkers)", p["MinCapacity"], p["MaxCapacity"])
 			}
 		}
 	}
 	if target == "" {
 		t.Fatal("the on-demand twin does not scale")
 	}
-	policies := map[float64]float64{} // alarm threshold by adjustment
+	// adjustments by shortfall: each step's interval, offset by its alarm's threshold.
+	got := map[float64]float64{}
+	var expr string
 	for id, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalingPolicy") {
 		if js(props(r)["ScalingTargetId"]) != js(ref(target)) {
 			continue
 		}
-		adj := props(r)["StepScalingPolicyConfiguration"].(map[string]any)["StepAdjustments"].([]any)[0].(map[string]any)["ScalingAdjustment"].(float64)
+		var threshold float64
 		for _, a := range resourcesOf("AWS::CloudWatch::Alarm") {
-			ap := props(a)
-			if strings.Contains(js(ap["AlarmActions"]), id) {
-				policies[adj] = ap["Threshold"].(float64)
-				if !strings.Contains(js(ap["Metrics"]), "FILL(active, 0) + FILL(joining, 0)") {
-					t.Errorf("fallback alarm on %s, want the live workers", js(ap["Metrics"]))
+			if ap := props(a); strings.Contains(js(ap["AlarmActions"]), id) {
+				threshold = ap["Threshold"].(float64)
+				for _, m := range list(ap["Metrics"]) {
+					if e, ok := m.(map[string]any)["Expression"].(string); ok {
+						expr = e
+					}
 				}
 			}
 		}
+		for _, st := range list(props(r)["StepScalingPolicyConfiguration"].(map[string]any)["StepAdjustments"]) {
+			st := st.(map[string]any)
+			at := threshold // the step's lower bound, or its upper one below the threshold
+			if lo, ok := st["MetricIntervalLowerBound"].(float64); ok && lo >= 0 {
+				at += lo
+			} else if hi, ok := st["MetricIntervalUpperBound"].(float64); ok {
+				at += hi
+			}
+			got[at] = st["ScalingAdjustment"].(float64)
+		}
 	}
-	if policies[1] != 0.5 || policies[-1] != 1.5 {
-		t.Errorf("fallback steps %v, want +1 at or below 0.5 live workers and -1 at or above 1.5", policies)
+	// Short by 1 (from 0.5) starts one, by 5 five, by 12 or more twelve; over by 1 (to
+	// -0.5) stops one, by 12 or more twelve.
+	for at, want := range map[float64]float64{0.5: 1, 4.5: 5, 11.5: 12, -0.5: -1, -3.5: -4, -11.5: -12} {
+		if got[at] != want {
+			t.Errorf("shortfall step at %v: %v, want %v (all: %v)", at, got[at], want, got)
+		}
+	}
+	// The shortfall: the floor or the repos' bare need, less the live workers.
+	k := budget.Default().BareWorkersPerRepo()
+	for _, part := range []string{fmt.Sprintf("CEIL(%.6g * (FILL(ok, 0) + FILL(failing, 0)))", k), "> 1,", "- (FILL(active, 0) + FILL(joining, 0))"} {
+		if !strings.Contains(expr, part) {
+			t.Errorf("fallback on %q, want it to contain %q", expr, part)
+		}
+	}
+	if need := math.Ceil(k * 1_000_000); need < 9 || need >= 12 {
+		t.Errorf("at 1M repos the twin keeps %v workers, want near the 12 the budget sizes, no more", need)
 	}
 }
 
@@ -654,7 +685,7 @@ func TestRedeployImportsTheRetainedTableAndFileSystem(t *testing.T) {
 
 // Public subnets, no NAT gateway, DynamoDB through a gateway endpoint; nothing admits
 // traffic but the file system (NFS from the tasks), the worker tasks' git server (its
-// port, from the load balancer) and the load balancer (HTTP from anywhere).
+// port, from the load balancer) and the load balancer (HTTP from CloudFront).
 func TestNetwork(t *testing.T) {
 	template.HasResourceProperties(jsii.String("AWS::EC2::VPCEndpoint"), obj(
 		"VpcEndpointType", "Gateway",
@@ -666,24 +697,29 @@ func TestNetwork(t *testing.T) {
 		}
 	}
 	ingress := resourcesOf("AWS::EC2::SecurityGroupIngress")
-	if len(ingress) != 2 {
-		t.Errorf("%d SecurityGroupIngress resources, want 2 (NFS from the worker tasks, 8080 from the load balancer)", len(ingress))
+	if len(ingress) != 3 {
+		t.Errorf("%d SecurityGroupIngress resources, want 3 (NFS from the worker tasks, 8080 from the load balancer, "+
+			"HTTP from CloudFront)", len(ingress))
 	}
+	lbSG := logicalID((*stack.Serve.LoadBalancer.Connections().SecurityGroups())[0])
 	for id, r := range ingress {
 		p := props(r)
-		if p["CidrIp"] != nil || p["SourceSecurityGroupId"] == nil || (p["FromPort"] != 2049.0 && p["FromPort"] != float64(servePort)) {
+		if p["CidrIp"] != nil || p["CidrIpv6"] != nil {
+			t.Errorf("ingress %s = %v from a network", id, p)
+		}
+		if p["SourcePrefixListId"] != nil {
+			if js(p["GroupId"]) != js(getAtt(lbSG, "GroupId")) || p["FromPort"] != 80.0 || p["ToPort"] != 80.0 {
+				t.Errorf("ingress %s = %v, want HTTP into the load balancer from CloudFront", id, p)
+			}
+			continue
+		}
+		if p["SourceSecurityGroupId"] == nil || (p["FromPort"] != 2049.0 && p["FromPort"] != float64(servePort)) {
 			t.Errorf("ingress %s = %v, want NFS or the server port from a security group", id, p)
 		}
 	}
-	lbSG := logicalID((*stack.Serve.LoadBalancer.Connections().SecurityGroups())[0])
 	for id, r := range resourcesOf("AWS::EC2::SecurityGroup") {
-		in, _ := props(r)["SecurityGroupIngress"].([]any)
-		if id != lbSG && len(in) > 0 {
+		if in, _ := props(r)["SecurityGroupIngress"].([]any); len(in) > 0 {
 			t.Errorf("security group %s has inline ingress %v", id, in)
-		}
-		if id == lbSG && js(in) != js([]any{map[string]any{"CidrIp": "0.0.0.0/0", "Description": "git clients over HTTP",
-			"FromPort": 80, "IpProtocol": "tcp", "ToPort": 80}}) {
-			t.Errorf("load balancer ingress %s, want HTTP from anywhere only", js(in))
 		}
 	}
 
@@ -976,8 +1012,8 @@ func alarm(t *testing.T, prefix string) map[string]any {
 }
 
 func TestAlarms(t *testing.T) {
-	if n := len(operatorAlarms(t)); n != 8 {
-		t.Errorf("%d alarms notify the alarm topic, want 8", n)
+	if n := len(operatorAlarms(t)); n != 9 {
+		t.Errorf("%d alarms notify the alarm topic, want 9", n)
 	}
 	// An empty new fleet reports no staleness, no fetches, no worker states before its
 	// first tick: no alarm takes missing data for a breach.
@@ -1167,9 +1203,11 @@ func TestServing(t *testing.T) {
 			t.Errorf("git server %s = %v, want %q", k, env[k], v)
 		}
 	}
-	// The load balancer's network is trusted for X-Forwarded-For: the VPC's CIDR.
+	// The load balancer's network is trusted for X-Forwarded-For (the VPC's CIDR), and
+	// CloudFront's origin-facing servers in front of it.
+	trusted := map[string]any{"Fn::Join": []any{"", []any{getAtt(logicalID(stack.Vpc), "CidrBlock"), "," + deployenv.TrustedCloudFront}}}
 	if len(env) != len(want)+2 || js(env[deployenv.Table]) != js(ref(logicalID(stack.Table))) ||
-		js(env[deployenv.TrustedProxy]) != js(getAtt(logicalID(stack.Vpc), "CidrBlock")) {
+		js(env[deployenv.TrustedProxy]) != js(trusted) {
 		t.Errorf("git server environment %s", js(env))
 	}
 	// Its own 512 MiB of the task's 2,048; an exit does not stop the worker: ECS
@@ -1190,8 +1228,8 @@ func TestServing(t *testing.T) {
 		}
 	}
 
-	// The clone base URL: an output, and the API's.
-	base := map[string]any{"Fn::Join": []any{"", []any{"http://", getAtt(lb, "DNSName")}}}
+	// The clone base URL: the distribution's, an output, and the API's.
+	base := map[string]any{"Fn::Join": []any{"", []any{"https://", getAtt(logicalID(stack.Serve.Distribution), "DomainName")}}}
 	template.HasOutput(jsii.String("CloneBaseUrl"), obj("Value", base))
 
 	// The settings of a service of its own want one; the worker keeps enough memory.
@@ -1215,7 +1253,7 @@ func TestServing(t *testing.T) {
 // access logs to a bucket; cdk-nag clean too.
 func TestServingSeparateHTTPSAndAccessLogs(t *testing.T) {
 	const cert = "arn:aws:acm:us-east-1:123456789012:certificate/0d7f9c1e-1111-2222-3333-444455556666"
-	s, at, tp := variant(t, "Https", Props{CertificateARN: cert, ServeDomain: "git.example.org", ServeAccessLogs: true,
+	s, at, tp := variant(t, "Https", Props{WithoutCDN: true, CertificateARN: cert, DomainName: "git.example.org", ServeAccessLogs: true,
 		ServeSeparate: true, ServeMin: 2, ServeOnDemand: 1, StackProps: awscdk.StackProps{Env: &awscdk.Environment{
 			Account: jsii.String("123456789012"), Region: jsii.String("us-east-1")}}}, true)
 	conforms(t, "HTTPS with access logs", tp)
@@ -1342,32 +1380,45 @@ func TestPropsFromContext(t *testing.T) {
 		"vpcId": "vpc-123", "alarmEmail": "a@b.c", "deletionProtection": "false", "privateNetwork": "true",
 		"serving": "false", "onDemandFallback": "false", "coordinatorConcurrency": "none", "workerImage": "example.org/mf:1",
 		"maintainEvery": "12h", "scrubEvery": "720h", "pollsPerDay": "4", "tableName": "T-1", "fileSystemId": "fs-12345678",
+		"storageBudgetGiB": "50000", "hookRate": 250, "cdn": "false", "allowPlainHttp": "true", "serveDomain": "git.example.org",
+		"diskQuota": "60T",
 	}})
 	p, err := PropsFromContext(app.Node())
 	if err != nil || p.WorkerCount != 3 || p.WorkerCPU != 2048 || p.Grace.String() != "5m0s" || !p.NoWarmup ||
 		p.MaintainEvery.String() != "12h0m0s" || p.ScrubEvery.String() != "720h0m0s" ||
 		p.VpcID != "vpc-123" || p.AlarmEmail != "a@b.c" || p.DeletionGuard || !p.PrivateNetwork || !p.WithoutServing ||
 		!p.WithoutFallback || p.CoordinatorConcurrency != -1 || p.WorkerImage != "example.org/mf:1" || p.PollsPerDay != 4 ||
-		p.ExistingTable != "T-1" || p.ExistingFileSystem != "fs-12345678" {
+		p.ExistingTable != "T-1" || p.ExistingFileSystem != "fs-12345678" || p.StorageBudgetGiB != 50000 || p.HookRate != 250 ||
+		!p.WithoutCDN || !p.AllowPlainHTTP || p.DomainName != "git.example.org" || p.DiskQuota != "60T" {
 		t.Errorf("props = %+v, %v", p, err)
 	}
 	// Twice the budget: twice the workers for a million repos, half the staleness.
-	if d := p.Defaults(); d.MaxWorkers != 24 || d.StaleAfter != budget.Default().StaleAfter()/2 {
-		t.Errorf("pollsPerDay=4: maxWorkers %d, staleAfter %v", d.MaxWorkers, d.StaleAfter)
+	if d := p.Defaults(); d.MaxWorkers != 24 || d.StaleAfter != budget.Default().StaleAfter()/2 || d.HookBurst != 500 {
+		t.Errorf("pollsPerDay=4: maxWorkers %d, staleAfter %v; hookBurst %d", d.MaxWorkers, d.StaleAfter, d.HookBurst)
 	}
 	d0, err := PropsFromContext(awscdk.NewApp(nil).Node())
 	d := d0.Defaults()
 	if err != nil || d.WorkerCount != 1 || d.MaxWorkers != 12 || d.WorkerCPU != 256 || d.WorkerMemory != 2048 || d.Fetchers != 10 ||
 		d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" || d.NoWarmup || d.MinLive != 1 || !d.DeletionGuard ||
-		d.DiskQuota != "500G" || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 0 ||
+		d.DiskQuota != "" || d.StorageBudgetGiB != 1024 || d.NoStorageAlarm || d.HookRate != 100 || d.HookBurst != 200 ||
+		d.WithoutCDN || d.AllowPlainHTTP || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 0 ||
 		d.PollsPerDay != 2 || d.StaleAfter != budget.Default().StaleAfter() ||
 		d.ServeSeparate || d.ServeMemory != DefaultServeContainerMemory || d.ServeMin != 0 || d.ServeMax != 0 || d.ServeCPU != 0 {
 		t.Errorf("defaults = %+v, %v", d, err)
 	}
-	bad := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"workerCount": "two", "serving": "maybe", "grace": "long", "pollsPerDay": "often"}})
-	if _, err := PropsFromContext(bad.Node()); err == nil || !strings.Contains(err.Error(), "workerCount") ||
-		!strings.Contains(err.Error(), "serving") || !strings.Contains(err.Error(), "grace") || !strings.Contains(err.Error(), "pollsPerDay") {
-		t.Errorf("bad context: %v", err)
+	bad := awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"workerCount": "two", "serving": "maybe", "grace": "long", "pollsPerDay": "often",
+		"storageBudgetGiB": "-3", "hookRate": "fast", "hookBurst": "0", "cdn": "yes please", "allowPlainHttp": "sure",
+		"domainName": "a.example.org", "serveDomain": "b.example.org"}})
+	_, err = PropsFromContext(bad.Node())
+	for _, key := range []string{"workerCount", "serving", "grace", "pollsPerDay", "storageBudgetGiB", "hookRate", "hookBurst", "cdn",
+		"allowPlainHttp", "serveDomain"} {
+		if err == nil || !strings.Contains(err.Error(), key+"=") {
+			t.Errorf("bad context: %v, want %s named", err, key)
+		}
+	}
+	if none, err := PropsFromContext(awscdk.NewApp(&awscdk.AppProps{Context: &map[string]any{"storageBudgetGiB": "none"}}).Node()); err != nil ||
+		!none.NoStorageAlarm || none.Defaults().StorageBudgetGiB != 0 {
+		t.Errorf("storageBudgetGiB=none: %+v, %v", none, err)
 	}
 }
 
@@ -1431,8 +1482,29 @@ func TestAssetsOrPlaceholders(t *testing.T) {
 		t.Error("an ECR reference without tag or digest was accepted")
 	}
 	if _, err := NewStack(app, "BadServe", Props{LambdaAssetDir: build, WorkerImage: image, CertificateARN: "arn:aws:acm:x", AlarmEmail: "ops@example.com"}); err == nil ||
-		!strings.Contains(err.Error(), "serveDomain") {
-		t.Errorf("a certificate without serveDomain: %v", err)
+		!strings.Contains(err.Error(), "needs domainName") || !strings.Contains(err.Error(), "not an ACM certificate") {
+		t.Errorf("a malformed certificate without domainName: %v", err)
+	}
+	// A deploy has an account and a region: CloudFront's prefix list is looked up (the
+	// CLI answers the lookup), not a placeholder.
+	withEnv := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	s, err = NewStack(withEnv, "Deployed", Props{LambdaAssetDir: build, WorkerImage: image, AlarmEmail: "ops@example.com",
+		StackProps: awscdk.StackProps{Env: &awscdk.Environment{Account: jsii.String("123456789012"), Region: jsii.String("eu-west-1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Placeholders) != 0 {
+		t.Errorf("placeholders %v in a stack with an account and a region", s.Placeholders)
+	}
+	var lookups []string
+	for _, m := range *withEnv.Synth(nil).Manifest().Missing {
+		lookups = append(lookups, *m.Key)
+	}
+	if !slices.ContainsFunc(lookups, func(k string) bool {
+		return strings.Contains(k, "region=eu-west-1") && strings.Contains(k, "EC2$:$:PrefixList") &&
+			strings.Contains(k, "com.amazonaws.global.cloudfront.origin-facing")
+	}) {
+		t.Errorf("context lookups %v, want CloudFront's origin-facing prefix list in eu-west-1", lookups)
 	}
 }
 

@@ -104,9 +104,14 @@ const (
 	ServeListen    = "MIRRORFLEET_SERVE_LISTEN"     // listen address, default :8080
 	PackCacheDir   = "MIRRORFLEET_PACK_CACHE_DIR"   // pack cache on local disk
 	PackCacheBytes = "MIRRORFLEET_PACK_CACHE_BYTES" // its size bound
-	TrustedProxy   = "MIRRORFLEET_TRUSTED_PROXY"    // networks (CIDR, comma-separated) whose X-Forwarded-For names the client
+	TrustedProxy   = "MIRRORFLEET_TRUSTED_PROXY"    // proxies whose X-Forwarded-For names the client: CIDRs and TrustedCloudFront, comma-separated
 	ServeToken     = "MIRRORFLEET_SERVE_TOKEN"      // optional read token
 )
+
+// TrustedCloudFront in TrustedProxy stands for CloudFront's origin-facing addresses, as
+// AWS publishes them (ip-ranges.json, service CLOUDFRONT_ORIGIN_FACING): read when the
+// server starts.
+const TrustedCloudFront = "cloudfront"
 
 // The image both ECS services run (cmd/pushimage builds it; the stack runs
 // `mirrorfleet worker` and `mirrorfleet serve` from it).
@@ -297,8 +302,9 @@ type Serve struct {
 	Listen         string // e.g. :8080
 	PackCacheDir   string
 	PackCacheBytes string // e.g. 10G
-	// TrustedProxy is the load balancer's network (CIDR): behind it every client's
-	// address comes from X-Forwarded-For, so the per-client limit is per client.
+	// TrustedProxy is the proxies in front of the server: the load balancer's network
+	// (CIDR) and, behind CloudFront, TrustedCloudFront, comma-separated. A client's
+	// address then comes from X-Forwarded-For, so the per-client limit is per client.
 	TrustedProxy string
 }
 
