@@ -328,12 +328,14 @@ func (r *runFlags) parse(args []string, getenv func(string) string) (fleet.Confi
 }
 
 func runFleet(args []string, stderr io.Writer) error {
-	cfg, err := newRunFlags(stderr).parse(args, os.Getenv)
+	rf := newRunFlags(stderr)
+	cfg, err := rf.parse(args, os.Getenv)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	rf.sf.resolve(ctx, &cfg.Serve, cfg.Log)
 	f, err := fleet.Start(ctx, cfg)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -18,8 +19,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/awsranges"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
@@ -36,6 +39,11 @@ type serveFlags struct {
 	// envTrusted is $MIRRORFLEET_TRUSTED_PROXY, taken when no --trusted-proxy is given.
 	envTrusted string
 	trusted    func(string) error
+	// cloudFront: the trusted proxies include CloudFront's origin-facing servers, read
+	// from rangesURL when the front starts (resolve).
+	cloudFront bool
+	rangesURL  string
+	backoff    time.Duration // the wait after a failed read, doubled each time; 0: rangesBackoff
 }
 
 func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
@@ -53,6 +61,10 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 			if p = strings.TrimSpace(p); p == "" {
 				continue
 			}
+			if p == deployenv.TrustedCloudFront {
+				sf.cloudFront = true
+				continue
+			}
 			pfx, err := netip.ParsePrefix(p)
 			if err != nil {
 				return err
@@ -61,7 +73,9 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 		}
 		return nil
 	}
-	fs.Func("trusted-proxy", "a proxy's network (`CIDR`, e.g. the load balancer's subnets) whose X-Forwarded-For names the client; repeat or comma-separate (default $"+cloud.EnvTrustedProxy+")", trusted)
+	fs.Func("trusted-proxy", "a proxy's network (`CIDR`, e.g. the load balancer's subnets), or "+deployenv.TrustedCloudFront+
+		" (CloudFront's origin-facing servers), whose X-Forwarded-For names the client; repeat or comma-separate (default $"+cloud.EnvTrustedProxy+")", trusted)
+	fs.StringVar(&sf.rangesURL, "aws-ip-ranges", awsranges.URL, "where AWS publishes its IP ranges (for --trusted-proxy "+deployenv.TrustedCloudFront+")")
 	if v := os.Getenv(cloud.EnvTrustedProxy); v != "" {
 		sf.envTrusted = v
 	}
@@ -99,6 +113,44 @@ func (sf *serveFlags) finish(c *serve.Config) error {
 	return nil
 }
 
+// Reading CloudFront's ranges: tries, and the bound of each.
+const (
+	rangesTries   = 3
+	rangesTimeout = 10 * time.Second
+	rangesBackoff = 2 * time.Second
+)
+
+// resolve adds CloudFront's origin-facing ranges to the trusted proxies when they were
+// asked for. Without them the front still serves, but counts every client behind one
+// CloudFront server as one client (its per-client bound then limits them together): a
+// fetch that fails is logged as an error, not fatal.
+func (sf *serveFlags) resolve(ctx context.Context, c *serve.Config, log *slog.Logger) {
+	if !sf.cloudFront {
+		return
+	}
+	client := &http.Client{Timeout: rangesTimeout}
+	wait := cmp.Or(sf.backoff, rangesBackoff)
+	var err error
+	for try := range rangesTries {
+		var ranges []netip.Prefix
+		if ranges, err = awsranges.Fetch(ctx, client, sf.rangesURL, awsranges.CloudFrontOriginFacing); err == nil {
+			c.TrustedProxies = append(c.TrustedProxies, ranges...)
+			log.Info("trusting CloudFront's origin-facing servers in X-Forwarded-For", "ranges", len(ranges))
+			return
+		}
+		if try < rangesTries-1 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait *= 2
+		}
+	}
+	log.Error("CloudFront's origin-facing ranges could not be read: clients behind one CloudFront server share one per-client limit",
+		"url", sf.rangesURL, "err", err)
+}
+
 // runServe is the git front alone: the serving service on AWS, over the mirrors'
 // file system mounted read-only.
 func runServe(args []string, stdout, stderr io.Writer) error {
@@ -126,6 +178,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	cfg.Log = log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	sf.resolve(ctx, &cfg, log)
 	git, err := gitbin.Find(ctx)
 	if err != nil {
 		return err
