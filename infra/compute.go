@@ -74,8 +74,12 @@ func (s *Stack) coordinator() error {
 	// Lambda keeps 10 unreserved) refuses any, and the election lease keeps one leader
 	// anyway (ADR 19: overlapping invocations fence each other and repeat work, no more).
 	var reserved *float64
-	if s.props.CoordinatorConcurrency > 0 {
-		reserved = jsii.Number(float64(s.props.CoordinatorConcurrency))
+	if n := s.props.CoordinatorConcurrency; n > 0 {
+		reserved = jsii.Number(float64(n))
+		awscdk.Annotations_Of(s.Stack).AddWarningV2(jsii.String("mirrorfleet:reserved-concurrency"),
+			jsii.String(fmt.Sprintf("coordinatorConcurrency=%d reserves Lambda concurrency: the account's concurrent executions "+
+				"quota must be at least %d (Lambda keeps 10 unreserved), and a new account's is 10, which refuses any "+
+				"reservation: request an increase in Service Quotas (Lambda, Concurrent executions) before deploying", n, 10+n)))
 	}
 	fp := functionProps(code, role, logs, 512, 50*time.Second, "mirrorfleet coordinator: minute tick and Scheduler timers", env)
 	fp.ReservedConcurrentExecutions = reserved

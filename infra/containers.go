@@ -195,7 +195,7 @@ func (s *Stack) workers() {
 		Drain:        20 * time.Second, // + the goodbye stays inside the 30 s stop timeout
 		// EFS grows with the mirrors: no fleet-wide stop unless diskQuota asks for one
 		// (compared with EFS's own used bytes, no tree walk); the storage alarm watches
-		// the size (ADR 30).
+		// the size (ADR 31).
 		DiskQuota: s.props.DiskQuota,
 		DiskUsage: deployenv.DiskUsageElastic,
 		AliveFile: aliveFile,

@@ -71,7 +71,7 @@ type Props struct {
 	FeedEvery      time.Duration
 	ForgeTokensARN string
 	// DiskQuota is MIRRORFLEET_DISK_QUOTA: a hard fleet-wide stop (past 85% of it every
-	// worker stops fetching, ADR 30); none by default: EFS grows with the mirrors and the
+	// worker stops fetching, ADR 31); none by default: EFS grows with the mirrors and the
 	// storage budget's alarm watches what it costs.
 	DiskQuota string
 	// StorageBudgetGiB is the alarm on the mirrors' file system's size (AWS/EFS

@@ -264,6 +264,20 @@ func TestCoordinatorInvocation(t *testing.T) {
 	if len(tp.resources("AWS::Lambda::EventInvokeConfig")) != 1 {
 		t.Error("coordinatorConcurrency=1 dropped the async retry settings")
 	}
+	// A new account's concurrency quota (10) refuses any reservation: synth says what to request.
+	if !warned(s, "quota must be at least 11") {
+		t.Error("coordinatorConcurrency=1 synthesized without saying what quota it needs")
+	}
+}
+
+// warned reports whether synth warned about s with a message containing text.
+func warned(s *Stack, text string) bool {
+	for _, m := range *assertions.Annotations_FromStack(s.Stack).FindWarning(jsii.String("*"), assertions.Match_AnyValue()) {
+		if strings.Contains(js(m.Entry.Data), text) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestTable(t *testing.T) {
@@ -1084,13 +1098,7 @@ func TestAlarmEmailRequired(t *testing.T) {
 	if n := len(tp.resources("AWS::SNS::Subscription")); n != 0 {
 		t.Errorf("alarmEmail=none: %d subscriptions", n)
 	}
-	warned := false
-	for _, m := range *assertions.Annotations_FromStack(s.Stack).FindWarning(jsii.String("*"), assertions.Match_AnyValue()) {
-		if strings.Contains(js(m.Entry.Data), "alarmEmail=none") {
-			warned = true
-		}
-	}
-	if !warned {
+	if !warned(s, "alarmEmail=none") {
 		t.Error("alarmEmail=none synthesized without a warning")
 	}
 	at.HasOutput(jsii.String("AlarmTopicArn"), obj("Value", ref(logicalIDIn(s, s.AlarmTopic))))
