@@ -32,6 +32,7 @@ type client struct {
 	inTTY  bool      // in is a terminal: a person can answer
 	base   string
 	token  string
+	signed bool // requests are signed with SigV4 (--aws), not with the token
 	http   *http.Client
 	out    io.Writer
 	errOut io.Writer
@@ -105,12 +106,11 @@ func commands(f *clientFlags) []command {
 			run: func(c *client, ctx context.Context, _ []string) error { return c.listStatus(ctx) }},
 		{name: "list confirm", args: "COMMIT", help: "let the held purge of COMMIT go ahead", nargs: one,
 			run: func(c *client, ctx context.Context, a []string) error { return c.listConfirm(ctx, a[0]) }},
-		{name: "smoke", args: "--repo URL [--aws] [--timeout D] [--metrics URL]",
+		{name: "smoke", args: "--repo URL [--timeout D] [--metrics URL]",
 			help: "check a fleet end to end: add --repo, wait until it is ok, clone it through its clone URL, read the serving front's metrics",
 			flags: func(fs *flag.FlagSet) {
 				fs.StringVar(&f.smoke.repo, "repo", "", "the repository to add and clone: a small public one (on AWS e.g. https://github.com/octocat/Hello-World)")
 				fs.DurationVar(&f.smoke.timeout, "timeout", 10*time.Minute, "give up after this long (a new repo waits for the next coordinator tick, then its clone)")
-				fs.BoolVar(&f.smoke.aws, "aws", false, "sign API requests with AWS SigV4 (the stack's API takes IAM auth) with the AWS SDK's default credentials")
 				fs.StringVar(&f.smoke.metrics, "metrics", "", "the serving front's Prometheus metrics (default: the clone URL's origin + /metrics)")
 			},
 			run: func(c *client, ctx context.Context, _ []string) error { return c.smoke(ctx, f.smoke) }},
@@ -118,8 +118,9 @@ func commands(f *clientFlags) []command {
 }
 
 const commonFlagsHelp = `Common flags: --api URL, --token T, --data DIR (a fleet's data directory, for its
-token), -o table|json. Without them the CLI reads $MIRRORFLEET_URL, $MIRRORFLEET_TOKEN and
-the config file (README: "Use the CLI from anywhere").
+token), --aws (sign with AWS SigV4: the AWS stack's API), -o table|json. Without them the
+CLI reads $MIRRORFLEET_URL, $MIRRORFLEET_TOKEN, $MIRRORFLEET_AWS and the config file
+(README: "Use the CLI from anywhere").
 `
 
 // clientUsage is the usage of the client commands whose name starts with prefix.
@@ -166,6 +167,7 @@ func runClient(args []string, stdout, stderr io.Writer) error {
 	apiURL := fs.String("api", "", "API base URL (default $MIRRORFLEET_URL, the config file's url, else "+defaultAPI+")")
 	token := fs.String("token", "", "API bearer token (default $MIRRORFLEET_TOKEN, the config file's token, else <data>/token)")
 	data := fs.String("data", ".mirrorfleet", "a fleet's data directory, to read its generated token from")
+	awsSign := fs.Bool("aws", false, "sign requests with AWS SigV4 for execute-api (the AWS stack's API takes IAM auth), with the AWS SDK's default credentials and region, instead of the token (default $MIRRORFLEET_AWS, the config file's aws)")
 	output := fs.String("o", "table", "output: table or json")
 	if cmd.flags != nil {
 		cmd.flags(fs)
@@ -195,13 +197,25 @@ func runClient(args []string, stdout, stderr io.Writer) error {
 	if (cmd.nargs == nil && len(words) > 0) || (cmd.nargs != nil && !cmd.nargs(len(words))) {
 		return usageError{fmt.Sprintf("usage: mirrorfleet %s %s", cmd.name, cmd.args)}
 	}
-	base, tok, err := resolve(*apiURL, *token, *data, os.Getenv)
+	tf := targetFlags{api: *apiURL, token: *token, data: *data}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "aws" {
+			tf.aws = awsSign
+		}
+	})
+	tg, err := resolve(tf, os.Getenv)
 	if err != nil {
 		return err
 	}
-	c := &client{in: os.Stdin, inTTY: isTerminal(os.Stdin), base: base, token: tok, http: &http.Client{Timeout: 60 * time.Second},
+	c := &client{in: os.Stdin, inTTY: isTerminal(os.Stdin), base: tg.api, token: tg.token, http: &http.Client{Timeout: 60 * time.Second},
 		out: stdout, errOut: stderr, json: *output == "json", data: *data}
-	return cmd.run(c, context.Background(), words)
+	ctx := context.Background()
+	if tg.aws {
+		if err := c.signWithAWS(ctx); err != nil {
+			return err
+		}
+	}
+	return cmd.run(c, ctx, words)
 }
 
 // refusedError is an error the server answered; in JSON mode its body has been printed.
@@ -245,13 +259,16 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	if resp.StatusCode >= 400 {
 		var e api.ErrorBody
 		if json.Unmarshal(b, &e) != nil || e.Error == nil || e.Error.Message == "" {
+			if c.signed {
+				return gatewayRefusal(method, path, resp, b)
+			}
 			return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 		}
 		if c.json {
 			_ = c.printJSON(e)
 		}
 		msg := fmt.Sprintf("%s (%d %s)", e.Error.Message, resp.StatusCode, e.Error.Code)
-		if resp.StatusCode == http.StatusUnauthorized && c.token == "" {
+		if resp.StatusCode == http.StatusUnauthorized && c.token == "" && !c.signed {
 			msg += "; pass --token, set MIRRORFLEET_TOKEN, point --data at the fleet's data directory or set token_file in the config file"
 		}
 		return refusedError{msg: msg, status: resp.StatusCode}

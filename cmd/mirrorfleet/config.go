@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -19,6 +20,8 @@ import (
 //	         config file, http://127.0.0.1:8080
 //	token:   --token, $MIRRORFLEET_TOKEN, `token` or `token_file` in the config file,
 //	         <--data>/token (default ./.mirrorfleet/token)
+//	SigV4:   --aws, $MIRRORFLEET_AWS, `aws` in the config file, off: sign the requests
+//	         with AWS credentials (the stack's API takes IAM auth) instead of the token
 //
 // The config file is $MIRRORFLEET_CONFIG, else $XDG_CONFIG_HOME/mirrorfleet/config
 // (~/.config/mirrorfleet/config): `key = value` lines, # comments.
@@ -30,6 +33,7 @@ type clientConfig struct {
 	url       string
 	token     string
 	tokenFile string
+	aws       *bool // nil: not set
 }
 
 // configPath is the config file to read ("" when there is no home to find one in).
@@ -79,9 +83,15 @@ func loadConfig(path string, explicit bool) (clientConfig, error) {
 					return c, fmt.Errorf("config file %s: %s must be a string", path, k)
 				}
 				c.set(path, k, s)
+			case k == "aws":
+				b, isBool := v.(bool)
+				if !isBool {
+					return c, fmt.Errorf("config file %s: aws must be true or false", path)
+				}
+				c.aws = &b
 			case run.Lookup(k) != nil:
 			default:
-				return c, fmt.Errorf("config file %s: unknown key %q (want url, token, token_file or one of run's flags)", path, k)
+				return c, fmt.Errorf("config file %s: unknown key %q (want url, token, token_file, aws or one of run's flags)", path, k)
 			}
 		}
 	}
@@ -124,36 +134,68 @@ func loadLegacyConfig(path string, b []byte) (clientConfig, error) {
 			return c, fmt.Errorf("%s:%d: want `key = value`, got %q", path, n, line)
 		case k == "url" || k == "token" || k == "token_file":
 			c.set(path, k, v)
+		case k == "aws":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return c, fmt.Errorf("%s:%d: aws must be true or false, not %q", path, n, v)
+			}
+			c.aws = &b
 		default:
-			return c, fmt.Errorf("%s:%d: unknown key %q (want url, token or token_file)", path, n, k)
+			return c, fmt.Errorf("%s:%d: unknown key %q (want url, token, token_file or aws)", path, n, k)
 		}
 	}
 	return c, sc.Err()
 }
 
-// resolve picks the API URL and token from the flags (empty: not given), the
-// environment and the config file, in the order above.
-func resolve(apiFlag, tokenFlag, dataFlag string, getenv func(string) string) (api, token string, err error) {
+// target is where the client commands send their requests, and how they authenticate.
+type target struct {
+	api   string
+	token string
+	aws   bool // sign with SigV4 (signWithAWS) instead of the token
+}
+
+// targetFlags are the common flags that name a target; empty (nil for aws): not given.
+type targetFlags struct {
+	api, token, data string
+	aws              *bool
+}
+
+// resolve picks the API URL, the token and whether to sign with AWS credentials from
+// the flags, the environment and the config file, in the order above.
+func resolve(f targetFlags, getenv func(string) string) (target, error) {
 	cpath := configPath(getenv)
 	cfg, err := loadConfig(cpath, getenv("MIRRORFLEET_CONFIG") != "")
 	if err != nil {
-		return "", "", err
+		return target{}, err
 	}
-	api = firstOf(apiFlag, getenv("MIRRORFLEET_URL"), getenv("MIRRORFLEET_API"), cfg.url, defaultAPI)
-	token = firstOf(tokenFlag, getenv("MIRRORFLEET_TOKEN"), cfg.token)
-	if token == "" && cfg.tokenFile != "" {
+	t := target{
+		api:   firstOf(f.api, getenv("MIRRORFLEET_URL"), getenv("MIRRORFLEET_API"), cfg.url, defaultAPI),
+		token: firstOf(f.token, getenv("MIRRORFLEET_TOKEN"), cfg.token),
+	}
+	switch v := getenv("MIRRORFLEET_AWS"); {
+	case f.aws != nil:
+		t.aws = *f.aws
+	case v != "":
+		if t.aws, err = strconv.ParseBool(v); err != nil {
+			return target{}, usageError{fmt.Sprintf("$MIRRORFLEET_AWS=%q: want true or false", v)}
+		}
+	case cfg.aws != nil:
+		t.aws = *cfg.aws
+	}
+	if t.token == "" && cfg.tokenFile != "" {
 		b, err := os.ReadFile(cfg.tokenFile)
 		if err != nil {
-			return "", "", fmt.Errorf("token_file in %s: %w", cpath, err)
+			return target{}, fmt.Errorf("token_file in %s: %w", cpath, err)
 		}
-		token = strings.TrimSpace(string(b))
+		t.token = strings.TrimSpace(string(b))
 	}
-	if token == "" {
-		if b, err := os.ReadFile(filepath.Join(dataFlag, "token")); err == nil {
-			token = strings.TrimSpace(string(b))
+	if t.token == "" {
+		if b, err := os.ReadFile(filepath.Join(f.data, "token")); err == nil {
+			t.token = strings.TrimSpace(string(b))
 		}
 	}
-	return strings.TrimRight(api, "/"), token, nil
+	t.api = strings.TrimRight(t.api, "/")
+	return t, nil
 }
 
 func firstOf(vs ...string) string {

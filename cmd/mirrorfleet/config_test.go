@@ -36,9 +36,9 @@ func TestResolveOrder(t *testing.T) {
 	}
 	check := func(what, apiFlag, tokFlag string, env func(string) string, wantAPI, wantTok string) {
 		t.Helper()
-		a, tok, err := resolve(apiFlag, tokFlag, data, env)
-		if err != nil || a != wantAPI || tok != wantTok {
-			t.Errorf("%s: %q %q %v, want %q %q", what, a, tok, err, wantAPI, wantTok)
+		tg, err := resolve(targetFlags{api: apiFlag, token: tokFlag, data: data}, env)
+		if err != nil || tg.api != wantAPI || tg.token != wantTok || tg.aws {
+			t.Errorf("%s: %+v %v, want %q %q, unsigned", what, tg, err, wantAPI, wantTok)
 		}
 	}
 
@@ -53,14 +53,57 @@ func TestResolveOrder(t *testing.T) {
 	check("XDG_CONFIG_HOME", "", "", envOf("XDG_CONFIG_HOME", t.TempDir()), defaultAPI, "from-data")
 
 	writeCfg("url http://x\n")
-	if _, _, err := resolve("", "", data, envOf()); err == nil || !strings.Contains(err.Error(), "config:1") {
+	if _, err := resolve(targetFlags{data: data}, envOf()); err == nil || !strings.Contains(err.Error(), "config:1") {
 		t.Errorf("a malformed line: %v", err)
 	}
 	writeCfg("uri = http://x\n")
-	if _, _, err := resolve("", "", data, envOf()); err == nil || !strings.Contains(err.Error(), `unknown key "uri"`) {
+	if _, err := resolve(targetFlags{data: data}, envOf()); err == nil || !strings.Contains(err.Error(), `unknown key "uri"`) {
 		t.Errorf("an unknown key: %v", err)
 	}
-	if _, _, err := resolve("", "", data, envOf("MIRRORFLEET_CONFIG", filepath.Join(home, "absent"))); err == nil {
+	if _, err := resolve(targetFlags{data: data}, envOf("MIRRORFLEET_CONFIG", filepath.Join(home, "absent"))); err == nil {
 		t.Error("a named config file that does not exist is not an error")
+	}
+}
+
+// TestResolveAWS: whether to sign with AWS credentials comes from --aws, then
+// $MIRRORFLEET_AWS, then the config file's aws (TOML or the older lines); off by default.
+func TestResolveAWS(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	on, off := true, false
+	check := func(what, file string, flag *bool, envAWS string, want bool) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := map[string]string{"MIRRORFLEET_CONFIG": cfg, "MIRRORFLEET_AWS": envAWS}
+		tg, err := resolve(targetFlags{data: dir, aws: flag}, func(k string) string { return env[k] })
+		if err != nil || tg.aws != want {
+			t.Errorf("%s: aws %v (%v), want %v", what, tg.aws, err, want)
+		}
+	}
+	check("nothing set", "", nil, "", false)
+	check("config file", "aws = true\n", nil, "", true)
+	check("older config form", "url = http://x\naws = true\n", nil, "", true)
+	check("environment over config", "aws = true\n", nil, "false", false)
+	check("environment", "", nil, "1", true)
+	check("flag over all", "aws = true\n", &off, "true", false)
+	check("flag", "", &on, "", true)
+
+	env := map[string]string{"MIRRORFLEET_CONFIG": cfg}
+	for file, want := range map[string]string{"aws = \"yes\"\n": "aws must be true or false", "aws maybe\n": "config:1"} {
+		if err := os.WriteFile(cfg, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := resolve(targetFlags{data: dir}, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("config %q: %v, want %q", file, err, want)
+		}
+	}
+	env["MIRRORFLEET_AWS"] = "sure"
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolve(targetFlags{data: dir}, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "MIRRORFLEET_AWS") {
+		t.Errorf("MIRRORFLEET_AWS=sure: %v", err)
 	}
 }

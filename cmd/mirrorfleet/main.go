@@ -67,8 +67,10 @@ Usage:
 Client commands find the fleet through --api, $MIRRORFLEET_URL, the config file
 ($XDG_CONFIG_HOME/mirrorfleet/config: url, token or token_file) or http://127.0.0.1:8080,
 and its token through --token, $MIRRORFLEET_TOKEN, the config file or <--data>/token
-(default ./.mirrorfleet/token); -o table|json. 'mirrorfleet repos add -h' shows one
-command's flags.
+(default ./.mirrorfleet/token); -o table|json. Against the AWS stack's API (IAM auth)
+they sign with AWS SigV4 instead: --aws, $MIRRORFLEET_AWS or aws = true in the config
+file, with the AWS SDK's default credentials and region. 'mirrorfleet repos add -h'
+shows one command's flags.
 Run 'mirrorfleet run -h' for the fleet's flags.
 `
 

@@ -53,7 +53,7 @@ var secretFlags = map[string]bool{
 
 // clientKeys are the config file's keys for the CLI's client commands (config.go); run
 // takes token from the same file and leaves the others alone.
-var clientKeys = map[string]bool{"url": true, "token_file": true}
+var clientKeys = map[string]bool{"url": true, "token_file": true, "aws": true}
 
 // repeatable flags take a TOML array (each element is one use of the flag); the
 // HOST=VALUE ones also take a table.

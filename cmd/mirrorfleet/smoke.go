@@ -4,22 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	"github.com/aws/aws-sdk-go-v2/config"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
@@ -30,7 +23,6 @@ import (
 type smokeFlags struct {
 	repo    string
 	timeout time.Duration
-	aws     bool
 	metrics string
 }
 
@@ -46,11 +38,6 @@ const serveMetric = "mirrorfleet_serve_requests_total"
 func (c *client) smoke(ctx context.Context, f smokeFlags) error {
 	if f.repo == "" {
 		return usageError{"smoke needs --repo URL: a small public repository the fleet may mirror"}
-	}
-	if f.aws {
-		if err := c.signWithAWS(ctx); err != nil {
-			return err
-		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
@@ -195,72 +182,4 @@ func (c *client) scrape(ctx context.Context, u, metric string) (float64, error) 
 		return 0, fmt.Errorf("%s has no %s", u, metric)
 	}
 	return sum, nil
-}
-
-// signWithAWS makes the client sign its API requests with SigV4 for API Gateway
-// (execute-api), with the credentials and region of the AWS SDK's default chain (the
-// stack's API takes IAM auth, no token).
-func (c *client) signWithAWS(ctx context.Context) error {
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("smoke --aws: %w", err)
-	}
-	region := cfg.Region
-	if u, err := url.Parse(c.base); err == nil {
-		// <id>.execute-api.<region>.amazonaws.com
-		if parts := strings.Split(u.Hostname(), "."); len(parts) >= 4 && parts[1] == "execute-api" {
-			region = parts[2]
-		}
-	}
-	if region == "" {
-		return errors.New("smoke --aws: no region: set AWS_REGION, or use the API's execute-api URL")
-	}
-	c.token = ""
-	next := c.http.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	hc := *c.http
-	u, err := url.Parse(c.base)
-	if err != nil {
-		return fmt.Errorf("smoke --aws: API URL %q: %w", c.base, err)
-	}
-	hc.Transport = sigv4{next: next, creds: cfg.Credentials, region: region, signer: v4.NewSigner(), host: u.Host}
-	c.http = &hc
-	return nil
-}
-
-// sigv4 signs the requests to the API it carries.
-type sigv4 struct {
-	next   http.RoundTripper
-	creds  aws.CredentialsProvider
-	region string
-	signer *v4.Signer
-	host   string // the API's: requests elsewhere (the serving URL) go unsigned
-}
-
-func (s sigv4) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Host != s.host {
-		return s.next.RoundTrip(req)
-	}
-	var body []byte
-	if req.Body != nil {
-		b, err := io.ReadAll(req.Body)
-		req.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		body = b
-	}
-	r := req.Clone(req.Context())
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	sum := sha256.Sum256(body)
-	creds, err := s.creds.Retrieve(req.Context())
-	if err != nil {
-		return nil, fmt.Errorf("AWS credentials: %w", err)
-	}
-	if err := s.signer.SignHTTP(req.Context(), creds, r, hex.EncodeToString(sum[:]), "execute-api", s.region, time.Now()); err != nil {
-		return nil, err
-	}
-	return s.next.RoundTrip(r)
 }
