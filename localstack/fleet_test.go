@@ -65,13 +65,15 @@ type fleetIT struct {
 }
 
 // The whole AWS path through the real binaries against one emulator endpoint: repos
-// added through the API Lambda are mirrored by two `mirrorfleet worker` processes; a
-// push and a signed GitHub hook through the API Lambda are fetched within a heartbeat;
-// the mirror.updated event reaches the stack's bus and, through a rule, an SQS queue;
-// the webhook secret and the forge tokens come from Secrets Manager and rotated values
-// are taken up when documented; repos sync, repos rm and the list sync run; a stopped
-// worker's death timer is armed in Scheduler and fired as Scheduler would, its repos
-// move, and every repo is fetched by its new owner and cloned from `mirrorfleet serve`.
+// added with the CLI (`mirrorfleet repos add`, SigV4-signed, through a gateway to the
+// API Lambda that checks the signature) are mirrored by two `mirrorfleet worker`
+// processes; a push and a signed GitHub hook through the API Lambda are fetched within
+// a heartbeat; the mirror.updated event reaches the stack's bus and, through a rule, an
+// SQS queue; the webhook secret and the forge tokens come from Secrets Manager and
+// rotated values are taken up when documented; the CLI's repos sync and repos rm and
+// the list sync run; a stopped worker's death timer is armed in Scheduler and fired as
+// Scheduler would, its repos move, and every repo is fetched by its new owner and
+// cloned from `mirrorfleet serve`.
 func TestFleetOnAWS(t *testing.T) {
 	began := time.Now()
 	c := newCloudAPI(t)
@@ -145,6 +147,29 @@ func TestFleetOnAWS(t *testing.T) {
 	ae[deployenv.WebhookSecretTTL] = secretTTL.String()
 	f.api = startLambda(t, bins.api, f.fleet+"-api", ae)
 
+	// The operator's CLI reaches the API over HTTP through the gateway, which takes IAM
+	// auth as the stack's API Gateway does: its config file names the API and turns
+	// SigV4 signing on; credentials and region come from the AWS SDK's default chain
+	// (the tier's).
+	gw := startGateway(t, f.api)
+	cliConfig := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(cliConfig, fmt.Appendf(nil, "url = %q\naws = true\n", gw.URL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cliEnv := map[string]string{"MIRRORFLEET_CONFIG": cliConfig}
+	cli := func(args ...string) string {
+		t.Helper()
+		before, _ := gw.counts()
+		stdout, stderr, code := mirrorfleet(t, cliEnv, args...)
+		if code != 0 {
+			t.Fatalf("mirrorfleet %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+		if after, _ := gw.counts(); after == before {
+			t.Fatalf("mirrorfleet %s sent no signed request through %s:\n%s", strings.Join(args, " "), gw.URL, stdout)
+		}
+		return stdout
+	}
+
 	workerEnv := func(id string) map[string]string {
 		e := deployenv.Worker{Common: f.common(), MirrorRoot: f.root, Fetchers: 4, MemoryBudget: "256M", Drain: 2 * time.Second,
 			EventBus: bus, Feeds: []string{"gitlab=" + forge.URL}, FeedEvery: time.Minute, ForgeTokensARN: tokensARN}.Env()
@@ -160,14 +185,46 @@ func TestFleetOnAWS(t *testing.T) {
 		workers[id] = startProc(t, id, workerEnv(id), "worker")
 	}
 
-	// Repos added through the API are mirrored; the list's repos too.
-	for _, u := range ups {
-		if r := f.api.call("POST", "/v1/repos", fmt.Sprintf(`{"url":%q}`, u.URL()), nil, true); r.StatusCode != 201 {
-			t.Fatalf("POST /v1/repos %s: %d %s", u.URL(), r.StatusCode, r.Body)
+	// The gateway refuses what API Gateway's IAM authorization refuses: a request with
+	// the API token instead of a signature, and one signed with another secret.
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{"unsigned", cliEnv, []string{"--aws=false", "--token", "a-token"}, []string{"POST /v1/repos: 403 Forbidden"}},
+		{"signed with another secret", map[string]string{"MIRRORFLEET_CONFIG": cliConfig, "AWS_SECRET_ACCESS_KEY": "not-the-secret"}, nil,
+			[]string{"403 Forbidden", "signature does not match", "execute-api:Invoke"}},
+	} {
+		_, refusedBefore := gw.counts()
+		stdout, stderr, code := mirrorfleet(t, tc.env, append([]string{"repos", "add", ups[0].URL()}, tc.args...)...)
+		_, refused := gw.counts()
+		if code != 1 || refused != refusedBefore+1 {
+			t.Errorf("repos add, %s: exit %d, %d refused by the gateway, want exit 1 and one refusal\n%s%s", tc.name, code, refused-refusedBefore, stdout, stderr)
 		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("repos add, %s: stderr lacks %q:\n%s", tc.name, w, stderr)
+			}
+		}
+	}
+
+	// Repos added with `mirrorfleet repos add --aws` are mirrored; the list's repos too.
+	var urls []string
+	for _, u := range ups {
+		urls = append(urls, u.URL())
+	}
+	if out := cli(append([]string{"repos", "add"}, urls...)...); !strings.Contains(out, "4 created, 0 already present, 0 refused") {
+		t.Fatalf("mirrorfleet repos add:\n%s", out)
 	}
 	all := append(slices.Clone(ups), listed...)
 	f.until("every repo mirrored", 2*time.Minute, func() string { return f.mirrored(all...) })
+	var status api.Status
+	if out := cli("status", "-o", "json"); json.Unmarshal([]byte(out), &status) != nil || status.ReposTotal != len(all) ||
+		status.Leader == nil || status.WorkersByState[store.WorkerActive]+status.WorkersByState[store.WorkerJoining] != 2 {
+		t.Errorf("mirrorfleet status -o json: %s, want %d repos, a leader and the two workers", out, len(all))
+	}
 	repos := f.repos()
 	for _, u := range listed {
 		if r := repos[f.norm(u.URL())]; r.Source != store.SourceList {
@@ -239,25 +296,27 @@ func TestFleetOnAWS(t *testing.T) {
 	}
 	f.wait("the push after the rotation fetched", heartbeat, func() string { return f.mirrored(ups[1]) })
 
-	// repos sync through the API: the owner fetches at once.
+	// mirrorfleet repos sync: the owner fetches at once.
 	ups[2].Commit(t, "synced", map[string][]byte{"README": []byte("sync\n")})
 	id2 := store.RepoID(f.norm(ups[2].URL()))
 	if f.mirrored(ups[2]) == "" {
 		t.Fatal("r2's mirror has the commit before the sync")
 	}
-	if r := f.api.call("POST", "/v1/repos/"+id2+"/sync", "", nil, true); r.StatusCode != 202 {
-		t.Fatalf("sync: %d %s", r.StatusCode, r.Body)
+	if out := cli("repos", "sync", ups[2].URL()); !strings.Contains(out, "sync requested for "+id2) {
+		t.Fatalf("mirrorfleet repos sync %s:\n%s", ups[2].URL(), out)
 	}
 	took = f.wait("the synced repo fetched", heartbeat, func() string { return f.mirrored(ups[2]) })
 	t.Logf("repos sync → fetched in %s", took.Round(time.Millisecond))
 
-	// repos rm through the API, and a repo dropped from the list: both go, mirrors too.
+	// mirrorfleet repos rm, and a repo dropped from the list: both go, mirrors too.
 	id3 := store.RepoID(f.norm(ups[3].URL()))
-	if r := f.api.call("DELETE", "/v1/repos/"+id3, "", nil, true); r.StatusCode != 202 {
-		t.Fatalf("rm: %d %s", r.StatusCode, r.Body)
+	if out := cli("repos", "rm", "-y", ups[3].URL()); !strings.Contains(out, "deleting "+id3) {
+		t.Fatalf("mirrorfleet repos rm %s:\n%s", ups[3].URL(), out)
 	}
 	lists.Commit(t, "drop l1", map[string][]byte{"repos.txt": []byte(listed[0].URL() + "\n")})
 	f.until("the removed repos gone", time.Minute, func() string { return f.gone(ups[3], listed[1]) })
+	signed, refused := gw.counts()
+	t.Logf("the CLI through the gateway: %d signed requests verified, %d refused", signed, refused)
 	ups, listed = ups[:3], listed[:1]
 	all = append(slices.Clone(ups), listed...)
 	if r := f.api.call("GET", "/v1/list", "", nil, true); r.StatusCode != 200 || !strings.Contains(r.Body, lists.Head(t)) {

@@ -3,7 +3,9 @@
 // Package localstack is the integration tier: the fleet's real binaries — the
 // coordinator and API Lambda bootstraps under the Lambda Runtime API emulator
 // (functions/runtimeapi), `mirrorfleet worker` and `mirrorfleet serve` processes,
-// `mirrorfleet init-aws` and cmd/pushimage — against one AWS emulator at
+// `mirrorfleet init-aws`, the operator's CLI (`mirrorfleet repos ... --aws`, through
+// an HTTP gateway to the API function that checks its SigV4 signature) and
+// cmd/pushimage — against one AWS emulator at
 // AWS_ENDPOINT_URL: LocalStack, or moto's server with DynamoDB Local for the table
 // (AWS_ENDPOINT_URL_DYNAMODB). Run it with `make localstack-test` (localstack/run.sh),
 // which starts and stops the emulator; README.md says what runs where.

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -120,8 +121,20 @@ func (p *proc) waitLog(t *testing.T, msg string, within time.Duration) map[strin
 	}
 }
 
-// run runs a mirrorfleet command to its end and returns its output.
+// run runs a mirrorfleet command to its end and returns its output; a failure fails
+// the test.
 func run(t *testing.T, env map[string]string, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := mirrorfleet(t, env, args...)
+	if code != 0 {
+		t.Fatalf("mirrorfleet %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+	}
+	return stdout + stderr
+}
+
+// mirrorfleet runs a mirrorfleet command to its end with the tier's AWS environment and
+// env, and returns its stdout, its stderr and its exit code.
+func mirrorfleet(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	all := awsEnv()
 	maps.Copy(all, env)
@@ -130,11 +143,17 @@ func run(t *testing.T, env map[string]string, args ...string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bins.mirrorfleet, args...)
 	cmd.Env = environ(all)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("mirrorfleet %s: %v\n%s", strings.Join(args, " "), err, out)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("mirrorfleet %s: %v", strings.Join(args, " "), err)
 	}
-	return string(out)
+	return out.String(), errOut.String(), code
 }
 
 // lambda is a function's bootstrap under the Runtime API emulator.
