@@ -65,10 +65,21 @@ func sweepOwners(workers []store.Worker) []string {
 	return ids
 }
 
+// SweepBehind reports whether a pass has run past its course (pace × period since it
+// began): from then on no tick leaves its slice for later.
+func SweepBehind(sw store.Sweep, now time.Time, period time.Duration) bool {
+	return period <= 0 || !now.Before(sw.PassStart.Add(time.Duration(sweepPace*float64(period))))
+}
+
 // sweep reads the next slice of the pass and moves what the ring gives to another
 // member, then records where it stopped. It runs after the tick's other repo work, with
-// what the tick's budget leaves, so scans and pending repos never wait for it.
-func (t *tickRun) sweep(p *Planner, workers []store.Worker, now time.Time) error {
+// what the tick's budget leaves, so scans and pending repos never wait for it. A tick
+// that worked a membership change's scans (moving) leaves its slice to the next tick
+// while the pass is on course: the change's tick then reads what it moves, not the pace
+// a gap between ticks (a grace, a coordinator restart) let build up, and the slice is
+// read a tick later, the pass's end unmoved. Once the pass is behind it reads in every
+// tick, so a fleet that changes at every tick is still swept within the period.
+func (t *tickRun) sweep(p *Planner, workers []store.Worker, now time.Time, moving bool) error {
 	if !p.Assigning() || t.b.spent() {
 		return nil
 	}
@@ -90,7 +101,7 @@ func (t *tickRun) sweep(p *Planner, workers []store.Worker, now time.Time) error
 		sw.PassStart, sw.Size, sw.Read = now, max(total, sw.LastPass), 0
 	}
 	quota := SweepQuota(sw, now, t.cfg.SweepPeriod, t.cfg.ReadPage)
-	if quota <= 0 {
+	if quota <= 0 || moving && !SweepBehind(sw, now, t.cfg.SweepPeriod) {
 		t.c.sweep.sw = sw // a pass begun is kept (unwritten) until it first reads
 		return nil
 	}
@@ -106,7 +117,6 @@ func (t *tickRun) sweep(p *Planner, workers []store.Worker, now time.Time) error
 			return fmt.Errorf("sweep repos of %s: %w", sw.Owner, err)
 		}
 		t.b.reads += len(page)
-		t.rep.Read += len(page)
 		t.rep.SweepRead += len(page)
 		read += len(page)
 		for _, r := range page {

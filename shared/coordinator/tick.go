@@ -103,10 +103,13 @@ type Report struct {
 	ScansLeft   int    // ranges of the ring whose repos may still have to move
 	Incomplete  bool   // work the tick knows of is left for the next one
 	Cut         string // what stopped the tick's repo work early: "deadline", "max reads", "max moves"
-	Read        int    // repo records read
-	Ignored     string // why a timer firing was ignored
-	Stale       string // why the tick stopped early: the state changed under it
-	Writes      int    // Apply calls made (but the sweep record's: SweepWrites)
+	// Read counts the repo records the tick read for its own decisions (scans, the
+	// needs-decision index, clean-up); the anti-entropy sweep's are SweepRead, apart.
+	// The tick's read cap (MaxReads) bounds both together.
+	Read    int
+	Ignored string // why a timer firing was ignored
+	Stale   string // why the tick stopped early: the state changed under it
+	Writes  int    // Apply calls made (but the sweep record's: SweepWrites)
 	// SweepRead counts the repos the anti-entropy sweep read, SweepFound those it found
 	// off the owner the ring gives them (and moved), SweepPasses the passes this tick
 	// completed, SweepWrites the writes of the sweep's own record.
@@ -253,7 +256,7 @@ func (c *Coordinator) Tick(ctx context.Context) (Report, error) {
 	c.log().Log(ctx, level, "tick", "coordinator", c.ID, "term", term, "ring", rep.RingVersion, "members", rep.Members,
 		"moved", rep.Moved, "assigned", rep.Assigned, "deleted", rep.Deleted, "skipped", rep.Skipped, "read", rep.Read,
 		"pending_left", rep.PendingLeft, "scans_left", rep.ScansLeft, "incomplete", rep.Incomplete, "cut", rep.Cut,
-		"warming_up", rep.WarmingUp, "sweep_found", rep.SweepFound)
+		"warming_up", rep.WarmingUp, "sweep_read", rep.SweepRead, "sweep_found", rep.SweepFound)
 	return rep, nil
 }
 
@@ -406,7 +409,7 @@ func (t *tickRun) run(mem Membership, workers []store.Worker, seen map[string]ti
 	if err := t.ap.flush(ctx); err != nil {
 		return err
 	}
-	if err := t.sweep(p, workers, now); err != nil {
+	if err := t.sweep(p, workers, now, len(stored.Scans) > 0); err != nil {
 		return err
 	}
 	t.rep.ScansLeft = len(left)

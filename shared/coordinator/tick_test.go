@@ -20,7 +20,7 @@ import (
 // calls (they heartbeat before every tick).
 type tickFleet struct {
 	t     *testing.T
-	st    *bolt.Store
+	st    store.Store
 	clk   *clock.Virtual
 	c     *Coordinator
 	live  []string
@@ -35,6 +35,12 @@ func newTickFleet(t *testing.T, workers, repos int, cfg Config) *tickFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return newTickFleetOn(t, st, workers, repos, cfg)
+}
+
+// newTickFleetOn is newTickFleet on the given store.
+func newTickFleetOn(t *testing.T, st store.Store, workers, repos int, cfg Config) *tickFleet {
+	t.Helper()
 	clk := clock.NewVirtual(t0)
 	cfg.Warmup = NoWarmup
 	f := &tickFleet{t: t, st: st, clk: clk, c: &Coordinator{ID: "c", Store: st, Timer: timer.NewLocal(), Clock: clk, Config: cfg,
@@ -135,35 +141,139 @@ func (f *tickFleet) placed() {
 	}
 }
 
-// A join and a death read the repos that move, not the donors' whole assignment.
+// repoReads counts the repo records the store hands the coordinator (listings by owner,
+// by owner and range, by need): what a tick read, counted at the store rather than by
+// the tick's own report.
+type repoReads struct {
+	Store
+	n int
+}
+
+func (c *repoReads) take() int { n := c.n; c.n = 0; return n }
+
+func (c *repoReads) ListReposByOwner(ctx context.Context, owner, cursor string, limit int) ([]store.Repo, string, error) {
+	rs, next, err := c.Store.ListReposByOwner(ctx, owner, cursor, limit)
+	c.n += len(rs)
+	return rs, next, err
+}
+
+func (c *repoReads) ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]store.Repo, string, error) {
+	rs, next, err := c.Store.ListReposByOwnerRange(ctx, owner, from, to, cursor, limit)
+	c.n += len(rs)
+	return rs, next, err
+}
+
+func (c *repoReads) ListReposNeedingDecision(ctx context.Context, need store.Need, cursor string, limit int) ([]store.Repo, string, error) {
+	rs, next, err := c.Store.ListReposNeedingDecision(ctx, need, cursor, limit)
+	c.n += len(rs)
+	return rs, next, err
+}
+
+// readsWhatMoves fails unless a membership change's tick read, counted at the store, at
+// most 1.5 times the repos it moved plus 100, none of it the sweep's (ADR 30).
+func readsWhatMoves(t *testing.T, what string, r Report, read int) {
+	t.Helper()
+	limit := 1.5*float64(r.Moved) + 100
+	if r.Moved == 0 || r.Incomplete || float64(read) > limit || float64(r.Read) > limit || r.SweepRead != 0 {
+		t.Fatalf("%s: the store read %d repo records (the tick's report: %d, the sweep's %d) for %d moved, incomplete %v; "+
+			"want at most 1.5 × moved + 100, none by the sweep", what, read, r.Read, r.SweepRead, r.Moved, r.Incomplete)
+	}
+}
+
+// A join and a death read the repos that move, not the donors' whole assignment, nor
+// the anti-entropy sweep's slice, even after a gap in which the sweep's pace built up:
+// a join's tick a while after the last (a restarted coordinator), a death declared by
+// the first tick past the grace. The sweep reads its slice at the next tick instead.
+// Reads are counted at the store: the records it served the coordinator.
 func TestMembershipTicksReadWhatMoves(t *testing.T) {
-	f := newTickFleet(t, 10, 4000, Config{})
-	if q := f.tick(); q.Read != 0 || q.Writes != 0 {
+	// 20 workers of 100 repos: a change moves about 100, and an hour's pass over 2,000
+	// repos has about 440 more due by the end of a 10-minute gap.
+	f := newTickFleet(t, 20, 2000, Config{SweepPeriod: time.Hour})
+	reads := &repoReads{Store: f.st}
+	f.c.Store = reads
+	membershipReadsWhatMoves(t, f, 300, reads.take)
+}
+
+// membershipReadsWhatMoves runs a join and a death on f, each after a gap, and checks
+// their ticks' reads (read: what the store read since it was last called) against what
+// they moved, and that the sweep reads at least due at the tick after each.
+func membershipReadsWhatMoves(t *testing.T, f *tickFleet, due int, read func() int) {
+	t.Helper()
+	f.settle(10)
+	for i := 0; f.tick().SweepRead == 0; i++ { // the pass has begun and is on record
+		if i == 100 {
+			t.Fatal("the sweep read nothing in 100 ticks")
+		}
+	}
+	read()
+	if q := f.tick(); read() != 0 || q.Read != 0 || q.Writes != 0 {
 		t.Fatalf("quiet tick read %d repos and made %d writes", q.Read, q.Writes)
 	}
+
 	f.addWorker()
+	f.clk.Advance(10 * time.Minute)
 	join := f.tick()
-	if join.Moved == 0 || join.Incomplete || float64(join.Read) > 1.5*float64(join.Moved) {
-		t.Fatalf("join: read %d repos, moved %d, incomplete %v", join.Read, join.Moved, join.Incomplete)
+	readsWhatMoves(t, "join", join, read())
+	if next := f.tick(); next.SweepRead < due {
+		t.Fatalf("the tick after the join: the sweep read %d repos, want at least %d", next.SweepRead, due)
 	}
 	f.settle(10)
 	f.placed()
 
 	victim := f.live[3]
 	f.live = append(f.live[:3], f.live[4:]...)
-	var death Report
-	for range 100 {
-		if r := f.tick(); r.Moved > 0 {
-			death = r
-			break
+	// The first tick to read the workers sees its last heartbeat, the next past
+	// SuspectAfter records its silence; the first tick past the grace declares it dead.
+	for r := f.tick(); r.WorkersByState[store.WorkerSuspect] == 0; r = f.tick() {
+		if f.clk.Now().Sub(t0) > 24*time.Hour {
+			t.Fatal("the silent worker never turned suspect")
 		}
 	}
-	if death.Moved == 0 || death.Incomplete || float64(death.Read) > 1.5*float64(death.Moved) {
-		t.Fatalf("death of %s: read %d repos, moved %d", victim, death.Read, death.Moved)
+	f.clk.Advance(DefaultConfig().Grace)
+	read()
+	death := f.tick()
+	readsWhatMoves(t, "death of "+victim, death, read())
+	if next := f.tick(); next.SweepRead < due {
+		t.Fatalf("the tick after the death: the sweep read %d repos, want at least %d", next.SweepRead, due)
 	}
 	f.settle(10)
 	f.placed()
 	t.Logf("join: moved %d, read %d; death: moved %d, read %d", join.Moved, join.Read, death.Moved, death.Read)
+}
+
+// A pass behind its course reads in every tick, membership changes or not: a fleet
+// that changes at every tick is still swept within the period (invariant 12). The
+// change's own reads stay apart from the sweep's.
+func TestSweepBehindReadsInAMembershipTick(t *testing.T) {
+	f := newTickFleet(t, 5, 1000, Config{SweepPeriod: 4 * time.Minute})
+	f.tick() // the pass begins
+	f.addWorker()
+	f.clk.Advance(5 * time.Minute) // past 3/4 of the period: behind
+	join := f.tick()
+	if join.Moved == 0 || join.SweepRead == 0 || float64(join.Read) > 1.5*float64(join.Moved)+100 {
+		t.Fatalf("join with the pass behind: moved %d, read %d, sweep read %d; want the sweep to read and the join's reads apart",
+			join.Moved, join.Read, join.SweepRead)
+	}
+}
+
+func TestSweepBehind(t *testing.T) {
+	start := t0
+	sw := store.Sweep{PassStart: start, Size: 1000}
+	for _, c := range []struct {
+		after  time.Duration
+		period time.Duration
+		want   bool
+	}{
+		{0, time.Hour, false},
+		{44 * time.Minute, time.Hour, false},
+		{45 * time.Minute, time.Hour, true}, // three quarters of the period
+		{2 * time.Hour, time.Hour, true},
+		{0, 0, true}, // no period: no pace to be on
+	} {
+		if got := SweepBehind(sw, start.Add(c.after), c.period); got != c.want {
+			t.Errorf("SweepBehind %v into a pass of period %v = %v, want %v", c.after, c.period, got, c.want)
+		}
+	}
 }
 
 // With a read cap far below what a change moves, the ring is written at once and the
@@ -289,7 +399,7 @@ func TestDeadlineStopsWithinAPage(t *testing.T) {
 
 // listCounter counts the coordinator's reads of the worker list.
 type listCounter struct {
-	*bolt.Store
+	store.Store
 	lists int
 }
 
