@@ -35,6 +35,8 @@ var templates = template.Must(template.New("report").Option("missingkey=error").
 	"count":      tickCount,
 	"tickRatio":  tickRatio,
 	"membership": tickMembership,
+	"ticks":      tickTicks,
+	"slowest":    tickSlowest,
 	"policy":     freshPolicy,
 	"pct100":     func(x float64) string { return fmt.Sprintf("%.0f", 100*x) },
 	"x100":       func(x float64) float64 { return 100 * x },

@@ -155,6 +155,43 @@ func (f *fleet) createRepos(ctx context.Context, n int) ([]string, error) {
 	return ids, err
 }
 
+// bulkCreator is a store's bulk path for a first load (bolt.Store.CreateRepos).
+type bulkCreator interface {
+	CreateRepos(ctx context.Context, rs []store.Repo) (int, error)
+}
+
+// loadChunk is how many repos one bulk call creates: one bbolt transaction holds them
+// all in memory until it commits.
+const loadChunk = 20000
+
+// loadRepos creates the next n repos as createRepos does, through the store's bulk path
+// when it has one (big transactions instead of one a repo), else one CreateRepo each.
+func (f *fleet) loadRepos(ctx context.Context, n int) error {
+	bc, ok := f.st.(bulkCreator)
+	if !ok {
+		_, err := f.createRepos(ctx, n)
+		return err
+	}
+	now := f.clk.Now()
+	for done := 0; done < n; {
+		chunk := make([]store.Repo, min(loadChunk, n-done))
+		for i := range chunk {
+			url := repoURL(f.nextRepo + i)
+			chunk[i] = store.Repo{ID: store.RepoID(url), URL: url, Source: store.SourceAPI, State: store.RepoPending, CreatedAt: now}
+		}
+		created, err := bc.CreateRepos(ctx, chunk)
+		if err != nil {
+			return fmt.Errorf("create repos %d-%d: %w", f.nextRepo, f.nextRepo+len(chunk)-1, err)
+		}
+		if created != len(chunk) {
+			return fmt.Errorf("create repos %d-%d: %d created, want %d (ids exist)", f.nextRepo, f.nextRepo+len(chunk)-1, created, len(chunk))
+		}
+		f.nextRepo += len(chunk)
+		done += len(chunk)
+	}
+	return nil
+}
+
 // requestDelete marks repos for deletion, as the API would.
 func (f *fleet) requestDelete(ctx context.Context, ids []string) error {
 	return f.each(len(ids), func(i int) error {
@@ -321,10 +358,11 @@ func (f *fleet) setup(ctx context.Context, repos, workers int, create bool) (res
 		}
 	}
 	// Assignment batches double from 1,000 per tick up to the tick's cap on moves (and
-	// its deadline), so 1M repos take a few dozen ticks.
+	// its deadline), so 1M repos take a few dozen ticks; the outboxes are trimmed at most
+	// 1,000 entries a worker a tick, so 1M repos on 10 workers take a hundred more.
 	runtime.GC() // the peak heap is the ticks', not the creation's garbage
 	start := time.Now()
-	b, err := f.settleBulk(ctx, 200)
+	b, err := f.settleBulk(ctx, 100+settleTicks(repos/max(workers, 1)))
 	b.Repos, b.Workers, b.Seconds = repos, workers, round(time.Since(start).Seconds())
 	if err != nil {
 		return b, fmt.Errorf("settle %d repos on %d workers: %w", repos, workers, err)

@@ -232,10 +232,56 @@ func baseline(ctx context.Context, f *fleet, n int) (naive, scans []tickResult, 
 	return naive, scans, nil
 }
 
-// membershipTicks runs n cycles of: a worker joins (timed tick), then a random worker
-// falls silent and is declared dead when its grace ends (timed tick), then its record is
-// cleaned up. The worker count is back where it started after each cycle.
-func membershipTicks(ctx context.Context, f *fleet, n int) (joins, deaths []tickResult, err error) {
+// change is one membership change: its first tick, which changes the ring, and the
+// ticks after it until none of its repos is left to move (a change larger than a
+// tick's caps and deadline takes several).
+type change []tickResult
+
+// total sums a change's ticks into one result: its time, reads, moves and writes; the
+// peak heap is the largest of its ticks'.
+func (c change) total() tickResult {
+	var t tickResult
+	for _, x := range c {
+		t.dur += x.dur
+		t.read += x.read
+		t.heap = max(t.heap, x.heap)
+		t.rep.Moved += x.rep.Moved
+		t.rep.Writes += x.rep.Writes
+		t.rep.SweepRead += x.rep.SweepRead
+	}
+	return t
+}
+
+// follow ticks on after a membership change's first tick until its scans are done.
+func (f *fleet) follow(ctx context.Context, first tickResult) (change, error) {
+	c := change{first}
+	for t := first; t.rep.ScansLeft > 0; {
+		if len(c) == maxChangeTicks {
+			return c, fmt.Errorf("%d ranges of the ring still to scan after %d ticks", t.rep.ScansLeft, len(c))
+		}
+		var err error
+		if t, err = f.step(ctx); err != nil {
+			return c, err
+		}
+		c = append(c, t)
+	}
+	return c, nil
+}
+
+// maxChangeTicks bounds the ticks of one join or death: at 100,000 repos a worker a
+// change moves about 100,000, two or three ticks' worth.
+const maxChangeTicks = 50
+
+// settleTicks bounds the ticks a fleet takes to settle after moving n repos: the
+// outbox entries of the moves are trimmed at most Config.MaxTrim a worker a tick.
+func settleTicks(n int) int {
+	return 10 + 2*n/int(coordinator.DefaultConfig().MaxTrim)
+}
+
+// membershipTicks runs n cycles of: a worker joins (timed ticks), then a random worker
+// falls silent and is declared dead when its grace ends (timed ticks), then its record
+// is cleaned up. The worker count is back where it started after each cycle.
+func membershipTicks(ctx context.Context, f *fleet, n int) (joins, deaths []change, err error) {
 	cfg := coordinator.DefaultConfig()
 	for range n {
 		before := len(f.live)
@@ -246,12 +292,15 @@ func membershipTicks(ctx context.Context, f *fleet, n int) (joins, deaths []tick
 		if err != nil {
 			return nil, nil, err
 		}
-		if t.rep.Members != before+1 || t.rep.Moved == 0 || t.rep.Incomplete {
-			return nil, nil, fmt.Errorf("join tick: %d members (want %d), moved %d, incomplete %v",
-				t.rep.Members, before+1, t.rep.Moved, t.rep.Incomplete)
+		if t.rep.Members != before+1 || t.rep.Moved == 0 {
+			return nil, nil, fmt.Errorf("join tick: %d members (want %d), moved %d", t.rep.Members, before+1, t.rep.Moved)
 		}
-		joins = append(joins, t)
-		if _, err := f.settle(ctx, 10); err != nil { // acks and trims of the join
+		join, err := f.follow(ctx, t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("join: %w", err)
+		}
+		joins = append(joins, join)
+		if _, err := f.settle(ctx, settleTicks(join.total().rep.Moved)); err != nil { // acks and trims of the join
 			return nil, nil, err
 		}
 
@@ -268,14 +317,17 @@ func membershipTicks(ctx context.Context, f *fleet, n int) (joins, deaths []tick
 		if err != nil {
 			return nil, nil, err
 		}
-		if t.rep.Members != before || t.rep.Moved == 0 || t.rep.Incomplete {
-			return nil, nil, fmt.Errorf("death tick: %d members (want %d), moved %d, incomplete %v",
-				t.rep.Members, before, t.rep.Moved, t.rep.Incomplete)
+		if t.rep.Members != before || t.rep.Moved == 0 {
+			return nil, nil, fmt.Errorf("death tick: %d members (want %d), moved %d", t.rep.Members, before, t.rep.Moved)
 		}
-		deaths = append(deaths, t)
+		death, err := f.follow(ctx, t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("death: %w", err)
+		}
+		deaths = append(deaths, death)
 		// The dead worker's record goes once it has owned nothing for KeepDead.
 		f.clk.Advance(cfg.KeepDead)
-		if _, err := f.settle(ctx, 10); err != nil {
+		if _, err := f.settle(ctx, settleTicks(death.total().rep.Moved)); err != nil {
 			return nil, nil, err
 		}
 	}

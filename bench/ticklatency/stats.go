@@ -29,13 +29,15 @@ func round(x float64) float64 { return math.Round(x*1000) / 1000 }
 // summarize turns measured ticks into a Latency.
 func summarize(ts []tickResult) results.Latency {
 	xs := make([]float64, len(ts))
-	var sum, read, writes float64
+	var sum, read, sweep, writes float64
 	var heap uint64
 	for i, t := range ts {
 		heap = max(heap, t.heap)
 		xs[i] = ms(t.dur)
 		sum += xs[i]
-		read += float64(t.read)
+		// The probe counts every repo record the store served; the sweep's are apart.
+		read += float64(t.read - t.rep.SweepRead)
+		sweep += float64(t.rep.SweepRead)
 		writes += float64(t.rep.Writes)
 	}
 	if len(ts) == 0 {
@@ -44,13 +46,24 @@ func summarize(ts []tickResult) results.Latency {
 	n := float64(len(ts))
 	return results.Latency{
 		Samples: len(ts), P50Ms: round(percentile(xs, 50)), P99Ms: round(percentile(xs, 99)),
-		MeanMs: round(sum / n), MaxMs: round(slices.Max(xs)), ReposRead: round(read / n), Writes: round(writes / n), PeakHeapMiB: mib(heap),
+		MeanMs: round(sum / n), MaxMs: round(slices.Max(xs)), ReposRead: round(read / n), SweepRead: round(sweep / n),
+		Writes: round(writes / n), PeakHeapMiB: mib(heap),
 	}
 }
 
-// membership summarises join or death ticks, adding the cost per moved repo.
-func membership(ts []tickResult) results.Membership {
-	m := results.Membership{Latency: summarize(ts)}
+// membership summarises joins or deaths, each a sample: its ticks' time, reads, moves
+// and writes summed, and the cost per moved repo.
+func membership(cs []change) results.Membership {
+	ts := make([]tickResult, len(cs))
+	ticks, slowest := 0, 0.0
+	for i, c := range cs {
+		ts[i] = c.total()
+		ticks += len(c)
+		for _, t := range c {
+			slowest = max(slowest, ms(t.dur))
+		}
+	}
+	m := results.Membership{Latency: summarize(ts), SlowestTickMs: round(slowest)}
 	var moved float64
 	per := make([]float64, 0, len(ts))
 	for _, t := range ts {
@@ -61,6 +74,7 @@ func membership(ts []tickResult) results.Membership {
 	}
 	if len(ts) > 0 {
 		m.Moved = round(moved / float64(len(ts)))
+		m.Ticks = round(float64(ticks) / float64(len(ts)))
 	}
 	if len(per) > 0 {
 		m.UsPerMovedP50 = round(percentile(per, 50))

@@ -64,8 +64,8 @@ type TickCell struct {
 	QuietWorkerReads float64 `json:"quiet_worker_reads"`
 	// Changes: ticks deciding exactly K changes of one kind.
 	Changes []ChangeLatency `json:"changes"`
-	// Join and Death: the tick that admits a new worker, and the tick that declares a
-	// silent worker dead; both move about Repos/Workers repos.
+	// Join and Death: the ticks that admit a new worker, and those that declare a silent
+	// worker dead; both move about Repos/Workers repos.
 	Join  Membership `json:"join"`
 	Death Membership `json:"death"`
 	// Baselines: a naive tick (the same Tick, but reading every repo instead of the
@@ -81,8 +81,11 @@ type Latency struct {
 	P99Ms   float64 `json:"p99_ms"`
 	MeanMs  float64 `json:"mean_ms"`
 	MaxMs   float64 `json:"max_ms"`
-	// ReposRead is the mean number of repo records the tick read from the store.
+	// ReposRead is the mean number of repo records the tick read from the store for its
+	// own work (scans, the needs-decision index, clean-up); SweepRead those the
+	// anti-entropy sweep read in the same ticks (ADR 25), apart.
 	ReposRead float64 `json:"repos_read"`
+	SweepRead float64 `json:"sweep_read,omitempty"`
 	// Writes is the mean number of Apply calls per tick (election write not counted).
 	Writes float64 `json:"writes"`
 	// PeakHeapMiB is the largest Go heap (live and not yet collected objects) seen while
@@ -99,12 +102,18 @@ type ChangeLatency struct {
 	Decisions float64 `json:"decisions"`
 }
 
-// Membership is the latency of join or death ticks.
+// Membership is the cost of joins or deaths. A sample is one change: from the tick that
+// changes the ring to the one that finishes its moves (one tick, unless the change
+// moves more than a tick's caps or deadline allow). Its time, reads and writes are its
+// ticks' summed.
 type Membership struct {
 	Latency
-	Moved float64 `json:"moved"` // mean repos moved per tick
-	// UsPerMovedP50 is the median over samples of tick time / repos moved, in µs.
+	Moved float64 `json:"moved"` // mean repos moved per change
+	// UsPerMovedP50 is the median over samples of the change's time / repos moved, in µs.
 	UsPerMovedP50 float64 `json:"us_per_moved_p50"`
+	// Ticks is the mean number of ticks a change took, SlowestTickMs the slowest of them.
+	Ticks         float64 `json:"ticks,omitempty"`
+	SlowestTickMs float64 `json:"slowest_tick_ms,omitempty"`
 }
 
 // TickDynamo is the smaller grid run on DynamoDB Local, if it was.
