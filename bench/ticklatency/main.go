@@ -80,7 +80,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 		"The coordinator runs with its defaults (assignment batch doubling from 1,000 per tick, at most 50,000 moves per tick) except the first-start warm-up, which is off.",
 		"Quiet ticks have heartbeats flowing between them (every fifth tick follows a round). A tick reads the worker records only when the membership changed (the workers version, on both stores; heartbeats do not move it) or a silence could reach SuspectAfter (30 s): quiet_worker_reads is the share of quiet ticks that read them.",
 		"The anti-entropy sweep reads a slice of repos on some quiet ticks, paced to end a pass over every repo within 4.5 h of the coordinator's clock (virtual time between ticks plus the run's wall time); those reads are part of the quiet ticks' times, and counted apart (sweep_read, not repos_read). " +
-			"A tick that works a join's or a death's scans leaves its slice to the next tick while the pass is on course (ADR 30).",
+			"A tick that works a join's or a death's scans leaves its slice to the next tick while the pass is on course (ADR 33).",
 		"The naive baseline is the same Tick with its needs-decision read replaced by a scan of every repo (ListRepos, 1,000 a page).",
 		"A death is timed from the tick that finds the worker past its 10 min grace; an earlier tick, past 30 s of silence, marked it suspect (nothing moves then). " +
 			"A join or death that moves more than a tick's caps (50,000 moves) or budget allow goes on over the next ticks (2 s apart): its time, reads and moves are those ticks' summed, `ticks` says how many.",

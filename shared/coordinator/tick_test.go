@@ -170,7 +170,7 @@ func (c *repoReads) ListReposNeedingDecision(ctx context.Context, need store.Nee
 }
 
 // readsWhatMoves fails unless a membership change's tick read, counted at the store, at
-// most 1.5 times the repos it moved plus 100, none of it the sweep's (ADR 30).
+// most 1.5 times the repos it moved plus 100, none of it the sweep's (ADR 33).
 func readsWhatMoves(t *testing.T, what string, r Report, read int) {
 	t.Helper()
 	limit := 1.5*float64(r.Moved) + 100
