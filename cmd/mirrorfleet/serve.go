@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,10 +45,11 @@ type serveFlags struct {
 	cloudFront bool
 	rangesURL  string
 	backoff    time.Duration // the wait after a failed read, doubled each time; 0: rangesBackoff
+	fs         *flag.FlagSet
 }
 
 func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
-	sf := &serveFlags{}
+	sf := &serveFlags{fs: fs}
 	fs.StringVar(&c.Token, "serve-token", "", "token every git read needs, as the password (default $"+cloud.EnvServeToken+"; empty: public reads)")
 	fs.StringVar(&sf.allow, "serve-allow", "", "comma-separated client networks (CIDR) that may read without the token; with no token, only they may read")
 	fs.StringVar(&sf.cacheBytes, "pack-cache-bytes", envOr(cloud.EnvPackCacheBytes, "10G"), "pack cache size bound (512M, 10G, ...)")
@@ -55,7 +57,10 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 	fs.IntVar(&c.PackCache.MaxEntries, "pack-cache-max-entries", packcache.DefaultMaxEntries, "files in the pack cache (entries, locks, partly written ones); past it the least recently used go")
 	fs.IntVar(&c.MaxPerRepo, "serve-max-per-repo", serve.DefaultMaxPerRepo, "git processes at once for one repo; past it, 429")
 	fs.IntVar(&c.MaxTotal, "serve-max-total", serve.DefaultMaxTotal, "git processes at once in all; past it, 503")
-	fs.IntVar(&c.MaxPerClient, "serve-max-per-client", serve.DefaultMaxPerClient, "git requests at once from one client address; past it, 429")
+	fs.IntVar(&c.MaxPerClient, "serve-max-per-client", serve.DefaultMaxPerClient, "git requests at once from one client address; past it they wait in the client's queue")
+	fs.IntVar(&c.QueuePerClient, "serve-queue-per-client", serve.DefaultQueuePerClient, "git requests of one client address that may wait for a place; past it, 429 at once (default $"+cloud.EnvServeQueuePerClient+")")
+	fs.IntVar(&c.Queue, "serve-queue", serve.DefaultQueue, "git requests that may wait for a place, of all clients; past it, refused at once")
+	fs.DurationVar(&c.QueueWait, "serve-queue-wait", serve.DefaultQueueWait, "how long a git request waits for a place before 429 or 503 with Retry-After (default $"+cloud.EnvServeQueueWait+")")
 	trusted := func(v string) error {
 		for _, p := range strings.Split(v, ",") {
 			if p = strings.TrimSpace(p); p == "" {
@@ -85,6 +90,22 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 
 func (sf *serveFlags) finish(c *serve.Config) error {
 	secretFromEnv(&c.Token, cloud.EnvServeToken)
+	set := map[string]bool{}
+	sf.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if v := os.Getenv(cloud.EnvServeQueuePerClient); v != "" && !set["serve-queue-per-client"] {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return usageError{fmt.Sprintf("$%s %q: want a count", cloud.EnvServeQueuePerClient, v)}
+		}
+		c.QueuePerClient = n
+	}
+	if v := os.Getenv(cloud.EnvServeQueueWait); v != "" && !set["serve-queue-wait"] {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return usageError{fmt.Sprintf("$%s %q: want a duration such as 30s", cloud.EnvServeQueueWait, v)}
+		}
+		c.QueueWait = d
+	}
 	if len(c.TrustedProxies) == 0 && sf.envTrusted != "" {
 		if err := sf.trusted(sf.envTrusted); err != nil {
 			return usageError{fmt.Sprintf("$%s %q: %v", cloud.EnvTrustedProxy, sf.envTrusted, err)}

@@ -35,6 +35,10 @@ const (
 	EnvPackCacheBytes = deployenv.PackCacheBytes // pack cache bound; default 10G
 	EnvServeToken     = deployenv.ServeToken     // optional token every read needs
 	EnvTrustedProxy   = deployenv.TrustedProxy   // the load balancer's networks (CIDR, comma-separated)
+	// EnvServeQueuePerClient and EnvServeQueueWait: a client's requests past its share
+	// wait in a queue this long (per client) for up to this long, then get 429.
+	EnvServeQueuePerClient = deployenv.ServeQueuePerClient
+	EnvServeQueueWait      = deployenv.ServeQueueWait
 )
 
 // DefaultFleet is the Fleet dimension when MIRRORFLEET_FLEET is unset.

@@ -106,6 +106,10 @@ const (
 	PackCacheBytes = "MIRRORFLEET_PACK_CACHE_BYTES" // its size bound
 	TrustedProxy   = "MIRRORFLEET_TRUSTED_PROXY"    // proxies whose X-Forwarded-For names the client: CIDRs and TrustedCloudFront, comma-separated
 	ServeToken     = "MIRRORFLEET_SERVE_TOKEN"      // optional read token
+	// A client's requests past its share wait in a queue of this many (per client) for
+	// up to this long (Go duration), then get 429.
+	ServeQueuePerClient = "MIRRORFLEET_SERVE_QUEUE_PER_CLIENT"
+	ServeQueueWait      = "MIRRORFLEET_SERVE_QUEUE_WAIT"
 )
 
 // TrustedCloudFront in TrustedProxy stands for CloudFront's origin-facing addresses, as
@@ -306,6 +310,10 @@ type Serve struct {
 	// (CIDR) and, behind CloudFront, TrustedCloudFront, comma-separated. A client's
 	// address then comes from X-Forwarded-For, so the per-client limit is per client.
 	TrustedProxy string
+	// QueuePerClient and QueueWait bound a client's requests waiting past its share
+	// (0: the server's defaults, 16 and 30s).
+	QueuePerClient int
+	QueueWait      time.Duration
 }
 
 // Env is the git server's environment.
@@ -316,6 +324,8 @@ func (s Serve) Env() map[string]string {
 	set(m, PackCacheDir, s.PackCacheDir)
 	set(m, PackCacheBytes, s.PackCacheBytes)
 	set(m, TrustedProxy, s.TrustedProxy)
+	set(m, ServeQueuePerClient, num(s.QueuePerClient))
+	set(m, ServeQueueWait, dur(s.QueueWait))
 	return m
 }
 

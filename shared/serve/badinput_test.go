@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
 
@@ -199,18 +199,13 @@ func TestSlowClients(t *testing.T) {
 	// The front gives up on the connection; its place in the limiter frees.
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		e.h.limit.mu.Lock()
-		running := e.h.limit.running
-		e.h.limit.mu.Unlock()
+		running, _, _, _ := e.h.limit.InUse("")
 		if running == 0 && time.Since(deadline.Add(-30*time.Second)) > time.Second {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	e.h.limit.mu.Lock()
-	running := e.h.limit.running
-	e.h.limit.mu.Unlock()
-	if running != 0 {
+	if running, _, _, _ := e.h.limit.InUse(""); running != 0 {
 		t.Fatalf("a client that stopped reading still holds %d git processes", running)
 	}
 
@@ -239,15 +234,15 @@ func TestLimits(t *testing.T) {
 		return d
 	}
 	adv := "/info/refs?service=git-upload-pack"
-	release1, why := e.h.limit.acquire(context.Background(), "other", dir("example.com/one.git"), 0)
-	if why != admitted {
+	release1, why := e.h.limit.Acquire(context.Background(), "other", dir("example.com/one.git"), 0)
+	if why != httpguard.Admitted {
 		t.Fatal("first place refused")
 	}
 	status, hdr, body := e.do("GET", "/git/example.com/one.git"+adv, nil, nil)
 	if status != 429 || hdr.Get("Retry-After") != "7" || !strings.Contains(body, "this repository") {
 		t.Fatalf("repo busy: %d %q %q", status, hdr.Get("Retry-After"), body)
 	}
-	release2, _ := e.h.limit.acquire(context.Background(), "other", dir("example.com/two.git"), 0)
+	release2, _ := e.h.limit.Acquire(context.Background(), "other", dir("example.com/two.git"), 0)
 	status, hdr, body = e.do("GET", "/git/example.com/three.git"+adv, nil, nil)
 	if status != 503 || hdr.Get("Retry-After") != "7" || !strings.Contains(body, "server") {
 		t.Fatalf("server busy: %d %q %q", status, hdr.Get("Retry-After"), body)
@@ -262,83 +257,6 @@ func TestLimits(t *testing.T) {
 	}
 	if got := e.sink.total(metrics.ServeRejected); got != 3 {
 		t.Fatalf("ServeRejected = %v, want 3", got)
-	}
-}
-
-// TestLimiterWaits: a request past the bound waits for a place rather than failing
-// when one frees within the wait.
-func TestLimiterWaits(t *testing.T) {
-	l := newLimiter(10, 1, 10)
-	rel, why := l.acquire(context.Background(), "c", "r", 0)
-	if why != admitted {
-		t.Fatal("refused")
-	}
-	go func() { time.Sleep(20 * time.Millisecond); rel() }()
-	rel2, why := l.acquire(context.Background(), "c", "r", time.Minute)
-	if why != admitted {
-		t.Fatalf("waiter refused: %v", why)
-	}
-	rel2()
-	if _, why := l.acquire(context.Background(), "c", "r", 0); why != admitted {
-		t.Fatal("place not freed")
-	}
-	if _, why := l.acquire(context.Background(), "c", "r", 0); why != repoBusy {
-		t.Fatalf("second on one repo: %v, want repoBusy", why)
-	}
-}
-
-// A client past its bound gets 429 at once, however free the repo and the server;
-// behind a trusted proxy the client is the address X-Forwarded-For names.
-func TestPerClientLimit(t *testing.T) {
-	e := newEnv(t, func(c *Config) {
-		c.MaxPerClient = 2
-		c.QueueWait = time.Minute // a client past its bound does not queue
-		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-	})
-	e.repo("example.com/one.git")
-	d, err := e.h.resolve("example.com/one.git")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		rel, why := e.h.limit.acquire(context.Background(), "192.0.2.7", d, 0)
-		if why != admitted {
-			t.Fatalf("place refused: %v", why)
-		}
-		defer rel()
-	}
-	adv := "/git/example.com/one.git/info/refs?service=git-upload-pack"
-	status, hdr, body := e.do("GET", adv, map[string]string{"X-Forwarded-For": "192.0.2.7"}, nil)
-	if status != 429 || hdr.Get("Retry-After") == "" || !strings.Contains(body, "your address") {
-		t.Fatalf("a client past its bound: %d %q %q", status, hdr.Get("Retry-After"), body)
-	}
-	// Another client, and one that claims the busy address behind an address the
-	// proxy saw: counted as what the proxy saw.
-	for _, xff := range []string{"192.0.2.8", "192.0.2.7, 198.51.100.1"} {
-		if status, _, body := e.do("GET", adv, map[string]string{"X-Forwarded-For": xff}, nil); status != 200 {
-			t.Fatalf("X-Forwarded-For %q: %d %q", xff, status, body)
-		}
-	}
-}
-
-func TestClientAddr(t *testing.T) {
-	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	for _, tc := range []struct{ peer, xff, want string }{
-		{"192.0.2.1:5000", "203.0.113.9", "192.0.2.1"}, // an untrusted peer's header is ignored
-		{"10.1.2.3:5000", "203.0.113.9", "203.0.113.9"},
-		{"10.1.2.3:5000", "1.1.1.1, 203.0.113.9, 10.9.9.9", "203.0.113.9"},
-		{"10.1.2.3:5000", "", "10.1.2.3"},
-		{"10.1.2.3:5000", "junk, 10.9.9.9", "10.9.9.9"},
-		{"[::ffff:10.1.2.3]:5000", "203.0.113.9", "203.0.113.9"},
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.RemoteAddr = tc.peer
-		if tc.xff != "" {
-			r.Header.Set("X-Forwarded-For", tc.xff)
-		}
-		if got := clientAddr(r, trusted); got != tc.want {
-			t.Errorf("peer %s, X-Forwarded-For %q: %s, want %s", tc.peer, tc.xff, got, tc.want)
-		}
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 )
 
 // hop is a proxy in front of the front, as CloudFront and a load balancer are: it
@@ -86,7 +88,7 @@ func TestClientAddressThroughCloudFrontAndLoadBalancer(t *testing.T) {
 	seen := make(chan string, 2)
 	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} // the VPC
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen <- clientAddr(r, trusted)
+		seen <- httpguard.ClientAddr(r, trusted)
 		seen <- r.Header.Get("X-Forwarded-For")
 	}))
 	defer origin.Close()

@@ -5,9 +5,10 @@
 // The front does what http-backend would and what a public server needs besides:
 // it checks every path before anything touches the file system, never serves
 // receive-pack or the dumb protocol, bounds request bodies and the git processes it
-// runs (per repo and in all: 429 and 503 with Retry-After past them), times out
-// clients that stop sending or reading, optionally asks for a token, and feeds the
-// pack cache (packcache) through upload-pack's packObjectsHook.
+// runs (per repo, per client and in all, with a bounded queue per client: 429 and
+// 503 with Retry-After past them), times out clients that stop sending or reading,
+// optionally asks for a token, and feeds the pack cache (packcache) through
+// upload-pack's packObjectsHook.
 //
 // The mirrors root may be read-only: upload-pack runs on a per-request scratch git
 // directory whose commondir is the mirror (as a linked worktree's is), so the
@@ -37,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 )
@@ -46,7 +48,9 @@ const (
 	DefaultMaxPerRepo      = 32
 	DefaultMaxTotal        = 64
 	DefaultMaxPerClient    = 8
-	DefaultQueueWait       = 10 * time.Second
+	DefaultQueuePerClient  = 16
+	DefaultQueue           = 64
+	DefaultQueueWait       = 30 * time.Second
 	DefaultRetryAfter      = 5 * time.Second
 	DefaultMaxRequestBytes = 16 << 20
 	DefaultReadTimeout     = 30 * time.Second
@@ -77,16 +81,18 @@ type Config struct {
 	// no Token, only they may read at all.
 	Allow []netip.Prefix
 	// MaxPerRepo and MaxTotal bound the git processes at once for one repo and in
-	// all; a request past them waits up to QueueWait, then gets 429 (repo) or 503
-	// (server) with Retry-After.
-	MaxPerRepo, MaxTotal int
-	QueueWait            time.Duration
-	// MaxPerClient bounds one client's requests at once; past it, 429 at once. A
-	// client is its address: the peer's, or from X-Forwarded-For when the peer is in
-	// TrustedProxies.
-	MaxPerClient   int
-	TrustedProxies []netip.Prefix
-	RetryAfter     time.Duration
+	// all, MaxPerClient one client's requests at once. A request past them waits,
+	// in a queue of at most QueuePerClient of its client's requests and Queue in
+	// all, up to QueueWait; then (or at once, past the queue) it gets 429 (its
+	// client or the repo is busy) or 503 (the server is) with Retry-After, as
+	// Gitaly's concurrency limiter does. A client is its address
+	// (httpguard.ClientAddr): the peer's, or from X-Forwarded-For when the peer is
+	// in TrustedProxies.
+	MaxPerRepo, MaxTotal, MaxPerClient int
+	QueuePerClient, Queue              int
+	QueueWait                          time.Duration
+	TrustedProxies                     []netip.Prefix
+	RetryAfter                         time.Duration
 	// MaxRequestBytes bounds a request body after decompression.
 	MaxRequestBytes int64
 	// ReadTimeout bounds reading a request body; IdleTimeout the time a response
@@ -116,6 +122,8 @@ func (c Config) withDefaults() Config {
 	set(&c.MaxPerRepo, DefaultMaxPerRepo)
 	set(&c.MaxTotal, DefaultMaxTotal)
 	set(&c.MaxPerClient, DefaultMaxPerClient)
+	set(&c.QueuePerClient, DefaultQueuePerClient)
+	set(&c.Queue, DefaultQueue)
 	setD(&c.QueueWait, DefaultQueueWait)
 	setD(&c.RetryAfter, DefaultRetryAfter)
 	setD(&c.ReadTimeout, DefaultReadTimeout)
@@ -136,7 +144,7 @@ func (c Config) withDefaults() Config {
 type Handler struct {
 	cfg      Config
 	root     string // Root with symlinks resolved
-	limit    *limiter
+	limit    *httpguard.Limiter
 	hook     string // uploadpack.packObjectsHook; "" without a cache
 	reports  *packcache.Listener
 	env      []string
@@ -161,7 +169,8 @@ func New(cfg Config) (*Handler, error) {
 	if _, err := os.ReadDir(root); err != nil {
 		return nil, fmt.Errorf("serve: mirrors root %s is not a readable directory: %w", cfg.Root, err)
 	}
-	h := &Handler{cfg: cfg, root: root, limit: newLimiter(cfg.MaxPerClient, cfg.MaxPerRepo, cfg.MaxTotal),
+	h := &Handler{cfg: cfg, root: root, limit: httpguard.NewLimiter(httpguard.PoolLimits{Total: cfg.MaxTotal,
+		PerClient: cfg.MaxPerClient, PerKey: cfg.MaxPerRepo, QueuePerClient: cfg.QueuePerClient, QueueTotal: cfg.Queue}),
 		tokenSum: sha256.Sum256([]byte(cfg.Token))}
 	h.env = gitEnv(cfg.Git)
 	if cfg.PackCache.Dir != "" && len(cfg.Hook) > 0 {
@@ -300,15 +309,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	release, why := h.limit.acquire(r.Context(), clientAddr(r, h.cfg.TrustedProxies), dir, h.cfg.QueueWait)
+	release, why := h.limit.Acquire(r.Context(), httpguard.ClientAddr(r, h.cfg.TrustedProxies), dir, h.cfg.QueueWait)
 	switch why {
-	case clientBusy:
-		h.reject(rw, http.StatusTooManyRequests, "too many requests from your address at once; retry later")
+	case httpguard.ClientBusy:
+		h.reject(rw, http.StatusTooManyRequests, fmt.Sprintf("too many requests from your address at once (%d run at a time, %d wait); retry later",
+			h.cfg.MaxPerClient, h.cfg.QueuePerClient))
 		return
-	case repoBusy:
+	case httpguard.KeyBusy:
 		h.reject(rw, http.StatusTooManyRequests, "too many clones of this repository at once; retry later")
 		return
-	case serverBusy:
+	case httpguard.ServerBusy:
 		h.reject(rw, http.StatusServiceUnavailable, "the server is serving as many clones as it can; retry later")
 		return
 	}
