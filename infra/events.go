@@ -14,9 +14,10 @@ import (
 // workers emit them as EMF; on AWS their one sink is EventBridge.
 var eventMetrics = []string{"EventsPublished", "EventsDelivered", "EventsRetried", "EventsDropped"}
 
-// hookMetrics are the names of the incoming push webhooks' metrics (shared/metrics):
-// what the fetches of hooked repos found, by host in the EMF properties.
-var hookMetrics = []string{"HookPushesAnnounced", "HookPushesLost", "HookPushesOutside"}
+// hookMetrics are the names of the incoming change signals' metrics (shared/metrics):
+// what the fetches of hooked repos found, by host in the EMF properties, and the forge
+// feeds that stopped counting as coverage.
+var hookMetrics = []string{"HookPushesAnnounced", "HookPushesLost", "HookPushesOutside", "FeedsUncovered"}
 
 // eventBus is the bus the workers put each mirror.updated event on (source mirrorfleet,
 // detail-type mirror.updated; docs/events.md has a rule that matches them). It costs
@@ -51,11 +52,12 @@ func (s *Stack) eventWidget(graph func(string, ...awscloudwatch.IMetric) awsclou
 
 // hookWidget graphs what the fetches of hooked repos found: pushes a hook announced,
 // pushes a poll found first (lost or late hooks), pushes of repos counted as hooked
-// through their owner that were not (outside its hooks).
+// through their owner that were not (outside its hooks); and the feeds that stopped
+// covering after failed probes.
 func (s *Stack) hookWidget(graph func(string, ...awscloudwatch.IMetric) awscloudwatch.IWidget) awscloudwatch.IWidget {
 	var ms []awscloudwatch.IMetric
 	for _, name := range hookMetrics {
 		ms = append(ms, s.metric(name, "Sum", time.Minute, nil))
 	}
-	return graph("Push webhooks: announced / lost / outside", ms...)
+	return graph("Push webhooks: announced / lost / outside; feeds uncovered", ms...)
 }

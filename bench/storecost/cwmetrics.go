@@ -45,7 +45,7 @@ func eventsOf(name string, series int, ev metricEvents) (perSeries []float64, ok
 		return each(ev.Changes), true
 	case metrics.HookPushesAnnounced:
 		return each(ev.Changes), true // at most every change, when every repo sends hooks
-	case metrics.HookPushesLost, metrics.HookPushesOutside:
+	case metrics.HookPushesLost, metrics.HookPushesOutside, metrics.FeedsUncovered:
 		return each(ev.Rare), true
 	case metrics.ServeRequests:
 		// The 2xx class with every clone; the other classes (4xx, 5xx) are rare.

@@ -21,8 +21,8 @@ import (
 
 // workerFeeds builds the worker's feed runner (ADR 28): the tokens read once from the
 // Secrets Manager secret cfg.ForgeTokensARN (HOST=TOKEN lines), then the sources of
-// cfg.Feeds. Nil without feeds.
-func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger) (*feeds.Runner, error) {
+// cfg.Feeds; the feeds that stop covering are counted on rec. Nil without feeds.
+func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger, rec feeds.Recorder) (*feeds.Runner, error) {
 	if len(cfg.Feeds) == 0 {
 		return nil, nil
 	}
@@ -48,7 +48,9 @@ func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger) (*feed
 	if period <= 0 {
 		period = feeds.DefaultPeriod
 	}
-	client := &http.Client{Timeout: 30 * time.Second} // the operator's own forges: no URL policy, as locally
+	// The operator's own forges: no URL policy, as locally; the prober follows
+	// redirects within a feed's origin only.
+	client := &http.Client{Timeout: 30 * time.Second}
 	var ps []*feeds.Prober
 	for _, spec := range cfg.Feeds {
 		src, err := feeds.ParseSource(spec, tokens)
@@ -58,7 +60,9 @@ func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger) (*feed
 		ps = append(ps, feeds.New(src, client, clock.Real{}, period))
 	}
 	log.Info("feeds", "feeds", len(ps), "every", period, "tokens", len(tokens))
-	return feeds.NewRunner(ps, clock.Real{}, log), nil
+	r := feeds.NewRunner(ps, clock.Real{}, log)
+	r.Metrics = rec
+	return r, nil
 }
 
 // runWorkerFeeds probes the feeds every period for the worker's own repos until ctx
@@ -69,6 +73,9 @@ func runWorkerFeeds(ctx context.Context, w *worker.Worker, r *feeds.Runner, peri
 	sink := func(ctx context.Context, cs []feeds.Change) {
 		owned := ownedRepos{w.Owned()}
 		for _, c := range cs {
+			if ctx.Err() != nil {
+				return
+			}
 			if id, ok := api.MatchRepo(ctx, owned, policy, []string{c.URL}); ok {
 				w.FetchNow(id, worker.AskSync)
 			}

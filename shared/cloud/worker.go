@@ -372,7 +372,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	pool := membudget.NewPool(budget)
 	log.Info("memory budget", "fetches", membudget.FormatSize(budget), "from", budgetFrom, "gomemlimit", membudget.SetGoMemLimit(budget))
-	feedRunner, err := workerFeeds(ctx, cfg, log)
+	feedRunner, err := workerFeeds(ctx, cfg, log, emf)
 	if err != nil {
 		return err
 	}

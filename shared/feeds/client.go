@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,6 +31,48 @@ func (e *RateLimited) Error() string {
 type BadAnswer struct{ Reason string }
 
 func (e *BadAnswer) Error() string { return "forge answered badly: " + e.Reason }
+
+// sameOrigin reports whether a and b have the same scheme, host and port (a missing
+// port is the scheme's default).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if strings.EqualFold(u.Scheme, "http") {
+			return "80"
+		}
+		return "443"
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// redirectRefused is CheckRedirect's error for a redirect out of the feed's origin.
+type redirectRefused struct{ from, to *url.URL }
+
+func (e *redirectRefused) Error() string {
+	return fmt.Sprintf("redirected from %s to %s, another origin: not followed, as the feed's credential goes to its own origin only",
+		origin(e.from), origin(e.to))
+}
+
+func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
+
+// maxRedirects bounds the redirects followed within the origin.
+const maxRedirects = 5
+
+// keepHome is the client's redirect policy: a redirect that changes scheme, host or
+// port is refused before anything is sent there (Go's own policy would send
+// PRIVATE-TOKEN to any host, and Authorization to the same host over plain http);
+// one within the origin is followed with the credential.
+func keepHome(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if !sameOrigin(req.URL, via[0].URL) {
+		return &redirectRefused{from: via[0].URL, to: req.URL}
+	}
+	return nil
+}
 
 // answer is one response, read whole (within MaxBody).
 type answer struct {
@@ -60,6 +104,10 @@ func (p *Prober) do(ctx context.Context, req *http.Request) (answer, error) {
 		}
 	}
 	resp, err := p.client.Do(req)
+	var refused *redirectRefused
+	if errors.As(err, &refused) {
+		return answer{}, &BadAnswer{fmt.Sprintf("%s %s: %v", req.Method, req.URL.Redacted(), refused)}
+	}
 	if err != nil {
 		return answer{}, fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), err)
 	}

@@ -231,12 +231,17 @@ func newFakeGitea(t *testing.T, token string) *fakeForge {
 // fakeGitHub serves POST /api/graphql (a GitHub Enterprise Server's path) for queries
 // of aliased repository(owner:, name:) fields with their names in variables, answering
 // url and pushedAt, rateLimit{cost remaining resetAt}, NOT_FOUND errors for unknown
-// repositories, x-ratelimit-* headers, and a RATE_LIMITED error once the points are spent.
+// repositories, FORBIDDEN errors with saml_failure for the repositories of an
+// organization that enforces SAML SSO the token is not authorized for (the field null,
+// the other repositories answered beside it), x-ratelimit-* headers, and a RATE_LIMITED
+// error once the points are spent.
 type fakeGitHub struct {
 	*fakeForge
 	points  int
 	resetAt time.Time
 	queries int
+	saml    map[string]bool // owners (organizations) enforcing SAML SSO
+	asked   []string        // the owner/name of every repository asked for, in order
 }
 
 var ghField = regexp.MustCompile(`(r\d+):repository\(owner:\$(o\d+),name:\$(n\d+)\)\{url pushedAt\}`)
@@ -283,6 +288,13 @@ func newFakeGitHub(t *testing.T, token string, points int, resetAt time.Time) *f
 		var errs []map[string]any
 		for _, m := range fields {
 			path := req.Variables[m[2]] + "/" + req.Variables[m[3]]
+			g.asked = append(g.asked, path)
+			if g.saml[strings.ToLower(req.Variables[m[2]])] {
+				data[m[1]] = nil
+				errs = append(errs, map[string]any{"type": "FORBIDDEN", "path": []string{m[1]}, "extensions": map[string]any{"saml_failure": true},
+					"message": "Resource protected by organization SAML enforcement. You must grant your Personal Access token access to this organization."})
+				continue
+			}
 			var found *fakeRepo
 			for k := range g.repos {
 				if strings.EqualFold(g.repos[k].path, path) {

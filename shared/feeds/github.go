@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -59,20 +60,29 @@ func (p *Prober) github(ctx context.Context, repos []string) ([]Change, error) {
 	queries := min(p.allowance(), (len(names)+GitHubBatch-1)/GitHubBatch)
 	var out []Change
 	for range queries {
+		if len(out) >= MaxChanges {
+			break // the next probe goes on from the cursor
+		}
 		if p.cursor >= len(names) {
 			p.cursor = 0
 		}
 		batch := names[p.cursor:min(len(names), p.cursor+GitHubBatch)]
 		cs, err := p.githubQuery(ctx, batch)
+		// The cursor moves past a batch whatever its answer, so a batch that keeps
+		// failing never keeps the repos after it from being asked; a rate limit (the
+		// batch was not asked) or a cancelled probe leaves it where it is.
+		var rl *RateLimited
+		if !errors.As(err, &rl) && ctx.Err() == nil {
+			p.cursor += len(batch)
+		}
 		if err != nil {
 			return out, err
 		}
 		for _, c := range cs {
-			if c.At.After(p.since) {
+			if c.At.After(p.since) && len(out) < MaxChanges {
 				out = p.fresh(out, c)
 			}
 		}
-		p.cursor += len(batch)
 	}
 	return out, nil
 }
@@ -126,15 +136,19 @@ func (p *Prober) githubQuery(ctx context.Context, batch [][2]string) ([]Change, 
 		return nil, &BadAnswer{fmt.Sprintf("GitHub GraphQL: %v", err)}
 	}
 	for _, e := range res.Errors {
-		switch e.Type {
-		case "NOT_FOUND": // a repo gone or renamed: its next poll says so
-		case "RATE_LIMITED":
+		switch {
+		case e.Type == "RATE_LIMITED":
 			until := p.clock.Now().Add(time.Minute)
 			if p.resetAt.After(until) {
 				until = p.resetAt
 			}
 			p.pausedUntil = until
 			return nil, &RateLimited{until}
+		case len(e.Path) > 0, e.Type == "NOT_FOUND":
+			// An error about one repo (gone or renamed: NOT_FOUND; in an organization
+			// that enforces SAML SSO the token is not authorized for: FORBIDDEN with
+			// saml_failure): its field is null and the rest of the batch stands; the
+			// repo's polls find what it is.
 		default:
 			return nil, &BadAnswer{fmt.Sprintf("GitHub GraphQL error %s: %s", e.Type, snippet([]byte(e.Message)))}
 		}

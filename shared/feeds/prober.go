@@ -1,9 +1,11 @@
 package feeds
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -45,10 +47,20 @@ const GitLabActivityStep = time.Hour
 // one period is behind, and its repos are still polled.
 const MaxPages = 50
 
+// MaxChanges bounds the changes one probe takes: a feed that names more in one period
+// is behind (or hostile), and the rest of its repos wait for their polls (GitHub's
+// next probe goes on where this one stopped). The listings' own bounds (MaxPages of
+// 100 or 50) stay below it.
+const MaxChanges = 5000
+
 // New is a prober for src over client (which bounds each request's time); the first
-// probe asks for the changes since one period before now.
+// probe asks for the changes since one period before now. The prober follows a
+// redirect within the feed's origin only (keepHome): a copy of client is made with
+// that policy, whatever client's own.
 func New(src Source, client *http.Client, clk clock.Clock, period time.Duration) *Prober {
-	return &Prober{src: src, client: client, clock: clk, since: clk.Now().Add(-period - Overlap),
+	c := *client
+	c.CheckRedirect = keepHome
+	return &Prober{src: src, client: &c, clock: clk, since: clk.Now().Add(-period - Overlap),
 		seen: map[string]time.Time{}, etags: map[string]string{}, remaining: -1, maxPages: MaxPages, period: period}
 }
 
@@ -110,6 +122,40 @@ type gitlabProject struct {
 	LastActivityAt time.Time `json:"last_activity_at"`
 }
 
+// decodePage decodes a JSON array of at most limit items (null is none). It stops at
+// the item past the limit: a forge that ignores the page size it was asked for
+// answers badly, and its page is neither decoded whole nor taken.
+func decodePage[T any](raw []byte, limit int) ([]T, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return nil, fmt.Errorf("not a JSON array")
+	}
+	var out []T
+	for dec.More() {
+		if len(out) == limit {
+			return nil, fmt.Errorf("more than the %d items asked for", limit)
+		}
+		var item T
+		if err := dec.Decode(&item); err != nil {
+			return nil, err
+		}
+		out = append(out, item)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("data after the array")
+	}
+	return out, nil
+}
+
+// gitlabPage is the projects asked for a page: 100, GitLab's ceiling.
+const gitlabPage = 100
+
 // gitlab lists the projects (of the group, with its subgroups) active since p.since,
 // the most recent first, 100 a page, following X-Next-Page.
 func (p *Prober) gitlab(ctx context.Context) ([]Change, error) {
@@ -122,7 +168,7 @@ func (p *Prober) gitlab(ctx context.Context) ([]Change, error) {
 		}
 	}
 	q := url.Values{"last_activity_after": {p.since.UTC().Format(time.RFC3339)}, "order_by": {"last_activity_at"},
-		"sort": {"desc"}, "per_page": {"100"}, "simple": {"true"}, "archived": {"false"}}
+		"sort": {"desc"}, "per_page": {strconv.Itoa(gitlabPage)}, "simple": {"true"}, "archived": {"false"}}
 	if p.src.Scope != "" {
 		q.Set("include_subgroups", "true")
 	}
@@ -140,11 +186,14 @@ func (p *Prober) gitlab(ctx context.Context) ([]Change, error) {
 		if a.status == http.StatusNotModified {
 			return out, nil
 		}
-		var ps []gitlabProject
-		if err := json.Unmarshal(a.body, &ps); err != nil {
+		ps, err := decodePage[gitlabProject](a.body, gitlabPage)
+		if err != nil {
 			return out, &BadAnswer{fmt.Sprintf("GitLab projects page %s: %v", page, err)}
 		}
 		for _, pr := range ps {
+			if len(out) >= MaxChanges {
+				return out, nil
+			}
 			link := pr.WebURL
 			if link == "" {
 				link = pr.HTTPURL
@@ -194,8 +243,8 @@ func (p *Prober) gitea(ctx context.Context) ([]Change, error) {
 			return out, nil
 		}
 		var res struct {
-			OK   *bool       `json:"ok"`
-			Data []giteaRepo `json:"data"`
+			OK   *bool           `json:"ok"`
+			Data json.RawMessage `json:"data"`
 		}
 		if err := json.Unmarshal(a.body, &res); err != nil || res.OK == nil {
 			return out, &BadAnswer{fmt.Sprintf("Gitea repos/search page %d: not a search result", page)}
@@ -203,7 +252,14 @@ func (p *Prober) gitea(ctx context.Context) ([]Change, error) {
 		if !*res.OK {
 			return out, &BadAnswer{fmt.Sprintf("Gitea repos/search page %d: ok is false", page)}
 		}
-		for _, r := range res.Data {
+		data, err := decodePage[giteaRepo](res.Data, giteaPage)
+		if err != nil {
+			return out, &BadAnswer{fmt.Sprintf("Gitea repos/search page %d: %v", page, err)}
+		}
+		for _, r := range data {
+			if len(out) >= MaxChanges {
+				return out, nil
+			}
 			if r.UpdatedAt.Before(p.since) {
 				return out, nil // sorted by update: the rest is older
 			}
@@ -216,7 +272,7 @@ func (p *Prober) gitea(ctx context.Context) ([]Change, error) {
 			}
 			out = p.fresh(out, Change{URL: link, At: r.UpdatedAt})
 		}
-		if len(res.Data) < giteaPage {
+		if len(data) < giteaPage {
 			return out, nil
 		}
 	}

@@ -1,43 +1,80 @@
 package feeds
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 )
 
 // DefaultPeriod is how often each feed is probed.
 const DefaultPeriod = 5 * time.Minute
 
 // maxRechecks bounds the second looks waiting (GitLab's hourly activity stamp); past it
-// the oldest are dropped, and those repos wait for their polls.
+// the ones due soonest are dropped, and those repos wait for their polls.
 const maxRechecks = 100000
 
+// FailuresBeforeUncovered is how many probes of a feed in a row may fail (errors, rate
+// limits, refused redirects) before its repos stop counting as covered: a feed that
+// delivers nothing must not keep their polls stretched. The first probe that answers
+// makes them covered again.
+const FailuresBeforeUncovered = 3
+
+// Recorder takes metric samples: metrics.Prometheus and metrics.EMF are both one.
+type Recorder interface {
+	Record(...metrics.Sample) error
+}
+
 // Runner probes every configured feed once a period and hands what changed to a sink.
+//
+// Covered, asked by the workers under their own lock for every poll they schedule,
+// reads atomics only: nothing a feed answers (a page of a hundred thousand projects, a
+// forge that never answers) can make it wait. Tick is for one goroutine at a time
+// (Run's); it holds no lock across the network or a loop over changes.
 type Runner struct {
 	probers []*Prober
+	state   []*feedState // by prober
 	clock   clock.Clock
 	log     *slog.Logger
+	// Metrics, if set, counts the feeds that stop covering (metrics.FeedsUncovered).
+	Metrics Recorder
 
-	mu       sync.Mutex
-	stats    Stats
-	rechecks map[string]time.Time // URL → when to look again
-	stopped  map[*Prober]error    // feeds that refused their credential
+	probes, changes, rechecked, errs, rateLimited atomic.Int64
+	rechecks                                      recheckQueue // Tick's own
+}
+
+// feedState is what Covered and Stats read of one feed.
+type feedState struct {
+	stopped atomic.Bool  // refused its credential: stopped until reconfigured
+	failing atomic.Int64 // probes that failed in a row
+}
+
+// covering reports whether the feed counts as coverage now.
+func (f *feedState) covering() bool {
+	return !f.stopped.Load() && f.failing.Load() < FailuresBeforeUncovered
 }
 
 // Stats are the runner's counters, for metrics.
 type Stats struct {
 	Probes, Changes, Rechecks, Errors, RateLimited int64
-	Feeds, FeedsStopped                            int
+	// Feeds is how many are configured, FeedsStopped how many refused their
+	// credential, FeedsFailing how many failed FailuresBeforeUncovered probes in a row
+	// and answer nothing since.
+	Feeds, FeedsStopped, FeedsFailing int
 }
 
 // NewRunner runs probers (one per feed).
 func NewRunner(probers []*Prober, clk clock.Clock, log *slog.Logger) *Runner {
-	return &Runner{probers: probers, clock: clk, log: log, rechecks: map[string]time.Time{}, stopped: map[*Prober]error{}}
+	r := &Runner{probers: probers, clock: clk, log: log}
+	for range probers {
+		r.state = append(r.state, &feedState{})
+	}
+	return r
 }
 
 // Sources are the feeds run, so the worker knows which repos a feed covers.
@@ -50,12 +87,11 @@ func (r *Runner) Sources() []Source {
 }
 
 // Covered reports whether a working feed lists repoURL: such a repo's polls are only
-// the fall-back. A feed that refused its credential covers nothing.
+// the fall-back. A feed that refused its credential, or whose last
+// FailuresBeforeUncovered probes failed, covers nothing.
 func (r *Runner) Covered(repoURL string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.probers {
-		if _, bad := r.stopped[p]; !bad && p.src.Covers(repoURL) {
+	for i, p := range r.probers {
+		if r.state[i].covering() && p.src.Covers(repoURL) {
 			return true
 		}
 	}
@@ -64,10 +100,16 @@ func (r *Runner) Covered(repoURL string) bool {
 
 // Stats is a snapshot of the counters.
 func (r *Runner) Stats() Stats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.stats
-	s.Feeds, s.FeedsStopped = len(r.probers), len(r.stopped)
+	s := Stats{Probes: r.probes.Load(), Changes: r.changes.Load(), Rechecks: r.rechecked.Load(),
+		Errors: r.errs.Load(), RateLimited: r.rateLimited.Load(), Feeds: len(r.probers)}
+	for _, f := range r.state {
+		switch {
+		case f.stopped.Load():
+			s.FeedsStopped++
+		case f.failing.Load() >= FailuresBeforeUncovered:
+			s.FeedsFailing++
+		}
+	}
 	return s
 }
 
@@ -76,77 +118,64 @@ func (r *Runner) Stats() Stats {
 // A feed's error is logged and counted; the others go on.
 func (r *Runner) Tick(ctx context.Context, repos func(Source) []string, sink func(context.Context, []Change)) {
 	var out []Change
-	for _, p := range r.probers {
-		r.mu.Lock()
-		_, bad := r.stopped[p]
-		r.mu.Unlock()
-		if bad || ctx.Err() != nil {
+	for i, p := range r.probers {
+		f := r.state[i]
+		if f.stopped.Load() || ctx.Err() != nil {
 			continue
 		}
 		cs, err := p.Probe(ctx, repos(p.src))
-		r.mu.Lock()
-		r.stats.Probes++
-		r.stats.Changes += int64(len(cs))
-		var rl *RateLimited
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrAuth):
-			r.stopped[p] = err
-			r.stats.Errors++
-			r.log.Error("feed refused its credential; its repos are polled as usual until it is reconfigured", "feed", p.src, "err", err)
-		case errors.As(err, &rl):
-			r.stats.RateLimited++
-			r.log.Warn("feed rate-limited", "feed", p.src, "until", rl.Until)
-		default:
-			r.stats.Errors++
-			r.log.Warn("feed probe failed", "feed", p.src, "err", err)
+		if ctx.Err() != nil {
+			return // shutting down: neither a failure of the feed nor changes to act on
 		}
+		r.note(p, f, len(cs), err)
 		for _, c := range cs {
 			if !c.Recheck.IsZero() {
-				r.recheckLocked(c.URL, c.Recheck)
+				r.rechecks.add(c.URL, c.Recheck)
 			}
 		}
-		r.mu.Unlock()
 		out = append(out, cs...)
 	}
-	now := r.clock.Now()
-	r.mu.Lock()
-	for u, at := range r.rechecks {
-		if !at.After(now) {
-			out = append(out, Change{URL: u, At: at})
-			delete(r.rechecks, u)
-			r.stats.Rechecks++
-		}
-	}
-	r.mu.Unlock()
-	if len(out) > 0 {
+	due := r.rechecks.due(r.clock.Now())
+	r.rechecked.Add(int64(len(due)))
+	out = append(out, due...)
+	if len(out) > 0 && ctx.Err() == nil {
 		sink(ctx, out)
 	}
 }
 
-// recheckLocked asks for a second look at u at t (the later one wins), within the bound.
-func (r *Runner) recheckLocked(u string, t time.Time) {
-	if old, ok := r.rechecks[u]; ok {
-		r.rechecks[u] = later(old, t)
-		return
+// note counts one probe of feed p and logs what went wrong.
+func (r *Runner) note(p *Prober, f *feedState, changes int, err error) {
+	r.probes.Add(1)
+	r.changes.Add(int64(changes))
+	if changes >= MaxChanges {
+		r.log.Warn("feed named more changes than one probe takes; the rest wait for their polls", "feed", p.src, "taken", changes)
 	}
-	if len(r.rechecks) >= maxRechecks {
-		oldest, at := "", time.Time{}
-		for k, v := range r.rechecks {
-			if oldest == "" || v.Before(at) {
-				oldest, at = k, v
-			}
+	var rl *RateLimited
+	switch {
+	case err == nil:
+		if f.failing.Swap(0) >= FailuresBeforeUncovered {
+			r.log.Info("feed answers again; its repos count as covered", "feed", p.src)
 		}
-		delete(r.rechecks, oldest)
+		return
+	case errors.Is(err, ErrAuth):
+		f.stopped.Store(true)
+		r.errs.Add(1)
+		r.log.Error("feed refused its credential; its repos are polled as usual until it is reconfigured", "feed", p.src, "err", err)
+		return
+	case errors.As(err, &rl):
+		r.rateLimited.Add(1)
+		r.log.Warn("feed rate-limited", "feed", p.src, "until", rl.Until)
+	default:
+		r.errs.Add(1)
+		r.log.Warn("feed probe failed", "feed", p.src, "err", err)
 	}
-	r.rechecks[u] = t
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+	if f.failing.Add(1) == FailuresBeforeUncovered {
+		r.log.Warn("feed failed its last probes; its repos are polled as usual until it answers again",
+			"feed", p.src, "failed_in_a_row", FailuresBeforeUncovered)
+		if r.Metrics != nil {
+			_ = r.Metrics.Record(metrics.FeedUncovered())
+		}
 	}
-	return b
 }
 
 // Run ticks every period until ctx ends.
@@ -155,4 +184,72 @@ func (r *Runner) Run(ctx context.Context, period time.Duration, repos func(Sourc
 		return
 	}
 	clock.Every(ctx, period, nil, func() { r.Tick(ctx, repos, sink) })
+}
+
+// recheckQueue holds the second looks by URL, in a heap by time: adding one, dropping
+// the one due first at the bound and taking those due cost O(log n) each.
+type recheckQueue struct {
+	byURL map[string]*recheck
+	h     recheckHeap
+}
+
+type recheck struct {
+	url string
+	at  time.Time
+	i   int // index in the heap
+}
+
+// add asks for a second look at u at t (the later one wins), within maxRechecks.
+func (q *recheckQueue) add(u string, t time.Time) {
+	if q.byURL == nil {
+		q.byURL = map[string]*recheck{}
+	}
+	if old, ok := q.byURL[u]; ok {
+		if t.After(old.at) {
+			old.at = t
+			heap.Fix(&q.h, old.i)
+		}
+		return
+	}
+	if len(q.h) >= maxRechecks {
+		first := heap.Pop(&q.h).(*recheck)
+		delete(q.byURL, first.url)
+	}
+	rc := &recheck{url: u, at: t}
+	heap.Push(&q.h, rc)
+	q.byURL[u] = rc
+}
+
+// due takes the second looks due at now, earliest first.
+func (q *recheckQueue) due(now time.Time) []Change {
+	var out []Change
+	for len(q.h) > 0 && !q.h[0].at.After(now) {
+		rc := heap.Pop(&q.h).(*recheck)
+		delete(q.byURL, rc.url)
+		out = append(out, Change{URL: rc.url, At: rc.at})
+	}
+	return out
+}
+
+func (q *recheckQueue) len() int { return len(q.h) }
+
+type recheckHeap []*recheck
+
+func (h recheckHeap) Len() int           { return len(h) }
+func (h recheckHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h recheckHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].i, h[j].i = i, j
+}
+func (h *recheckHeap) Push(x any) {
+	rc := x.(*recheck)
+	rc.i = len(*h)
+	*h = append(*h, rc)
+}
+func (h *recheckHeap) Pop() any {
+	old := *h
+	rc := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return rc
 }

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -183,15 +184,36 @@ type Fleet struct {
 	CloneBase string
 	front     *serve.Handler
 	feeds     *feeds.Runner // nil: no feed configured
+	stopFeeds context.CancelFunc
+	// lastTick is when the coordinator loop last finished a tick (unix nanoseconds),
+	// for /healthz.
+	lastTick atomic.Int64
 	// Events numbers and fans out the mirror.updated events.
 	Events   *events.Hub
 	webhooks *events.Webhooks
 }
 
 type runningWorker struct {
-	w      *worker.Worker
-	cancel context.CancelCauseFunc
-	done   chan struct{}
+	w       *worker.Worker
+	cancel  context.CancelCauseFunc
+	done    chan struct{}
+	started time.Time
+	beat    atomic.Int64 // unix nanoseconds of the last heartbeat the store took (beatStore)
+}
+
+// beatStore records when a worker's heartbeat last landed, for /healthz: the heartbeat
+// loop takes the worker's lock, so a worker stuck on it stops beating.
+type beatStore struct {
+	*bolt.Store
+	at *atomic.Int64
+}
+
+func (b beatStore) Heartbeat(ctx context.Context, id string, hb store.Heartbeat) (store.Worker, error) {
+	w, err := b.Store.Heartbeat(ctx, id, hb)
+	if err == nil {
+		b.at.Store(time.Now().UnixNano())
+	}
+	return w, err
 }
 
 // MirrorsDir is where mirrors land: <data>/mirrors/<host>/<path>.git.
@@ -225,6 +247,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		return nil, fmt.Errorf("store: %w (is another mirrorfleet running on %s?)", err, cfg.Data)
 	}
 	f := &Fleet{cfg: cfg, Store: st, poke: make(chan struct{}, 1), prio: prio, Git: git}
+	f.lastTick.Store(time.Now().UnixNano()) // the first tick is due a tick after the workers joined
 	if budget, from := cfg.MemoryBudget, "--memory-budget"; budget >= 0 {
 		if budget == 0 {
 			budget, from = membudget.Default()
@@ -318,9 +341,13 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	// The health check, like the git front, answers any Host and needs no token: a load
 	// balancer asks by address. It says only whether the store, git and the mirrors
 	// answer, which is no secret.
+	// It also says whether the coordinator and the workers are turning: a process
+	// whose loops are stuck must not pass for healthy.
 	root.Handle("GET /healthz", httpguard.Deadlines(health.New(nil,
 		health.Store(func(ctx context.Context) error { _, err := st.CountRepos(ctx); return err }),
-		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data))), cfg.HTTP))
+		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data)),
+		health.Check{Name: "coordinator", Run: f.coordinatorTurning},
+		health.Check{Name: "workers", Run: f.workersTurning}), cfg.HTTP))
 	// The forges' webhooks come from the internet through whatever proxy the operator
 	// runs, under the site's public name: a delivery is authenticated by its signature,
 	// so they answer any Host (a page in a browser cannot sign one).
@@ -374,13 +401,18 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		if period <= 0 {
 			period = feeds.DefaultPeriod
 		}
-		client := &http.Client{Timeout: 30 * time.Second} // the operator's own forges: no URL policy
+		// The operator's own forges: no URL policy; the prober follows redirects within
+		// a feed's origin only.
+		client := &http.Client{Timeout: 30 * time.Second}
 		var ps []*feeds.Prober
 		for _, src := range cfg.Feeds {
 			ps = append(ps, feeds.New(src, client, clock.Real{}, period))
 		}
 		f.feeds = feeds.NewRunner(ps, clock.Real{}, log)
-		f.wg.Go(func() { f.runFeeds(runCtx, period) })
+		f.feeds.Metrics = f.Metrics
+		feedCtx, stopFeeds := context.WithCancel(runCtx)
+		f.stopFeeds = stopFeeds
+		f.wg.Go(func() { f.runFeeds(feedCtx, period) })
 	}
 	for i := range cfg.Workers {
 		f.startWorker(runCtx, fmt.Sprintf("%s-w%d", hostLabel(host), i+1))
@@ -400,12 +432,14 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 func (f *Fleet) startWorker(ctx context.Context, id string) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
-	w := worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
+	rw := &runningWorker{cancel: cancel, done: make(chan struct{}), started: time.Now()}
+	rw.w = worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
 		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery, FeedCovered: f.feedCovered,
 		HookFound: meter.Hooks(f.Metrics)},
-		f.Store, meter.Mirror{Mirrorer: events.Mirror{Mirrorer: f.Mirror, Hub: f.Events}, Sink: f.Metrics}, disk, clock.Real{}, f.cfg.Log.With("worker", id))
-	rw := &runningWorker{w: w, cancel: cancel, done: make(chan struct{})}
+		beatStore{Store: f.Store, at: &rw.beat}, meter.Mirror{Mirrorer: events.Mirror{Mirrorer: f.Mirror, Hub: f.Events}, Sink: f.Metrics},
+		disk, clock.Real{}, f.cfg.Log.With("worker", id))
+	w := rw.w
 	f.workersMu.Lock()
 	f.workers = append(f.workers, rw)
 	f.workersMu.Unlock()
@@ -444,6 +478,44 @@ func (f *Fleet) waitJoined(ctx context.Context, d time.Duration) {
 	}
 }
 
+// StaleAfter is how long a loop that turns every interval may go without turning before
+// /healthz fails: several intervals, and never less than 5 s (a loaded machine delays a
+// short interval's turns).
+func StaleAfter(interval time.Duration) time.Duration { return max(3*interval, 5*time.Second) }
+
+// coordinatorTurning is /healthz's check that the coordinator loop finished a tick within
+// StaleAfter(Tick).
+func (f *Fleet) coordinatorTurning(context.Context) error {
+	last := time.Unix(0, f.lastTick.Load())
+	if since := time.Since(last); since > StaleAfter(f.cfg.Tick) {
+		return fmt.Errorf("the coordinator has not finished a tick for %s (it ticks every %s)", since.Round(time.Second), f.cfg.Tick)
+	}
+	return nil
+}
+
+// workersTurning is /healthz's check that every in-process worker's heartbeat landed
+// within StaleAfter(Heartbeat) (a worker that has not beaten yet: since it started).
+func (f *Fleet) workersTurning(context.Context) error {
+	var stale []string
+	for _, rw := range f.inProcess() {
+		last := rw.started
+		if at := rw.beat.Load(); at != 0 {
+			last = time.Unix(0, at)
+		}
+		if since := time.Since(last); since > StaleAfter(f.cfg.Heartbeat) {
+			name := rw.w.ID()
+			if name == "" {
+				name = "a worker that never joined"
+			}
+			stale = append(stale, fmt.Sprintf("%s: no heartbeat for %s", name, since.Round(time.Second)))
+		}
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("workers whose loop stopped turning (they beat every %s): %s", f.cfg.Heartbeat, strings.Join(stale, "; "))
+	}
+	return nil
+}
+
 // coordinatorLoop ticks on the interval and whenever the API pokes.
 func (f *Fleet) coordinatorLoop(ctx context.Context) {
 	t := time.NewTicker(f.cfg.Tick)
@@ -452,6 +524,7 @@ func (f *Fleet) coordinatorLoop(ctx context.Context) {
 	for {
 		start := time.Now()
 		rep, err := f.coord.Tick(ctx)
+		f.lastTick.Store(time.Now().UnixNano())
 		if err != nil && ctx.Err() == nil {
 			f.cfg.Log.Warn("coordinator tick", "err", err)
 		}
@@ -581,6 +654,9 @@ func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
 	}
 	sink := func(ctx context.Context, cs []feeds.Change) {
 		for _, c := range cs {
+			if ctx.Err() != nil {
+				return // stopping: the changes wait for the repos' polls
+			}
 			id, ok := api.MatchRepo(ctx, f.Store, policy, []string{c.URL})
 			if !ok {
 				continue
@@ -644,16 +720,28 @@ func (f *Fleet) KillWorker(i int) {
 
 // Stop shuts down cleanly: workers finish or abandon their fetches and pause (their
 // records stay, so the next start resumes the same workers with their repos and nothing
-// moves), the coordinator steps down, the API drains.
+// moves), the coordinator steps down, the API drains. The feeds stop first. Every wait
+// ends with ctx: past it Stop returns ctx's error without closing the store (the process
+// ends anyway; a restart resumes from the store), so a stop takes at most its grace
+// whatever an upstream, a feed or a client is doing.
 func (f *Fleet) Stop(ctx context.Context) error {
+	if f.stopFeeds != nil {
+		f.stopFeeds()
+	}
 	f.stopCoordinator()
-	f.coordWG.Wait()
+	if err := waitCtx(ctx, "the coordinator", f.coordWG.Wait); err != nil {
+		return err
+	}
 	for _, rw := range f.workers {
 		// Paused, not gone: the next start resumes the same workers with their repos.
 		rw.cancel(worker.ErrPaused)
 	}
 	for _, rw := range f.workers {
-		<-rw.done
+		select {
+		case <-rw.done:
+		case <-ctx.Done():
+			return fmt.Errorf("stop: worker %s did not stop in time: %w", rw.w.ID(), ctx.Err())
+		}
 	}
 	el := election.Elector{Store: f.Store, ID: f.coord.ID}
 	if err := el.StepDown(ctx, clock.Real{}.Now()); err != nil {
@@ -661,7 +749,9 @@ func (f *Fleet) Stop(ctx context.Context) error {
 	}
 	err := f.server.Shutdown(ctx)
 	f.cancel()
-	f.wg.Wait()
+	if werr := waitCtx(ctx, "the API and the feeds", f.wg.Wait); werr != nil {
+		return errors.Join(err, werr)
+	}
 	f.Mirror.Close()
 	f.front.Close()
 	if f.List != nil {
@@ -671,6 +761,18 @@ func (f *Fleet) Stop(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// waitCtx runs wait (a WaitGroup's) until it returns or ctx ends.
+func waitCtx(ctx context.Context, what string, wait func()) error {
+	done := make(chan struct{})
+	go func() { wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop: %s did not stop in time: %w", what, ctx.Err())
+	}
 }
 
 // loadToken returns the configured token, or the one saved in the data directory, or a

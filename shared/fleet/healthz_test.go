@@ -58,3 +58,44 @@ func TestHealthz(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 }
+
+// TestHealthzFailsWhenALoopStops: /healthz says whether the fleet's loops turn, not
+// only whether its dependencies answer: once a worker stops heartbeating (killed here,
+// as a worker stuck on its lock would be) for fleet.StaleAfter(heartbeat), it is 503
+// naming the worker, while the coordinator's check stays ok.
+func TestHealthzFailsWhenALoopStops(t *testing.T) {
+	logs := dumpOnFailure(t)
+	f := startWith(t, logs, func(c *fleet.Config) { c.Data, c.Workers, c.Warmup = t.TempDir(), 2, -1 })
+	waitRing(t, f, 2)
+	get := func() (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Get("http://" + f.Addr() + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		checks, _ := body["checks"].(map[string]any)
+		return resp.StatusCode, checks
+	}
+	if code, checks := get(); code != 200 || checks["coordinator"] != "ok" || checks["workers"] != "ok" {
+		t.Fatalf("/healthz of a turning fleet: %d %v", code, checks)
+	}
+	dead := f.WorkerIDs()[0]
+	f.KillWorker(0)
+	deadline := time.Now().Add(fleet.StaleAfter(heartbeat) + 30*time.Second)
+	for {
+		code, checks := get()
+		msg, _ := checks["workers"].(string)
+		if code == 503 && strings.Contains(msg, dead) && strings.Contains(msg, "no heartbeat") && checks["coordinator"] == "ok" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz with worker %s stopped: %d %v", dead, code, checks)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

@@ -81,6 +81,8 @@ const (
 	HookPushesAnnounced = "HookPushesAnnounced" // counter: fetches a hook asked for that brought pushes
 	HookPushesLost      = "HookPushesLost"      // counter: pushes of a hooked repo a poll found first
 	HookPushesOutside   = "HookPushesOutside"   // counter: pushes a poll found of a repo hooked only through its owner
+	// Forge change feeds (shared/feeds).
+	FeedsUncovered = "FeedsUncovered" // counter: feeds that stopped counting as coverage after failing probes in a row
 )
 
 // Dimension names.
@@ -193,6 +195,7 @@ var defs = []Def{
 	{Name: EventsDropped, Kind: Counter, Unit: UnitCount, Props: []string{DimSink}, Help: "Events a sink gave up on (queue full, retries spent, a stream too far behind), by sink.", Sparse: true},
 	{Name: HookPushesAnnounced, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Fetches of hooked repos a push webhook asked for that brought pushes, by host.", Sparse: true},
 	{Name: HookPushesLost, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Pushes of repos with webhooks that a poll found before any hook asked (a lost or late hook), by host.", Sparse: true},
+	{Name: FeedsUncovered, Kind: Counter, Unit: UnitCount, Help: "Times a forge's change feed failed its probes in a row and stopped counting as coverage (its repos polled as usual until it answers again).", Sparse: true},
 	{Name: HookPushesOutside, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Pushes a poll found of repos counted as hooked only through their owner's hooks (most likely outside them), by host.", Sparse: true},
 }
 
@@ -394,6 +397,9 @@ func EventPublished() Sample { return Sample{Name: EventsPublished, Value: 1} }
 func HookPush(host, name string) Sample {
 	return Sample{Name: name, Value: 1, Dims: map[string]string{DimHost: host}}
 }
+
+// FeedUncovered counts one feed that stopped counting as coverage.
+func FeedUncovered() Sample { return Sample{Name: FeedsUncovered, Value: 1} }
 
 // EventDelivery counts what a sink did with events: delivered, retried, dropped (the
 // names of EventsDelivered, EventsRetried, EventsDropped). Zero counts are left out.

@@ -59,6 +59,8 @@ func TestNames(t *testing.T) {
 		HookPushesAnnounced: "mirrorfleet_hook_pushes_announced_total",
 		HookPushesLost:      "mirrorfleet_hook_pushes_lost_total",
 		HookPushesOutside:   "mirrorfleet_hook_pushes_outside_total",
+		// forge feeds
+		FeedsUncovered: "mirrorfleet_feeds_uncovered_total",
 	}
 	ds := Defs()
 	if len(ds) != len(want) {

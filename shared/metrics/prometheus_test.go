@@ -100,6 +100,7 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(EventDelivery(SinkSSE, EventsDropped, 0)...)
 	rec(HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesLost))
 	rec(HookPush("gitlab.com", HookPushesLost), HookPush("gitlab.com", HookPushesOutside))
+	rec(FeedUncovered())
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
