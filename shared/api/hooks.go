@@ -14,10 +14,14 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -53,10 +57,22 @@ type HookConfig struct {
 	// Replays is how many delivery ids are remembered to drop a forge's redeliveries;
 	// default DefaultHookReplays.
 	Replays int
-	// Concurrent bounds the deliveries read at once (503 with Retry-After past it), so a
-	// flood holds at most Concurrent × MaxBody in memory; default DefaultHookConcurrent.
-	Concurrent int
-	Log        *slog.Logger
+	// Deliveries pass two bounds (httpguard.Limiter). Before its body is read, a delivery
+	// takes a place among InFlight (in all) and PerClient (of its client address,
+	// httpguard.ClientAddr with TrustedProxies); past them it waits in its client's
+	// queue (ClientQueue) up to Wait, then gets 429 (its address) or 503 (all) with
+	// Retry-After. Its body must arrive within BodyTimeout (408). Only then does it take
+	// one of the Concurrent slots that handle deliveries, waiting up to Wait (503 past
+	// it): a slow body holds a place of its own address, never a slot. A flood holds
+	// at most InFlight × MaxBody in memory.
+	Concurrent     int
+	InFlight       int
+	PerClient      int
+	ClientQueue    int
+	Wait           time.Duration
+	BodyTimeout    time.Duration
+	TrustedProxies []netip.Prefix
+	Log            *slog.Logger
 }
 
 // MaxHookBody is a delivery's default size bound. GitHub caps its payloads at 25 MB but
@@ -66,8 +82,17 @@ const MaxHookBody = 1 << 20
 // DefaultHookReplays bounds the remembered delivery ids (a few MB at most).
 const DefaultHookReplays = 65536
 
-// DefaultHookConcurrent is HookConfig.Concurrent's default: 32 MiB of bodies at most.
-const DefaultHookConcurrent = 32
+// Defaults of HookConfig's bounds. A forge delivers from a few addresses (GitHub's
+// hook ranges), so one address may have many deliveries in flight and more waiting;
+// an address sending slow bodies holds its own places only.
+const (
+	DefaultHookConcurrent  = 32
+	DefaultHookInFlight    = 128 // 128 MiB of bodies at most
+	DefaultHookPerClient   = 16
+	DefaultHookClientQueue = 64
+	DefaultHookWait        = 5 * time.Second
+	DefaultHookBodyTimeout = 5 * time.Second
+)
 
 // HookSecrets are the webhooks' secrets: Secret for every repo, SecretFor[host] for the
 // repos of one upstream host instead.
@@ -85,6 +110,18 @@ func (s HookSecrets) secretFor(host string) string {
 		return v
 	}
 	return s.Secret
+}
+
+// vouchedFor keeps the URLs on hosts whose secret is secret.
+func (s HookSecrets) vouchedFor(secret string, urls []string) []string {
+	var out []string
+	for _, u := range urls {
+		pu, err := url.Parse(u)
+		if err == nil && pu.Hostname() != "" && s.secretFor(pu.Hostname()) == secret {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // Enabled reports whether any secret is configured (or may be, through Secrets).
@@ -113,7 +150,8 @@ type hooks struct {
 	seen    map[string]*list.Element // delivery ids, most recent at the front of order
 	order   *list.List
 	maxSeen int
-	slots   chan struct{} // one per delivery being read and handled
+	flight  *httpguard.Limiter // deliveries being read or handled, per client address
+	slots   *httpguard.Limiter // deliveries being handled, their bodies read
 }
 
 // NewHooks serves POST /v1/hooks/{github,gitlab,gitea}. A delivery is authenticated by
@@ -128,15 +166,29 @@ func NewHooks(cfg HookConfig) http.Handler {
 	if cfg.Replays <= 0 {
 		cfg.Replays = DefaultHookReplays
 	}
-	if cfg.Concurrent <= 0 {
-		cfg.Concurrent = DefaultHookConcurrent
+	for _, d := range []struct {
+		v *int
+		d int
+	}{{&cfg.Concurrent, DefaultHookConcurrent}, {&cfg.InFlight, DefaultHookInFlight},
+		{&cfg.PerClient, DefaultHookPerClient}, {&cfg.ClientQueue, DefaultHookClientQueue}} {
+		if *d.v <= 0 {
+			*d.v = d.d
+		}
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = DefaultHookWait
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultHookBodyTimeout
 	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &hooks{cfg: cfg, log: log, seen: map[string]*list.Element{}, order: list.New(), maxSeen: cfg.Replays,
-		slots: make(chan struct{}, cfg.Concurrent)}
+		flight: httpguard.NewLimiter(httpguard.PoolLimits{Total: cfg.InFlight, PerClient: cfg.PerClient,
+			QueuePerClient: cfg.ClientQueue, QueueTotal: 2 * cfg.InFlight}),
+		slots: httpguard.NewLimiter(httpguard.PoolLimits{Total: cfg.Concurrent, QueuePerClient: cfg.InFlight})}
 }
 
 // forge is one dialect of push webhook.
@@ -291,14 +343,18 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 	if !keys.Enabled() {
 		return &Error{Status: http.StatusForbidden, Code: "hooks_disabled", Message: "webhooks are off: no --webhook-secret is configured"}
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
-		// Forges retry a 5xx delivery later; a flood costs no more memory than the slots.
-		w.Header().Set("Retry-After", "1")
-		return &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are being handled; retry", cap(h.slots))}
+	client := httpguard.ClientAddr(r, h.cfg.TrustedProxies)
+	release, why := h.flight.Acquire(r.Context(), client, "", h.cfg.Wait)
+	switch why {
+	case httpguard.ClientBusy:
+		w.Header().Set("Retry-After", "5")
+		return &Error{Status: http.StatusTooManyRequests, Code: "too_many_from_client",
+			Message: fmt.Sprintf("%d webhook deliveries from your address are in progress and more wait; retry", h.cfg.PerClient)}
+	case httpguard.ServerBusy:
+		w.Header().Set("Retry-After", "5")
+		return &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are in progress; retry", h.cfg.InFlight)}
 	}
+	defer release()
 	event := f.event(r.Header)
 	if event == "" {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: f.name + " webhook without its event header"}
@@ -315,14 +371,27 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 				Message: fmt.Sprintf("content type %q: send application/json", ct)}
 		}
 	}
+	// The body's own deadline, from now: a queued delivery's wait does not count.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.cfg.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("a webhook body may be %d bytes at most", h.cfg.MaxBody)}
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return &Error{Status: http.StatusRequestTimeout, Code: "body_timeout", Message: fmt.Sprintf("the body did not arrive within %s", h.cfg.BodyTimeout)}
+		}
 		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: "reading the body: " + err.Error()}
 	}
+	// Handling takes a slot, only now that the body is here.
+	releaseSlot, why := h.slots.Acquire(r.Context(), "", "", h.cfg.Wait)
+	if why != httpguard.Admitted {
+		// Forges retry a 5xx delivery later (GitLab, Gitea; GitHub only when asked to).
+		w.Header().Set("Retry-After", "1")
+		return &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are being handled; retry", h.cfg.Concurrent)}
+	}
+	defer releaseSlot()
 	js := body
 	if form {
 		v, err := url.ParseQuery(string(body))
@@ -349,6 +418,7 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 	if secret == "" || !f.verify(r.Header, body, secret) {
 		return &Error{Status: http.StatusUnauthorized, Code: "bad_signature", Message: "the webhook's signature does not match the configured secret"}
 	}
+
 	if f.ping != "" && event == f.ping {
 		writeJSON(w, http.StatusOK, HookAnswer{Status: "pong"})
 		return nil
@@ -368,7 +438,10 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 	if len(urls) == 0 {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: f.name + " push payload names no repository URL"}
 	}
-	if id, ok := h.match(r.Context(), urls); ok {
+	// The signature vouches for the repos of the hosts this secret is for, and no
+	// others: a payload signed with one host's secret that names another host's repo
+	// must not make the fleet fetch it.
+	if id, ok := h.match(r.Context(), keys.vouchedFor(secret, urls)); ok {
 		if err := h.cfg.Store.RequestSync(r.Context(), id); err != nil && !errors.Is(err, store.ErrNotFound) {
 			h.forget(delivery) // the forge's redelivery must not be taken for a replay
 			return fmt.Errorf("request sync of repo %s: %w", id, err)

@@ -306,24 +306,6 @@ func TestHooksOffWithoutSecret(t *testing.T) {
 	}
 }
 
-// TestHooksBoundTheDeliveriesReadAtOnce: past Concurrent deliveries in progress a new
-// one is refused with 503 and Retry-After, read no further, and fetches nothing.
-func TestHooksBoundTheDeliveriesReadAtOnce(t *testing.T) {
-	e := newHookEnv(t, func(c *HookConfig) { c.Concurrent = 2 })
-	e.add("https://github.com/org/app")
-	h := e.h.(*hooks)
-	h.slots <- struct{}{}
-	h.slots <- struct{}{} // two deliveries in progress
-	code, body := e.github("push", "busy-1", "topsecret", githubBody("https://github.com/org/app", ""))
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"busy"`) || len(e.rings()) != 0 {
-		t.Fatalf("a delivery past the bound: %d %s, %d rings", code, body, len(e.rings()))
-	}
-	<-h.slots
-	if code, _ := e.github("push", "busy-1", "topsecret", githubBody("https://github.com/org/app", "")); code != http.StatusAccepted || len(e.rings()) != 1 {
-		t.Fatalf("the retried delivery: %d, %d rings", code, len(e.rings()))
-	}
-}
-
 // TestHooksSecretsFromASource: with Secrets set (AWS: Secrets Manager) each delivery is
 // checked against what it returns, per host too; a failing source answers 503 with
 // Retry-After and fetches nothing; a source with no secret turns the hooks off.

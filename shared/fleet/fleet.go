@@ -352,7 +352,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	// runs, under the site's public name: a delivery is authenticated by its signature,
 	// so they answer any Host (a page in a browser cannot sign one).
 	root.Handle(api.HookPrefix, httpguard.Deadlines(api.NewHooks(api.HookConfig{Store: st, Policy: policy,
-		Secret: cfg.WebhookSecret, SecretFor: cfg.WebhookSecretFor, Ring: f.ringHook, Poke: f.Poke, Log: log}), cfg.HTTP))
+		Secret: cfg.WebhookSecret, SecretFor: cfg.WebhookSecretFor, Ring: f.ringHook, Poke: f.Poke, Log: log,
+		TrustedProxies: cfg.Serve.TrustedProxies}), cfg.HTTP))
 	root.Handle("/", httpguard.Hosts(httpguard.Deadlines(app, cfg.HTTP), cfg.AllowHosts))
 	f.server = httpguard.Server(root, cfg.HTTP)
 	f.server.RegisterOnShutdown(f.Events.Close) // event streams never go idle: end them
