@@ -18,6 +18,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 )
 
 // Props configures the stack. Zero values take the defaults of Defaults.
@@ -59,6 +60,9 @@ type Props struct {
 	// git server's port from its load balancer.
 	PrivateNetwork bool
 	PublicReads    bool // GET routes without IAM auth (the API Lambda then serves reads to anyone)
+	// CORSOrigins are the origins whose pages may read /tunasync.json (simple GETs;
+	// MIRRORFLEET_CORS_ORIGIN); none: no CORS.
+	CORSOrigins []string
 	// WithoutWebhooks leaves out the public webhook route and its secret.
 	WithoutWebhooks bool
 	// WebhookSecretARN is an existing Secrets Manager secret (its complete ARN) holding
@@ -327,6 +331,11 @@ func (p Props) Check() error {
 			errs = append(errs, fmt.Sprintf("feeds: %v (the token goes in forgeTokensSecretArn's secret)", err))
 		}
 	}
+	for _, o := range p.CORSOrigins {
+		if err := httpguard.CheckOrigin(o); err != nil {
+			errs = append(errs, fmt.Sprintf("corsOrigin: %v", err))
+		}
+	}
 	if v := p.ForgeTokensARN; v != "" && !secretARN.MatchString(v) {
 		errs = append(errs, fmt.Sprintf("forgeTokensSecretArn %q is not a secret's complete ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>-<6 characters>)", v))
 	}
@@ -450,6 +459,13 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.VpcID = c.str("vpcId")
 	p.PrivateNetwork = c.bool("privateNetwork", false)
 	p.PublicReads = c.bool("publicReads", false)
+	if v := c.str("corsOrigin"); v != "" {
+		for _, o := range strings.Split(v, ",") {
+			if o = strings.TrimSpace(o); o != "" {
+				p.CORSOrigins = append(p.CORSOrigins, o)
+			}
+		}
+	}
 	p.WithoutWebhooks = !c.bool("webhooks", true)
 	p.WebhookSecretARN = c.str("webhookSecretArn")
 	if v := c.str("feeds"); v != "" {

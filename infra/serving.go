@@ -43,6 +43,7 @@ func (s *Stack) api() error {
 		PublicReads:  s.props.PublicReads,
 		CloneBaseURL: s.CloneBaseURL,
 		List:         s.props.List,
+		CORSOrigins:  s.props.CORSOrigins,
 	}
 	if !s.props.WithoutWebhooks {
 		s.WebhookSecret = s.webhookSecret()

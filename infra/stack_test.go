@@ -1519,7 +1519,7 @@ func TestAssetsOrPlaceholders(t *testing.T) {
 // TestPublicReads: with publicReads the GET routes skip IAM, every other method keeps it,
 // and the API Lambda is told to serve reads without an identity.
 func TestPublicReads(t *testing.T) {
-	s, _, tp := variant(t, "MirrorFleetPublic", Props{PublicReads: true, WithoutServing: true}, false)
+	s, _, tp := variant(t, "MirrorFleetPublic", Props{PublicReads: true, WithoutServing: true, CORSOrigins: []string{"https://status.example.org"}}, false)
 	auth := map[string]any{}
 	for _, r := range tp.resources("AWS::ApiGatewayV2::Route") {
 		p := props(r)
@@ -1534,6 +1534,9 @@ func TestPublicReads(t *testing.T) {
 	vars := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, s.API)])["Environment"].(map[string]any)["Variables"].(map[string]any)
 	if vars[deployenv.PublicReads] != "true" {
 		t.Error("the API Lambda is not told MIRRORFLEET_PUBLIC_READS=true")
+	}
+	if vars[deployenv.CORSOrigin] != "https://status.example.org" {
+		t.Errorf("the API Lambda's CORS origins: %v", vars[deployenv.CORSOrigin])
 	}
 }
 

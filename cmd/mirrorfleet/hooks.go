@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 )
 
 // hookFlags adds the webhook secrets of `mirrorfleet run`: --webhook-secret (default
@@ -32,6 +33,24 @@ func hookFlags(fs *flag.FlagSet, secret *string, secretFor *map[string]string) {
 				return fmt.Errorf("a second secret for %s", host)
 			}
 			(*secretFor)[host] = s
+			return nil
+		})
+}
+
+// corsFlag adds --cors-origin ORIGIN (repeat or comma-separate; "*": any): the pages of
+// those origins may read /v1/events and /tunasync.json.
+func corsFlag(fs *flag.FlagSet, origins *[]string) {
+	fs.Func("cors-origin", "an `ORIGIN` (https://status.example.org, or \"*\") whose pages may read /v1/events and /tunasync.json (CORS); repeat or comma-separate; none by default",
+		func(v string) error {
+			for _, o := range strings.Split(v, ",") {
+				if o = strings.TrimSpace(o); o == "" {
+					continue
+				}
+				if err := httpguard.CheckOrigin(o); err != nil {
+					return err
+				}
+				*origins = append(*origins, strings.TrimRight(o, "/"))
+			}
 			return nil
 		})
 }

@@ -273,6 +273,9 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.StringVar(&cfg.Events.NotifySecret, "notify-secret", "", "signs the --notify-url POSTs: X-Mirrorfleet-Signature: sha256=<hex HMAC-SHA256(secret, body)> (default $MIRRORFLEET_NOTIFY_SECRET)")
 	fs.IntVar(&cfg.Events.Backlog, "events-backlog", events.DefaultBacklog, "events kept for GET /v1/events resumes (Last-Event-ID)")
 	fs.IntVar(&cfg.Events.Streams, "event-streams", api.DefaultEventStreams, "open GET /v1/events streams at most; more get 503")
+	fs.IntVar(&cfg.Events.PerClient, "event-streams-per-client", api.DefaultEventStreamsPerClient, "open GET /v1/events streams of one client address; more get 429")
+	fs.StringVar(&cfg.Events.Token, "events-token", "", "a `token` GET /v1/events needs (Authorization: Bearer, or ?access_token= from a browser's EventSource); it grants the stream only (none: the stream is read like the other reads)")
+	corsFlag(fs, &cfg.CORSOrigins)
 	fs.StringVar(&r.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.Usage = func() {
 		printGrouped(stderr, fs, "Usage: mirrorfleet run [flags]\n\nThe local fleet: coordinator, workers, API, git front and status page in one process.\nEvery flag can also be set as $MIRRORFLEET_<FLAG> (--host-rate: $MIRRORFLEET_HOST_RATE)\nor as a key of the --config file; the command line wins, then the environment, then\nthe file.\n", runGroups(),

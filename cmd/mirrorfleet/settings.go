@@ -37,8 +37,8 @@ func runGroups() []flagGroup {
 		{"Most used", []string{"config", "data", "listen", "workers", "repos-file", "clone-base-url", "allow-private-hosts", "token", "log-level"}},
 		{"Fleet", []string{"fetchers", "policy", "min-interval", "tick", "heartbeat", "grace", "warmup", "maintain-every", "scrub-every"}},
 		{"Repo list kept in git", []string{"list-repo", "list-branch", "list-path", "list-interval", "list-purge-threshold", "list-dir", "list-max-bytes", "list-max-urls"}},
-		{"Serving (git clone from the fleet)", []string{"serve-token", "serve-allow", "serve-max-per-client", "serve-max-per-repo", "serve-max-total", "trusted-proxy", "aws-ip-ranges", "pack-cache-dir", "pack-cache-bytes", "pack-cache-ttl", "pack-cache-max-entries"}},
-		{"Hooks and events", []string{"webhook-secret", "webhook-secret-for", "notify-url", "notify-secret", "events-backlog", "event-streams"}},
+		{"Serving (git clone from the fleet)", []string{"serve-token", "serve-allow", "serve-max-per-client", "serve-queue-per-client", "serve-queue", "serve-queue-wait", "serve-max-per-repo", "serve-max-total", "trusted-proxy", "aws-ip-ranges", "pack-cache-dir", "pack-cache-bytes", "pack-cache-ttl", "pack-cache-max-entries"}},
+		{"Hooks and events", []string{"webhook-secret", "webhook-secret-for", "notify-url", "notify-secret", "events-backlog", "event-streams", "event-streams-per-client", "events-token", "cors-origin"}},
 		{"Feeds", []string{"feed", "forge-token", "forge-token-file", "feed-every"}},
 		{"Limits", []string{"memory-budget", "host-concurrency", "host-rate", "host-pause", "max-ref-bytes", "max-refs", "max-pack-bytes", "max-pack-bytes-for", "max-pack-objects", "max-object-bytes", "min-rate", "rate-window", "allow-host", "max-conns", "http-header-timeout", "http-body-timeout", "http-response-timeout", "http-idle-timeout", "http-max-header-bytes"}},
 	}
@@ -48,7 +48,7 @@ func runGroups() []flagGroup {
 // owner only.
 var secretFlags = map[string]bool{
 	"token": true, "serve-token": true, "webhook-secret": true, "webhook-secret-for": true,
-	"notify-secret": true, "forge-token": true,
+	"notify-secret": true, "forge-token": true, "events-token": true,
 }
 
 // clientKeys are the config file's keys for the CLI's client commands (config.go); run

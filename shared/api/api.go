@@ -15,11 +15,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -110,6 +112,22 @@ type Config struct {
 	EventStreams      int
 	EventHeartbeat    time.Duration
 	EventWriteTimeout time.Duration
+	// EventStreamsPerClient bounds one client address's open streams (429 past it,
+	// at once: a stream is held for hours, so none waits); default
+	// DefaultEventStreamsPerClient. A client is httpguard.ClientAddr's, with
+	// TrustedProxies.
+	EventStreamsPerClient int
+	TrustedProxies        []netip.Prefix
+	// EventsToken, if set, is needed for GET /v1/events whatever ReadsNeedAuth says:
+	// as Authorization: Bearer, or as ?access_token= (a browser's EventSource cannot
+	// send headers). The API token in the header is taken too. A token in a URL ends up
+	// in logs and histories, so this one grants the stream only.
+	EventsToken string
+	// CORSOrigins are the origins (scheme://host[:port], or "*") whose pages may read
+	// /v1/events and /tunasync.json: their answers carry Access-Control-Allow-Origin for
+	// such an Origin, and a preflight (OPTIONS) is answered. None: browsers keep other
+	// origins' pages from reading them.
+	CORSOrigins []string
 }
 
 // DefaultMaxBulk is Config.MaxBulk's default.
@@ -129,7 +147,8 @@ type server struct {
 	auth    func(*http.Request) error
 	log     *slog.Logger
 	mux     *http.ServeMux
-	streams chan struct{} // one token per open event stream
+	streams *httpguard.Limiter // open event streams, per client address
+	cors    map[string]bool    // allowed origins ("*": any)
 }
 
 // route is one (method, path) the handler serves. Path is in OpenAPI form; the ServeMux
@@ -145,6 +164,8 @@ type route struct {
 	// Data marks a read of fleet data outside /v1 (/tunasync.json): it has the /v1
 	// reads' access (auth with ReadsNeedAuth) and their query checks.
 	Data bool
+	// CORS marks a read other origins' pages may make when Config.CORSOrigins allows.
+	CORS bool
 	h    func(*server, http.ResponseWriter, *http.Request) error
 }
 
@@ -158,11 +179,11 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/workers", h: (*server).listWorkers},
 	{Method: "GET", Path: "/v1/ring", h: (*server).getRing},
 	{Method: "GET", Path: "/v1/status", h: (*server).getStatus},
-	{Method: "GET", Path: "/v1/events", Query: []string{"last_event_id"}, h: (*server).streamEvents},
+	{Method: "GET", Path: "/v1/events", Query: []string{"last_event_id", "access_token"}, CORS: true, h: (*server).streamEvents},
 	{Method: "GET", Path: "/v1/list", h: (*server).getList},
 	{Method: "GET", Path: "/v1/backup", Write: true, h: (*server).backup},
 	{Method: "POST", Path: "/v1/list/confirm", Write: true, h: (*server).confirmList},
-	{Method: "GET", Path: "/tunasync.json", Data: true, Query: []string{"cursor", "limit"}, h: (*server).tunasync},
+	{Method: "GET", Path: "/tunasync.json", Data: true, CORS: true, Query: []string{"cursor", "limit"}, h: (*server).tunasync},
 	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},
 	{Method: "GET", Path: "/", h: (*server).page},
 	{Method: "GET", Path: "/ui/{file}", h: (*server).asset},
@@ -199,7 +220,14 @@ func New(cfg Config) http.Handler {
 	if cfg.EventWriteTimeout <= 0 {
 		cfg.EventWriteTimeout = DefaultEventWriteTimeout
 	}
-	s := &server{cfg: cfg, auth: cfg.Auth, log: cfg.Log, mux: http.NewServeMux(), streams: make(chan struct{}, cfg.EventStreams)}
+	if cfg.EventStreamsPerClient <= 0 {
+		cfg.EventStreamsPerClient = DefaultEventStreamsPerClient
+	}
+	s := &server{cfg: cfg, auth: cfg.Auth, log: cfg.Log, mux: http.NewServeMux(), cors: map[string]bool{},
+		streams: httpguard.NewLimiter(httpguard.PoolLimits{Total: cfg.EventStreams, PerClient: cfg.EventStreamsPerClient})}
+	for _, o := range cfg.CORSOrigins {
+		s.cors[strings.TrimRight(o, "/")] = true
+	}
 	if s.auth == nil {
 		s.auth = BearerAuth(cfg.Token)
 	}
@@ -213,6 +241,9 @@ func New(cfg Config) http.Handler {
 // writes those as plain text, so they are captured and rewritten.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.recoverPanic(w, r)
+	if r.Method == http.MethodOptions && s.preflight(w, r) {
+		return
+	}
 	h, pattern := s.mux.Handler(r)
 	if pattern != "" {
 		s.mux.ServeHTTP(w, r) // ServeHTTP, not h: it sets PathValue
@@ -235,7 +266,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *server) wrap(rt route) http.Handler {
 	isAPI := strings.HasPrefix(rt.Path, "/v1/") || rt.Data
 	needAuth := rt.Write || (s.cfg.ReadsNeedAuth && isAPI)
+	if rt.Path == "/v1/events" && s.cfg.EventsToken != "" {
+		needAuth = false // the stream checks its own token (streamAuth)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.CORS {
+			s.allowOrigin(w, r)
+		}
 		if needAuth {
 			if err := s.auth(r); err != nil {
 				var ae *Error
@@ -259,6 +296,45 @@ func (s *server) wrap(rt route) http.Handler {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// allowOrigin lets the request's Origin read the answer when it is allowed.
+func (s *server) allowOrigin(w http.ResponseWriter, r *http.Request) {
+	if len(s.cors) == 0 {
+		return
+	}
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	origin := r.Header.Get("Origin")
+	switch {
+	case origin == "":
+	case s.cors[origin]:
+		h.Set("Access-Control-Allow-Origin", origin)
+	case s.cors["*"]:
+		h.Set("Access-Control-Allow-Origin", "*")
+	}
+}
+
+// preflight answers a CORS preflight (OPTIONS) of a route other origins may read, and
+// reports whether the request was one.
+func (s *server) preflight(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	for _, rt := range routes {
+		if rt.CORS && rt.Path == r.URL.Path {
+			s.allowOrigin(w, r)
+			h := w.Header()
+			if h.Get("Access-Control-Allow-Origin") != "" {
+				h.Set("Access-Control-Allow-Methods", rt.Method)
+				h.Set("Access-Control-Allow-Headers", "Authorization, Last-Event-ID")
+				h.Set("Access-Control-Max-Age", "600")
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return true
+		}
+	}
+	return false
 }
 
 func checkQuery(r *http.Request, allowed []string) error {

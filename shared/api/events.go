@@ -1,15 +1,19 @@
 package api
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 )
 
 // EventStream is what GET /v1/events reads: events.Hub is one.
@@ -17,12 +21,20 @@ type EventStream interface {
 	Subscribe(lastID uint64, resume bool) (*events.Subscription, events.Resume)
 }
 
-// Event stream defaults (Config.EventStreams, EventHeartbeat, EventWriteTimeout).
+// Event stream defaults (Config.EventStreams, EventStreamsPerClient, EventHeartbeat,
+// EventWriteTimeout).
 const (
-	DefaultEventStreams      = 64
-	DefaultEventHeartbeat    = 15 * time.Second
-	DefaultEventWriteTimeout = 10 * time.Second
+	DefaultEventStreams          = 64
+	DefaultEventStreamsPerClient = 4
+	DefaultEventHeartbeat        = 15 * time.Second
+	DefaultEventWriteTimeout     = 10 * time.Second
 )
+
+// StreamSendBuffer is the kernel's send buffer of a stream's connection. Left to the
+// kernel it grows to megabytes, which a client that never reads fills for minutes
+// while the writes go through; this small, the writes block within a few hundred
+// events' worth and the write deadline cuts the stream.
+const StreamSendBuffer = 32 << 10
 
 // streamEvents is GET /v1/events: Server-Sent Events, one mirror.updated event per
 // sync that moved refs.
@@ -37,17 +49,28 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusNotFound, Code: "no_event_stream",
 			Message: "this deployment serves no event stream (on AWS the events go to EventBridge; see docs/events.md)"}
 	}
+	if err := s.streamAuth(r); err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mirrorfleet events"`)
+		return err
+	}
 	lastID, resume, err := lastEventID(r)
 	if err != nil {
 		return err
 	}
-	select {
-	case s.streams <- struct{}{}:
-		defer func() { <-s.streams }()
-	default:
+	release, why := s.streams.Acquire(r.Context(), httpguard.ClientAddr(r, s.cfg.TrustedProxies), "", 0)
+	switch why {
+	case httpguard.ClientBusy:
+		w.Header().Set("Retry-After", "30")
+		return &Error{Status: http.StatusTooManyRequests, Code: "too_many_streams",
+			Message: fmt.Sprintf("%d event streams from your address are open already; close one or retry later", s.cfg.EventStreamsPerClient)}
+	case httpguard.ServerBusy:
 		w.Header().Set("Retry-After", "30")
 		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_streams",
-			Message: fmt.Sprintf("%d event streams are open already; retry later", cap(s.streams))}
+			Message: fmt.Sprintf("%d event streams are open already; retry later", s.cfg.EventStreams)}
+	}
+	defer release()
+	if tc, ok := httpguard.Conn(r.Context()).(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(StreamSendBuffer)
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{}) // no body to wait for; the server notices a closed connection
@@ -127,6 +150,34 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+}
+
+// streamAuth checks the stream's token when Config.EventsToken is set: the events token
+// as a bearer token or ?access_token=, or the API token as a bearer token. Without it,
+// the stream has the /v1 reads' access (checked by wrap).
+func (s *server) streamAuth(r *http.Request) error {
+	if s.cfg.EventsToken == "" {
+		return nil
+	}
+	want := sha256.Sum256([]byte(s.cfg.EventsToken))
+	match := func(got string) bool {
+		sum := sha256.Sum256([]byte(got))
+		return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+	}
+	if q, err := parseQuery(r); err == nil && q.Get("access_token") != "" {
+		if match(q.Get("access_token")) {
+			return nil
+		}
+		return &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Field: "access_token", Message: "invalid access_token"}
+	}
+	if scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && match(strings.TrimSpace(got)) {
+		return nil
+	}
+	if r.Header.Get("Authorization") != "" && s.auth(r) == nil {
+		return nil // the API token
+	}
+	return &Error{Status: http.StatusUnauthorized, Code: "unauthorized",
+		Message: "the event stream needs its token: Authorization: Bearer <token>, or ?access_token=<token> from a browser's EventSource"}
 }
 
 func writeEvent(b *strings.Builder, ev events.Event) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +26,9 @@ func streamServer(t *testing.T, hub *events.Hub, opts ...envOpt) *httptest.Serve
 		c.EventHeartbeat = 50 * time.Millisecond
 		c.EventWriteTimeout = 300 * time.Millisecond
 	}}, opts...)...)
-	srv := httptest.NewServer(httpguard.Deadlines(e.h, httpguard.Limits{BodyTimeout: 100 * time.Millisecond, ResponseTimeout: 200 * time.Millisecond}))
+	srv := httptest.NewUnstartedServer(httpguard.Deadlines(e.h, httpguard.Limits{BodyTimeout: 100 * time.Millisecond, ResponseTimeout: 200 * time.Millisecond}))
+	srv.Config.ConnContext = httpguard.ConnContext // as httpguard.Server sets it
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -212,5 +215,175 @@ func TestEventStreamResume(t *testing.T) {
 	hub.Publish("0123456789abcdef", "https://example.com/a.git", refs(1))
 	if m := c.next(t); m.ID != "6" {
 		t.Fatalf("live: %+v", m)
+	}
+}
+
+// neverReads opens a stream from the loopback address from (127.0.0.x) with the
+// kernel's default buffers, and never reads it.
+func neverReads(t *testing.T, srv *httptest.Server, from, query string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "GET /v1/events%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", query)
+	return c
+}
+
+// TestNonReaderIsDropped: a subscriber that never reads, with the kernel's default
+// socket buffers, is cut within its write deadline once a couple of megabytes of events
+// are behind it, not minutes later when the kernel's buffers are full; a reader beside
+// it gets every event.
+func TestNonReaderIsDropped(t *testing.T) {
+	hub := events.NewHub(events.Config{FirstID: 1, SubscriberBuffer: 1024})
+	srv := streamServer(t, hub, func(c *Config) { c.EventWriteTimeout = time.Second })
+	neverReads(t, srv, "127.0.0.2", "")
+	fast := dialEvents(t, srv, "", nil)
+	for hub.Subscribers() < 2 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	const n = 80 // ~25 KB each: 2 MB, which the kernel's buffers would take whole
+	for i := range n {
+		hub.Publish("0123456789abcdef", "https://example.com/a.git", refs(300))
+		if m := fast.next(t); m.ID != fmt.Sprint(i+1) {
+			t.Fatalf("the reader: message %d is %+v", i, m.ID)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for hub.Subscribers() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscribers: the one that never reads holds its stream", hub.Subscribers())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestEventStreamsPerClient: 64 streams from one address that never read take that
+// address's share only: the others are refused with 429, and a stream from another
+// address opens.
+func TestEventStreamsPerClient(t *testing.T) {
+	hub := events.NewHub(events.Config{FirstID: 1})
+	srv := streamServer(t, hub)
+	var held []net.Conn
+	for range 64 {
+		held = append(held, neverReads(t, srv, "127.0.0.2", ""))
+	}
+	refused := 0
+	for _, c := range held {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf := make([]byte, 32)
+		n, _ := io.ReadAtLeast(c, buf, 12)
+		if strings.HasPrefix(string(buf[:n]), "HTTP/1.1 429") {
+			refused++
+		}
+	}
+	if refused != 64-DefaultEventStreamsPerClient {
+		t.Fatalf("%d of 64 streams from one address refused, want %d", refused, 64-DefaultEventStreamsPerClient)
+	}
+	c := dialEvents(t, srv, "", nil)
+	hub.Publish("0123456789abcdef", "https://example.com/a.git", refs(1))
+	if m := c.next(t); m.ID != "1" {
+		t.Fatalf("another address's stream: %+v", m)
+	}
+}
+
+// TestEventStreamToken: with EventsToken the stream needs it, as a bearer token or as
+// ?access_token= (EventSource's way); the API token in the header works too; the other
+// reads are unchanged.
+func TestEventStreamToken(t *testing.T) {
+	hub := events.NewHub(events.Config{FirstID: 1})
+	srv := streamServer(t, hub, func(c *Config) { c.EventsToken = "stream-only" })
+	status := func(query string, h http.Header) int {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/events"+query, nil)
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+			t.Error("401 without WWW-Authenticate")
+		}
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		query string
+		h     http.Header
+		want  int
+	}{
+		{"", nil, 401},
+		{"?access_token=wrong", nil, 401},
+		{"", http.Header{"Authorization": {"Bearer wrong"}}, 401},
+		{"?access_token=stream-only", nil, 200},
+		{"?access_token=stream-only&last_event_id=0", nil, 200},
+		{"", http.Header{"Authorization": {"Bearer stream-only"}}, 200},
+		{"", http.Header{"Authorization": {"Bearer " + testToken}}, 200},
+	} {
+		if got := status(c.query, c.h); got != c.want {
+			t.Errorf("%q %v: %d, want %d", c.query, c.h, got, c.want)
+		}
+	}
+	resp, err := http.Get(srv.URL + "/tunasync.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/tunasync.json with an events token: %s", resp.Status)
+	}
+}
+
+// TestCORS: with CORSOrigins a page of an allowed origin may read /v1/events and
+// /tunasync.json (Access-Control-Allow-Origin, a preflight answered); another origin's
+// page gets no such header, so its browser keeps the answer from it; the other routes
+// never carry it; without CORSOrigins nothing does.
+func TestCORS(t *testing.T) {
+	hub := events.NewHub(events.Config{FirstID: 1})
+	allowed := "https://status.example.org"
+	srv := streamServer(t, hub, func(c *Config) { c.CORSOrigins = []string{allowed} })
+	plain := streamServer(t, hub)
+	get := func(srv *httptest.Server, method, path, origin string) http.Header {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+path, nil)
+		req.Header.Set("Origin", origin)
+		if method == http.MethodOptions {
+			req.Header.Set("Access-Control-Request-Method", "GET")
+			req.Header.Set("Access-Control-Request-Headers", "last-event-id")
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %s", method, path, resp.Status)
+		}
+		return resp.Header
+	}
+	for _, path := range []string{"/v1/events", "/tunasync.json"} {
+		if h := get(srv, "GET", path, allowed); h.Get("Access-Control-Allow-Origin") != allowed || !strings.Contains(h.Get("Vary"), "Origin") {
+			t.Errorf("%s from %s: %v", path, allowed, h)
+		}
+		if h := get(srv, "GET", path, "https://evil.example"); h.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s from another origin: %v", path, h)
+		}
+		if h := get(srv, "OPTIONS", path, allowed); h.Get("Access-Control-Allow-Origin") != allowed || !strings.Contains(h.Get("Access-Control-Allow-Headers"), "Last-Event-ID") {
+			t.Errorf("preflight of %s: %v", path, h)
+		}
+		if h := get(plain, "GET", path, allowed); h.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s without --cors-origin: %v", path, h)
+		}
+	}
+	if h := get(srv, "GET", "/v1/status", allowed); h.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("/v1/status carries CORS: %v", h)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
+	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
 	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
 )
@@ -33,6 +34,8 @@ const EnvWebhookSecretARN = deployenv.WebhookSecretARN
 // EnvWebhookSecretTTL is how long a value read of that secret is used before it is read
 // again (secrets.DefaultTTL when unset).
 const EnvWebhookSecretTTL = deployenv.WebhookSecretTTL
+// EnvCORSOrigin lists the origins whose pages may read /tunasync.json.
+const EnvCORSOrigin = deployenv.CORSOrigin
 
 // APIConfig is the API Lambda's configuration.
 type APIConfig struct {
@@ -55,6 +58,8 @@ type APIConfig struct {
 	// WebhookSecretTTL is how long a value read of the secret is used before it is read
 	// again: a rotated secret is in use within it.
 	WebhookSecretTTL time.Duration
+	// CORSOrigins are the origins whose pages may read /tunasync.json (api.Config).
+	CORSOrigins []string
 }
 
 // APIConfigFromEnv reads and validates the API's environment.
@@ -76,6 +81,16 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")
+	}
+	for _, o := range strings.Split(e.raw(EnvCORSOrigin), ",") {
+		if o = strings.TrimSpace(o); o == "" {
+			continue
+		}
+		if err := httpguard.CheckOrigin(o); err != nil {
+			e.fail(EnvCORSOrigin, o, "%v", err)
+			continue
+		}
+		c.CORSOrigins = append(c.CORSOrigins, strings.TrimRight(o, "/"))
 	}
 	if u := c.CloneBaseURL; u != "" && !validBaseURL(u) {
 		e.fail(EnvCloneBaseURL, u, "must be an http:// or https:// URL with a host, e.g. https://git.example.org")

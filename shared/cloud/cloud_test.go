@@ -193,6 +193,11 @@ func TestAPIConfig(t *testing.T) {
 			t.Errorf("webhook secret TTL %q accepted (%v)", bad, err)
 		}
 	}
+	for _, bad := range []string{"status.example.org", "https://x/page", "ftp://x"} {
+		if _, err := apiConfigFrom(getter(map[string]string{EnvTable: "t", EnvCORSOrigin: bad})); err == nil || !strings.Contains(err.Error(), EnvCORSOrigin) {
+			t.Errorf("CORS origin %q accepted (%v)", bad, err)
+		}
+	}
 }
 
 // setEnv puts a deployment's environment into the process's, as Lambda and ECS do.
@@ -233,10 +238,12 @@ func TestDeployEnvRoundTrip(t *testing.T) {
 	}
 	t.Run("api", func(t *testing.T) {
 		setEnv(t, deployenv.API{Common: deployenv.Common{Table: "t12"}, PublicReads: true,
-			CloneBaseURL: "http://mf-123.us-east-1.elb.amazonaws.com", List: list, WebhookSecretTTL: 90 * time.Second}.Env())
+			CloneBaseURL: "http://mf-123.us-east-1.elb.amazonaws.com", List: list, WebhookSecretTTL: 90 * time.Second,
+			CORSOrigins: []string{"https://status.example.org", "http://localhost:3000"}}.Env())
 		got, err := APIConfigFromEnv()
 		if err != nil || got.Table != "t12" || !got.PublicReads || got.CloneBaseURL != "http://mf-123.us-east-1.elb.amazonaws.com" ||
-			got.List.Repo != list.Repo || got.WebhookSecretTTL != 90*time.Second {
+			got.List.Repo != list.Repo || got.WebhookSecretTTL != 90*time.Second ||
+			strings.Join(got.CORSOrigins, " ") != "https://status.example.org http://localhost:3000" {
 			t.Errorf("read back %+v, %v", got, err)
 		}
 	})

@@ -60,6 +60,9 @@ const (
 	// WebhookSecretTTL is how long the API uses a value it read of that secret before
 	// reading it again: a rotated secret is in use within it. Go duration; default 5m.
 	WebhookSecretTTL = "MIRRORFLEET_WEBHOOK_SECRET_TTL"
+	// CORSOrigin: comma-separated origins whose pages may read /tunasync.json (CORS);
+	// empty: none.
+	CORSOrigin = "MIRRORFLEET_CORS_ORIGIN"
 )
 
 // Variables of the worker.
@@ -244,6 +247,8 @@ type API struct {
 	WebhookSecretARN string
 	// WebhookSecretTTL is how long a value read of it is used; 0 = the default.
 	WebhookSecretTTL time.Duration
+	// CORSOrigins may read /tunasync.json from their pages; none = no CORS.
+	CORSOrigins []string
 }
 
 // Env is the API's environment.
@@ -253,6 +258,7 @@ func (a API) Env() map[string]string {
 	set(m, CloneBaseURL, a.CloneBaseURL)
 	set(m, WebhookSecretARN, a.WebhookSecretARN)
 	set(m, WebhookSecretTTL, dur(a.WebhookSecretTTL))
+	set(m, CORSOrigin, strings.Join(a.CORSOrigins, ","))
 	a.List.env(m)
 	return m
 }

@@ -102,12 +102,18 @@ type Config struct {
 	FeedEvery time.Duration
 	// Events configures the outgoing events: GET /v1/events and the webhooks.
 	Events EventsConfig
+	// CORSOrigins are the origins whose pages may read /v1/events and /tunasync.json
+	// (api.Config.CORSOrigins); none by default.
+	CORSOrigins []string
 }
 
 // EventsConfig configures the outgoing events; zero fields take the defaults.
 type EventsConfig struct {
-	Backlog   int           // events kept for Last-Event-ID resumes (events.DefaultBacklog)
-	Streams   int           // open event streams at most (api.DefaultEventStreams)
+	Backlog   int // events kept for Last-Event-ID resumes (events.DefaultBacklog)
+	Streams   int // open event streams at most (api.DefaultEventStreams)
+	PerClient int // open event streams of one client address (api.DefaultEventStreamsPerClient)
+	// Token, if set, is needed for GET /v1/events (api.Config.EventsToken).
+	Token     string
 	Heartbeat time.Duration // keep-alive comment period of a stream (api.DefaultEventHeartbeat)
 	// NotifyURLs get every event POSTed (events.Webhooks), signed with NotifySecret.
 	NotifyURLs   []string
@@ -262,6 +268,9 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if f.Token, f.TokenGenerated, err = loadToken(cfg.Data, cfg.Token); err != nil {
 		return fail(err)
 	}
+	if cfg.Events.Token != "" && cfg.Events.Token == f.Token {
+		return fail(errors.New("the events token must differ from the API token: it may travel in URLs, which get logged"))
+	}
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
 	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
@@ -326,7 +335,8 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	f.Events = events.NewHub(events.Config{Backlog: cfg.Events.Backlog, Metrics: f.Metrics, Sinks: sinks})
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
 		NextPoll: f.NextPoll, PollStretch: f.PollStretch, LastChecked: f.LastChecked, Backup: st.Backup, Ring: f.ringSync, Events: f.Events,
-		EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat}
+		EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat, EventStreamsPerClient: cfg.Events.PerClient,
+		EventsToken: cfg.Events.Token, TrustedProxies: cfg.Serve.TrustedProxies, CORSOrigins: cfg.CORSOrigins}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}

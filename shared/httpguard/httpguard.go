@@ -16,6 +16,7 @@
 package httpguard
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -67,11 +68,35 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// Server returns a server for h with the server-wide limits.
+// Server returns a server for h with the server-wide limits. Its handlers reach their
+// connection with Conn.
 func Server(h http.Handler, l Limits) *http.Server {
 	l = l.WithDefaults()
 	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout,
-		MaxHeaderBytes: l.MaxHeaderBytes}
+		MaxHeaderBytes: l.MaxHeaderBytes, ConnContext: ConnContext}
+}
+
+type connKey struct{}
+
+// ConnContext, as an http.Server's ConnContext, keeps each request's connection in its
+// context for Conn.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// Conn is the connection a request came on, unwrapped down to the TCP connection where
+// it can be (Listener's wrapper, or anything with a NetConn method, as *tls.Conn has);
+// nil when the server has no ConnContext.
+func Conn(ctx context.Context) net.Conn {
+	c, _ := ctx.Value(connKey{}).(net.Conn)
+	for c != nil {
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
+	}
+	return c
 }
 
 // Deadlines gives each request to h BodyTimeout to be read and ResponseTimeout to be
@@ -186,6 +211,9 @@ type limitConn struct {
 	once    sync.Once
 	release func()
 }
+
+// NetConn is the wrapped connection.
+func (c *limitConn) NetConn() net.Conn { return c.Conn }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()

@@ -2,8 +2,10 @@ package httpguard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +45,19 @@ func ClientAddr(r *http.Request, trusted []netip.Prefix) string {
 		addr = a
 	}
 	return addr.String()
+}
+
+// CheckOrigin accepts a CORS origin as a browser sends it in Origin:
+// http(s)://host[:port] with nothing after it, or "*" (any).
+func CheckOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(strings.TrimRight(o, "/"))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("origin %q: want scheme://host[:port] (as a browser sends it in Origin), or *", o)
+	}
+	return nil
 }
 
 // Refusal is why a Limiter did not admit a request.
