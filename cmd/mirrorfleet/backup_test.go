@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,6 +11,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
+	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 )
 
 // TestBackupAndRestore: `mirrorfleet backup` copies the running fleet's store; restore
@@ -79,4 +84,55 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatalf("after the restore repos ls shows:\n%s", out)
 	}
 	p.stop(t)
+}
+
+// TestRestoreRefusesCutCopies: a store copy cut short, or empty, is refused with a
+// message that says what is wrong (bbolt would die of SIGBUS reading past the end of a
+// cut one), and the store is left alone.
+func TestRestoreRefusesCutCopies(t *testing.T) {
+	t.Parallel()
+	src := filepath.Join(t.TempDir(), "fleet.db")
+	st, err := bolt.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		u := fmt.Sprintf("https://example.com/group-%d/some-repository-%d", i%41, i)
+		if _, _, err := st.CreateRepo(context.Background(), store.Repo{ID: store.RepoID(u), URL: u, State: store.RepoPending}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	whole, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	if code, msg := restoreCmd("--data", data, src); code != 0 {
+		t.Fatalf("restore of the whole copy: exit %d\n%s", code, msg)
+	}
+	before, _ := os.ReadFile(filepath.Join(data, "mirrorfleet.db"))
+	for _, c := range []struct {
+		size int
+		want string
+	}{{len(whole) / 8, "truncated"}, {0, "empty"}} {
+		cut := filepath.Join(t.TempDir(), "cut.db")
+		if err := os.WriteFile(cut, whole[:c.size], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, msg := restoreCmd("--data", data, cut)
+		if code != 1 || !strings.Contains(msg, "not a whole store copy") || !strings.Contains(msg, c.want) || strings.Contains(msg, "bad file descriptor") {
+			t.Errorf("restore of a copy of %d bytes: exit %d\n%s", c.size, code, msg)
+		}
+	}
+	if after, _ := os.ReadFile(filepath.Join(data, "mirrorfleet.db")); !bytes.Equal(before, after) {
+		t.Fatal("a refused restore changed the store")
+	}
+}
+
+// restoreCmd runs `mirrorfleet restore args...` in process.
+func restoreCmd(args ...string) (int, string) {
+	var o, e bytes.Buffer
+	code := run(append([]string{"restore"}, args...), &o, &e)
+	return code, o.String() + e.String()
 }

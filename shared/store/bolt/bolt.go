@@ -89,6 +89,12 @@ func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
 
 // OpenWith is Open with options.
 func OpenWith(path string, o Options) (*Store, error) {
+	// A file cut short would make bbolt read past its end (SIGBUS): say so instead.
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		if err := checkFile(path); err != nil {
+			return nil, fmt.Errorf("bolt: open %s: %w", path, err)
+		}
+	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: LockTimeout, NoSync: o.NoSync, NoFreelistSync: o.NoSync})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("bolt: open %s: %w (gave up after %s): %w", path, ErrLocked, LockTimeout, err)
