@@ -491,6 +491,11 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 			if had, err = packsOf(dir); err != nil {
 				return res, local("list packs", err)
 			}
+			done, err := m.markFetch(t.ID, dir)
+			if err != nil {
+				return res, local("mark the fetch", err)
+			}
+			defer done()
 			if err := m.fetch(ctx, sto, t.URL); err != nil {
 				// The previous mirror stays: go-git writes the pack (to a temp file,
 				// renamed when complete) before it touches any ref. Drop the temp
@@ -631,7 +636,60 @@ func (m *Mirrorer) newTempDir(id string) (string, *fileLock, error) {
 	return dir, l, nil
 }
 
-// cleanTmp removes temp clones nobody holds the lock of: leftovers of a crash.
+// fetchMarker starts the name of the file markFetch leaves in TmpDir.
+const fetchMarker = "fetch-"
+
+// markFetch records in TmpDir that a fetch into the mirror at dir is under way: a file
+// naming the mirror, whose lock the fetch holds. A process killed mid-fetch leaves the
+// file with its lock free, and the next start (cleanTmp) removes the temp pack files
+// that fetch left in the mirror, which would otherwise stay (a no-change poll does not
+// look) and count in its size. done removes the file.
+func (m *Mirrorer) markFetch(id, dir string) (done func(), err error) {
+	rel, err := filepath.Rel(m.root, dir)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("mirror %s is not under the root", dir)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	p := filepath.Join(m.tmpDir, fetchMarker+sanitizeName(id)+"-"+hex.EncodeToString(b[:]))
+	l, err := tryLock(p + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(p, []byte(filepath.ToSlash(rel)), 0o644); err != nil {
+		l.unlock(true)
+		return nil, err
+	}
+	return func() {
+		_ = os.Remove(p)
+		l.unlock(true)
+	}, nil
+}
+
+// cleanKilledFetch removes the temp pack files a killed fetch left in the mirror its
+// marker p names, under the mirror's lock, then the marker. A mirror busy now (another
+// process fetching it) keeps its marker for the next start.
+func (m *Mirrorer) cleanKilledFetch(p string) {
+	b, err := os.ReadFile(p)
+	rel := filepath.FromSlash(string(b))
+	if err != nil || !filepath.IsLocal(rel) {
+		_ = os.Remove(p) // not one of ours, or unreadable: nothing to clean by it
+		return
+	}
+	dir := filepath.Join(m.root, rel)
+	lk, err := tryLock(m.lockPath(dir))
+	if err != nil {
+		return
+	}
+	defer lk.unlock(false)
+	if isDir(dir) {
+		m.removePackTemps(dir, func(os.FileInfo) bool { return true })
+	}
+	_ = os.Remove(p)
+}
+
+// cleanTmp removes temp clones nobody holds the lock of, and the temp pack files of
+// killed fetches (markFetch): leftovers of a crash.
 func (m *Mirrorer) cleanTmp() {
 	entries, err := os.ReadDir(m.tmpDir)
 	if err != nil {
@@ -656,7 +714,12 @@ func (m *Mirrorer) cleanTmp() {
 		p := filepath.Join(m.tmpDir, name)
 		l, err := tryLock(p + ".lock")
 		if err != nil {
-			continue // a live clone
+			continue // a live clone or fetch
+		}
+		if strings.HasPrefix(name, fetchMarker) && e.Type().IsRegular() {
+			m.cleanKilledFetch(p)
+			l.unlock(true)
+			continue
 		}
 		if err := os.RemoveAll(p); err != nil {
 			m.log.Warn("mirror: removing stale temp dir", "dir", p, "err", err)
