@@ -25,8 +25,8 @@ type TunasyncJob struct {
 	Name           string `json:"name"` // the mirror path, as the clone URL ends
 	IsMaster       bool   `json:"is_master"`
 	Status         string `json:"status"`
-	LastUpdate     string `json:"last_update"`    // last success, "2006-01-02 15:04:05 -0700"; "" never
-	LastUpdateTS   int64  `json:"last_update_ts"` // unix seconds; 0 never
+	LastUpdate     string `json:"last_update"`    // last success, "2006-01-02 15:04:05 -0700"; never: the zero time
+	LastUpdateTS   int64  `json:"last_update_ts"` // unix seconds; never: -62135596800, the zero time's
 	LastStarted    string `json:"last_started"`
 	LastStartedTS  int64  `json:"last_started_ts"`
 	LastEnded      string `json:"last_ended"`
@@ -63,11 +63,10 @@ func tunasyncStatus(st store.RepoState) string {
 	return "disabled"
 }
 
-// tunaTime is tunasync's time format; "" and 0 for a time that never came.
+// tunaTime is a time as tunasync writes it, text and unix seconds. A time that never
+// came is Go's zero time, "0001-01-01 00:00:00 +0000" and -62135596800, as tunasync
+// writes its own (its textTime cannot parse anything else, "" included).
 func tunaTime(t time.Time) (string, int64) {
-	if t.IsZero() {
-		return "", 0
-	}
 	return t.UTC().Format("2006-01-02 15:04:05 -0700"), t.Unix()
 }
 
@@ -99,9 +98,8 @@ func (s *server) tunasyncJob(r store.Repo, sc *schedule) TunasyncJob {
 	checked := sc.LastChecked(r)
 	j.LastStarted, j.LastStartedTS = tunaTime(checked)
 	j.LastEnded, j.LastEndedTS = tunaTime(checked)
-	if next, ok := sc.NextPoll(r); ok {
-		j.NextSchedule, j.NextScheduleTS = tunaTime(next)
-	}
+	next, _ := sc.NextPoll(r) // zero when no worker can say
+	j.NextSchedule, j.NextScheduleTS = tunaTime(next)
 	if r.State == store.RepoFailing || r.State == store.RepoGone {
 		j.ErrorMsg = r.LastError
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,4 +118,102 @@ func rawGet(t *testing.T, e *env, path string, auth bool) resp {
 	rec := httptest.NewRecorder()
 	e.h.ServeHTTP(rec, req)
 	return resp{status: rec.Code, header: rec.Header(), raw: rec.Body.Bytes()}
+}
+
+// The types below decode /tunasync.json as tunasync's own Go types do
+// (github.com/tuna/tunasync internal/status_web.go and status.go, written again here
+// to the same semantics): a text time is parsed with the layout
+// "2006-01-02 15:04:05 -0700" inside its quotes, a stamp is strconv.Atoi of the JSON
+// number, and a status is one of seven quoted names. tunasynctl and any Go client built
+// on these fail on the whole list as soon as one job does not decode.
+
+type tunaTextTime struct{ time.Time }
+
+func (t *tunaTextTime) UnmarshalJSON(b []byte) error {
+	v, err := time.Parse(`"2006-01-02 15:04:05 -0700"`, string(b))
+	*t = tunaTextTime{v}
+	return err
+}
+
+type tunaStampTime struct{ time.Time }
+
+func (t *tunaStampTime) UnmarshalJSON(b []byte) error {
+	n, err := strconv.Atoi(string(b))
+	if err != nil {
+		return err
+	}
+	*t = tunaStampTime{time.Unix(int64(n), 0)}
+	return nil
+}
+
+type tunaSyncStatus uint8
+
+func (s *tunaSyncStatus) UnmarshalJSON(b []byte) error {
+	for i, name := range []string{"none", "failed", "success", "syncing", "pre-syncing", "paused", "disabled"} {
+		if string(b) == `"`+name+`"` {
+			*s = tunaSyncStatus(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("Invalid status value: %s", b)
+}
+
+type tunaWebMirrorStatus struct {
+	Name          string         `json:"name"`
+	IsMaster      bool           `json:"is_master"`
+	Status        tunaSyncStatus `json:"status"`
+	LastUpdate    tunaTextTime   `json:"last_update"`
+	LastUpdateTs  tunaStampTime  `json:"last_update_ts"`
+	LastStarted   tunaTextTime   `json:"last_started"`
+	LastStartedTs tunaStampTime  `json:"last_started_ts"`
+	LastEnded     tunaTextTime   `json:"last_ended"`
+	LastEndedTs   tunaStampTime  `json:"last_ended_ts"`
+	Scheduled     tunaTextTime   `json:"next_schedule"`
+	ScheduledTs   tunaStampTime  `json:"next_schedule_ts"`
+	Upstream      string         `json:"upstream"`
+	Size          string         `json:"size"`
+}
+
+// TestTunasyncDecodesWithTunasyncsTypes: a healthy repo, a gone one and one never
+// synced decode with tunasync's types; a time that never came is the zero time, as
+// tunasync writes it ("0001-01-01 00:00:00 +0000", stamp -62135596800).
+func TestTunasyncDecodesWithTunasyncsTypes(t *testing.T) {
+	e := newEnv(t)
+	ok := e.seedRepo("https://git.example.org/a/ok.git", store.RepoOK, "w1", t0.Add(-time.Hour))
+	if err := e.store.ReportFetch(t.Context(), ok.ID, "w1", ok.OwnerEpoch, store.FetchReport{State: store.RepoOK,
+		LastFetchAt: t0.Add(-time.Minute), LastSuccessAt: t0.Add(-time.Minute), SizeBytes: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	e.seedRepo("https://git.example.org/a/gone.git", store.RepoGone, "w1", time.Time{})
+	e.seedRepo("https://git.example.org/a/never.git", store.RepoPending, "", time.Time{})
+	r := rawGet(t, e, "/tunasync.json", true)
+	var jobs []tunaWebMirrorStatus
+	if err := json.Unmarshal(r.raw, &jobs); err != nil {
+		t.Fatalf("tunasync's types do not decode /tunasync.json: %v\n%s", err, r.raw)
+	}
+	byName := map[string]tunaWebMirrorStatus{}
+	for _, j := range jobs {
+		byName[j.Name] = j
+	}
+	healthy := byName["git.example.org/a/ok.git"]
+	if healthy.Status != 2 || !healthy.LastUpdate.Equal(t0.Add(-time.Minute)) || healthy.LastUpdateTs.Unix() != t0.Add(-time.Minute).Unix() {
+		t.Errorf("healthy repo: %+v", healthy)
+	}
+	zero := time.Time{}
+	for _, name := range []string{"git.example.org/a/gone.git", "git.example.org/a/never.git"} {
+		j, found := byName[name]
+		if !found {
+			t.Fatalf("%s not listed", name)
+		}
+		if !j.LastUpdate.Equal(zero) || j.LastUpdateTs.Unix() != zero.Unix() || !j.Scheduled.Equal(zero) {
+			t.Errorf("%s: last update %v (%d), next %v; want the zero time", name, j.LastUpdate, j.LastUpdateTs.Unix(), j.Scheduled)
+		}
+	}
+	if byName["git.example.org/a/gone.git"].Status != 1 || byName["git.example.org/a/never.git"].Status != 4 {
+		t.Errorf("statuses: %+v", byName)
+	}
+	// Byte for byte what tunasync writes for a time that never came.
+	if !strings.Contains(string(r.raw), `"last_update":"0001-01-01 00:00:00 +0000","last_update_ts":-62135596800`) {
+		t.Errorf("the zero time is not written as tunasync writes it:\n%s", r.raw)
+	}
 }
