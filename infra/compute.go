@@ -62,7 +62,7 @@ func (s *Stack) coordinator() error {
 		warmup = 0 // deployenv writes it as none
 	}
 	env := deployenv.Coordinator{
-		Common:           deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		Common:           s.common(),
 		ScheduleGroup:    *s.ScheduleGroup.Ref(),
 		SchedulerRoleARN: *s.SchedulerRole.RoleArn(),
 		TimerDLQARN:      *s.TimerDLQ.QueueArn(),

@@ -187,7 +187,7 @@ func (s *Stack) workers() {
 	}
 	task := s.taskDefinition("WorkerTask", s.props.WorkerCPU, s.props.WorkerMemory, scratch...)
 	env := deployenv.Worker{
-		Common:     deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		Common:     s.common(),
 		MirrorRoot: mirrorRoot,
 		Fetchers:   s.props.Fetchers,
 		// The container's memory and the fetches' budget are sized together (ADR 0026).

@@ -60,6 +60,9 @@ type Props struct {
 	// git server's port from its load balancer.
 	PrivateNetwork bool
 	PublicReads    bool // GET routes without IAM auth (the API Lambda then serves reads to anyone)
+	// CaseInsensitiveHosts are hosts, besides github.com and gitlab.com, whose repo paths
+	// are case-insensitive (MIRRORFLEET_CASE_INSENSITIVE_HOSTS, every component).
+	CaseInsensitiveHosts []string
 	// CORSOrigins are the origins whose pages may read /tunasync.json (simple GETs;
 	// MIRRORFLEET_CORS_ORIGIN); none: no CORS.
 	CORSOrigins []string
@@ -459,6 +462,16 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.VpcID = c.str("vpcId")
 	p.PrivateNetwork = c.bool("privateNetwork", false)
 	p.PublicReads = c.bool("publicReads", false)
+	if v := c.str("caseInsensitiveHosts"); v != "" {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+				if strings.ContainsAny(h, "/: ") {
+					c.fail("caseInsensitiveHosts", h, "a host name, no scheme, port or path")
+				}
+				p.CaseInsensitiveHosts = append(p.CaseInsensitiveHosts, h)
+			}
+		}
+	}
 	if v := c.str("corsOrigin"); v != "" {
 		for _, o := range strings.Split(v, ",") {
 			if o = strings.TrimSpace(o); o != "" {

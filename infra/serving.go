@@ -39,7 +39,7 @@ func (s *Stack) api() error {
 		return err
 	}
 	env := deployenv.API{
-		Common:       deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		Common:       s.common(),
 		PublicReads:  s.props.PublicReads,
 		CloneBaseURL: s.CloneBaseURL,
 		List:         s.props.List,
@@ -362,7 +362,7 @@ func (s *Stack) cloudFrontPrefixList() *string {
 // mounted read-only, its pack cache on the task's local disk.
 func (s *Stack) serveContainer(task awsecs.TaskDefinition, share *taskShare) awsecs.ContainerDefinition {
 	env := deployenv.Serve{
-		Common:         deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet},
+		Common:         s.common(),
 		MirrorRoot:     mirrorRoot,
 		Listen:         fmt.Sprintf(":%d", servePort),
 		PackCacheDir:   packCacheDir,

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 )
 
 // Namespace and dimensions of the fleet's metrics (shared/metrics: Namespace, DimFleet,
@@ -87,6 +88,11 @@ type Serving struct {
 	// Distribution is the CloudFront distribution in front of the load balancer; nil
 	// with cdn=false.
 	Distribution awscloudfront.Distribution
+}
+
+// common is what every component is told (deployenv.Common).
+func (s *Stack) common() deployenv.Common {
+	return deployenv.Common{Table: *s.Table.TableName(), Fleet: s.props.Fleet, CaseInsensitiveHosts: s.props.CaseInsensitiveHosts}
 }
 
 // NewStack builds the stack, or says why the props cannot be deployed.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -1519,7 +1520,8 @@ func TestAssetsOrPlaceholders(t *testing.T) {
 // TestPublicReads: with publicReads the GET routes skip IAM, every other method keeps it,
 // and the API Lambda is told to serve reads without an identity.
 func TestPublicReads(t *testing.T) {
-	s, _, tp := variant(t, "MirrorFleetPublic", Props{PublicReads: true, WithoutServing: true, CORSOrigins: []string{"https://status.example.org"}}, false)
+	s, _, tp := variant(t, "MirrorFleetPublic", Props{PublicReads: true, WithoutServing: true, CORSOrigins: []string{"https://status.example.org"},
+		CaseInsensitiveHosts: []string{"git.example.org"}}, false)
 	auth := map[string]any{}
 	for _, r := range tp.resources("AWS::ApiGatewayV2::Route") {
 		p := props(r)
@@ -1537,6 +1539,12 @@ func TestPublicReads(t *testing.T) {
 	}
 	if vars[deployenv.CORSOrigin] != "https://status.example.org" {
 		t.Errorf("the API Lambda's CORS origins: %v", vars[deployenv.CORSOrigin])
+	}
+	for name, fn := range map[string]awslambda.Function{"API": s.API, "coordinator": s.Coordinator} {
+		vars := props(tp.resources("AWS::Lambda::Function")[logicalIDIn(s, fn)])["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if vars[deployenv.CaseInsensitiveHosts] != "git.example.org" {
+			t.Errorf("the %s Lambda's case-insensitive hosts: %v", name, vars[deployenv.CaseInsensitiveHosts])
+		}
 	}
 }
 

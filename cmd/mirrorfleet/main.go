@@ -227,6 +227,19 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	memoryBudgetFlag(fs, &cfg.MemoryBudget)
 	fs.StringVar(&cfg.Token, "token", "", "API bearer token (default: generated into <data>/token)")
 	fs.BoolVar(&cfg.AllowPrivateHosts, "allow-private-hosts", false, "allow repos on loopback/private addresses (cloud metadata stays blocked)")
+	fs.Func("case-insensitive-host", "a `host` whose repository paths are case-insensitive, besides github.com and gitlab.com: Org/Repo and org/repo there are one repo; repeat or comma-separate",
+		func(v string) error {
+			for _, h := range strings.Split(v, ",") {
+				if h = strings.ToLower(strings.TrimSpace(h)); h == "" {
+					continue
+				}
+				if strings.ContainsAny(h, "/: ") {
+					return fmt.Errorf("%q: want a host name (no scheme, port or path)", h)
+				}
+				cfg.CaseInsensitiveHosts = append(cfg.CaseInsensitiveHosts, h)
+			}
+			return nil
+		})
 	fs.DurationVar(&cfg.Tick, "tick", d.Tick, "coordinator tick interval")
 	fs.DurationVar(&cfg.Heartbeat, "heartbeat", d.Heartbeat, "worker heartbeat interval")
 	fs.DurationVar(&cfg.Grace, "grace", d.Grace, "silence before a worker's repos move")

@@ -45,7 +45,7 @@ func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
+	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts, CaseInsensitiveHosts: cfg.CaseInsensitiveHosts}
 	ring := Ringer{Store: st, Log: log}
 	ac := api.Config{Store: st, Policy: policy,
 		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, CloneBaseURL: cfg.CloneBaseURL, Clock: clk, Log: log,

@@ -73,7 +73,7 @@ func newListSyncer(cfg cloud.CoordinatorConfig, st store.Store, log *slog.Logger
 		return nil, nil
 	}
 	s, err := listsync.New(cfg.List, listsync.Options{Store: st,
-		Policy: urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}, Log: log})
+		Policy: urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts, CaseInsensitiveHosts: cfg.CaseInsensitiveHosts}, Log: log})
 	if err != nil {
 		return nil, err
 	}

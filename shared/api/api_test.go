@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/ring"
+	"github.com/mirrorfleet/mirrorfleet/shared/repos"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -65,6 +66,7 @@ func TestCreateRepoIdempotent(t *testing.T) {
 		"https://GitHub.com/Git/git.git",
 		"https://github.com:443/Git/git",
 		"  https://github.com/Git/git/  ",
+		"https://github.com/git/GIT", // github.com's paths are case-insensitive
 	}
 	var id string
 	for i, u := range spellings {
@@ -89,7 +91,7 @@ func TestCreateRepoIdempotent(t *testing.T) {
 	}
 	norm, _ := urlpolicy.Default().Normalize(spellings[0])
 	r := rs[0]
-	if r.URL != norm || r.ID != store.RepoID(norm) || r.ID != id || r.Source != store.SourceAPI || r.State != store.RepoPending || !r.CreatedAt.Equal(t0) {
+	if r.URL != norm || r.ID != repos.ID(urlpolicy.Default(), norm) || r.ID != store.RepoID("https://github.com/git/git") || r.ID != id || r.Source != store.SourceAPI || r.State != store.RepoPending || !r.CreatedAt.Equal(t0) {
 		t.Fatalf("stored repo %+v; want url %s, source api, state pending, created %s", r, norm, t0)
 	}
 	if n := e.pokes.Load(); n != 1 {
@@ -768,6 +770,10 @@ type brokenCreate struct{}
 
 func (brokenCreate) CreateRepo(context.Context, store.Repo) (store.Repo, bool, error) {
 	return store.Repo{}, false, errors.New("disk on fire")
+}
+
+func (brokenCreate) GetRepo(context.Context, string) (store.Repo, error) {
+	return store.Repo{}, store.ErrNotFound
 }
 
 // TestRepoByURL: every /v1/repos/{id} route takes the repo's URL (path-escaped, in any

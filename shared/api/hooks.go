@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
+	"github.com/mirrorfleet/mirrorfleet/shared/repos"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -464,8 +465,9 @@ func (h *hooks) match(ctx context.Context, urls []string) (string, bool) {
 }
 
 // MatchRepo finds the mirrored repo that one of urls names (a forge's clone or web URL):
-// each through the URL policy and the repo identity, and its http/https twin (a forge
-// may name either). Repos being deleted do not match.
+// each through the URL policy and the repo identity (repos.Find: on a host whose paths
+// are case-insensitive, a hook for Org/Repo finds the repo added as org/repo), and its
+// http/https twin (a forge may name either). Repos being deleted do not match.
 func MatchRepo(ctx context.Context, st interface {
 	GetRepo(ctx context.Context, id string) (store.Repo, error)
 }, policy urlpolicy.Policy, urls []string) (string, bool) {
@@ -481,10 +483,9 @@ func MatchRepo(ctx context.Context, st interface {
 			cands = append(cands, "https://"+t)
 		}
 		for _, c := range cands {
-			id := store.RepoID(c)
-			repo, err := st.GetRepo(ctx, id)
+			repo, err := repos.Find(ctx, st, policy, c)
 			if err == nil && repo.State != store.RepoDeleting {
-				return id, true
+				return repo.ID, true
 			}
 		}
 	}

@@ -175,3 +175,24 @@ func TestSecretForOneHostVouchesForItsReposOnly(t *testing.T) {
 		t.Fatalf("host A's own repo: rings %v, want %s", rung, own)
 	}
 }
+
+// TestHookFindsTheRepoWhateverTheCase: github.com's paths are case-insensitive, and its
+// hooks name a repository in its own case: a hook for Org/Repo reaches the repo added as
+// org/repo. On a host whose paths are case-sensitive another case is another repo.
+func TestHookFindsTheRepoWhateverTheCase(t *testing.T) {
+	e := newHookEnv(t, nil)
+	id := e.add("https://github.com/org/repo")
+	other := e.add("https://codeberg.org/org/repo")
+	if code, body := e.github("push", "c1", "topsecret", githubBody("https://github.com/Org/Repo.git", "https://github.com/Org/Repo")); code != 202 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if rung := e.rings(); len(rung) != 1 || rung[0] != id {
+		t.Fatalf("a hook for Org/Repo rang %v, want the repo added as org/repo (%s)", rung, id)
+	}
+	if code, _ := e.github("push", "c2", "topsecret", githubBody("https://codeberg.org/Org/Repo.git", "")); code != 202 {
+		t.Fatal(code)
+	}
+	if rung := e.rings(); len(rung) != 1 {
+		t.Fatalf("a hook for codeberg.org/Org/Repo rang %v; codeberg.org/org/repo (%s) is another repo", rung, other)
+	}
+}

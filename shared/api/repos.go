@@ -396,7 +396,8 @@ func (s *server) poke() {
 }
 
 // repoID reads the {id} path value: a repo id, or a repository URL (path-escaped), which
-// names the repo its normalized form would be stored as, as adding it would.
+// names the repo its normalized form is stored as (repos.Find: on a host whose paths
+// are case-insensitive, in any case), else the id adding it would give.
 func (s *server) repoID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
 	if hexID(id) {
@@ -408,7 +409,14 @@ func (s *server) repoID(r *http.Request) (string, error) {
 			e.Field = "id"
 			return "", e
 		}
-		return store.RepoID(norm), nil
+		repo, err := repos.Find(r.Context(), s.cfg.Store, s.cfg.Policy, norm)
+		switch {
+		case err == nil:
+			return repo.ID, nil
+		case errors.Is(err, store.ErrNotFound):
+			return repos.ID(s.cfg.Policy, norm), nil
+		}
+		return "", fmt.Errorf("get repo %s: %w", norm, err)
 	}
 	e := badRequest("invalid_id", "repo %q is neither an id (16 lowercase hex digits, from POST /v1/repos) nor a repository URL", truncate(id, 64))
 	e.Field = "id"

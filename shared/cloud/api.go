@@ -34,6 +34,7 @@ const EnvWebhookSecretARN = deployenv.WebhookSecretARN
 // EnvWebhookSecretTTL is how long a value read of that secret is used before it is read
 // again (secrets.DefaultTTL when unset).
 const EnvWebhookSecretTTL = deployenv.WebhookSecretTTL
+
 // EnvCORSOrigin lists the origins whose pages may read /tunasync.json.
 const EnvCORSOrigin = deployenv.CORSOrigin
 
@@ -41,7 +42,10 @@ const EnvCORSOrigin = deployenv.CORSOrigin
 type APIConfig struct {
 	Table             string
 	AllowPrivateHosts bool
-	BasePath          string
+	// CaseInsensitiveHosts: hosts, besides github.com and gitlab.com, whose repo paths
+	// are case-insensitive (MIRRORFLEET_CASE_INSENSITIVE_HOSTS).
+	CaseInsensitiveHosts []string
+	BasePath             string
 	// PublicReads serves the /v1 reads without an IAM identity (the stack's publicReads:
 	// GET routes without IAM auth); writes always need one.
 	PublicReads bool
@@ -70,14 +74,15 @@ func APIConfigFromEnv() (APIConfig, error) {
 func apiConfigFrom(get func(string) string) (APIConfig, error) {
 	e := newEnv(get)
 	c := APIConfig{
-		Table:             e.required(EnvTable, "the DynamoDB table of the fleet's state"),
-		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
-		BasePath:          e.raw(EnvAPIBasePath),
-		PublicReads:       e.boolean(EnvPublicReads, false),
-		CloneBaseURL:      strings.TrimRight(e.raw(EnvCloneBaseURL), "/"),
-		LogLevel:          e.logLevel(),
-		WebhookSecretARN:  e.raw(EnvWebhookSecretARN),
-		WebhookSecretTTL:  e.duration(EnvWebhookSecretTTL, secrets.DefaultTTL),
+		Table:                e.required(EnvTable, "the DynamoDB table of the fleet's state"),
+		AllowPrivateHosts:    e.boolean(EnvAllowPrivateHosts, false),
+		CaseInsensitiveHosts: e.hosts(EnvCaseInsensitiveHosts),
+		BasePath:             e.raw(EnvAPIBasePath),
+		PublicReads:          e.boolean(EnvPublicReads, false),
+		CloneBaseURL:         strings.TrimRight(e.raw(EnvCloneBaseURL), "/"),
+		LogLevel:             e.logLevel(),
+		WebhookSecretARN:     e.raw(EnvWebhookSecretARN),
+		WebhookSecretTTL:     e.duration(EnvWebhookSecretTTL, secrets.DefaultTTL),
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")

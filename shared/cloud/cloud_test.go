@@ -248,14 +248,14 @@ func TestDeployEnvRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("worker", func(t *testing.T) {
-		setEnv(t, deployenv.Worker{Common: deployenv.Common{Table: "t12", Fleet: "prod"}, MirrorRoot: "/mnt/mirrors",
+		setEnv(t, deployenv.Worker{Common: deployenv.Common{Table: "t12", Fleet: "prod", CaseInsensitiveHosts: []string{"git.example.org", "forge.example.com"}}, MirrorRoot: "/mnt/mirrors",
 			Fetchers: 7, Drain: 25 * time.Second, DiskQuota: "500G", DiskUsage: deployenv.DiskUsageStatfs,
 			AliveFile: "/tmp/mirrorfleet/alive", EventBus: "prod-mirrorfleet"}.Env())
 		t.Setenv(EnvWorkerID, "w-1")
 		got, err := WorkerConfigFromEnv(t.Context())
 		if err != nil || got.Table != "t12" || got.Fleet != "prod" || got.MirrorRoot != "/mnt/mirrors" || got.Fetchers != 7 ||
 			got.Drain != 25*time.Second || got.DiskQuota != 500<<30 || !got.DiskStatfs || got.AliveFile != "/tmp/mirrorfleet/alive" ||
-			got.EventBus != "prod-mirrorfleet" {
+			got.EventBus != "prod-mirrorfleet" || strings.Join(got.CaseInsensitiveHosts, ",") != "git.example.org,forge.example.com" {
 			t.Errorf("read back %+v, %v", got, err)
 		}
 	})

@@ -34,6 +34,9 @@ type CoordinatorConfig struct {
 	Fleet            string
 	// AllowPrivateHosts applies to the list repository and the URLs in it.
 	AllowPrivateHosts bool
+	// CaseInsensitiveHosts: hosts, besides github.com and gitlab.com, whose repo paths
+	// are case-insensitive (MIRRORFLEET_CASE_INSENSITIVE_HOSTS).
+	CaseInsensitiveHosts []string
 	// Coordinator holds Grace, Warmup, SuspectAfter and Lease; the rest take the
 	// package defaults.
 	Coordinator coordinator.Config
@@ -52,13 +55,14 @@ func coordinatorConfigFrom(get func(string) string) (CoordinatorConfig, error) {
 	e := newEnv(get)
 	def := coordinator.DefaultConfig()
 	c := CoordinatorConfig{
-		Table:             e.required(EnvTable, "the DynamoDB table of the fleet's state"),
-		ScheduleGroup:     e.required(EnvScheduleGroup, "the EventBridge Scheduler group the coordinator's timers live in"),
-		SchedulerRoleARN:  e.required(EnvSchedulerRoleARN, "the IAM role EventBridge Scheduler assumes to invoke this function"),
-		TimerDLQARN:       e.raw(EnvTimerDLQARN),
-		Fleet:             e.str(EnvFleet, DefaultFleet),
-		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
-		LogLevel:          e.logLevel(),
+		Table:                e.required(EnvTable, "the DynamoDB table of the fleet's state"),
+		ScheduleGroup:        e.required(EnvScheduleGroup, "the EventBridge Scheduler group the coordinator's timers live in"),
+		SchedulerRoleARN:     e.required(EnvSchedulerRoleARN, "the IAM role EventBridge Scheduler assumes to invoke this function"),
+		TimerDLQARN:          e.raw(EnvTimerDLQARN),
+		Fleet:                e.str(EnvFleet, DefaultFleet),
+		AllowPrivateHosts:    e.boolean(EnvAllowPrivateHosts, false),
+		CaseInsensitiveHosts: e.hosts(EnvCaseInsensitiveHosts),
+		LogLevel:             e.logLevel(),
 	}
 	checkFleet(e, c.Fleet)
 	e.arn(EnvSchedulerRoleARN, c.SchedulerRoleARN)

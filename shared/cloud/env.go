@@ -25,6 +25,9 @@ const (
 	EnvFleet             = deployenv.Fleet             // Fleet dimension of the metrics
 	EnvLogLevel          = deployenv.LogLevel          // debug, info, warn, error
 	EnvAllowPrivateHosts = deployenv.AllowPrivateHosts // let repos on private addresses through the URL policy
+	// EnvCaseInsensitiveHosts: hosts, besides github.com and gitlab.com, whose paths are
+	// case-insensitive (urlpolicy.Policy.CaseInsensitiveHosts).
+	EnvCaseInsensitiveHosts = deployenv.CaseInsensitiveHosts
 )
 
 // Environment variables of `mirrorfleet serve`, the git front (besides EnvTable,
@@ -59,6 +62,22 @@ func newEnv(get func(string) string) *envReader {
 }
 
 func (e *envReader) raw(name string) string { return strings.TrimSpace(e.get(name)) }
+
+// hosts reads comma-separated host names (lower-cased; no scheme, port or path).
+func (e *envReader) hosts(name string) []string {
+	var out []string
+	for _, h := range strings.Split(e.raw(name), ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h == "" {
+			continue
+		}
+		if strings.ContainsAny(h, "/: ") {
+			e.fail(name, h, "want host names, comma-separated (no scheme, port or path)")
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
 
 func (e *envReader) fail(name, v, format string, args ...any) {
 	e.errs = append(e.errs, fmt.Errorf("%s=%q: %s", name, v, fmt.Sprintf(format, args...)))

@@ -107,7 +107,10 @@ type WorkerConfig struct {
 	HostRate          float64
 	HostPause         time.Duration
 	AllowPrivateHosts bool
-	WorkerID          string
+	// CaseInsensitiveHosts: hosts, besides github.com and gitlab.com, whose repo paths
+	// are case-insensitive (MIRRORFLEET_CASE_INSENSITIVE_HOSTS).
+	CaseInsensitiveHosts []string
+	WorkerID             string
 	// EventBus is the EventBridge bus (name or ARN) each mirror.updated event is put
 	// on; empty: events go nowhere.
 	EventBus string
@@ -150,26 +153,27 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 	e := newEnv(get)
 	def := worker.DefaultConfig()
 	c := WorkerConfig{
-		Table:             e.required(EnvTable, "the DynamoDB table of the fleet's state"),
-		MirrorRoot:        e.str(EnvMirrorRoot, DefaultMirrorRoot),
-		Fetchers:          e.integer(EnvFetchers, def.Fetchers, 1, 1000),
-		MemoryBudget:      e.bytes(EnvMemoryBudget, 0),
-		Heartbeat:         e.duration(EnvHeartbeat, def.Heartbeat),
-		MinInterval:       e.duration(EnvMinInterval, def.MinInterval),
-		PriorityPolicy:    e.str(EnvPolicy, def.Policy.Name()),
-		MaintainEvery:     e.duration(EnvMaintainEvery, def.MaintainEvery),
-		MaintainPacks:     e.integer(EnvMaintainPacks, def.MaintainPacks, 2, 10000),
-		ScrubEvery:        e.duration(EnvScrubEvery, def.ScrubEvery),
-		Drain:             e.duration(EnvDrain, DefaultDrain),
-		DiskQuota:         e.bytes(EnvDiskQuota, 0),
-		AliveFile:         e.raw(EnvAliveFile),
-		EventBus:          e.raw(EnvEventBus),
-		FeedEvery:         e.duration(EnvFeedEvery, feeds.DefaultPeriod),
-		ForgeTokensARN:    e.raw(EnvForgeTokensARN),
-		AllowPrivateHosts: e.boolean(EnvAllowPrivateHosts, false),
-		Fleet:             e.str(EnvFleet, DefaultFleet),
-		MetricsInterval:   e.duration(EnvMetricsInterval, DefaultMetricsInterval),
-		LogLevel:          e.logLevel(),
+		Table:                e.required(EnvTable, "the DynamoDB table of the fleet's state"),
+		MirrorRoot:           e.str(EnvMirrorRoot, DefaultMirrorRoot),
+		Fetchers:             e.integer(EnvFetchers, def.Fetchers, 1, 1000),
+		MemoryBudget:         e.bytes(EnvMemoryBudget, 0),
+		Heartbeat:            e.duration(EnvHeartbeat, def.Heartbeat),
+		MinInterval:          e.duration(EnvMinInterval, def.MinInterval),
+		PriorityPolicy:       e.str(EnvPolicy, def.Policy.Name()),
+		MaintainEvery:        e.duration(EnvMaintainEvery, def.MaintainEvery),
+		MaintainPacks:        e.integer(EnvMaintainPacks, def.MaintainPacks, 2, 10000),
+		ScrubEvery:           e.duration(EnvScrubEvery, def.ScrubEvery),
+		Drain:                e.duration(EnvDrain, DefaultDrain),
+		DiskQuota:            e.bytes(EnvDiskQuota, 0),
+		AliveFile:            e.raw(EnvAliveFile),
+		EventBus:             e.raw(EnvEventBus),
+		FeedEvery:            e.duration(EnvFeedEvery, feeds.DefaultPeriod),
+		ForgeTokensARN:       e.raw(EnvForgeTokensARN),
+		AllowPrivateHosts:    e.boolean(EnvAllowPrivateHosts, false),
+		CaseInsensitiveHosts: e.hosts(EnvCaseInsensitiveHosts),
+		Fleet:                e.str(EnvFleet, DefaultFleet),
+		MetricsInterval:      e.duration(EnvMetricsInterval, DefaultMetricsInterval),
+		LogLevel:             e.logLevel(),
 	}
 	ml := mirror.DefaultLimits()
 	c.Fetch = mirror.Limits{
@@ -336,7 +340,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	defer st.Close()
-	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
+	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts, CaseInsensitiveHosts: cfg.CaseInsensitiveHosts}
 	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
 		return fmt.Errorf("mirrors: %w", err)

@@ -24,6 +24,9 @@ const (
 	Fleet             = "MIRRORFLEET_FLEET"               // Fleet dimension of the metrics
 	LogLevel          = "MIRRORFLEET_LOG_LEVEL"           // debug, info, warn, error
 	AllowPrivateHosts = "MIRRORFLEET_ALLOW_PRIVATE_HOSTS" // let repos on private addresses through the URL policy
+	// CaseInsensitiveHosts: comma-separated hosts, besides github.com and gitlab.com,
+	// whose repository paths are case-insensitive (one repo whatever the case).
+	CaseInsensitiveHosts = "MIRRORFLEET_CASE_INSENSITIVE_HOSTS"
 )
 
 // Variables of the coordinator Lambda.
@@ -178,6 +181,9 @@ type Common struct {
 	Table    string
 	Fleet    string
 	LogLevel string // "" = the binary's default (info)
+	// CaseInsensitiveHosts are hosts, besides github.com and gitlab.com, whose
+	// repository paths are case-insensitive; every component names repos the same way.
+	CaseInsensitiveHosts []string
 }
 
 func (c Common) env() map[string]string {
@@ -185,6 +191,7 @@ func (c Common) env() map[string]string {
 	set(m, Table, c.Table)
 	set(m, Fleet, c.Fleet)
 	set(m, LogLevel, c.LogLevel)
+	set(m, CaseInsensitiveHosts, strings.Join(c.CaseInsensitiveHosts, ","))
 	return m
 }
 

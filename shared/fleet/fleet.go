@@ -46,19 +46,22 @@ import (
 
 // Config is the local fleet's configuration; zero fields take the defaults of Defaults.
 type Config struct {
-	Data              string        // data directory: store, token, mirrors
-	Listen            string        // API address
-	Workers           int           // in-process workers
-	Fetchers          int           // fetchers per worker
-	Token             string        // API bearer token; empty: read or generate <data>/token
-	AllowPrivateHosts bool          // let repos on loopback/private addresses through the URL policy
-	Tick              time.Duration // coordinator tick interval
-	Heartbeat         time.Duration
-	Grace             time.Duration
-	Warmup            time.Duration // first-start warm-up; <0 none
-	MinInterval       time.Duration // per-repo minimum poll interval
-	PriorityPolicy    string        // when a repo is polled next (priority.ByName): "bayes" (default), "rate" or "cbrt"
-	ReposFile         string        // URLs to add at start, one per line
+	Data              string // data directory: store, token, mirrors
+	Listen            string // API address
+	Workers           int    // in-process workers
+	Fetchers          int    // fetchers per worker
+	Token             string // API bearer token; empty: read or generate <data>/token
+	AllowPrivateHosts bool   // let repos on loopback/private addresses through the URL policy
+	// CaseInsensitiveHosts are hosts, besides github.com and gitlab.com, whose repo
+	// paths are case-insensitive (urlpolicy.Policy).
+	CaseInsensitiveHosts []string
+	Tick                 time.Duration // coordinator tick interval
+	Heartbeat            time.Duration
+	Grace                time.Duration
+	Warmup               time.Duration // first-start warm-up; <0 none
+	MinInterval          time.Duration // per-repo minimum poll interval
+	PriorityPolicy       string        // when a repo is polled next (priority.ByName): "bayes" (default), "rate" or "cbrt"
+	ReposFile            string        // URLs to add at start, one per line
 	// List, when List.Repo is set, keeps the repos listed in a git repository
 	// (listsync); its clone lives in <data>/list unless List.Dir says otherwise.
 	List listsync.Config
@@ -118,6 +121,11 @@ type EventsConfig struct {
 	// NotifyURLs get every event POSTed (events.Webhooks), signed with NotifySecret.
 	NotifyURLs   []string
 	NotifySecret string
+}
+
+// urlPolicy is the policy every repo URL of the fleet passes.
+func (c Config) urlPolicy() urlpolicy.Policy {
+	return urlpolicy.Policy{AllowPrivateHosts: c.AllowPrivateHosts, CaseInsensitiveHosts: c.CaseInsensitiveHosts}
 }
 
 // Defaults returns the documented defaults of `mirrorfleet run`.
@@ -271,7 +279,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	if cfg.Events.Token != "" && cfg.Events.Token == f.Token {
 		return fail(errors.New("the events token must differ from the API token: it may travel in URLs, which get logged"))
 	}
-	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts}
+	policy := cfg.urlPolicy()
 	f.Mirror, err = mirror.New(mirror.Config{Root: MirrorsDir(cfg.Data), Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
 		return fail(fmt.Errorf("mirrors: %w", err))
@@ -654,7 +662,7 @@ func (f *Fleet) feedCovered(url string) bool { return f.feeds != nil && f.feeds.
 // in-process workers' repos on its host; a repo a feed names gets a sync request and its
 // owner is rung, as for a push webhook.
 func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
-	policy := urlpolicy.Policy{AllowPrivateHosts: f.cfg.AllowPrivateHosts}
+	policy := f.cfg.urlPolicy()
 	repos := func(src feeds.Source) []string {
 		ws := f.inProcess()
 		var out []string

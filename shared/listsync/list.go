@@ -15,7 +15,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/repos"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
@@ -50,8 +49,11 @@ type BadLine struct {
 
 func (b BadLine) String() string { return fmt.Sprintf("%s:%d: %s", b.File, b.Line, b.Reason) }
 
-// list is the parsed list at one commit: the distinct valid URLs by repo id.
+// list is the parsed list at one commit: the distinct valid URLs by repo id
+// (repos.ID: on a host whose paths are case-insensitive, two lines naming a repo in
+// different cases are one repo, the second a duplicate).
 type list struct {
+	policy   urlpolicy.Policy
 	urls     map[string]string // repo id -> normalized URL
 	at       map[string]where  // repo id -> where it is listed, for duplicates and problems found when adding
 	files    []string
@@ -68,6 +70,9 @@ func (l *list) addBad(code string, b BadLine) {
 		l.bad = append(l.bad, b)
 	}
 }
+
+// id is the id a listed URL's repo is stored under (repos.ID).
+func (l *list) id(norm string) string { return repos.ID(l.policy, norm) }
 
 // badAt is a bad line for the listed repo id, found after parsing (an add refused).
 func (l *list) badAt(id, reason string) BadLine {
@@ -93,7 +98,7 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy, maxBytes i
 			return nil, fmt.Errorf("the list files hold more than %d bytes (at %s); raise the limit (--list-max-bytes, %s) if that is meant", maxBytes, f.Name, EnvMaxBytes)
 		}
 	}
-	l := &list{urls: map[string]string{}, at: map[string]where{}, badBy: map[string]int{}}
+	l := &list{policy: p, urls: map[string]string{}, at: map[string]where{}, badBy: map[string]int{}}
 	for _, f := range files {
 		l.files = append(l.files, f.Name)
 	}
@@ -116,7 +121,7 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy, maxBytes i
 				bad(code, reason)
 				return
 			}
-			id := store.RepoID(norm)
+			id := l.id(norm)
 			if w, dup := l.at[id]; dup {
 				bad(BadDuplicate, fmt.Sprintf("duplicate of %s:%d", files[w.file].Name, w.line))
 				return

@@ -58,6 +58,10 @@ func (f fencedCreator) CreateRepo(ctx context.Context, r store.Repo) (store.Repo
 	return f.st.CreateRepoFenced(ctx, f.term, r)
 }
 
+func (f fencedCreator) GetRepo(ctx context.Context, id string) (store.Repo, error) {
+	return f.st.GetRepo(ctx, id)
+}
+
 var _ Store = store.Store(nil)
 
 // Options are a Syncer's collaborators.
@@ -311,7 +315,7 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 		// Retried (and reported) at every sync while listed, as pending adds are: the
 		// repo holding the path may be deleted.
 		for _, t := range taken {
-			b := cur.badAt(store.RepoID(t.url), t.reason)
+			b := cur.badAt(cur.id(t.url), t.reason)
 			cur.addBad(BadPathTaken, b)
 			pending = append(pending, t.url)
 			if newCommit || ch.mode == "full" {
@@ -427,8 +431,8 @@ func diffLists(old, cur *list, pending []string) change {
 		}
 	}
 	for _, u := range pending {
-		if _, ok := old.urls[store.RepoID(u)]; ok {
-			if _, still := cur.urls[store.RepoID(u)]; still {
+		if _, ok := old.urls[old.id(u)]; ok {
+			if _, still := cur.urls[cur.id(u)]; still {
 				ch.add = append(ch.add, u)
 			}
 		}
@@ -459,10 +463,13 @@ func (s *Syncer) compareAll(ctx context.Context, cur *list) (change, error) {
 			if isList {
 				ch.base++
 			}
-			u, listed := cur.urls[r.ID]
+			// Looked up by the id the list gives its URL: a repo stored before ids
+			// were folded (under the id of its own spelling) is still the line's.
+			key := cur.id(r.URL)
+			u, listed := cur.urls[key]
 			switch {
-			case listed && r.URL == u:
-				stored[r.ID] = struct{}{}
+			case listed && repos.SameRepo(s.policy, r.URL, u):
+				stored[key] = struct{}{}
 				if r.State == store.RepoDeleting {
 					ch.pending = append(ch.pending, r.URL) // re-added once the delete is done
 				}
@@ -545,6 +552,10 @@ func (s *Syncer) removeAll(ctx context.Context, term int64, items []item) (int, 
 		it := items[i]
 		r, err := s.st.GetRepo(ctx, it.id)
 		if errors.Is(err, store.ErrNotFound) {
+			// A repo stored before ids were folded is under the id of its spelling.
+			r, err = repos.Find(ctx, s.st, s.policy, it.url)
+		}
+		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -553,7 +564,7 @@ func (s *Syncer) removeAll(ctx context.Context, term int64, items []item) (int, 
 		if r.Source != store.SourceList || r.State == store.RepoDeleting {
 			return nil
 		}
-		err = s.st.RequestDeleteFenced(ctx, term, it.id)
+		err = s.st.RequestDeleteFenced(ctx, term, r.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}

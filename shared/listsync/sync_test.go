@@ -649,3 +649,38 @@ func TestListOverItsLimitsIsNotApplied(t *testing.T) {
 		})
 	}
 }
+
+// TestListOnCaseInsensitiveHosts: on github.com two lines naming one repo in different
+// cases are one repo (the second a duplicate line); a repo stored before ids were
+// folded, under the id of its mixed-case spelling, is still the listed one through a
+// full compare and a diff (neither removed nor added twice), and is removed when its
+// line goes.
+func TestListOnCaseInsensitiveHosts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	legacyURL := "https://github.com/Legacy/Repo"
+	legacy, _, err := f.db.CreateRepo(context.Background(), store.Repo{ID: store.RepoID(legacyURL), URL: legacyURL,
+		Source: store.SourceList, State: store.RepoOK, CreatedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := urls("base", 30)
+	f.commit(append([]string{legacyURL, "https://github.com/org/app", "https://github.com/Org/App"}, base...)...)
+	f.mustTick() // full compare
+	_, d := f.state()
+	if d.BadByCode[BadDuplicate] != 1 {
+		t.Errorf("bad lines %+v: want Org/App as a duplicate of org/app", d.BadLines)
+	}
+	wantSame(t, "after the first sync", f.live(store.SourceList), slices.Concat([]string{legacyURL, "https://github.com/org/app"}, base))
+	if r, ok := f.repo(legacyURL); !ok || r.ID != legacy.ID || r.State != store.RepoOK {
+		t.Fatalf("the stored repo is now %+v (%v)", r, ok)
+	}
+	f.commit(append([]string{legacyURL, "https://github.com/org/app", "https://github.com/new/one"}, base...)...)
+	f.mustTick() // diff
+	wantSame(t, "after a diff", f.live(store.SourceList), slices.Concat([]string{legacyURL, "https://github.com/org/app", "https://github.com/new/one"}, base))
+	f.commit(append([]string{"https://github.com/org/app", "https://github.com/new/one"}, base...)...)
+	f.mustTick()
+	if r, ok := f.repo(legacyURL); !ok || r.State != store.RepoDeleting {
+		t.Fatalf("the stored repo whose line went: %+v (%v), want deleting", r, ok)
+	}
+}

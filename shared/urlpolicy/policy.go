@@ -14,6 +14,7 @@
 package urlpolicy
 
 import (
+	"net"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -33,6 +34,31 @@ type Policy struct {
 	// AllowPrivateHosts admits loopback, private, link-local, CGNAT, ...
 	// hosts (for self-hosted setups). Metadata endpoints stay refused.
 	AllowPrivateHosts bool
+	// CaseInsensitiveHosts are hosts, besides CaseInsensitiveByDefault, whose
+	// repository paths are case-insensitive (a forge that finds Org/Repo at
+	// org/repo): a repo there has one identity whatever the case it is named in.
+	CaseInsensitiveHosts []string
+}
+
+// CaseInsensitiveByDefault are the hosts known to find a repository whatever the
+// case of its path.
+var CaseInsensitiveByDefault = []string{"github.com", "gitlab.com"}
+
+// PathCaseInsensitive reports whether host (a URL's host, with or without a port)
+// finds repositories whatever the case of their paths.
+func (p Policy) PathCaseInsensitive(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, list := range [][]string{CaseInsensitiveByDefault, p.CaseInsensitiveHosts} {
+		for _, h := range list {
+			if strings.EqualFold(h, host) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Default returns the strict policy (the zero value), spelled out for callers.
