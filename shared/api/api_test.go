@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/ring"
 	"github.com/mirrorfleet/mirrorfleet/shared/repos"
+	"github.com/mirrorfleet/mirrorfleet/shared/ring"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )

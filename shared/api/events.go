@@ -58,15 +58,10 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	release, why := s.streams.Acquire(r.Context(), httpguard.ClientAddr(r, s.cfg.TrustedProxies), "", 0)
-	switch why {
-	case httpguard.ClientBusy:
-		w.Header().Set("Retry-After", "30")
-		return &Error{Status: http.StatusTooManyRequests, Code: "too_many_streams",
-			Message: fmt.Sprintf("%d event streams from your address are open already; close one or retry later", s.cfg.EventStreamsPerClient)}
-	case httpguard.ServerBusy:
-		w.Header().Set("Retry-After", "30")
-		return &Error{Status: http.StatusServiceUnavailable, Code: "too_many_streams",
-			Message: fmt.Sprintf("%d event streams are open already; retry later", s.cfg.EventStreams)}
+	if err := refused(w, why, 30,
+		&Error{Code: "too_many_streams", Message: fmt.Sprintf("%d event streams from your address are open already; close one or retry later", s.cfg.EventStreamsPerClient)},
+		&Error{Code: "too_many_streams", Message: fmt.Sprintf("%d event streams are open already; retry later", s.cfg.EventStreams)}); err != nil {
+		return err
 	}
 	defer release()
 	if tc, ok := httpguard.Conn(r.Context()).(*net.TCPConn); ok {
@@ -150,6 +145,24 @@ func (s *server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+}
+
+// refused turns a limiter's refusal into an error with Retry-After: its client's share
+// full is 429 (byClient), the whole pool 503 (byServer); nil when admitted.
+func refused(w http.ResponseWriter, why httpguard.Refusal, retryAfter int, byClient, byServer *Error) error {
+	var e *Error
+	switch why {
+	case httpguard.Admitted:
+		return nil
+	case httpguard.ClientBusy:
+		e = byClient
+		e.Status = http.StatusTooManyRequests
+	default:
+		e = byServer
+		e.Status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+	return e
 }
 
 // streamAuth checks the stream's token when Config.EventsToken is set: the events token

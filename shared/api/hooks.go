@@ -346,14 +346,10 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 	}
 	client := httpguard.ClientAddr(r, h.cfg.TrustedProxies)
 	release, why := h.flight.Acquire(r.Context(), client, "", h.cfg.Wait)
-	switch why {
-	case httpguard.ClientBusy:
-		w.Header().Set("Retry-After", "5")
-		return &Error{Status: http.StatusTooManyRequests, Code: "too_many_from_client",
-			Message: fmt.Sprintf("%d webhook deliveries from your address are in progress and more wait; retry", h.cfg.PerClient)}
-	case httpguard.ServerBusy:
-		w.Header().Set("Retry-After", "5")
-		return &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are in progress; retry", h.cfg.InFlight)}
+	if err := refused(w, why, 5,
+		&Error{Code: "too_many_from_client", Message: fmt.Sprintf("%d webhook deliveries from your address are in progress and more wait; retry", h.cfg.PerClient)},
+		&Error{Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are in progress; retry", h.cfg.InFlight)}); err != nil {
+		return err
 	}
 	defer release()
 	event := f.event(r.Header)
@@ -386,11 +382,10 @@ func (h *hooks) serve(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: "reading the body: " + err.Error()}
 	}
 	// Handling takes a slot, only now that the body is here.
+	// Forges retry a 5xx delivery later (GitLab, Gitea; GitHub only when asked to).
 	releaseSlot, why := h.slots.Acquire(r.Context(), "", "", h.cfg.Wait)
-	if why != httpguard.Admitted {
-		// Forges retry a 5xx delivery later (GitLab, Gitea; GitHub only when asked to).
-		w.Header().Set("Retry-After", "1")
-		return &Error{Status: http.StatusServiceUnavailable, Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are being handled; retry", h.cfg.Concurrent)}
+	if err := refused(w, why, 1, nil, &Error{Code: "busy", Message: fmt.Sprintf("%d webhook deliveries are being handled; retry", h.cfg.Concurrent)}); err != nil {
+		return err
 	}
 	defer releaseSlot()
 	js := body
