@@ -32,9 +32,10 @@ const (
 
 // StreamSendBuffer is the kernel's send buffer of a stream's connection. Left to the
 // kernel it grows to megabytes, which a client that never reads fills for minutes
-// while the writes go through; this small, the writes block within a few hundred
-// events' worth and the write deadline cuts the stream.
-const StreamSendBuffer = 32 << 10
+// while the writes go through; this small (the kernel doubles it: two segments of
+// loopback's, so a reader behind a local proxy is not slowed), the writes block within
+// a few hundred kilobytes and the write deadline cuts the stream.
+const StreamSendBuffer = 64 << 10
 
 // streamEvents is GET /v1/events: Server-Sent Events, one mirror.updated event per
 // sync that moved refs.
