@@ -9,7 +9,6 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
-	"github.com/mirrorfleet/mirrorfleet/shared/serve"
 )
 
 // Managed CloudFront policies (their ids are fixed by AWS).
@@ -55,9 +54,9 @@ func TestClonesThroughCloudFront(t *testing.T) {
 	// origin): several fit in the timeout. Before git's first byte the server waits at
 	// most its queue wait twice (a place, a shared pack generation).
 	read := time.Duration(c["OriginReadTimeout"].(float64)) * time.Second
-	if read < 4*gitKeepAlive || read <= 2*serve.DefaultQueueWait {
+	if read < 4*gitKeepAlive || read <= 2*serveQueueWait {
 		t.Errorf("origin read timeout %v: want several of git's keep-alive intervals (%v) and more than twice the server's queue wait (%v)",
-			read, gitKeepAlive, serve.DefaultQueueWait)
+			read, gitKeepAlive, serveQueueWait)
 	}
 
 	lb := logicalID(stack.Serve.LoadBalancer)

@@ -294,10 +294,12 @@ func (s *Stack) serving() {
 // upload-pack sends a keep-alive every gitKeepAlive (uploadpack.keepAlive, git's default,
 // which the server leaves as it is) while pack-objects is quiet, and the server's own
 // waits before git's first byte (a place in its queue, a shared pack generation) are
-// QueueWait each, 10 s.
+// its queue wait each: serveQueueWait, below the server's own default (30 s), so that
+// both fit in the read timeout.
 const (
 	originReadTimeout = 60 * time.Second // the most CloudFront allows without a quota increase
 	gitKeepAlive      = 5 * time.Second
+	serveQueueWait    = 25 * time.Second // MIRRORFLEET_SERVE_QUEUE_WAIT of the git server
 )
 
 // cdn is the CloudFront distribution in front of the load balancer: HTTPS for the
@@ -371,6 +373,7 @@ func (s *Stack) serveContainer(task awsecs.TaskDefinition, share *taskShare) aws
 		// X-Forwarded-For names the client, so the per-client limit is not one limit for
 		// everyone behind them.
 		TrustedProxy: s.trustedProxies(),
+		QueueWait:    serveQueueWait,
 	}.Env()
 	container := s.container(task, "serve", "ServeLogs", 120*time.Second, env,
 		healthCheck(time.Minute, "--url", fmt.Sprintf("http://127.0.0.1:%d/healthz", servePort)), share)

@@ -1206,7 +1206,7 @@ func TestServing(t *testing.T) {
 	c := cs[1].(map[string]any)
 	env := envVars(c)
 	want := deployenv.Serve{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Listen: ":8080",
-		PackCacheDir: "/var/cache/mirrorfleet", PackCacheBytes: "10G"}.Env()
+		PackCacheDir: "/var/cache/mirrorfleet", PackCacheBytes: "10G", QueueWait: serveQueueWait}.Env()
 	for k, v := range want {
 		if env[k] != v {
 			t.Errorf("git server %s = %v, want %q", k, env[k], v)
