@@ -66,6 +66,9 @@ type Props struct {
 	// CORSOrigins are the origins whose pages may read /tunasync.json (simple GETs;
 	// MIRRORFLEET_CORS_ORIGIN); none: no CORS.
 	CORSOrigins []string
+	// SiteAbbr and SiteName name the fleet as a mirror site in /mirrorz.json
+	// (MIRRORFLEET_SITE_ABBR, _NAME); no SiteAbbr: the route answers 404.
+	SiteAbbr, SiteName string
 	// WithoutWebhooks leaves out the public webhook route and its secret.
 	WithoutWebhooks bool
 	// WebhookSecretARN is an existing Secrets Manager secret (its complete ARN) holding
@@ -479,6 +482,7 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 			}
 		}
 	}
+	p.SiteAbbr, p.SiteName = c.str("siteAbbr"), c.str("siteName")
 	p.WithoutWebhooks = !c.bool("webhooks", true)
 	p.WebhookSecretARN = c.str("webhookSecretArn")
 	if v := c.str("feeds"); v != "" {

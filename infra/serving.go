@@ -44,6 +44,8 @@ func (s *Stack) api() error {
 		CloneBaseURL: s.CloneBaseURL,
 		List:         s.props.List,
 		CORSOrigins:  s.props.CORSOrigins,
+		SiteAbbr:     s.props.SiteAbbr,
+		SiteName:     s.props.SiteName,
 	}
 	if !s.props.WithoutWebhooks {
 		s.WebhookSecret = s.webhookSecret()

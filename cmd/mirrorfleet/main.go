@@ -271,6 +271,8 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.IntVar(&cfg.List.MaxURLs, "list-max-urls", listsync.DefaultMaxURLs, "the list may hold this many valid URLs; a longer list is not applied")
 	limitFlags(fs, cfg)
 	fs.StringVar(&cfg.CloneBaseURL, "clone-base-url", "", "base of the clone URLs (default http://<listen address>)")
+	fs.StringVar(&cfg.Site.Abbr, "site-abbr", "", "the mirror site's short name (e.g. EXAMPLE); serves /mirrorz.json, for MirrorZ's listing of mirror sites (docs/operations.md)")
+	fs.StringVar(&cfg.Site.Name, "site-name", "", "the mirror site's full name in /mirrorz.json")
 	hookFlags(fs, &cfg.WebhookSecret, &cfg.WebhookSecretFor)
 	r.ff = addFeedFlags(fs, &cfg.FeedEvery)
 	r.sf = addServeFlags(fs, &cfg.Serve)

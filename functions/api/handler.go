@@ -51,6 +51,7 @@ func NewHandler(cfg cloud.APIConfig, st Store, clk clock.Clock, log *slog.Logger
 		Auth: IAMAuth, ReadsNeedAuth: !cfg.PublicReads, CloneBaseURL: cfg.CloneBaseURL, Clock: clk, Log: log,
 		Ring:            ring.Sync,
 		CORSOrigins:     cfg.CORSOrigins,
+		Site:            api.Site{Abbr: cfg.SiteAbbr, Name: cfg.SiteName},
 		HeartbeatChecks: true} // no worker runs here: their heartbeats say when repos were polled
 	if cfg.List.Enabled() {
 		ac.List = listsync.View{Config: cfg.List, Store: st}

@@ -92,6 +92,9 @@ type Config struct {
 	// (locally http://<listen address>; on AWS the serving load balancer). Empty:
 	// clone_url is null.
 	CloneBaseURL string
+	// Site describes the fleet as a mirror site for /mirrorz.json; without an Abbr the
+	// route answers 404.
+	Site Site
 	// Backup, if set, serves GET /v1/backup: a consistent copy of the store written to w
 	// (the local fleet's bbolt file). Nil (DynamoDB, which has point-in-time recovery):
 	// the route answers 404.
@@ -184,6 +187,7 @@ var routes = []route{
 	{Method: "GET", Path: "/v1/backup", Write: true, h: (*server).backup},
 	{Method: "POST", Path: "/v1/list/confirm", Write: true, h: (*server).confirmList},
 	{Method: "GET", Path: "/tunasync.json", Data: true, CORS: true, Query: []string{"cursor", "limit"}, h: (*server).tunasync},
+	{Method: "GET", Path: "/mirrorz.json", Data: true, CORS: true, Query: []string{"cursor", "limit"}, h: (*server).mirrorz},
 	{Method: "GET", Path: "/openapi.yaml", h: (*server).openapi},
 	{Method: "GET", Path: "/", h: (*server).page},
 	{Method: "GET", Path: "/ui/{file}", h: (*server).asset},

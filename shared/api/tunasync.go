@@ -109,6 +109,17 @@ func (s *server) tunasyncJob(r store.Repo, sc *schedule) TunasyncJob {
 const tunasyncPage = 1000
 
 func (s *server) tunasync(w http.ResponseWriter, r *http.Request) error {
+	return s.streamRepos(w, r, "/tunasync.json", "[", "]\n", func(rp store.Repo, sc *schedule) any {
+		return s.tunasyncJob(rp, sc)
+	})
+}
+
+// streamRepos answers a listing of every repo that others' tools read (/tunasync.json,
+// /mirrorz.json): head, then item(repo) for each repo, comma-separated (nil: skipped),
+// then tail. The store is read a page at a time and each item encoded as it is read, so
+// a million repos never make one document in memory. With ?limit=N one page is
+// answered, and a Link header (rel="next") names the next.
+func (s *server) streamRepos(w http.ResponseWriter, r *http.Request, path, head, tail string, item func(store.Repo, *schedule) any) error {
 	q, err := parseQuery(r)
 	if err != nil {
 		return err
@@ -147,19 +158,26 @@ func (s *server) tunasync(w http.ResponseWriter, r *http.Request) error {
 	h.Set("Cache-Control", "no-store")
 	if limit > 0 && next != "" {
 		v := url.Values{"limit": {strconv.Itoa(limit)}, "cursor": {next}}
-		h.Set("Link", "</tunasync.json?"+v.Encode()+`>; rel="next"`)
+		h.Set("Link", "<"+path+"?"+v.Encode()+`>; rel="next"`)
 	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	sep := "["
+	if _, err := fmt.Fprint(w, head); err != nil {
+		return nil // the client went away
+	}
+	sep := ""
 	for {
 		for _, rp := range repos {
+			v := item(rp, sc)
+			if v == nil {
+				continue
+			}
 			if _, err := fmt.Fprint(w, sep); err != nil {
-				return nil // the client went away
+				return nil
 			}
 			sep = ","
-			if err := enc.Encode(s.tunasyncJob(rp, sc)); err != nil {
+			if err := enc.Encode(v); err != nil {
 				return nil
 			}
 		}
@@ -171,15 +189,12 @@ func (s *server) tunasync(w http.ResponseWriter, r *http.Request) error {
 		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		_ = rc.Flush()
 		if repos, next, err = s.cfg.Store.ListRepos(ctx, next, page); err != nil {
-			// Too late for an error status: end the array short of valid JSON, so the
-			// client sees a failure rather than a shorter list.
-			s.log.Warn("tunasync.json: list repos", "err", err)
+			// Too late for an error status: end the document short of valid JSON, so
+			// the client sees a failure rather than a shorter list.
+			s.log.Warn(path+": list repos", "err", err)
 			return nil
 		}
 	}
-	if sep == "[" {
-		_, _ = fmt.Fprint(w, "[")
-	}
-	_, _ = fmt.Fprint(w, "]\n")
+	_, _ = fmt.Fprint(w, tail)
 	return nil
 }

@@ -64,6 +64,8 @@ type APIConfig struct {
 	WebhookSecretTTL time.Duration
 	// CORSOrigins are the origins whose pages may read /tunasync.json (api.Config).
 	CORSOrigins []string
+	// SiteAbbr and SiteName name the fleet in /mirrorz.json (api.Site).
+	SiteAbbr, SiteName string
 }
 
 // APIConfigFromEnv reads and validates the API's environment.
@@ -83,6 +85,8 @@ func apiConfigFrom(get func(string) string) (APIConfig, error) {
 		LogLevel:             e.logLevel(),
 		WebhookSecretARN:     e.raw(EnvWebhookSecretARN),
 		WebhookSecretTTL:     e.duration(EnvWebhookSecretTTL, secrets.DefaultTTL),
+		SiteAbbr:             e.raw(deployenv.SiteAbbr),
+		SiteName:             e.raw(deployenv.SiteName),
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.ContainsAny(c.BasePath, "?# ")) {
 		e.fail(EnvAPIBasePath, c.BasePath, "must be a path starting with /, e.g. /prod")

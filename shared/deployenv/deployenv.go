@@ -66,6 +66,10 @@ const (
 	// CORSOrigin: comma-separated origins whose pages may read /tunasync.json (CORS);
 	// empty: none.
 	CORSOrigin = "MIRRORFLEET_CORS_ORIGIN"
+	// SiteAbbr and SiteName name the fleet as a mirror site in /mirrorz.json; without
+	// SiteAbbr the route answers 404.
+	SiteAbbr = "MIRRORFLEET_SITE_ABBR"
+	SiteName = "MIRRORFLEET_SITE_NAME"
 )
 
 // Variables of the worker.
@@ -256,6 +260,8 @@ type API struct {
 	WebhookSecretTTL time.Duration
 	// CORSOrigins may read /tunasync.json from their pages; none = no CORS.
 	CORSOrigins []string
+	// SiteAbbr and SiteName name the fleet in /mirrorz.json; "" SiteAbbr = off.
+	SiteAbbr, SiteName string
 }
 
 // Env is the API's environment.
@@ -266,6 +272,8 @@ func (a API) Env() map[string]string {
 	set(m, WebhookSecretARN, a.WebhookSecretARN)
 	set(m, WebhookSecretTTL, dur(a.WebhookSecretTTL))
 	set(m, CORSOrigin, strings.Join(a.CORSOrigins, ","))
+	set(m, SiteAbbr, a.SiteAbbr)
+	set(m, SiteName, a.SiteName)
 	a.List.env(m)
 	return m
 }

@@ -94,6 +94,8 @@ type Config struct {
 	// CloneBaseURL is the base of every clone URL; default http://<listen address>
 	// (127.0.0.1 for an unspecified address).
 	CloneBaseURL string
+	// Site names the fleet as a mirror site for /mirrorz.json (off without an Abbr).
+	Site api.Site
 	// WebhookSecret and WebhookSecretFor (host → secret) authenticate the forges' push
 	// webhooks at /v1/hooks/{forge}; with neither set the hooks answer 403.
 	WebhookSecret    string
@@ -344,7 +346,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	apiCfg := api.Config{Store: st, Policy: policy, Token: f.Token, Poke: f.Poke, Log: log, CloneBaseURL: f.CloneBase,
 		NextPoll: f.NextPoll, PollStretch: f.PollStretch, LastChecked: f.LastChecked, Backup: st.Backup, Ring: f.ringSync, Events: f.Events,
 		EventStreams: cfg.Events.Streams, EventHeartbeat: cfg.Events.Heartbeat, EventStreamsPerClient: cfg.Events.PerClient,
-		EventsToken: cfg.Events.Token, TrustedProxies: cfg.Serve.TrustedProxies, CORSOrigins: cfg.CORSOrigins}
+		EventsToken: cfg.Events.Token, TrustedProxies: cfg.Serve.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Site: cfg.Site}
 	if f.List != nil {
 		apiCfg.List = f.List // never a typed nil: a nil List means "not configured"
 	}
