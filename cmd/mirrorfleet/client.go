@@ -428,6 +428,10 @@ func withFileLines(args []string, file string) (items, where []string, err error
 	return items, where, nil
 }
 
+// upstreamOf is the URL to show for a repo: the one it was added with (and is fetched
+// from), or its normalized URL from a server that does not say.
+func upstreamOf(r api.Repo) string { return cmp.Or(r.Upstream, r.URL) }
+
 // shellQuote quotes s for a POSIX shell when it needs quoting.
 func shellQuote(s string) string {
 	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
@@ -651,7 +655,7 @@ func (c *client) list(ctx context.Context, state, host string, limit int) error 
 	}
 	var rows [][]string
 	for _, r := range repos {
-		rows = append(rows, []string{r.ID, string(r.State), deref(r.Owner), ago(r.LastSuccessAt), errKind(r.LastError), r.URL, deref(r.CloneURL)})
+		rows = append(rows, []string{r.ID, string(r.State), deref(r.Owner), ago(r.LastSuccessAt), errKind(r.LastError), upstreamOf(r), deref(r.CloneURL)})
 	}
 	if total == 0 {
 		fmt.Fprintln(c.out, "no repos")
@@ -687,7 +691,7 @@ func (c *client) show(ctx context.Context, idOrURL string) error {
 		}
 	}
 	row("id", r.ID)
-	row("url", r.URL)
+	row("url", upstreamOf(r))
 	row("state", string(r.State))
 	row("last error", r.LastError)
 	row("clone url", deref(r.CloneURL))
@@ -819,7 +823,7 @@ func (c *client) status(ctx context.Context) error {
 		fmt.Fprintln(c.out, "\nstalest:")
 		var rows [][]string
 		for _, r := range resp.Stalest {
-			rows = append(rows, []string{r.ID, string(r.State), ago(r.LastSuccessAt), errKind(r.LastError), r.URL})
+			rows = append(rows, []string{r.ID, string(r.State), ago(r.LastSuccessAt), errKind(r.LastError), cmp.Or(r.Upstream, r.URL)})
 		}
 		return c.table("ID\tSTATE\tLAST SUCCESS\tLAST ERROR\tURL", rows)
 	}

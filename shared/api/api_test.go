@@ -145,7 +145,7 @@ func TestRepoJSON(t *testing.T) {
 	e := newEnv(t)
 	id := str(e.want(e.add("https://example.com/a/b.git"), 201, "add").body["id"])
 	r := e.want(e.do("GET", "/v1/repos/"+id, nil), 200, "get")
-	want := []string{"id", "url", "source", "state", "owner", "owner_epoch", "salt", "priority", "last_fetch_at", "last_checked_at",
+	want := []string{"id", "url", "upstream", "source", "state", "owner", "owner_epoch", "salt", "priority", "last_fetch_at", "last_checked_at",
 		"last_success_at", "last_change_at", "last_commit_at", "fetch_fail_cnt", "clone_fail_cnt", "size_bytes",
 		"last_error", "created_at", "sync_requested", "clone_url"}
 	for _, k := range want {
@@ -161,6 +161,10 @@ func TestRepoJSON(t *testing.T) {
 		if r.body[k] != nil {
 			t.Errorf("%s = %v, want null", k, r.body[k])
 		}
+	}
+	// The identity is normalized; the upstream is the URL as added, fetched as is.
+	if r.body["url"] != "https://example.com/a/b" || r.body["upstream"] != "https://example.com/a/b.git" {
+		t.Errorf("url %v, upstream %v: want the normalized URL and the one added", r.body["url"], r.body["upstream"])
 	}
 	if got := str(r.body["created_at"]); got != "2025-06-01T12:00:00Z" {
 		t.Errorf("created_at = %q", got)

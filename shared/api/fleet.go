@@ -174,6 +174,7 @@ const stalestShown = 20
 type StaleRepo struct {
 	ID            string          `json:"id"`
 	URL           string          `json:"url"`
+	Upstream      string          `json:"upstream"` // the URL it was added with, fetched as is
 	State         store.RepoState `json:"state"`
 	Owner         *string         `json:"owner"`
 	LastSuccessAt *time.Time      `json:"last_success_at"`
@@ -248,7 +249,7 @@ func (s *server) getStatus(w http.ResponseWriter, r *http.Request) error {
 			since = rp.CreatedAt
 		}
 		stalest = append(stalest, StaleRepo{
-			ID: rp.ID, URL: rp.URL, State: rp.State, Owner: optString(rp.Owner),
+			ID: rp.ID, URL: rp.URL, Upstream: rp.FetchURL(), State: rp.State, Owner: optString(rp.Owner),
 			LastSuccessAt: optTime(rp.LastSuccessAt), AgeSeconds: max(0, seconds(now.Sub(since))), LastError: rp.LastError,
 			CloneURL: s.cloneURL(rp.URL),
 		})

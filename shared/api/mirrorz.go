@@ -85,7 +85,7 @@ func (s *server) mirrorzMirror(r store.Repo, sc *schedule) any {
 	if r.State == store.RepoDeleting {
 		return nil
 	}
-	m := MirrorzMirror{Cname: r.URL, Upstream: r.URL}
+	m := MirrorzMirror{Cname: r.URL, Upstream: r.FetchURL()}
 	if rel, err := mirrorpath.Rel(r.URL); err == nil {
 		m.Cname = filepath.ToSlash(rel)
 	}

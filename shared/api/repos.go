@@ -21,8 +21,10 @@ import (
 // and the owner of an unassigned repo are null (documented in openapi.yaml), so clients
 // need no "missing vs zero" logic.
 type Repo struct {
-	ID            string          `json:"id"`
-	URL           string          `json:"url"`
+	ID  string `json:"id"`
+	URL string `json:"url"`
+	// Upstream is the URL the repo is fetched from: the one it was added with.
+	Upstream      string          `json:"upstream"`
 	Source        store.Source    `json:"source"`
 	State         store.RepoState `json:"state"`
 	Owner         *string         `json:"owner"`
@@ -58,7 +60,7 @@ type Repo struct {
 
 func (s *server) toRepoJSON(r store.Repo, sc *schedule) Repo {
 	return Repo{CloneURL: s.cloneURL(r.URL),
-		ID: r.ID, URL: r.URL, Source: r.Source, State: r.State, Owner: optString(r.Owner),
+		ID: r.ID, URL: r.URL, Upstream: r.FetchURL(), Source: r.Source, State: r.State, Owner: optString(r.Owner),
 		OwnerEpoch: r.OwnerEpoch, Salt: r.Salt, Priority: r.Priority, SyncRequested: r.SyncRequested,
 		CreatedAt: optTime(r.CreatedAt), LastFetchAt: optTime(r.LastFetchAt), LastSuccessAt: optTime(r.LastSuccessAt),
 		LastChangeAt: optTime(r.LastChangeAt), LastCommitAt: optTime(r.LastCommitAt),

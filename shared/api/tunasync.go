@@ -89,7 +89,7 @@ func (s *server) tunasyncJob(r store.Repo, sc *schedule) TunasyncJob {
 	if rel, err := mirrorpath.Rel(r.URL); err == nil {
 		name = filepath.ToSlash(rel)
 	}
-	j := TunasyncJob{Name: name, IsMaster: true, Status: tunasyncStatus(r.State), Upstream: r.URL, Size: "unknown"}
+	j := TunasyncJob{Name: name, IsMaster: true, Status: tunasyncStatus(r.State), Upstream: r.FetchURL(), Size: "unknown"}
 	if r.SizeBytes > 0 || r.State == store.RepoOK {
 		j.Size = humanSize(r.SizeBytes)
 	}

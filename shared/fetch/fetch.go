@@ -12,10 +12,21 @@ import (
 // Target is one repo to mirror.
 type Target struct {
 	ID  string
-	URL string // normalized, already checked by the URL policy
+	URL string // normalized, already checked by the URL policy: the mirror's identity
+	// Upstream is what is fetched when it is not URL: the URL as given (store.Repo's),
+	// already checked by the URL policy too.
+	Upstream string
 	// MaxBytes, when > 0, lowers the byte cap of this one sync below the mirror's own
 	// (the worker passes the disk headroom left under its guard's threshold).
 	MaxBytes int64
+}
+
+// FetchURL is the URL the target is fetched from.
+func (t Target) FetchURL() string {
+	if t.Upstream != "" {
+		return t.Upstream
+	}
+	return t.URL
 }
 
 // Result is what a successful Sync found.

@@ -55,6 +55,7 @@ func (b BadLine) String() string { return fmt.Sprintf("%s:%d: %s", b.File, b.Lin
 type list struct {
 	policy   urlpolicy.Policy
 	urls     map[string]string // repo id -> normalized URL
+	given    map[string]string // repo id -> the URL as written (".git" kept), where it differs
 	at       map[string]where  // repo id -> where it is listed, for duplicates and problems found when adding
 	files    []string
 	bad      []BadLine // the first MaxBadLinesKept
@@ -69,6 +70,15 @@ func (l *list) addBad(code string, b BadLine) {
 	if len(l.bad) < MaxBadLinesKept {
 		l.bad = append(l.bad, b)
 	}
+}
+
+// givenOf is the URL a listed repo is added with: as written in the list, ".git" kept
+// (its upstream), for the normalized URL norm.
+func (l *list) givenOf(norm string) string {
+	if g, ok := l.given[l.id(norm)]; ok {
+		return g
+	}
+	return norm
 }
 
 // id is the id a listed URL's repo is stored under (repos.ID).
@@ -98,7 +108,7 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy, maxBytes i
 			return nil, fmt.Errorf("the list files hold more than %d bytes (at %s); raise the limit (--list-max-bytes, %s) if that is meant", maxBytes, f.Name, EnvMaxBytes)
 		}
 	}
-	l := &list{policy: p, urls: map[string]string{}, at: map[string]where{}, badBy: map[string]int{}}
+	l := &list{policy: p, urls: map[string]string{}, given: map[string]string{}, at: map[string]where{}, badBy: map[string]int{}}
 	for _, f := range files {
 		l.files = append(l.files, f.Name)
 	}
@@ -132,6 +142,9 @@ func parseTree(tree *object.Tree, paths []string, p urlpolicy.Policy, maxBytes i
 			}
 			l.at[id] = where{fi, n}
 			l.urls[id] = norm
+			if up, err := p.Upstream(text); err == nil && up != norm {
+				l.given[id] = up
+			}
 		})
 		rc.Close()
 		if err != nil {

@@ -135,6 +135,11 @@ func New(cfg Config, o Options) (*Syncer, error) {
 	if reason != "" {
 		return nil, fmt.Errorf("list repository: %s", reason)
 	}
+	// The list is fetched from the URL as configured (".git" kept), as repos are.
+	upstream, err := o.Policy.Upstream(cfg.Repo)
+	if err != nil || upstream == norm {
+		upstream = ""
+	}
 	paths := make([]string, 0, len(cfg.Paths))
 	for _, p := range cfg.Paths {
 		c, _ := cleanPath(p) // Validate checked it
@@ -156,7 +161,7 @@ func New(cfg Config, o Options) (*Syncer, error) {
 	}
 	return &Syncer{cfg: cfg, repoURL: norm, st: o.Store, policy: o.Policy, clock: o.Clock,
 		log: o.Log.With("list", norm), onChange: o.OnChange, mirror: m,
-		target: fetch.Target{ID: "list", URL: norm}}, nil
+		target: fetch.Target{ID: "list", URL: norm, Upstream: upstream}}, nil
 }
 
 // Config returns the configuration in force (defaults applied, paths cleaned).
@@ -306,7 +311,7 @@ func (s *Syncer) sync(ctx context.Context, term int64, now time.Time) (fetched b
 		ch.remove = nil
 	}
 
-	added, pending, taken, err := s.addAll(ctx, term, now, ch.add)
+	added, pending, taken, err := s.addAll(ctx, term, now, ch.add, cur.givenOf)
 	if err != nil {
 		return true, err
 	}
@@ -504,17 +509,17 @@ func sortChange(ch *change) {
 // mirror path.
 type refusedAdd struct{ url, reason string }
 
-// addAll adds the URLs as source=list repos through repos.Add (the one way repos are
-// added). A repo being deleted refuses the add: it is returned as pending, retried at
+// addAll adds the URLs (normalized) as source=list repos through repos.Add (the one way
+// repos are added), each as the list wrote it (given). A repo being deleted refuses the add: it is returned as pending, retried at
 // later syncs. A mirror path held by another repo refuses it too: returned as taken.
-func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []string) (int, []string, []refusedAdd, error) {
+func (s *Syncer) addAll(ctx context.Context, term int64, now time.Time, urls []string, given func(string) string) (int, []string, []refusedAdd, error) {
 	var mu sync.Mutex
 	created := 0
 	var pending []string
 	var taken []refusedAdd
 	err := s.parallel(ctx, len(urls), func(ctx context.Context, i int) error {
 		u := urls[i]
-		res := repos.Add(ctx, fencedCreator{s.st, term}, s.policy, u, store.SourceList, now)
+		res := repos.Add(ctx, fencedCreator{s.st, term}, s.policy, given(u), store.SourceList, now)
 		var ae *repos.Error
 		switch {
 		case res.Err == nil:

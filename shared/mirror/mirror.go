@@ -400,14 +400,14 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 	// Not git.CloneContext: it fails on an empty upstream and on an upstream whose
 	// HEAD dangles, and re-resolves HEAD itself. Listing first lets an empty
 	// upstream become an empty bare repo with the remote configured.
-	remote, remoteHead, err := m.list(ctx, sto, t.URL)
+	remote, remoteHead, err := m.list(ctx, sto, t.FetchURL())
 	if err != nil {
 		return res, err
 	}
 	if len(remote) > 0 {
 		// The pack is indexed from disk rather than by go-git's PackWriter (packindex.go).
 		first := firstPackStore{Storage: sto, packDir: filepath.Join(tmp, "objects", "pack")}
-		if err := m.fetch(ctx, first, t.URL); err != nil {
+		if err := m.fetch(ctx, first, t.FetchURL()); err != nil {
 			return res, err
 		}
 	}
@@ -470,7 +470,7 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 	if err != nil {
 		return res, local("read refs", err)
 	}
-	want, wantHead, err := m.list(ctx, sto, t.URL)
+	want, wantHead, err := m.list(ctx, sto, t.FetchURL())
 	if err != nil {
 		return res, err
 	}
@@ -496,7 +496,7 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 				return res, local("mark the fetch", err)
 			}
 			defer done()
-			if err := m.fetch(ctx, sto, t.URL); err != nil {
+			if err := m.fetch(ctx, sto, t.FetchURL()); err != nil {
 				// The previous mirror stays: go-git writes the pack (to a temp file,
 				// renamed when complete) before it touches any ref. Drop the temp
 				// file a failed transfer may leave behind.

@@ -167,6 +167,14 @@ func Add(ctx context.Context, st Creator, p urlpolicy.Policy, raw string, src st
 	if err != nil {
 		return Result{Err: err}
 	}
+	// Fetched as given: Check passed raw, so Upstream does (the same checks).
+	upstream, err := p.Upstream(raw)
+	if err != nil {
+		return Result{Err: fmt.Errorf("upstream of %s: %w", norm, err)}
+	}
+	if upstream == norm {
+		upstream = ""
+	}
 	ids := IDs(p, norm)
 	var repo store.Repo
 	found, created := false, false
@@ -183,7 +191,7 @@ func Add(ctx context.Context, st Creator, p urlpolicy.Policy, raw string, src st
 	}
 	if !found {
 		repo, created, err = st.CreateRepo(ctx, store.Repo{
-			ID: ids[0], URL: norm, Source: src, State: store.RepoPending, CreatedAt: now,
+			ID: ids[0], URL: norm, Upstream: upstream, Source: src, State: store.RepoPending, CreatedAt: now,
 		})
 		if err != nil {
 			return Result{Err: fmt.Errorf("create repo %s: %w", norm, err)}

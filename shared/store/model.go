@@ -39,8 +39,11 @@ const (
 
 // Repo is one upstream repository and its mirror's bookkeeping.
 type Repo struct {
-	ID         string    `json:"id"`
-	URL        string    `json:"url"` // normalized
+	ID  string `json:"id"`
+	URL string `json:"url"` // normalized: the repo's identity
+	// Upstream is the URL the repo is fetched from when it is not URL: the one given,
+	// with the ".git" normalization took off (urlpolicy.Policy.Upstream). FetchURL.
+	Upstream   string    `json:"upstream,omitempty"`
 	Source     Source    `json:"source"`
 	Owner      string    `json:"owner,omitempty"`
 	OwnerEpoch int64     `json:"owner_epoch"` // bumped on every (re)assignment: fences stale owners
@@ -65,6 +68,15 @@ type Repo struct {
 	// (push webhooks or a change feed announce its pushes, so polls are the fall-back);
 	// 0: none. It rides on the reports written anyway, so it may lag the worker.
 	PollStretch float64 `json:"poll_stretch,omitempty"`
+}
+
+// FetchURL is the URL the repo is fetched from, shown to people as its upstream: the URL
+// as it was added.
+func (r Repo) FetchURL() string {
+	if r.Upstream != "" {
+		return r.Upstream
+	}
+	return r.URL
 }
 
 // NeedsDecision reports whether the coordinator must act on the repo at its next tick.

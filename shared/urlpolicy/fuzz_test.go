@@ -97,6 +97,14 @@ func FuzzNormalize(f *testing.F) {
 			}
 			checkNormalized(t, p, raw, out)
 			outs[i] = out
+			// The URL fetched is the one given, ".git" and all, and names the same repo.
+			up, err := p.Upstream(raw)
+			if err != nil {
+				t.Fatalf("%+v: %q normalizes to %q but has no upstream: %v", p, raw, out, err)
+			}
+			if back, err := p.Normalize(up); err != nil || back != out {
+				t.Fatalf("%+v: upstream %q of %q normalizes to %q (%v), want %q", p, up, raw, back, err, out)
+			}
 		}
 		// Options only admit more: a policy accepting raw is never
 		// stricter than another, and all that accept agree on the result.

@@ -77,7 +77,20 @@ func (p Policy) allowedSchemes() string {
 // the same repository added twice is recognized as one. Every refusal is an
 // *Error wrapping ErrRefused.
 func (p Policy) Normalize(raw string) (string, error) {
-	out, e := p.normalize(raw)
+	out, e := p.normalize(raw, false)
+	if e != nil {
+		return "", e.withInput("url", raw)
+	}
+	return out, nil
+}
+
+// Upstream is the URL to fetch raw from: Normalize's checks and canonical form, but
+// with the ".git" the user wrote at the end of the path kept. A forge that does not
+// guess a missing ".git" (as git http-backend and GitHub do) serves only the path it
+// was given, so the fetch asks for that; the repo's identity and mirror path stay
+// Normalize's (Normalize of Upstream is Normalize of raw).
+func (p Policy) Upstream(raw string) (string, error) {
+	out, e := p.normalize(raw, true)
 	if e != nil {
 		return "", e.withInput("url", raw)
 	}
@@ -107,7 +120,7 @@ func (p Policy) CheckIP(a netip.Addr) error {
 	return nil
 }
 
-func (p Policy) normalize(raw string) (string, *Error) {
+func (p Policy) normalize(raw string, keepGit bool) (string, *Error) {
 	s := strings.TrimSpace(raw)
 	if s == "" {
 		return "", refuse(ReasonMalformed, "is empty")
@@ -143,9 +156,9 @@ func (p Policy) normalize(raw string) (string, *Error) {
 	var out string
 	var e *Error
 	if i := strings.Index(s, "://"); i >= 0 {
-		out, e = p.normalizeURL(s[:i], s[i+3:])
+		out, e = p.normalizeURL(s[:i], s[i+3:], keepGit)
 	} else {
-		out, e = p.normalizeSCP(s)
+		out, e = p.normalizeSCP(s, keepGit)
 	}
 	if e != nil {
 		return "", e
@@ -172,7 +185,7 @@ func (p Policy) checkLocal(s string) *Error {
 }
 
 // normalizeURL handles scheme://authority/path.
-func (p Policy) normalizeURL(scheme, rest string) (string, *Error) {
+func (p Policy) normalizeURL(scheme, rest string, keepGit bool) (string, *Error) {
 	if !validScheme(scheme) {
 		return "", refuse(ReasonMalformed, "has an invalid scheme %q", scheme)
 	}
@@ -234,7 +247,7 @@ func (p Policy) normalizeURL(scheme, rest string) (string, *Error) {
 		}
 		return "", refuse(ReasonMalformed, "has a fragment (#...); git repository URLs have none")
 	}
-	np, e := normalizePath(path)
+	np, e := normalizePath(path, keepGit)
 	if e != nil {
 		return "", e
 	}
@@ -246,7 +259,7 @@ func (p Policy) normalizeURL(scheme, rest string) (string, *Error) {
 
 // normalizeSCP handles git's scp-like syntax [user@]host:path, the only
 // remaining form git reads as remote.
-func (p Policy) normalizeSCP(s string) (string, *Error) {
+func (p Policy) normalizeSCP(s string, keepGit bool) (string, *Error) {
 	colon := strings.IndexByte(s, ':')
 	slash := strings.IndexByte(s, '/')
 	if colon < 0 || slash >= 0 && slash < colon {
@@ -292,7 +305,7 @@ func (p Policy) normalizeSCP(s string) (string, *Error) {
 	}
 	// scp paths are literal (git does not percent-decode them) and relative
 	// to the login directory, which git hosts treat like the ssh:// path.
-	np, e := normalizePath("/" + escapeLiteral(path))
+	np, e := normalizePath("/"+escapeLiteral(path), keepGit)
 	if e != nil {
 		return "", e
 	}
@@ -402,9 +415,11 @@ func validScheme(s string) bool {
 // allowed literally in a path segment decoded (unreserved ones as RFC 3986
 // 6.2.2 says; sub-delimiters, ":" and "@" too, which RFC 3986 would keep
 // distinct, because git servers decode them) and other escapes upper-cased,
-// trailing ".git" removed. Case is preserved: paths are case-sensitive upstream.
-// Every byte thus has one spelling, which mirrorpath.Rel relies on.
-func normalizePath(p string) (string, *Error) {
+// trailing ".git" removed (kept with keepGit, for Upstream: checked all the same, the
+// path must name a repository without it). Case is preserved: paths are
+// case-sensitive upstream. Every byte thus has one spelling, which mirrorpath.Rel
+// relies on.
+func normalizePath(p string, keepGit bool) (string, *Error) {
 	var segs []string
 	for _, seg := range strings.Split(p, "/") {
 		if seg == "" {
@@ -437,7 +452,9 @@ func normalizePath(p string) (string, *Error) {
 		// path drops one ".git" suffix), so it could never be mirrored.
 		return "", refuse(ReasonMalformed, "path ends in a segment that is only \".git\" (once \".git\" suffixes are removed), which names no repository")
 	}
-	segs[len(segs)-1] = last
+	if !keepGit {
+		segs[len(segs)-1] = last
+	}
 	return "/" + strings.Join(segs, "/"), nil
 }
 

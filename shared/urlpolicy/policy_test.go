@@ -208,6 +208,29 @@ func TestNormalizeRefused(t *testing.T) {
 	})
 }
 
+// The upstream is the URL as given, canonical but for the ".git" at its end, which it
+// keeps: a forge that does not guess a missing ".git" serves only that path.
+func TestUpstreamKeepsGit(t *testing.T) {
+	for in, want := range map[string][2]string{
+		"https://h.example/a/alpha.git":      {"https://h.example/a/alpha.git", "https://h.example/a/alpha"},
+		"HTTPS://H.example:443/a/alpha.git/": {"https://h.example/a/alpha.git", "https://h.example/a/alpha"},
+		"https://h.example/a/alpha":          {"https://h.example/a/alpha", "https://h.example/a/alpha"},
+		"https://h.example/a/b.git.git":      {"https://h.example/a/b.git.git", "https://h.example/a/b"},
+		"https://h.example//a/./Alpha.git":   {"https://h.example/a/Alpha.git", "https://h.example/a/Alpha"},
+	} {
+		up, err := strict.Upstream(in)
+		norm, _ := strict.Normalize(in)
+		if err != nil || up != want[0] || norm != want[1] {
+			t.Errorf("%q: upstream %q (%v), normalized %q; want %q and %q", in, up, err, norm, want[0], want[1])
+		}
+	}
+	for _, bad := range []string{"https://h.example/.git", "file:///x.git", "https://user:pw@h.example/a.git"} {
+		if up, err := strict.Upstream(bad); err == nil {
+			t.Errorf("Upstream(%q) = %q, want the refusal Normalize gives", bad, up)
+		}
+	}
+}
+
 // Words are refused as no URL, a URL with a space as a URL with a bad character.
 func TestNotAURLSaysSo(t *testing.T) {
 	for in, want := range map[string]string{

@@ -54,7 +54,7 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		if w.cfg.Rate > 0 {
 			w.tokens--
 		}
-		return Job{Target: fetch.Target{ID: id, URL: r.rec.URL}, Owner: w.id, Epoch: r.rec.OwnerEpoch, Priority: prio}, true
+		return Job{Target: fetch.Target{ID: id, URL: r.rec.URL, Upstream: r.rec.Upstream}, Owner: w.id, Epoch: r.rec.OwnerEpoch, Priority: prio}, true
 	}
 }
 

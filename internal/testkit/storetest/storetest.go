@@ -115,7 +115,13 @@ func heartbeat(t *testing.T, s store.Store, id string, at time.Time) store.Worke
 // newRepo is repo number i, not yet stored; ids sort like i only by accident.
 func newRepo(i int) store.Repo {
 	url := fmt.Sprintf("https://git.example.com/org/repo-%03d.git", i)
-	return store.Repo{ID: store.RepoID(url), URL: url, Source: store.SourceList, CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+	r := store.Repo{ID: store.RepoID(url), URL: url, Source: store.SourceList, CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+	if i%2 == 1 {
+		// Every other repo was added with a URL that differs from its identity: each
+		// write and read of it must keep that (compared whole by the tests).
+		r.Upstream = url + "/"
+	}
+	return r
 }
 
 func createRepos(t *testing.T, s store.Store, n int) []store.Repo {

@@ -71,6 +71,7 @@ const (
 	rEvents, rExposure, rWinEvents, rWinSeconds                     = "st_e", "st_s", "st_we", "st_ws"
 	rRoot, rYoung                                                   = "st_r", "st_y" // 1 when the first clone reached the root; and it was young
 	rStretch                                                        = "stretch"      // store.Repo.PollStretch; absent when zero
+	rUpstream                                                       = "up"           // store.Repo.Upstream; absent when empty
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -150,6 +151,9 @@ func repoItem(r store.Repo, rev int64) (item, error) {
 	if r.LastError != "" {
 		m[rErr] = avS(r.LastError)
 	}
+	if r.Upstream != "" {
+		m[rUpstream] = avS(r.Upstream)
+	}
 	m[attrAllKey] = avS(allValue)
 	if r.Owner != "" {
 		m[rOwner] = avS(r.Owner)
@@ -171,6 +175,7 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 	r := store.Repo{
 		ID:            d.s(rID),
 		URL:           d.s(rURL),
+		Upstream:      d.s(rUpstream),
 		Source:        store.Source(d.s(rSource)),
 		Owner:         d.s(rOwner),
 		OwnerEpoch:    d.i64(rEpoch),
