@@ -120,7 +120,7 @@ func commands(f *clientFlags) []command {
 const commonFlagsHelp = `Common flags: --api URL, --token T, --data DIR (a fleet's data directory, for its
 token), --aws (sign with AWS SigV4: the AWS stack's API), -o table|json. Without them the
 CLI reads $MIRRORFLEET_URL, $MIRRORFLEET_TOKEN, $MIRRORFLEET_AWS and the config file
-(README: "Use the CLI from anywhere").
+(docs/operations.md: "Configure it").
 `
 
 // clientUsage is the usage of the client commands whose name starts with prefix.

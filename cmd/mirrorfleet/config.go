@@ -14,7 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// Where the CLI finds its fleet, first match wins (README, "Use the CLI from anywhere"):
+// Where the CLI finds its fleet, first match wins (docs/operations.md, "Configure it"):
 //
 //	API URL: --api, $MIRRORFLEET_URL ($MIRRORFLEET_API, its older name), `url` in the
 //	         config file, http://127.0.0.1:8080

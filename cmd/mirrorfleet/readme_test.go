@@ -61,12 +61,14 @@ func readmeCommands(t *testing.T) []string {
 }
 
 // TestREADMECommands runs every command of the README's sh blocks as a newcomer would,
-// in a fresh directory, against a real `mirrorfleet run` there and real git: the
-// README's github.com repositories and list repository are served by a local git server
-// (the only rewrite of the commands, with the fleet's address for 127.0.0.1:8080). make
-// targets are checked with `make -n` (`make run` itself is run by TestMakeRun, the test
-// tiers by CI). A command the test does not know fails it: a new README command needs a
-// way to be run here.
+// in a fresh directory holding the binary `make run` builds (build/host/mirrorfleet),
+// against a real `mirrorfleet run` there and real git: the README's github.com
+// repositories and list repository are served by a local git server (the only rewrite
+// of the commands, with the fleet's address for 127.0.0.1:8080). make targets are
+// checked with `make -n` (`make run` itself is run by TestMakeRun, the test tiers by
+// CI); `make run ARGS=...` also restarts the test's fleet with those flags. A command the
+// test does not know fails it: a new README command needs a way to be run here. The
+// README builds nothing itself: its commands use the binary `make run` built.
 func TestREADMECommands(t *testing.T) {
 	t.Parallel()
 	cmds := readmeCommands(t)
@@ -75,7 +77,7 @@ func TestREADMECommands(t *testing.T) {
 	}
 	step := stepper(t)
 	srv := gittest.NewServer(t)
-	for _, name := range []string{"git/git", "go-git/go-git"} {
+	for _, name := range []string{"git/git", "go-git/go-git", "go-git/go-billy", "go-git/gcfg"} {
 		r := srv.NewRepo(t, name)
 		r.Commit(t, "init", map[string][]byte{"README": []byte(name + "\n")})
 	}
@@ -86,12 +88,18 @@ func TestREADMECommands(t *testing.T) {
 	}
 	list.Commit(t, "forty repos", map[string][]byte{"repos.txt": []byte(strings.Join(urls, "\n") + "\n")})
 
-	dir := t.TempDir() // the newcomer's directory: the fleet's data is ./.mirrorfleet
-	if err := os.WriteFile(filepath.Join(dir, "my-repos.txt"), []byte("# mine\n"+srv.URL+"/mine/one\n"+srv.URL+"/mine/two\n"), 0o644); err != nil {
+	// The newcomer's checkout, after `make run`: the binary in build/host, the fleet's
+	// data in ./.mirrorfleet.
+	dir := t.TempDir()
+	cli := filepath.Join(dir, "build", "host", "mirrorfleet")
+	if err := os.MkdirAll(filepath.Dir(cli), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(binary(t), cli); err != nil {
 		t.Fatal(err)
 	}
 	// A newcomer's home (no config file of the host's user), with the host's Go caches,
-	// so the README's go build does not start from nothing.
+	// so the make targets the README names find Go as the user's would.
 	env := append(cleanEnv(), "HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
 	goCmd, err := goTool()
 	if err != nil {
@@ -118,8 +126,6 @@ func TestREADMECommands(t *testing.T) {
 			"https://git.example.org/mirrors/list", list.URL(),
 			"http://127.0.0.1:8080/git/github.com/", fleet.base+"/git/"+srvHostPath+"/",
 			"http://127.0.0.1:8080", fleet.base,
-			"-o mirrorfleet", "-o "+filepath.Join(dir, "mirrorfleet"),
-			"--list-interval 1m", "--list-interval 1s",
 			"<registry>/<repo>@sha256:…", "registry.example/repo@sha256:0123",
 			"3f2c1a9d0b7e", purge,
 		).Replace(c)
@@ -157,19 +163,25 @@ func TestREADMECommands(t *testing.T) {
 		c := rewrite(readme)
 		step("README: " + readme)
 		switch {
+		case strings.HasPrefix(c, "go build ") || strings.Contains(c, "go run "):
+			t.Errorf("%s: the README builds with make run (build/host/mirrorfleet), not a second time", readme)
 		case strings.HasPrefix(c, "make "):
 			if out, code := sh("../..", "make -n "+strings.TrimPrefix(c, "make ")); code != 0 {
 				t.Errorf("%s: make -n exits %d:\n%s", readme, code, out)
 			}
-		case strings.HasPrefix(c, "go build "):
-			if out, code := sh("../..", c); code != 0 {
-				t.Fatalf("%s: exit %d:\n%s", readme, code, out)
+			runArgs, ok := strings.CutPrefix(c, `make run ARGS="`)
+			if !ok {
+				continue
 			}
-		case strings.HasPrefix(c, "./mirrorfleet run "):
-			// Another fleet on the same directory: the running one stops first.
+			// The fleet restarted with ARGS, in the same directory: the running one
+			// stops first (Ctrl-C in the README). Only a list fleet is known here.
+			runArgs = strings.TrimSuffix(runArgs, `"`)
+			if !strings.Contains(runArgs, "--list-repo ") {
+				t.Fatalf("%s: teach this test what the fleet should do with these flags", readme)
+			}
 			fleet.stop(t)
-			args := append(strings.Fields(strings.TrimPrefix(c, "./mirrorfleet ")), testFlags...)
-			fleet = startIn(t, dir, env, filepath.Join(dir, "mirrorfleet"), args...)
+			args := append(append([]string{"run"}, strings.Fields(runArgs)...), testFlags...)
+			fleet = startIn(t, dir, env, cli, append(args, "--list-interval", "1s")...)
 			eventually(t, 30*time.Second, "the list applied", func() string {
 				var st api.ListStatus
 				fleet.getJSON(t, "/v1/list", &st)
@@ -190,9 +202,13 @@ func TestREADMECommands(t *testing.T) {
 				return ""
 			})
 			step("list fleet started")
-		case strings.HasPrefix(c, "./mirrorfleet "):
+		case strings.HasPrefix(c, "printf "):
+			if out, code := sh(dir, c); code != 0 {
+				t.Errorf("%s: exit %d:\n%s", readme, code, out)
+			}
+		case strings.HasPrefix(c, "build/host/mirrorfleet "):
 			out, code := sh(dir, c)
-			words := regexp.MustCompile(`^\./mirrorfleet ((?:repos )?[a-z]+(?: confirm)?)`).FindStringSubmatch(c)
+			words := regexp.MustCompile(`^build/host/mirrorfleet ((?:repos )?[a-z]+(?: confirm)?)`).FindStringSubmatch(c)
 			if code != 0 || words == nil || !strings.Contains(out, wantOut[words[1]]) {
 				t.Errorf("%s: exit %d, want 0 and %q in:\n%s", readme, code, wantOut[words[1]], out)
 			}
@@ -231,7 +247,7 @@ func TestREADMECommands(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "config", "mirrorfleet", "config"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	elsewhere := exec.Command(filepath.Join(dir, "mirrorfleet"), "repos", "sync", srv.URL+"/git/git")
+	elsewhere := exec.Command(cli, "repos", "sync", srv.URL+"/git/git")
 	elsewhere.Dir, elsewhere.Env = t.TempDir(), env
 	if out, err := elsewhere.CombinedOutput(); err != nil || !strings.Contains(string(out), "sync requested") {
 		t.Errorf("repos sync from another directory, with the config file: %v\n%s", err, out)
