@@ -665,9 +665,9 @@ func (c *client) list(ctx context.Context, state, host string, limit int) error 
 		return err
 	}
 	if len(repos) < total {
-		fmt.Fprintf(c.out, "%d of %d repos (--limit)\n", len(repos), total)
+		fmt.Fprintf(c.out, "%d of %s (--limit)\n", len(repos), plural(total, "repo"))
 	} else {
-		fmt.Fprintf(c.out, "%d repos\n", total)
+		fmt.Fprintln(c.out, plural(total, "repo"))
 	}
 	return nil
 }
@@ -932,7 +932,7 @@ func (c *client) printList(st api.ListStatus) error {
 			fmt.Fprintf(c.out, "  e.g. %s\n", u)
 		}
 		if !h.Confirmed {
-			fmt.Fprintf(c.out, "confirm with:  mirrorfleet list confirm %s\n", h.Commit)
+			fmt.Fprintf(c.out, "confirm with:  %s list confirm %s\n", cliCommand(os.Getwd, os.Executable, exec.LookPath), h.Commit)
 		}
 	}
 	if len(st.BadLines) > 0 {

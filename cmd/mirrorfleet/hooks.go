@@ -40,7 +40,7 @@ func hookFlags(fs *flag.FlagSet, secret *string, secretFor *map[string]string) {
 // corsFlag adds --cors-origin ORIGIN (repeat or comma-separate; "*": any): the pages of
 // those origins may read /v1/events and /tunasync.json.
 func corsFlag(fs *flag.FlagSet, origins *[]string) {
-	fs.Func("cors-origin", "an `ORIGIN` (https://status.example.org, or \"*\") whose pages may read /v1/events and /tunasync.json (CORS); repeat or comma-separate; none by default",
+	fs.Func("cors-origin", "an `ORIGIN` (https://status.example.org, or \"*\") whose pages may read /v1/events, /tunasync.json and /mirrorz.json (CORS); repeat or comma-separate; none by default",
 		func(v string) error {
 			for _, o := range strings.Split(v, ",") {
 				if o = strings.TrimSpace(o); o == "" {

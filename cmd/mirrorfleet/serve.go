@@ -58,9 +58,9 @@ func addServeFlags(fs *flag.FlagSet, c *serve.Config) *serveFlags {
 	fs.IntVar(&c.MaxPerRepo, "serve-max-per-repo", serve.DefaultMaxPerRepo, "git processes at once for one repo; past it, 429")
 	fs.IntVar(&c.MaxTotal, "serve-max-total", serve.DefaultMaxTotal, "git processes at once in all; past it, 503")
 	fs.IntVar(&c.MaxPerClient, "serve-max-per-client", serve.DefaultMaxPerClient, "git requests at once from one client address; past it they wait in the client's queue")
-	fs.IntVar(&c.QueuePerClient, "serve-queue-per-client", serve.DefaultQueuePerClient, "git requests of one client address that may wait for a place; past it, 429 at once (default $"+cloud.EnvServeQueuePerClient+")")
+	fs.IntVar(&c.QueuePerClient, "serve-queue-per-client", serve.DefaultQueuePerClient, "git requests of one client address that may wait for a place; past it, 429 at once ($"+cloud.EnvServeQueuePerClient+" sets it too)")
 	fs.IntVar(&c.Queue, "serve-queue", serve.DefaultQueue, "git requests that may wait for a place, of all clients; past it, refused at once")
-	fs.DurationVar(&c.QueueWait, "serve-queue-wait", serve.DefaultQueueWait, "how long a git request waits for a place before 429 or 503 with Retry-After (default $"+cloud.EnvServeQueueWait+")")
+	fs.DurationVar(&c.QueueWait, "serve-queue-wait", serve.DefaultQueueWait, "how long a git request waits for a place before 429 or 503 with Retry-After ($"+cloud.EnvServeQueueWait+" sets it too)")
 	trusted := func(v string) error {
 		for _, p := range strings.Split(v, ",") {
 			if p = strings.TrimSpace(p); p == "" {
