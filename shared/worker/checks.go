@@ -12,7 +12,7 @@ import (
 // a heartbeat carries so that a reader of the store alone, the API Lambda, shows each
 // repo's last check. A repo whose last poll was written needs no entry: its record has
 // it. One pass keeping the k newest in order: O(n) for n repos while few polls are new.
-func latestChecks(repos map[string]*repoState, k int) []store.Check {
+func latestChecks(repos map[string]*repoEntry, k int) []store.Check {
 	if k <= 0 {
 		return nil
 	}
@@ -24,10 +24,10 @@ func latestChecks(repos map[string]*repoState, k int) []store.Check {
 	}
 	out := make([]store.Check, 0, k)
 	for id, r := range repos {
-		if r.dropped || !r.rec.LastFetchAt.After(r.lastWritten) {
+		if !r.Held() || !r.Rec.LastFetchAt.After(r.LastWritten) {
 			continue
 		}
-		c := store.Check{RepoID: id, At: r.rec.LastFetchAt}
+		c := store.Check{RepoID: id, At: r.Rec.LastFetchAt}
 		if len(out) == k && newer(c, out[k-1]) >= 0 {
 			continue
 		}

@@ -12,14 +12,14 @@ import (
 // polls, dropped repos and never-polled repos are left out.
 func TestLatestChecks(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	repos := map[string]*repoState{}
+	repos := map[string]*repoEntry{}
 	for i := range 10 {
 		at := t0.Add(time.Duration(i) * time.Second)
-		repos[fmt.Sprintf("%016x", i)] = &repoState{rec: store.Repo{LastFetchAt: at}, lastWritten: t0.Add(-time.Hour)}
+		repos[fmt.Sprintf("%016x", i)] = &repoEntry{RepoState: RepoState{Phase: Queued, Rec: store.Repo{LastFetchAt: at}, LastWritten: t0.Add(-time.Hour)}}
 	}
-	repos["written"] = &repoState{rec: store.Repo{LastFetchAt: t0.Add(time.Minute)}, lastWritten: t0.Add(time.Minute)}
-	repos["dropped"] = &repoState{rec: store.Repo{LastFetchAt: t0.Add(time.Minute)}, dropped: true}
-	repos["never"] = &repoState{}
+	repos["written"] = &repoEntry{RepoState: RepoState{Phase: Queued, Rec: store.Repo{LastFetchAt: t0.Add(time.Minute)}, LastWritten: t0.Add(time.Minute)}}
+	repos["dropped"] = &repoEntry{RepoState: RepoState{Phase: Leaving, Rec: store.Repo{LastFetchAt: t0.Add(time.Minute)}}}
+	repos["never"] = &repoEntry{RepoState: RepoState{Phase: Queued}}
 	got := latestChecks(repos, 3)
 	want := []store.Check{
 		{RepoID: fmt.Sprintf("%016x", 9), At: t0.Add(9 * time.Second)},

@@ -1,15 +1,17 @@
-// Fetching: the queue's next job, the fetch itself and its report.
+// Fetching: the queue's next job, the fetch itself and its report. The decisions are
+// the step's (step.go); here the worker holds the lock, gathers what the step reads,
+// and runs the I/O the step asks for.
 
 package worker
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -22,9 +24,9 @@ type Job struct {
 }
 
 // Next pops the next repo to fetch at now, if one is eligible and the rate allows. A
-// repo whose upstream host is closed (hosts.go) waits on the host instead. A worker whose
-// lease ran out (no heartbeat accepted for Lease) starts nothing: the coordinator may be
-// about to give its repos to others.
+// repo whose upstream host is closed (hosts.go) waits on the host instead. A worker
+// whose lease ran out (no heartbeat accepted for Lease) starts nothing: the
+// coordinator may be about to give its repos to others.
 func (w *Worker) Next(now time.Time) (Job, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -37,8 +39,8 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 		if !ok {
 			return Job{}, false
 		}
-		r, ok := w.repos[id]
-		if !ok || r.dropped {
+		r := w.repos[id]
+		if r == nil || r.Phase != Queued {
 			continue
 		}
 		if !w.hosts.admit(r.host, now) {
@@ -46,15 +48,14 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 			w.hosts.park(r.host, id, prio, w.parkSeq, now)
 			continue
 		}
-		r.inFlight = true
-		r.fetchedAt = now
-		r.hookAsked, r.hookPending = r.hookPending, false
-		r.asked, r.askPending = r.askPending, false
+		if a := w.stepLocked(id, now, PollDue{Prio: prio}); !a.Fetch {
+			continue
+		}
 		w.inFlight++
 		if w.cfg.Rate > 0 {
 			w.tokens--
 		}
-		return Job{Target: fetch.Target{ID: id, URL: r.rec.URL, Upstream: r.rec.Upstream}, Owner: w.id, Epoch: r.rec.OwnerEpoch, Priority: prio}, true
+		return Job{Target: fetch.Target{ID: id, URL: r.Rec.URL, Upstream: r.Rec.Upstream}, Owner: w.id, Epoch: r.Rec.OwnerEpoch, Priority: prio}, true
 	}
 }
 
@@ -83,40 +84,44 @@ func (w *Worker) allowLocked(now time.Time) bool {
 	return w.tokens >= 1
 }
 
-// Do runs one job: the disk guard, the fetch, the bookkeeping.
-//
-// The disk guard runs before every fetch, not only before a clone: above the threshold
-// an uncloned repo is handed back (another worker may have room) and a mirrored one is
-// not fetched (a disk_full error on the repo, no failure counted); below it, the fetch
-// may add at most its share of the room left under the threshold (the room divided by
-// the fetchers, which may all be filling it at once).
+// Do runs one job: it tells the step what it finds (the mirror, the disk, the memory,
+// the sync's outcome) and does what the step says at each turn.
 func (w *Worker) Do(ctx context.Context, j Job) {
 	cloned := w.mirror.Exists(j.Target)
+	var used, total int64
 	if w.disk != nil {
-		if used, total, err := w.disk.Usage(ctx); err == nil && total > 0 {
-			share, ok := DiskShare(used, total, w.cfg.DiskThreshold, w.cfg.Fetchers)
-			if !ok {
-				full := fmt.Sprintf("disk %.0f%% full on %s (threshold %.0f%%)", 100*float64(used)/float64(total), j.Owner, 100*w.cfg.DiskThreshold)
-				if !cloned {
-					w.handBack(ctx, j, full)
-					return
-				}
-				w.finish(ctx, j, cloned, fetch.Result{}, fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full))
-				return
-			}
-			j.Target.MaxBytes = share
+		if u, t, err := w.disk.Usage(ctx); err == nil {
+			used, total = u, t
 		}
 	}
-	fctx, mem, err := w.admitMemory(ctx, j, cloned)
-	if err != nil {
-		// Shutting down while waiting for memory: the repo's turn comes again.
-		w.finish(ctx, j, cloned, fetch.Result{}, fetch.Errorf(fetch.KindBusy, "waiting for memory: %v", err))
+	a := w.step(ctx, j, Checked{Cloned: cloned, DiskUsed: used, DiskTotal: total})
+	if a.MaxBytes > 0 {
+		j.Target.MaxBytes = a.MaxBytes
+	}
+	fctx, mem := ctx, (*membudget.Fetch)(nil)
+	if a.Admit != nil {
+		c, f, err := w.cfg.Memory.Admit(ctx, a.Admit.Start, a.Admit.Base, a.Admit.PerObject)
+		if err != nil {
+			w.step(ctx, j, MemoryRefused{Err: err})
+			return
+		}
+		fctx, mem = c, f
+		a = w.step(ctx, j, MemoryAdmitted{})
+	}
+	if !a.Sync {
+		if mem != nil {
+			mem.Release()
+		}
 		return
 	}
 	w.stats.fetches.Add(1)
 	res, err := w.mirror.Sync(fctx, j.Target)
-	w.doneMemory(j, cloned, mem)
-	w.finish(ctx, j, cloned, res, err)
+	var need int64
+	if mem != nil {
+		mem.Release()
+		need = mem.Need()
+	}
+	w.step(ctx, j, Fetched{Res: res, Err: err, Need: need})
 }
 
 // DiskShare is the disk guard's answer for one fetch on a file system of total bytes
@@ -142,114 +147,124 @@ func (w *Worker) RunOnce(ctx context.Context) bool {
 	return true
 }
 
-func (w *Worker) handBack(ctx context.Context, j Job, reason string) {
+// step runs one step for j's repo and does what it asks outside the lock.
+func (w *Worker) step(ctx context.Context, j Job, e Event) Actions {
+	now := w.clock.Now()
 	w.mu.Lock()
-	if r, ok := w.repos[j.Target.ID]; ok {
-		r.inFlight = false
-		w.inFlight--
-		delete(w.repos, j.Target.ID)
+	a := w.stepLocked(j.Target.ID, now, e)
+	var rep store.FetchReport
+	if a.Write {
+		rep = w.repos[j.Target.ID].Report()
 	}
-	w.hosts.done(hostOf(j.Target.URL), w.clock.Now(), w.requeueLocked)
 	w.mu.Unlock()
-	w.stats.handedBack.Add(1)
-	if err := w.store.HandBack(ctx, j.Target.ID, j.Owner, j.Epoch, reason); err != nil && !errors.Is(err, store.ErrConflict) {
-		w.log.Warn("hand back", "repo", j.Target.ID, "err", err)
+	host := hostOf(j.Target.URL)
+	if a.Found != NoHookFind && w.cfg.HookFound != nil {
+		w.cfg.HookFound(host, a.Found)
 	}
-	w.log.Info("handed back (disk guard)", "repo", j.Target.ID, "reason", reason)
+	if a.Maintain {
+		w.pokeMaintenance()
+	}
+	if a.Beat {
+		w.WakeHeartbeat()
+	}
+	if a.Warn != nil {
+		w.log.Warn("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", fetch.KindOf(a.Warn), "err", a.Warn)
+	}
+	if a.HandBack != "" {
+		w.stats.handedBack.Add(1)
+		if err := w.store.HandBack(ctx, j.Target.ID, j.Owner, j.Epoch, a.HandBack); err != nil && !errors.Is(err, store.ErrConflict) {
+			w.log.Warn("hand back", "repo", j.Target.ID, "err", err)
+		}
+		w.log.Info("handed back (disk guard)", "repo", j.Target.ID, "reason", a.HandBack)
+	}
+	// No-change polls change the stats but write nothing (invariant 6): they reach the
+	// store with the next change or checkpoint, which carries them all.
+	if a.Write {
+		w.report(ctx, j, rep, now)
+	}
+	return a
 }
 
-// finish updates the repo after a fetch, decides its next turn and writes the record
-// only when something worth storing happened (invariant 6).
-func (w *Worker) finish(ctx context.Context, j Job, wasCloned bool, res fetch.Result, ferr error) {
-	now := w.clock.Now()
-	kind := fetch.KindOf(ferr)
-	host := hostOf(j.Target.URL)
-	w.mu.Lock()
-	if ferr != nil && kind == fetch.KindRateLimited {
-		// The whole host asked us to slow down, not just this repo.
-		w.hosts.pauseHost(host, now, fetch.RetryAfterOf(ferr))
+// viewLocked is what the step reads of the worker for the repo at url at now.
+func (w *Worker) viewLocked(now time.Time, url string) View {
+	v := View{Now: now, Worker: w.id, Prior: w.prior, Front: w.queue.Min(), Owner: w.ownerHooksLocked(url)}
+	v.FeedCovered = w.cfg.FeedCovered != nil && w.cfg.FeedCovered(url)
+	if loss := w.hookLoss[hostOf(url)]; loss != nil {
+		v.HookLoss = *loss
 	}
-	w.hosts.done(host, now, w.requeueLocked)
-	r, ok := w.repos[j.Target.ID]
-	if !ok {
-		w.mu.Unlock()
-		return
+	return v
+}
+
+// stepLocked runs the step for repo id at now, keeps the state it returns and applies
+// what it asks of the worker's own state: the queue, the hosts, the counters, the
+// scores. It returns the actions; the I/O ones are the caller's.
+func (w *Worker) stepLocked(id string, now time.Time, e Event) Actions {
+	r, held := w.repos[id]
+	url := ""
+	if held {
+		url = r.Rec.URL
+	} else if in, ok := e.(MovedIn); ok {
+		url = in.Rec.URL
 	}
-	r.inFlight = false
-	w.inFlight--
-	if r.dropped {
-		delete(w.repos, j.Target.ID)
-		w.mu.Unlock()
-		return
+	host := hostOf(url)
+	if !held {
+		r = &repoEntry{host: host}
 	}
-	// Scored on what the repo was when polled: a covered repo's poll that finds a push
-	// its hook missed unhooks it, and is no sample of its silences either.
-	scored := Scored(w.pollStretchLocked(r, now), r.asked)
-	find := NoHookFind
-	if by := r.hook.HookedBy(w.ownerHooksLocked(r), now); by != NotHooked {
-		// A hooked repo's fetch that brought something tells whether the host's hooks
-		// announced it (one count per host in memory).
+	a := Step(&w.cfg, w.viewLocked(now, url), &r.RepoState, e)
+	switch {
+	case a.Forget:
+		delete(w.repos, id)
+	case !held && r.Phase != NotHeld:
+		// The slot the repo is in now counts as done: a worker that starts, or takes over
+		// repos, maintains each at its next slot, not all of them at once.
+		every := max(w.cfg.MaintainEvery, time.Second)
+		r.phase = maintPhase(id, every)
+		r.maintSlot = slotStart(now, r.phase, every)
+		w.repos[id] = r
+	}
+	if a.PauseHost {
+		w.hosts.pauseHost(host, now, a.RetryAfter)
+	}
+	if a.EndFetch {
+		w.inFlight--
+		w.hosts.done(host, now, w.requeueLocked)
+	}
+	switch q := a.Queue; q.Op {
+	case QueueAt:
+		w.queue.Push(id, q.Prio, q.NotBefore)
+	case QueueFront:
+		w.hosts.unpark(id)
+		w.queue.PushFront(id)
+		w.poke()
+	case QueueNew:
+		w.queue.PushNew(id, q.Step)
+	case QueueOut:
+		w.dequeueLocked(id)
+	}
+	if a.Packs > 0 && r != nil {
+		r.packs = a.Packs
+	}
+	if a.Corrupt && r != nil {
+		r.corrupt = true
+	}
+	if a.Learn {
+		w.scores.Add(w.prior, a.Learning.Stats, a.Learning.Poll)
+	}
+	if a.Found != NoHookFind {
 		loss := w.hookLoss[host]
 		if loss == nil {
 			loss = &HookLoss{}
 			w.hookLoss[host] = loss
 		}
-		if ferr == nil && wasCloned && res.Changed {
-			find = r.hook.Fetched(by, r.hookAsked, loss)
-		}
+		loss.Count(a.Found)
 	}
-	o := decideFetch(w.cfg, w.prior, fetchFacts{Now: now, Rec: r.rec, OldPrio: j.Priority, WasCloned: wasCloned,
-		Res: res, Err: ferr, Unwritten: r.unwritten, LastWritten: r.lastWritten, Stretch: w.pollStretchLocked(r, now)})
-	if o.Poll != nil && scored {
-		w.scores.Add(w.prior, r.rec.Stats, *o.Poll)
-	}
-	if o.Changed {
+	if a.Changed {
 		w.stats.changed.Add(1)
 	}
-	if o.Failed {
+	if a.Failed {
 		w.stats.failures.Add(1)
 	}
-	if o.Packs > 0 {
-		r.packs = o.Packs
-	}
-	if o.Corrupt {
-		r.corrupt = true
-	}
-	r.rec = o.Rec
-	// A fetch someone asked for that writes nothing shows in the next heartbeat's
-	// checks: beat now, so the API shows the poll at once (one beat per request, not
-	// per poll).
-	wakeBeat := r.wakeBeat && !o.Write && kind != fetch.KindBusy
-	if kind != fetch.KindBusy {
-		r.wakeBeat = false
-	}
-	if r.syncAgain && kind != fetch.KindBusy {
-		// A sync was asked for while this fetch ran: fetch again, now.
-		r.syncAgain = false
-		w.queue.PushFront(j.Target.ID)
-	} else {
-		w.queue.Push(j.Target.ID, o.Rec.Priority, o.NotBefore)
-	}
-	// No-change polls change the stats but write nothing (invariant 6): they reach the
-	// store with the next change or checkpoint, which carries them all.
-	report := o.report()
-	w.mu.Unlock()
-	if find != NoHookFind && w.cfg.HookFound != nil {
-		w.cfg.HookFound(host, find)
-	}
-	if o.Maintain {
-		w.pokeMaintenance()
-	}
-	if wakeBeat {
-		w.WakeHeartbeat()
-	}
-
-	if ferr != nil && kind != fetch.KindBusy {
-		w.log.Warn("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", kind, "err", ferr)
-	}
-	if o.Write {
-		w.report(ctx, j, report, now)
-	}
+	return a
 }
 
 // report writes a fetch report and counts it only once it landed. A report refused
@@ -275,7 +290,7 @@ func (w *Worker) report(ctx context.Context, j Job, rep store.FetchReport, now t
 			// Not ours any more (moved, deleted): the outbox says what next.
 			w.log.Debug("fetch report fenced off", "repo", j.Target.ID, "epoch", epoch)
 			w.stats.lost.Add(1)
-			w.markWritten(j.Target.ID, now, true)
+			w.written(j.Target.ID, now, true)
 			return
 		}
 		epoch = cur.OwnerEpoch // still ours at a newer epoch: the report is ours to write
@@ -283,19 +298,12 @@ func (w *Worker) report(ctx context.Context, j Job, rep store.FetchReport, now t
 	if landed {
 		w.stats.reports.Add(1)
 	}
-	w.markWritten(j.Target.ID, now, landed)
+	w.written(j.Target.ID, now, landed)
 }
 
-// markWritten records whether the report of the fetch at now landed.
-func (w *Worker) markWritten(id string, now time.Time, landed bool) {
+// written tells the step whether the report of the fetch at at landed.
+func (w *Worker) written(id string, at time.Time, landed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r, ok := w.repos[id]
-	if !ok {
-		return
-	}
-	r.unwritten = !landed
-	if landed {
-		r.lastWritten = now
-	}
+	w.stepLocked(id, w.clock.Now(), Written{At: at, Landed: landed})
 }

@@ -50,11 +50,11 @@ func (c Config) scrubSince(now time.Time, id string) time.Time {
 // threshold (at most once per gap) or a fetch found the mirror corrupt (at once, with
 // a full run). Since makes the mirror skip the run if another worker (its previous
 // owner) did it already; the mirror itself skips git when nothing changed.
-func (c Config) maintDue(now time.Time, r *repoState) (bool, fetch.MaintainRequest) {
+func (c Config) maintDue(now time.Time, r *repoEntry) (bool, fetch.MaintainRequest) {
 	if r.corrupt {
 		return true, fetch.MaintainRequest{Fsck: true}
 	}
-	scrub := c.scrubSince(now, r.rec.ID)
+	scrub := c.scrubSince(now, r.Rec.ID)
 	if c.MaintainPacks > 0 && r.packs >= c.MaintainPacks && now.Sub(r.maintAt) >= c.MaintainGap {
 		return true, fetch.MaintainRequest{Since: now.Add(-c.MaintainGap), ScrubSince: scrub}
 	}
@@ -82,11 +82,11 @@ func (w *Worker) MaintainOnce(ctx context.Context) int {
 	var jobs []maintJob
 	w.mu.Lock()
 	for id, r := range w.repos {
-		if r.dropped || r.inFlight {
+		if r.Phase != Queued {
 			continue
 		}
 		if due, req := w.cfg.maintDue(now, r); due {
-			jobs = append(jobs, maintJob{target: fetch.Target{ID: id, URL: r.rec.URL}, req: req,
+			jobs = append(jobs, maintJob{target: fetch.Target{ID: id, URL: r.Rec.URL}, req: req,
 				slot: slotStart(now, r.phase, w.cfg.MaintainEvery)})
 		}
 	}
@@ -136,7 +136,7 @@ func (w *Worker) MaxPacks() int {
 	defer w.mu.Unlock()
 	n := 0
 	for _, r := range w.repos {
-		if !r.dropped {
+		if r.Held() {
 			n = max(n, r.packs)
 		}
 	}

@@ -72,7 +72,7 @@ func TestScrubSlotsSpread(t *testing.T) {
 			t.Fatalf("day %d of the period holds %d of %d scrubs, want about %d", d, k, n, n/buckets)
 		}
 	}
-	r := &repoState{rec: store.Repo{ID: "x"}, phase: maintPhase("x", 24*time.Hour)}
+	r := &repoEntry{RepoState: RepoState{Phase: Queued, Rec: store.Repo{ID: "x"}}, phase: maintPhase("x", 24*time.Hour)}
 	c.MaintainEvery = 24 * time.Hour
 	if due, req := c.maintDue(now, r); !due || req.Fsck || !req.ScrubSince.Equal(c.scrubSince(now, "x")) {
 		t.Fatalf("maintDue: %v %+v; want the repo's scrub slot in the request", due, req)

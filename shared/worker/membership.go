@@ -55,21 +55,18 @@ func (w *Worker) Join(ctx context.Context) error {
 		// a repo read each), then the outbox from the trim point.
 		w.resync = resyncState{on: true}
 		w.leaseAt = now // the slot claim is the first heartbeat the store accepted
-		w.dropAllLocked()
+		w.dropAllLocked(now)
 		w.mu.Unlock()
 		w.log.Info("joined", "as", rec.ID, "slot", rec.Slot)
 		return nil
 	}
 }
 
-func (w *Worker) dropAllLocked() {
-	for id, r := range w.repos {
-		if r.inFlight {
-			r.dropped = true
-		} else {
-			delete(w.repos, id)
-		}
-		w.dequeueLocked(id)
+// dropAllLocked lets every repo go (MovedOut): a rejoined worker holds nothing until
+// its owner index says what is its.
+func (w *Worker) dropAllLocked(now time.Time) {
+	for id := range w.repos {
+		w.stepLocked(id, now, MovedOut{})
 	}
 }
 
@@ -96,8 +93,8 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	hb.AckSeq, hb.Fetching, hb.QueueLen = w.ack, w.inFlight, w.queueLenLocked()
 	last := make([]time.Time, 0, len(w.repos))
 	for _, r := range w.repos {
-		if !r.dropped {
-			last = append(last, r.rec.LastSuccessAt)
+		if r.Held() {
+			last = append(last, r.Rec.LastSuccessAt)
 		}
 	}
 	hb.Checks = latestChecks(w.repos, store.MaxChecks)
@@ -115,7 +112,7 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 		w.log.Warn("worker was declared dead; rejoining", "was", id)
 		w.mu.Lock()
 		w.joined = false
-		w.dropAllLocked()
+		w.dropAllLocked(w.clock.Now())
 		w.mu.Unlock()
 		return w.Join(ctx)
 	}
@@ -144,8 +141,8 @@ func (w *Worker) learn() {
 	w.mu.Lock()
 	var stats []priority.Stats
 	for _, r := range w.repos {
-		if !r.dropped && r.rec.Stats != (priority.Stats{}) {
-			stats = append(stats, r.rec.Stats)
+		if r.Held() && r.Rec.Stats != (priority.Stats{}) {
+			stats = append(stats, r.Rec.Stats)
 		}
 	}
 	base, scores := w.prior, w.scores
@@ -286,16 +283,16 @@ func (w *Worker) resyncSlice(ctx context.Context, trimmedTo uint64, budget *int,
 		}
 		*budget -= len(page)
 		w.mu.Lock()
-		front := w.queue.Min()
+		now := w.clock.Now()
 		for _, r := range page {
-			w.addLocked(r, r.Priority, front)
+			w.stepLocked(r.ID, now, MovedIn{Rec: r, Prio: r.Priority})
 			w.resync.seen[r.ID] = true
 		}
 		w.resync.cursor = next
 		if next == "" {
-			for rid, r := range w.repos {
+			for rid := range w.repos {
 				if !w.resync.seen[rid] {
-					w.removeLocked(rid, r)
+					w.stepLocked(rid, now, MovedOut{})
 				}
 			}
 			from := w.resync.from
@@ -310,44 +307,12 @@ func (w *Worker) resyncSlice(ctx context.Context, trimmedTo uint64, budget *int,
 	return false, nil
 }
 
-func (w *Worker) removeLocked(id string, r *repoState) {
-	w.dequeueLocked(id)
-	if r.inFlight {
-		r.dropped = true
-		return
-	}
-	delete(w.repos, id)
-}
-
-// addLocked starts tracking rec, or refreshes its epoch when already tracked.
-// Priority 0 means "front of the queue" (orphans and new repos): no earlier than front,
-// the queue's Min.
-func (w *Worker) addLocked(rec store.Repo, prio, front float64) {
-	if r, ok := w.repos[rec.ID]; ok && !r.dropped {
-		r.rec.OwnerEpoch = rec.OwnerEpoch
-		return
-	}
-	// The slot the repo is in now counts as done: a worker that starts, or takes over
-	// repos, maintains each at its next slot, not all of them at once.
-	ph := maintPhase(rec.ID, max(w.cfg.MaintainEvery, time.Second))
-	w.repos[rec.ID] = &repoState{rec: rec, host: hostOf(rec.URL), lastWritten: rec.LastFetchAt, phase: ph,
-		maintSlot: slotStart(w.clock.Now(), ph, max(w.cfg.MaintainEvery, time.Second))}
-	switch {
-	case prio <= front && rec.LastSuccessAt.IsZero():
-		w.queue.PushNew(rec.ID, CloneStep(w.cfg.Policy, w.prior)) // no mirror yet
-	case prio <= front:
-		w.queue.PushFront(rec.ID) // next in line, behind earlier front pushes only
-	default:
-		w.queue.Push(rec.ID, prio, time.Time{})
-	}
-}
-
 func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 	switch e.Op {
 	case store.OpAdd:
 		w.mu.Lock()
-		r, held := w.repos[e.RepoID]
-		known := held && !r.dropped && r.rec.OwnerEpoch >= e.Epoch
+		r := w.repos[e.RepoID]
+		known := r != nil && r.Knows(e.Epoch)
 		w.mu.Unlock()
 		if known {
 			return nil // old news: a resync listed it at this epoch or later
@@ -361,33 +326,21 @@ func (w *Worker) applyEntry(ctx context.Context, e store.OutboxEntry) error {
 		}
 		rec.OwnerEpoch = e.Epoch
 		w.mu.Lock()
-		w.addLocked(rec, e.Priority, w.queue.Min())
+		w.stepLocked(e.RepoID, w.clock.Now(), MovedIn{Rec: rec, Prio: e.Priority})
 		w.mu.Unlock()
 	case store.OpDel:
 		w.mu.Lock()
-		if r, ok := w.repos[e.RepoID]; ok {
-			w.removeLocked(e.RepoID, r)
-		}
+		w.stepLocked(e.RepoID, w.clock.Now(), MovedOut{})
 		w.mu.Unlock()
 	case store.OpPurge:
 		w.mu.Lock()
-		if r, ok := w.repos[e.RepoID]; ok {
-			w.removeLocked(e.RepoID, r)
-		}
+		w.stepLocked(e.RepoID, w.clock.Now(), MovedOut{})
 		w.mu.Unlock()
 		w.trash(ctx, fetch.Target{ID: e.RepoID, URL: e.URL})
 		w.stats.purged.Add(1)
 	case store.OpSync:
 		w.mu.Lock()
-		if r, ok := w.repos[e.RepoID]; ok && !r.dropped {
-			r.rec.OwnerEpoch = e.Epoch
-			if r.rungAt.IsZero() || r.fetchedAt.Before(r.rungAt) || w.clock.Now().Sub(r.rungAt) > RungCovers {
-				w.fetchNowLocked(e.RepoID, r)
-			}
-			// else: the request that set the flag also rang this worker, and a fetch that
-			// started after the ring has run: it covered the request.
-			r.rungAt = time.Time{}
-		}
+		w.stepLocked(e.RepoID, w.clock.Now(), SyncRequested{Epoch: e.Epoch})
 		w.mu.Unlock()
 	}
 	return nil

@@ -98,15 +98,14 @@ func TestHookedByOwner(t *testing.T) {
 		if c.want != NotHooked {
 			want = HookStretch
 		}
-		if got := PollStretch(c.h, c.owner, now, false, AssumedHookLoss); got < want-1e-9 || got > want+1e-9 {
+		if got := (&RepoState{Hook: c.h}).Stretch(View{Now: now, Owner: c.owner}); got < want-1e-9 || got > want+1e-9 {
 			t.Errorf("%s: stretch %v, want %v", c.name, got, want)
 		}
 	}
-	var loss HookLoss
 	h := HookState{}
-	f := h.Fetched(h.HookedBy(covered, now), false, &loss)
-	if h.HookedBy(covered, now) != NotHooked || loss != (HookLoss{Outside: 1}) || f != HookOutside {
-		t.Fatalf("after a poll found a push of a repo hooked by its owner: %+v, %+v", h, loss)
+	f := h.Fetched(h.HookedBy(covered, now), false)
+	if h.HookedBy(covered, now) != NotHooked || f != HookOutside {
+		t.Fatalf("after a poll found a push of a repo hooked by its owner: %+v, found %v", h, f)
 	}
 	h = HookState{At: now} // its own hook: hooked again, by itself
 	if h.HookedBy(covered, now) != HookedOwn {
@@ -114,16 +113,18 @@ func TestHookedByOwner(t *testing.T) {
 	}
 }
 
-// The worker learns owners from the hooks it is rung with: an owner-level hook of one
+// The worker learns owners from the hooks it is asked by: an owner-level hook of one
 // repo stretches its quiet siblings' polls; a repo-level hook alone does not.
 func TestFetchNowLearnsOwners(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := New(Config{}, nil, nil, nil, clock.NewVirtual(now), slog.New(slog.DiscardHandler))
 	for id, url := range map[string]string{"a": "https://github.com/org/a", "b": "https://github.com/org/b",
 		"c": "https://github.com/org/c", "x": "https://github.com/other/x", "top": "https://example.com/top"} {
-		w.repos[id] = &repoState{rec: store.Repo{ID: id, URL: url}}
+		w.repos[id] = held(id, url)
 	}
-	hooked := func(id string) Hooking { return w.repos[id].hook.HookedBy(w.ownerHooksLocked(w.repos[id]), now) }
+	hooked := func(id string) Hooking {
+		return w.repos[id].Hook.HookedBy(w.ownerHooksLocked(w.repos[id].Rec.URL), now)
+	}
 	w.FetchNow("a", AskHook)
 	if hooked("a") != HookedOwn || hooked("c") != NotHooked {
 		t.Fatalf("one repo-level hook: a %v, c %v", hooked("a"), hooked("c"))
@@ -138,7 +139,7 @@ func TestFetchNowLearnsOwners(t *testing.T) {
 		t.Fatalf("owner-level hook: x %v, owners %v", hooked("x"), w.owners)
 	}
 	w.FetchNow("c", AskSync) // a sync says nothing of hooks
-	if !w.repos["c"].hook.At.IsZero() {
+	if !w.repos["c"].Hook.At.IsZero() {
 		t.Fatal("a sync marked a hook")
 	}
 	w.forgetOwnersLocked(now.Add(HookMemory + time.Second))
@@ -152,13 +153,13 @@ func TestSignalsCarryOwnerLevelHooks(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := New(Config{}, nil, nil, nil, clock.NewVirtual(now), slog.New(slog.DiscardHandler))
 	w.id = "w1"
-	w.repos["a"] = &repoState{rec: store.Repo{ID: "a", URL: "https://gitea.example.com/org/a"}}
-	w.repos["b"] = &repoState{rec: store.Repo{ID: "b", URL: "https://gitea.example.com/org/b"}}
+	w.repos["a"] = held("a", "https://gitea.example.com/org/a")
+	w.repos["b"] = held("b", "https://gitea.example.com/org/b")
 	st := &memSignals{sig: store.Signals{OwnerHook: []string{"a"}}}
-	if rung, _, err := w.TakeSignals(t.Context(), st); err != nil || rung != 1 {
-		t.Fatalf("rung %d err %v", rung, err)
+	if asked, _, err := w.TakeSignals(t.Context(), st); err != nil || asked != 1 {
+		t.Fatalf("asked %d err %v", asked, err)
 	}
-	if got := w.repos["b"].hook.HookedBy(w.ownerHooksLocked(w.repos["b"]), now); got != HookedOwner {
+	if got := w.repos["b"].Hook.HookedBy(w.ownerHooksLocked(w.repos["b"].Rec.URL), now); got != HookedOwner {
 		t.Fatalf("a quiet repo of the owner after an owner-level signal: %v, want HookedOwner", got)
 	}
 	if len(st.removed.OwnerHook) != 1 {
@@ -171,8 +172,8 @@ func TestSignalsCarryOwnerLevelHooks(t *testing.T) {
 func TestNoteHookOfAnotherWorkersRepo(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := New(Config{}, nil, nil, nil, clock.NewVirtual(now), slog.New(slog.DiscardHandler))
-	w.repos["b"] = &repoState{rec: store.Repo{ID: "b", URL: "https://github.com/org/b"}}
-	hooked := func() Hooking { return w.repos["b"].hook.HookedBy(w.ownerHooksLocked(w.repos["b"]), now) }
+	w.repos["b"] = held("b", "https://github.com/org/b")
+	hooked := func() Hooking { return w.repos["b"].Hook.HookedBy(w.ownerHooksLocked(w.repos["b"].Rec.URL), now) }
 	w.NoteHook("a", "https://github.com/org/a", AskSync)
 	w.NoteHook("top", "https://github.com/top", AskOwnerHook)
 	if hooked() != NotHooked || len(w.owners) != 0 {
@@ -182,7 +183,7 @@ func TestNoteHookOfAnotherWorkersRepo(t *testing.T) {
 	if hooked() != HookedOwner {
 		t.Fatalf("after another worker's repo's organization-level hook: %v, want HookedOwner", hooked())
 	}
-	if _, ok := w.repos["a"]; ok || !w.repos["b"].hook.At.IsZero() {
+	if _, ok := w.repos["a"]; ok || !w.repos["b"].Hook.At.IsZero() {
 		t.Fatal("a noted hook changed the repos the worker holds")
 	}
 }
@@ -195,7 +196,7 @@ func TestPollStretchOf(t *testing.T) {
 	fed := "https://github.com/fed/f"
 	w := New(Config{FeedCovered: func(url string) bool { return url == fed }}, nil, nil, nil, clock.NewVirtual(now), slog.New(slog.DiscardHandler))
 	for id, url := range map[string]string{"b": "https://github.com/org/b", "x": "https://github.com/other/x", "f": fed} {
-		w.repos[id] = &repoState{rec: store.Repo{ID: id, URL: url}, host: hostOf(url)}
+		w.repos[id] = held(id, url)
 	}
 	stretch := func(id string) float64 {
 		t.Helper()

@@ -150,12 +150,7 @@ func (q *Queue) Ahead(id string) (n int, notBefore time.Time, ok bool) {
 
 // Pop removes and returns the repo with the smallest priority among those eligible at now.
 func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
-	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {
-		it := heap.Pop(&q.waiting).(*qitem)
-		heap.Remove(&q.held, it.hindex)
-		it.inReady = true
-		heap.Push(&q.ready, it)
-	}
+	q.release(now)
 	if len(q.ready) == 0 {
 		return "", 0, false
 	}
@@ -166,6 +161,16 @@ func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 	}
 	q.last = it.priority
 	return it.id, it.priority, true
+}
+
+// release makes the held repos eligible at now ready.
+func (q *Queue) release(now time.Time) {
+	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {
+		it := heap.Pop(&q.waiting).(*qitem)
+		heap.Remove(&q.held, it.hindex)
+		it.inReady = true
+		heap.Push(&q.ready, it)
+	}
 }
 
 // NextEligible is when the earliest held repo becomes eligible (zero if one is ready now

@@ -9,7 +9,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
-// SignalStore is where a worker on AWS finds the rings the API leaves for it (ADR 21):
+// SignalStore is where a worker on AWS finds the asks the API leaves for it (ADR 21):
 // the API Lambda cannot reach a worker, so it adds the repo to the owner's signal item
 // beside the durable sync request.
 type SignalStore interface {
@@ -26,13 +26,13 @@ const SignalEvery = time.Second
 const signalTimeout = 5 * time.Second
 
 // TakeSignals reads the worker's signals once, takes what it read out of the store and
-// then rings each repo it owns (FetchNow; a hook's as a hook). A signal for a repo it
-// does not own (moved away, or not yet learned) is dropped: the durable sync request
-// that went with it reaches the owner through the coordinator. The removal comes before
-// the rings, so a push whose signal the removal swallowed (added after the read) is
-// older than the ring, and the fetch the ring starts sees it. It returns how many repos
-// it rang and how many it dropped.
-func (w *Worker) TakeSignals(ctx context.Context, st SignalStore) (rung, dropped int, err error) {
+// then asks for a fetch of each repo it owns (FetchNow; a hook's as a hook). A signal
+// for a repo it does not own (moved away, or not yet learned) is dropped: the durable
+// sync request that went with it reaches the owner through the coordinator. The removal
+// comes before the asks, so a push whose signal the removal swallowed (added after the
+// read) is older than the ask, and the fetch the ask starts sees it. It returns how
+// many repos it asked for and how many it dropped.
+func (w *Worker) TakeSignals(ctx context.Context, st SignalStore) (asked, dropped int, err error) {
 	id := w.ID()
 	if id == "" {
 		return 0, 0, nil // not joined yet
@@ -46,7 +46,7 @@ func (w *Worker) TakeSignals(ctx context.Context, st SignalStore) (rung, dropped
 	if sig.Empty() {
 		return 0, 0, nil
 	}
-	// A failed removal still rings: the next read rings again, and rings coalesce.
+	// A failed removal still asks: the next read asks again, and asks coalesce.
 	if rerr := st.RemoveSignals(ctx, id, sig); rerr != nil {
 		err = fmt.Errorf("remove signals: %w", rerr)
 	}
@@ -56,16 +56,16 @@ func (w *Worker) TakeSignals(ctx context.Context, st SignalStore) (rung, dropped
 	}{{sig.Hook, AskHook}, {sig.OwnerHook, AskOwnerHook}, {sig.Sync, AskSync}} {
 		for _, repo := range s.ids {
 			if w.FetchNow(repo, s.ask) {
-				rung++
+				asked++
 			} else {
 				dropped++
 			}
 		}
 	}
-	if rung+dropped > 0 {
-		w.log.Debug("signals", "rung", rung, "dropped", dropped)
+	if asked+dropped > 0 {
+		w.log.Debug("signals", "asked", asked, "dropped", dropped)
 	}
-	return rung, dropped, err
+	return asked, dropped, err
 }
 
 // RunSignals reads the worker's signals every `every` (SignalEvery when <= 0) until ctx

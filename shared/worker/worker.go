@@ -189,23 +189,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// repoState is what a worker keeps per owned repo.
-type repoState struct {
-	rec         store.Repo // last known record (history the policy needs)
-	host        string     // upstream host, for politeness
-	lastWritten time.Time  // when the repo record was last written by us
-	inFlight    bool
-	dropped     bool      // removed while a fetch was in flight
-	syncAgain   bool      // a sync was asked for while a fetch was in flight
-	rungAt      time.Time // last FetchNow (a hook or a sync's fast path)
-	hook        HookState // its push webhooks: the latest, and whether one was missed since
-	hookPending bool      // a hook asked for a fetch not started yet
-	hookAsked   bool      // the fetch in flight (or the last one) was asked for by a hook
-	askPending  bool      // a fetch was asked for (FetchNow, a sync) and has not started
-	asked       bool      // the fetch in flight (or the last one) was asked for
-	fetchedAt   time.Time // when the last fetch started
-	unwritten   bool      // a report that should have landed did not: the next fetch writes
-	wakeBeat    bool      // a fetch was asked for (FetchNow, a sync): beat once it is done
+// repoEntry is what a worker keeps per repo it holds: the step's state (step.go) and
+// the shell's own bookkeeping.
+type repoEntry struct {
+	RepoState
+	host string // upstream host, for politeness
 
 	// Maintenance: the slot start last handled, when, the pack count last seen, and
 	// whether a fetch found the mirror corrupt.
@@ -214,9 +202,6 @@ type repoState struct {
 	maintAt   time.Time
 	packs     int
 	corrupt   bool
-
-	// What the repo's last first mirror and last update came to need (memory.go).
-	memClone, memUpdate int64
 }
 
 // Stats are counters for metrics and tests.
@@ -246,7 +231,7 @@ type Worker struct {
 	pendingTrash []fetch.Target // purged mirrors whose trash failed (busy); retried each heartbeat
 	ack          uint64
 	resync       resyncState // a full resync under way, or due
-	repos        map[string]*repoState
+	repos        map[string]*repoEntry
 	queue        *Queue
 	hosts        *hosts
 	hookLoss     map[string]*HookLoss   // per host: what its hooks announced and missed
@@ -278,7 +263,7 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	}
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
-		repos: map[string]*repoState{}, queue: NewQueue(), prior: priority.DefaultPrior(),
+		repos: map[string]*repoEntry{}, queue: NewQueue(), prior: priority.DefaultPrior(),
 		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
 		hookLoss: map[string]*HookLoss{}, owners: map[string]*OwnerHooks{},
 		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
@@ -299,8 +284,8 @@ func (w *Worker) Owned() map[string]int64 {
 	defer w.mu.Unlock()
 	out := make(map[string]int64, len(w.repos))
 	for id, r := range w.repos {
-		if !r.dropped {
-			out[id] = r.rec.OwnerEpoch
+		if r.Held() {
+			out[id] = r.Rec.OwnerEpoch
 		}
 	}
 	return out
@@ -325,10 +310,10 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 	defer w.mu.Unlock()
 	now := w.clock.Now()
 	r, ok := w.repos[id]
-	if !ok || r.dropped {
+	if !ok || !r.Held() {
 		return time.Time{}, false
 	}
-	if r.inFlight {
+	if r.Phase == Fetching {
 		return now, true
 	}
 	ahead, notBefore, ok := w.queue.Ahead(id)
@@ -366,10 +351,10 @@ func (w *Worker) LastChecked(id string) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r, ok := w.repos[id]
-	if !ok || r.dropped || r.rec.LastFetchAt.IsZero() {
+	if !ok || !r.Held() || r.Rec.LastFetchAt.IsZero() {
 		return time.Time{}, false
 	}
-	return r.rec.LastFetchAt, true
+	return r.Rec.LastFetchAt, true
 }
 
 // Prior is what the worker has learned of its repos' change rates so far.
@@ -390,7 +375,7 @@ func (w *Worker) queueLenLocked() int { return w.queue.Len() + w.hosts.parkedLen
 
 // requeueLocked puts a parked repo back in the queue, ready now.
 func (w *Worker) requeueLocked(id string, prio float64) {
-	if r, ok := w.repos[id]; ok && !r.dropped && !r.inFlight {
+	if r, ok := w.repos[id]; ok && r.Phase == Queued {
 		w.queue.Push(id, prio, time.Time{})
 	}
 }

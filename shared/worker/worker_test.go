@@ -1058,3 +1058,78 @@ func TestOnlyUnaskedPollsOfUncoveredReposAreScored(t *testing.T) {
 	fetch(poll)
 	scored(3, "a poll of the repo its hooks no longer cover")
 }
+
+// A hook's fetch that finds the mirror's lock busy (maintenance, or the previous owner
+// just after a move) fetched nothing: its retry still answers the hook. The push it
+// brings is announced by the hook, not counted as a hook lost (which would unhook the
+// repo), and the retry is no poll the hazard learns from.
+func TestHookRetriedAfterABusyLockStillAnswersTheHook(t *testing.T) {
+	var found []worker.HookFind
+	f := newFixture(t, worker.Config{MinInterval: time.Hour, BusyRetry: 30 * time.Second,
+		HookFound: func(_ string, hf worker.HookFind) { found = append(found, hf) }})
+	ctx := context.Background()
+	f.w.RunOnce(ctx) // the first clone
+	f.clk.Advance(2 * time.Hour)
+	f.w.RunOnce(ctx) // a poll
+	scored := f.w.ScoredPolls()
+	f.clk.Advance(time.Minute)
+	f.m.results = []error{fetch.Errorf(fetch.KindBusy, "lock held")}
+	if !f.w.FetchNow(f.id, worker.AskHook) || !f.w.RunOnce(ctx) {
+		t.Fatal("the hook's fetch did not start")
+	}
+	if f.m.calls != 3 {
+		t.Fatalf("%d syncs, want 3", f.m.calls)
+	}
+	f.m.changed = true
+	f.clk.Advance(30 * time.Second)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("the busy hook's fetch was not retried after BusyRetry")
+	}
+	if len(found) != 1 || found[0] != worker.HookAnnounced {
+		t.Fatalf("the retry that brought the push counted %v, want it announced by the hook", found)
+	}
+	if s, _ := f.w.PollStretchOf(f.id); s <= 1 {
+		t.Fatalf("the repo's stretch after its hook's retry is %v: unhooked", s)
+	}
+	if got := f.w.ScoredPolls(); got != scored {
+		t.Fatalf("the hook's retry was scored as a poll (%v scored, %v before)", got, scored)
+	}
+}
+
+// A repo moved out and back in while its fetch runs is fetched by that fetch, not by a
+// second one started beside it.
+func TestMovedOutAndInDuringAFetchIsFetchedOnce(t *testing.T) {
+	f := newFixture(t, worker.Config{MinInterval: time.Hour})
+	ctx := context.Background()
+	f.w.RunOnce(ctx) // the first clone
+	f.clk.Advance(2 * time.Hour)
+	j, ok := f.w.Next(f.clk.Now())
+	if !ok {
+		t.Fatal("no poll due")
+	}
+	el, _ := f.st.GetElection(ctx)
+	wk, _ := f.st.GetWorker(ctx, "w1")
+	r := f.repo(t)
+	if err := f.st.Apply(ctx, el.Term, []store.Mutation{store.AppendOutbox{Worker: "w1", ExpectHead: wk.OutboxHead,
+		Entries: []store.OutboxEntry{{Op: store.OpDel, RepoID: f.id, URL: r.URL, Epoch: r.OwnerEpoch + 1},
+			{Op: store.OpAdd, RepoID: f.id, URL: r.URL, Epoch: r.OwnerEpoch + 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.w.Owned(); got[f.id] != r.OwnerEpoch+2 {
+		t.Fatalf("owned %v after the move back, want epoch %d", got, r.OwnerEpoch+2)
+	}
+	f.clk.Advance(10 * time.Second)
+	if j2, ok := f.w.Next(f.clk.Now()); ok {
+		t.Fatalf("a second fetch of %s started while its first ran (%+v)", j2.Target.ID, j2)
+	}
+	f.w.Do(ctx, j)
+	if f.m.calls != 2 {
+		t.Fatalf("%d syncs, want the clone and one poll", f.m.calls)
+	}
+	if f.w.QueueLen() != 1 {
+		t.Fatalf("queue holds %d repos after the fetch, want it queued again", f.w.QueueLen())
+	}
+}

@@ -23,26 +23,26 @@ func TestPollStretch(t *testing.T) {
 		{HookState{At: now.Add(-HookMemory - time.Hour)}, 1}, // hooks stopped long ago
 		{HookState{At: now, Lost: true}, 1},                  // a poll found a push before its hook
 	} {
-		if got := PollStretch(c.hook, nil, now, false, AssumedHookLoss); math.Abs(got-c.want) > 1e-9 {
+		if got := (&RepoState{Hook: c.hook}).Stretch(View{Now: now, HookLoss: HookLoss{}}); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("%+v: stretch %v, want %v", c.hook, got, c.want)
 		}
-		if got := PollStretch(c.hook, nil, now, true, AssumedHookLoss); got != FeedStretch {
+		if got := (&RepoState{Hook: c.hook}).Stretch(View{Now: now, FeedCovered: true}); got != FeedStretch {
 			t.Errorf("covered by a feed, %+v: stretch %v, want %v", c.hook, got, FeedStretch)
 		}
 	}
 	// A host that loses a quarter of its hooks: its repos are polled at half their rate.
-	if got := PollStretch(HookState{At: now}, nil, now, false, 0.25); got != 2 {
+	quarter := HookLoss{Lost: 98, Announced: 102} // Share() = (98+2)/(200+200) = 0.25
+	if got := (&RepoState{Hook: HookState{At: now}}).Stretch(View{Now: now, HookLoss: quarter}); math.Abs(got-2) > 1e-9 {
 		t.Errorf("a quarter lost: stretch %v, want 2", got)
 	}
 	// A poll that finds a push first unhooks the repo and counts as lost; a hook's fetch
 	// counts as announced.
-	var loss HookLoss
 	h := HookState{At: now}
-	if f := h.Fetched(HookedOwn, true, &loss); !h.Hooked(now) || loss.Announced != 1 || f != HookAnnounced {
-		t.Fatalf("after a hook's fetch: %+v, %+v, found %v", h, loss, f)
+	if f := h.Fetched(HookedOwn, true); !h.Hooked(now) || f != HookAnnounced {
+		t.Fatalf("after a hook's fetch: %+v, found %v", h, f)
 	}
-	if f := h.Fetched(HookedOwn, false, &loss); h.Hooked(now) || loss.Lost != 1 || f != HookLost {
-		t.Fatalf("after a poll found a push first: %+v, %+v, found %v", h, loss, f)
+	if f := h.Fetched(HookedOwn, false); h.Hooked(now) || f != HookLost {
+		t.Fatalf("after a poll found a push first: %+v, found %v", h, f)
 	}
 }
 
@@ -61,14 +61,18 @@ func TestStretchFollowsTheLoss(t *testing.T) {
 		t.Fatalf("nothing seen: loss %v", l.Share())
 	}
 	for k := range 2000 {
-		l.Saw(k%10 != 0) // one push in ten found by a poll first
+		if k%10 != 0 { // one push in ten found by a poll first
+			l.Count(HookAnnounced)
+		} else {
+			l.Count(HookLost)
+		}
 	}
 	if s := l.Share(); s < 0.08 || s > 0.1 {
 		t.Fatalf("a tenth lost over 2000 pushes: estimated %v", s)
 	}
 	var good HookLoss
 	for range 5000 {
-		good.Saw(true)
+		good.Count(HookAnnounced)
 	}
 	if s := good.Share(); s > 0.001 || StretchForLoss(s) < 30 {
 		t.Fatalf("no hook lost in 5000: estimated %v, stretch %v", s, StretchForLoss(s))
@@ -89,13 +93,13 @@ func (m *memSignals) RemoveSignals(_ context.Context, _ string, s store.Signals)
 func TestSignalsKeepHookAndSyncApart(t *testing.T) {
 	w := New(Config{}, nil, nil, nil, clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), slog.New(slog.DiscardHandler))
 	w.id = "w1"
-	w.repos["h"], w.repos["s"] = &repoState{}, &repoState{}
+	w.repos["h"], w.repos["s"] = &repoEntry{RepoState: RepoState{Phase: Queued}}, &repoEntry{RepoState: RepoState{Phase: Queued}}
 	st := &memSignals{sig: store.Signals{Hook: []string{"h"}, Sync: []string{"s"}}}
-	if rung, dropped, err := w.TakeSignals(t.Context(), st); err != nil || rung != 2 || dropped != 0 {
-		t.Fatalf("rung %d dropped %d err %v", rung, dropped, err)
+	if asked, dropped, err := w.TakeSignals(t.Context(), st); err != nil || asked != 2 || dropped != 0 {
+		t.Fatalf("asked %d dropped %d err %v", asked, dropped, err)
 	}
-	if w.repos["h"].hook.At.IsZero() || !w.repos["s"].hook.At.IsZero() {
-		t.Fatalf("hookAt: hook signal %v, sync signal %v; want only the hook's set", w.repos["h"].hook.At, w.repos["s"].hook.At)
+	if w.repos["h"].Hook.At.IsZero() || !w.repos["s"].Hook.At.IsZero() {
+		t.Fatalf("hookAt: hook signal %v, sync signal %v; want only the hook's set", w.repos["h"].Hook.At, w.repos["s"].Hook.At)
 	}
 	if len(st.removed.Hook) != 1 || len(st.removed.Sync) != 1 {
 		t.Fatalf("removed %+v, want what was read", st.removed)

@@ -16,7 +16,7 @@ type fixedPolicy struct{}
 func (fixedPolicy) Name() string                   { return "fixed" }
 func (fixedPolicy) Next(in priority.Input) float64 { return in.Old + 1 }
 
-func TestDecideFetch(t *testing.T) {
+func TestFetchOutcome(t *testing.T) {
 	cfg := Config{MinInterval: 5 * time.Minute, Checkpoint: 6 * time.Hour, FailAfter: 3, BackoffBase: time.Minute,
 		BackoffMax: time.Hour, FailCooldown: 24 * time.Hour, BusyRetry: 30 * time.Second, MaintainPacks: 16, Policy: fixedPolicy{}}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -65,7 +65,7 @@ func TestDecideFetch(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.f.Now, c.f.OldPrio = now, 10
-			o := decideFetch(cfg, priority.DefaultPrior(), c.f)
+			o := fetchOutcome(&cfg, priority.DefaultPrior(), &c.f)
 			if o.Rec.State != c.state {
 				t.Errorf("state %q, want %q", o.Rec.State, c.state)
 			}
@@ -81,7 +81,7 @@ func TestDecideFetch(t *testing.T) {
 			if o.Rec.Priority != 11 {
 				t.Errorf("priority %v, want the policy's 11", o.Rec.Priority)
 			}
-			if (c.f.Err == nil) != (o.Poll != nil) {
+			if (c.f.Err == nil) != o.Polled {
 				t.Errorf("poll %v for err %v", o.Poll, c.f.Err)
 			}
 			if c.f.Err == nil && !o.Rec.LastSuccessAt.Equal(now) {
@@ -93,29 +93,29 @@ func TestDecideFetch(t *testing.T) {
 	full := fetch.Errorf(fetch.KindDiskFull, "x")
 	rec := ok
 	rec.LastError = full.Error()
-	if o := decideFetch(cfg, priority.DefaultPrior(), fetchFacts{Now: now, Rec: rec, WasCloned: true, Err: full}); o.Write {
+	if o := fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, Rec: rec, WasCloned: true, Err: full}); o.Write {
 		t.Error("disk full again wrote the record")
 	}
 }
 
-func TestDecideFetchStretchesOnlyASuccessfulPoll(t *testing.T) {
+func TestFetchOutcomeStretchesOnlyASuccessfulPoll(t *testing.T) {
 	cfg := Config{MinInterval: time.Minute, Checkpoint: time.Hour, FailAfter: 3, BackoffBase: time.Minute, BackoffMax: time.Hour,
 		FailCooldown: time.Hour, BusyRetry: time.Second, Policy: fixedPolicy{}}
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ok := store.Repo{ID: "r", State: store.RepoOK, LastSuccessAt: now.Add(-time.Hour)}
 	// A hooked repo's step (old+1 by the policy) becomes HookStretch steps.
-	o := decideFetch(cfg, priority.DefaultPrior(), fetchFacts{Now: now, Rec: ok, OldPrio: 10, WasCloned: true, Stretch: HookStretch})
+	o := fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, Rec: ok, OldPrio: 10, WasCloned: true, Stretch: HookStretch})
 	if o.Rec.Priority != 10+HookStretch {
 		t.Errorf("stretched priority %v, want %v", o.Rec.Priority, 10+HookStretch)
 	}
 	// The report carries the stretch, for a status that cannot ask the worker.
-	if got := o.report().PollStretch; got != HookStretch {
+	if got := reportOf(&o.Rec).PollStretch; got != HookStretch {
 		t.Errorf("report's poll stretch %v, want %v", got, HookStretch)
 	}
 	// A failure keeps its own back-off priority, unstretched.
-	o = decideFetch(cfg, priority.DefaultPrior(), fetchFacts{Now: now, Rec: o.Rec, OldPrio: 10, WasCloned: true, Stretch: HookStretch,
+	o = fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, Rec: o.Rec, OldPrio: 10, WasCloned: true, Stretch: HookStretch,
 		Err: fetch.Errorf(fetch.KindNetwork, "x")})
-	if o.Rec.Priority != 11 || o.report().PollStretch != 0 {
-		t.Errorf("a failed poll's priority %v and stretch %v, want the policy's 11 and none", o.Rec.Priority, o.report().PollStretch)
+	if o.Rec.Priority != 11 || reportOf(&o.Rec).PollStretch != 0 {
+		t.Errorf("a failed poll's priority %v and stretch %v, want the policy's 11 and none", o.Rec.Priority, reportOf(&o.Rec).PollStretch)
 	}
 }
