@@ -77,7 +77,7 @@ func runWorkerFeeds(ctx context.Context, w *worker.Worker, r *feeds.Runner, peri
 				return
 			}
 			if id, ok := api.MatchRepo(ctx, owned, policy, []string{c.URL}); ok {
-				w.FetchNow(id, worker.AskSync)
+				w.FetchNow(id, worker.AskFeed)
 			}
 		}
 	}

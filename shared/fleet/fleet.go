@@ -685,7 +685,7 @@ func (f *Fleet) runFeeds(ctx context.Context, period time.Duration) {
 			if err := f.Store.RequestSync(ctx, id); err != nil {
 				f.cfg.Log.Warn("feed: request sync", "repo", id, "err", err)
 			}
-			f.ring(id, worker.AskSync)
+			f.ring(id, worker.AskFeed)
 		}
 		f.Poke()
 	}
