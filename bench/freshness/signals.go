@@ -150,26 +150,28 @@ func (s signals) deliveries(up Upstream, cov, ownerLvl []bool, end float64, rng 
 	return out
 }
 
-// signalled is the worker's side: deliveries arriving, a queue of repos to fetch at once
-// (one entry per repo however many signals it got: bursts coalesce), when each repo's
-// latest hook came, what each organization's hooks say (worker.OwnerHooks), and what the
-// fleet's hooks announced and missed (one host). How polls fall back is the worker's own
-// decision (worker.PollStretch).
+// signalled is the worker's side: deliveries arriving, each an ask of the worker's
+// (worker.Asked: it records a repo's hooks in the worker's state of it), a queue of
+// repos to fetch at once (one entry per repo however many signals it got: bursts
+// coalesce), what each organization's hooks say (worker.OwnerHooks), and what the
+// fleet's hooks announced and missed (one host). How polls fall back is the worker's
+// own decision (worker.RepoState.Stretch).
 type signalled struct {
 	pending []delivery // not yet arrived
 	queue   []int      // arrived, to fetch before any poll, oldest first
 	queued  []bool
-	hook    []worker.HookState // each repo's hooks, as the worker knows them
+	repos   []worker.RepoState // the worker's state of each repo, its hooks among the rest
 	org     []int              // each repo's organization
 	owners  map[int]*worker.OwnerHooks
 	feed    bool // the signal is a feed (covered repos are known), not hooks
 	loss    worker.HookLoss
+	cfg     worker.Config
 }
 
-func newSignalled(org []int, ds []delivery, feed bool) *signalled {
-	n := len(org)
-	return &signalled{pending: ds, queued: make([]bool, n), hook: make([]worker.HookState, n), org: org,
-		owners: map[int]*worker.OwnerHooks{}, feed: feed}
+// newSignalled delivers ds to the worker holding repos (one per organization in org).
+func newSignalled(org []int, ds []delivery, feed bool, repos []worker.RepoState) *signalled {
+	return &signalled{pending: ds, queued: make([]bool, len(org)), repos: repos, org: org,
+		owners: map[int]*worker.OwnerHooks{}, feed: feed, cfg: worker.DefaultConfig()}
 }
 
 // owner is what the worker knows of repo i's organization's hooks (nil: nothing).
@@ -180,8 +182,16 @@ func (s *signalled) arrive(now float64) {
 	for len(s.pending) > 0 && s.pending[0].at <= now {
 		d := s.pending[0]
 		s.pending = s.pending[1:]
+		ask := worker.AskFeed
+		switch {
+		case s.feed:
+		case d.owner:
+			ask = worker.AskOwnerHook
+		default:
+			ask = worker.AskHook
+		}
+		worker.Step(&s.cfg, worker.View{Now: at(d.at)}, &s.repos[d.repo], worker.Asked{By: ask})
 		if !s.feed {
-			s.hook[d.repo] = worker.HookState{At: at(d.at)}
 			o := s.owners[s.org[d.repo]]
 			if o == nil {
 				o = &worker.OwnerHooks{}
@@ -193,16 +203,6 @@ func (s *signalled) arrive(now float64) {
 			s.queued[d.repo] = true
 			s.queue = append(s.queue, d.repo)
 		}
-	}
-}
-
-// fetched records a fetch of repo i at day now that brought pushes: asked for by a
-// signal, or a poll. For a repo hooked by its own hooks it counts towards the hooks'
-// loss, and a poll that found a push first unhooks the repo until its next hook; one
-// hooked only by its organization's is unhooked from them, as on a worker.
-func (s *signalled) fetched(i int, now float64, signalled bool) {
-	if !s.feed {
-		s.hook[i].Fetched(s.hook[i].HookedBy(s.owner(i), at(now)), signalled, &s.loss)
 	}
 }
 

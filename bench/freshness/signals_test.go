@@ -7,7 +7,35 @@ import (
 	"testing"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
+
+// heldRepos is a worker's state of n repos it holds, none fetched yet.
+func heldRepos(n int) []worker.RepoState {
+	out := make([]worker.RepoState, n)
+	for i := range out {
+		out[i].Phase = worker.Queued
+	}
+	return out
+}
+
+// stretch is the factor the worker puts on repo i's poll step at day now.
+func (c runConfig) stretch(s *signalled, i int, now float64) float64 {
+	return s.repos[i].Stretch(c.view(s, nil, i, now))
+}
+
+// fetched steps a fetch of repo i at day now, as run does (a signalled repo's answers
+// its signal, another's is a poll), and counts what it tells of the hooks.
+func (c runConfig) fetched(s *signalled, i int, now float64, changed bool) {
+	cfg := worker.DefaultConfig()
+	v := c.view(s, priority.DefaultPrior(), i, now)
+	worker.Step(&cfg, v, &s.repos[i], worker.PollDue{})
+	worker.Step(&cfg, v, &s.repos[i], worker.Checked{Cloned: true})
+	a := worker.Step(&cfg, v, &s.repos[i], worker.Fetched{Res: fetch.Result{Changed: changed}})
+	s.loss.Count(a.Found)
+}
 
 func TestCoverageIsPerOrganizationAndNested(t *testing.T) {
 	org := orgs(20000, 3)
@@ -73,7 +101,7 @@ func TestDeliveries(t *testing.T) {
 }
 
 func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
-	s := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}, {at: 1.1, repo: 0}, {at: 1.2, repo: 2}, {at: 5, repo: 1}}, false)
+	s := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}, {at: 1.1, repo: 0}, {at: 1.2, repo: 2}, {at: 5, repo: 1}}, false, heldRepos(3))
 	s.arrive(2)
 	if i, ok := s.next(); !ok || i != 0 {
 		t.Fatalf("first fetch %d %v, want repo 0", i, ok)
@@ -84,9 +112,11 @@ func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 	if _, ok := s.next(); ok {
 		t.Fatal("a fetch with nothing signalled")
 	}
+	cfg := runConfig{Covered: []bool{true, true, true}}
+	cfg.fetched(s, 0, 2, false) // the fetches the signals asked for
+	cfg.fetched(s, 2, 2, false)
 	// The worker's decision: a hooked repo is stretched until its hooks stop for
 	// HookMemory; repo 1 has sent none yet.
-	cfg := runConfig{Covered: []bool{true, true, true}}
 	if got := cfg.stretch(s, 0, 3); got != hookStretch {
 		t.Errorf("hooked repo: stretch %v, want %v", got, hookStretch)
 	}
@@ -98,7 +128,7 @@ func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 	}
 	// A poll that finds a push no hook announced unhooks the repo, as on a worker, until
 	// its next hook.
-	s.fetched(0, 3, false)
+	cfg.fetched(s, 0, 3, true)
 	if got := cfg.stretch(s, 0, 3); got != 1 || s.loss.Lost != 1 {
 		t.Errorf("after a push found by a poll: stretch %v, lost %d", got, s.loss.Lost)
 	}
@@ -107,7 +137,7 @@ func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 		t.Errorf("after its first hook: stretch %v", got)
 	}
 	// A feed's repos are known covered; a feed names no hook.
-	f := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}}, true)
+	f := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}}, true, heldRepos(3))
 	f.arrive(2)
 	if got := cfg.stretch(f, 1, 3); got != feedStretch {
 		t.Errorf("feed: stretch %v, want %v", got, feedStretch)
@@ -146,7 +176,7 @@ func TestQuietRepoOfAHookedOrganization(t *testing.T) {
 	// Repos 0, 1, 2 in organization 7 (hook set on it), repos 3, 4, 5 in organization 8
 	// (hooks set per repo).
 	org := []int{7, 7, 7, 8, 8, 8}
-	s := newSignalled(org, []delivery{{at: 1.0, repo: 0, owner: true}, {at: 2.0, repo: 3}, {at: 3.0, repo: 4}}, false)
+	s := newSignalled(org, []delivery{{at: 1.0, repo: 0, owner: true}, {at: 2.0, repo: 3}, {at: 3.0, repo: 4}}, false, heldRepos(6))
 	cfg := runConfig{Covered: []bool{true, true, true, true, true, true}}
 	if got := cfg.stretch(s, 1, 0.5); got != 1 {
 		t.Fatalf("before any hook: stretch %v", got)
@@ -155,7 +185,7 @@ func TestQuietRepoOfAHookedOrganization(t *testing.T) {
 	if got := cfg.stretch(s, 1, 1.5); got != hookStretch {
 		t.Errorf("quiet repo after its organization's hook: stretch %v, want %v", got, hookStretch)
 	}
-	s.fetched(1, 1.5, false) // a poll found a push no hook announced
+	cfg.fetched(s, 1, 1.5, true) // a poll found a push no hook announced
 	if got := cfg.stretch(s, 1, 1.6); got != 1 || s.loss.Lost != 0 || s.loss.Outside != 1 {
 		t.Errorf("after a poll found a push: stretch %v, loss %+v (want 1, none lost, one outside)", got, s.loss)
 	}

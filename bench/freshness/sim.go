@@ -30,11 +30,11 @@ type runConfig struct {
 }
 
 // Fall-back polling of repos that signal their pushes is the worker's decision
-// (worker.PollStretch): a signalled push is fetched at once, so polls of such a repo
-// are there only for the signals that get lost, and its step is stretched by 1/√ of the
-// loss the worker has counted (worker.HookLoss), or by worker.FeedStretch for a repo a
-// feed covers. A repo counts as hooked from its first hook until a poll finds a push
-// before its hook (worker.HookState), and a repo with no hook of its own counts as
+// (worker.RepoState.Stretch): a signalled push is fetched at once, so polls of such a
+// repo are there only for the signals that get lost, and its step is stretched by 1/√
+// of the loss the worker has counted (worker.HookLoss), or by worker.FeedStretch for a
+// repo a feed covers. A repo counts as hooked from its first hook until a poll finds a
+// push before its hook (worker.HookState), and a repo with no hook of its own counts as
 // hooked while its organization's hooks cover it (worker.OwnerHooks: an owner-level
 // hook, or hooks of ownerRepos of its repos) until a poll finds a push of it first.
 const (
@@ -44,12 +44,33 @@ const (
 	signalMemory = float64(worker.HookMemory / (24 * time.Hour)) // days
 )
 
-// stretch is the factor on the poll step of repo i at day now.
-func (c runConfig) stretch(sig *signalled, i int, now float64) float64 {
-	if sig == nil {
-		return 1
+// view is what the worker's step reads of the worker for repo i at day now.
+func (c runConfig) view(sig *signalled, prior *priority.Prior, i int, now float64) worker.View {
+	v := worker.View{Now: at(now), Prior: prior}
+	if sig != nil {
+		v.FeedCovered, v.Owner, v.HookLoss = sig.feed && c.Covered[i], sig.owner(i), sig.loss
 	}
-	return worker.PollStretch(sig.hook[i], sig.owner(i), at(now), sig.feed && c.Covered[i], sig.loss.Share())
+	return v
+}
+
+// schedPolicy is a scheduler as the simulated worker's policy (worker.Config.Policy).
+// What the scheduler reads besides the worker's inputs (the repo, the day, its newest
+// commit as a day) is set before each fetch; a repo it never polls again gets +Inf.
+type schedPolicy struct {
+	s          scheduler
+	i          int
+	now        float64
+	lastCommit float64
+}
+
+func (p *schedPolicy) Name() string { return p.s.name() }
+
+func (p *schedPolicy) Next(in priority.Input) float64 {
+	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior})
+	if !again {
+		return math.Inf(1)
+	}
+	return next
 }
 
 // window is a measured stretch of days [From, To).
@@ -57,8 +78,9 @@ type window struct{ From, To float64 }
 
 // run starts a fleet on day 0 with every repo still to clone, polls the upstream at a
 // fixed budget, taking repos from the worker's own queue in the order the scheduler's
-// priorities give, and measures what a user of the mirror sees in each window. A poll
-// tells the scheduler only what a worker would know: on the first clone the history's
+// priorities give, and measures what a user of the mirror sees in each window. The
+// worker's own step (worker.Step) decides on each fetch, the scheduler as its policy.
+// A poll tells it only what a worker would know: on the first clone the history's
 // commit times (bounded as the mirror bounds them), on later polls the times of the
 // commits it brought; never the pushes' times, which the lag is measured from.
 func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.Rand) []results.FreshnessRun {
@@ -81,8 +103,13 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	cursor := make([]int, n) // first push not mirrored yet
 	cloned := make([]bool, n)
 	lastCommit := make([]float64, n)
-	lastPoll := make([]float64, n)
-	stats := make([]priority.Stats, n)
+	held := make([]worker.RepoState, n) // the worker's state of each repo
+	for i := range held {
+		held[i].Phase = worker.Queued
+	}
+	pol := &schedPolicy{s: sched}
+	wcfg := worker.DefaultConfig()
+	wcfg.Policy, wcfg.MinInterval = pol, time.Duration(cfg.MinInterval*86400*float64(time.Second))
 	for i := range lastCommit {
 		lastCommit[i] = math.Inf(-1)
 	}
@@ -97,7 +124,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	}
 	var sig *signalled
 	if cfg.Signal != nil {
-		sig = newSignalled(cfg.Orgs, cfg.Deliveries, cfg.Signal.Period > 0)
+		sig = newSignalled(cfg.Orgs, cfg.Deliveries, cfg.Signal.Period > 0, held)
 	}
 	dt := 1 / (cfg.Budget * float64(n))
 	for k := 0; ; k++ {
@@ -119,9 +146,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		}
 		if learns && prior.Due(at(now), withEvidence) {
 			var all []priority.Stats
-			for i, s := range stats {
+			for i, r := range held {
 				if cloned[i] {
-					all = append(all, s)
+					all = append(all, r.Rec.Stats)
 				}
 			}
 			prior = priority.Fit(all, prior, at(now), &scores)
@@ -190,34 +217,36 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		for _, p := range brought {
 			lastCommit[i] = max(lastCommit[i], p.Authored[0])
 		}
-		var poll priority.Poll
+		wasCloned := cloned[i]
+		var res fetch.Result
 		if !cloned[i] {
 			times, since, root := historyAt(life, c, now)
 			lastCommit[i] = max(lastCommit[i], life.Newest)
-			poll = priority.Poll{Now: at(now), Changed: true, Commits: times, Since: at(since), FromRoot: root}
-			if !math.IsInf(lastCommit[i], -1) {
-				poll.LastCommitAt = at(lastCommit[i])
-			}
+			res = fetch.Result{Cloned: true, Changed: true, Commits: commitsAt(times), HistorySince: at(since), HistoryFromRoot: root}
 			cloned[i] = true
 			withEvidence++
 		} else {
-			poll = priority.Poll{Prev: at(lastPoll[i]), Now: at(now), Changed: len(brought) > 0, Commits: newCommits(brought)}
+			res = fetch.Result{Changed: len(brought) > 0, Commits: commitsAt(newCommits(brought))}
 		}
-		if learns && worker.Scored(cfg.stretch(sig, i, now), signaled) {
-			scores.Add(prior, stats[i], poll)
+		if !math.IsInf(lastCommit[i], -1) {
+			res.LastCommitAt = at(lastCommit[i])
 		}
-		stats[i] = priority.Fold(stats[i], poll, prior)
 		cursor[i] = c
-		lastPoll[i] = now
-		p, again := sched.next(i, old, seen{now: now, changed: poll.Changed, lastCommit: lastCommit[i], stats: stats[i], prior: prior})
-		if sig != nil && len(brought) > 0 && poll.Prev != (time.Time{}) {
-			sig.fetched(i, now, signaled)
+		// The worker's fetch: taken at old (a signalled repo answers its signal), a
+		// mirror there or not, and what it brought.
+		pol.i, pol.now, pol.lastCommit = i, now, lastCommit[i]
+		v := cfg.view(sig, prior, i, now)
+		worker.Step(&wcfg, v, &held[i], worker.PollDue{Prio: old})
+		worker.Step(&wcfg, v, &held[i], worker.Checked{Cloned: wasCloned})
+		a := worker.Step(&wcfg, v, &held[i], worker.Fetched{Res: res})
+		if learns && a.Learn {
+			scores.Add(prior, a.Learning.Stats, a.Learning.Poll)
 		}
-		if again {
-			p = old + (p-old)*cfg.stretch(sig, i, now)
+		if sig != nil {
+			sig.loss.Count(a.Found)
 		}
-		if again {
-			q.Push(id, p, at(now+cfg.MinInterval))
+		if !math.IsInf(a.Queue.Prio, 1) {
+			q.Push(id, a.Queue.Prio, a.Queue.NotBefore)
 		}
 	}
 	// Pushes still unmirrored at the end count with the lag they have so far.
@@ -277,6 +306,15 @@ func historyAt(life RepoLife, pushed int, now float64) (times []time.Time, since
 		return times, all[len(all)-1], true
 	}
 	return times, since, false
+}
+
+// commitsAt are commits at these times, as a fetch's result lists them.
+func commitsAt(times []time.Time) []fetch.Commit {
+	out := make([]fetch.Commit, len(times))
+	for k, t := range times {
+		out[k] = fetch.Commit{Author: t}
+	}
+	return out
 }
 
 // newCommits lists the commit times a fetch of these pushes brings, bounded as the
