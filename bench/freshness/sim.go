@@ -126,7 +126,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	if cfg.Signal != nil {
 		sig = newSignalled(cfg.Orgs, cfg.Deliveries, cfg.Signal.Period > 0, held)
 	}
-	dt := 1 / (cfg.Budget * float64(n))
+	dt := 1 / worker.PollsPerDay(cfg.Budget, n) // the pace a worker holds a poll budget at
 	for k := 0; ; k++ {
 		now := float64(k) * dt
 		if now > cfg.End {

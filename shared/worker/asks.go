@@ -26,7 +26,7 @@ const (
 func (a Ask) hook() bool { return a == AskHook || a == AskOwnerHook }
 
 // FetchNow asks for a fetch of an owned repo at once, ahead of the queue and whatever
-// its minimum interval (per-host politeness and the byte and disk
+// its minimum interval and the poll budget (per-host politeness and the byte and disk
 // caps still apply): a forge's push webhook, a feed's listing or a user's sync. Asks
 // coalesce: while a fetch of the repo runs, one more is queued behind it, never more. A
 // hook records that the repo's forge sends webhooks, and what it says of the repo's

@@ -23,23 +23,37 @@ type Job struct {
 	Priority float64
 }
 
-// Next pops the next repo to fetch at now, if one is eligible and the rate allows. A
-// repo whose upstream host is closed (hosts.go) waits on the host instead. A worker
-// whose lease ran out (no heartbeat accepted for Lease) starts nothing: the
+// Next pops the next repo to fetch at now, if one is eligible and the rates allow. A
+// repo whose upstream host is closed (hosts.go) waits on the host instead; a poll
+// waits while the poll budget is spent (budget.go), and the repos behind it with it. A
+// worker whose lease ran out (no heartbeat accepted for Lease) starts nothing: the
 // coordinator may be about to give its repos to others.
 func (w *Worker) Next(now time.Time) (Job, bool) {
+	j, polled, ok := w.next(now)
+	if polled != "" && w.cfg.Polled != nil {
+		w.cfg.Polled(polled)
+	}
+	return j, ok
+}
+
+// next is Next under the lock; polled is the host of a budgeted poll it started.
+func (w *Worker) next(now time.Time) (j Job, polled string, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.joined || !w.leasedLocked(now) || !w.allowLocked(now) {
-		return Job{}, false
+		return Job{}, "", false
 	}
 	w.hosts.release(now, w.requeueLocked)
 	for {
-		id, prio, ok := w.queue.Pop(now)
+		id, prio, ok := w.queue.Peek(now)
 		if !ok {
-			return Job{}, false
+			return Job{}, "", false
 		}
 		r := w.repos[id]
+		if r != nil && r.Budgeted() && !w.budget.ready(now, len(w.repos)) {
+			return Job{}, "", false
+		}
+		w.queue.Pop(now)
 		if r == nil || r.Phase != Queued {
 			continue
 		}
@@ -48,14 +62,19 @@ func (w *Worker) Next(now time.Time) (Job, bool) {
 			w.hosts.park(r.host, id, prio, w.parkSeq, now)
 			continue
 		}
-		if a := w.stepLocked(id, now, PollDue{Prio: prio}); !a.Fetch {
+		a := w.stepLocked(id, now, PollDue{Prio: prio})
+		if !a.Fetch {
 			continue
+		}
+		if a.Poll {
+			w.budget.take()
+			polled = r.host
 		}
 		w.inFlight++
 		if w.cfg.Rate > 0 {
 			w.tokens--
 		}
-		return Job{Target: fetch.Target{ID: id, URL: r.Rec.URL, Upstream: r.Rec.Upstream}, Owner: w.id, Epoch: r.Rec.OwnerEpoch, Priority: prio}, true
+		return Job{Target: fetch.Target{ID: id, URL: r.Rec.URL, Upstream: r.Rec.Upstream}, Owner: w.id, Epoch: r.Rec.OwnerEpoch, Priority: prio}, polled, true
 	}
 }
 

@@ -148,6 +148,15 @@ func (q *Queue) Ahead(id string) (n int, notBefore time.Time, ok bool) {
 	return n, it.notBefore, true
 }
 
+// Peek returns the repo Pop would return at now, leaving it queued.
+func (q *Queue) Peek(now time.Time) (id string, priority float64, ok bool) {
+	q.release(now)
+	if len(q.ready) == 0 {
+		return "", 0, false
+	}
+	return q.ready[0].id, q.ready[0].priority, true
+}
+
 // Pop removes and returns the repo with the smallest priority among those eligible at now.
 func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 	q.release(now)

@@ -66,12 +66,18 @@ type RepoState struct {
 
 // Held reports whether the worker holds the repo (its fetch may still run after a
 // move: that repo is not held).
-func (r RepoState) Held() bool { return r.Phase == Queued || r.Phase == Fetching }
+func (r *RepoState) Held() bool { return r.Phase == Queued || r.Phase == Fetching }
 
 // Knows reports whether the worker holds the repo at the owner epoch epoch or a later
 // one: an outbox entry that assigns it at epoch is old news, and its record need not
 // be read.
-func (r RepoState) Knows(epoch int64) bool { return r.Held() && r.Rec.OwnerEpoch >= epoch }
+func (r *RepoState) Knows(epoch int64) bool { return r.Held() && r.Rec.OwnerEpoch >= epoch }
+
+// Budgeted reports whether the fetch the repo's turn would start now is a poll the poll
+// budget counts: not a first clone (no fetch has succeeded yet), not asked for.
+func (r *RepoState) Budgeted() bool {
+	return r.Phase == Queued && r.Pending == ByTurn && !r.Rec.LastSuccessAt.IsZero()
+}
 
 // Stretch is the factor on the repo's next poll step (PollStretch, the report's
 // poll_stretch): FeedStretch while a feed covers it, StretchForLoss of its host's hook
@@ -167,6 +173,7 @@ type Actions struct {
 	Taken bool // Asked: the ask is the worker's to answer (it holds the repo)
 
 	Fetch    bool       // PollDue: start the fetch
+	Poll     bool       // PollDue: the fetch is a poll, which the poll budget counts
 	MaxBytes int64      // Checked: the most the fetch may add to the disk (0: no bound)
 	Admit    *MemoryAsk // Checked: reserve memory, then MemoryAdmitted or MemoryRefused
 	Sync     bool       // run the sync now
@@ -352,7 +359,7 @@ func pollDue(v View, r *RepoState, prio float64) Actions {
 	if r.Phase != Queued {
 		return Actions{} // a queue entry of a repo no longer waiting
 	}
-	a := Actions{Fetch: true}
+	a := Actions{Fetch: true, Poll: r.Budgeted()}
 	r.Phase, r.Prio, r.Answering, r.Pending, r.StartedAt = Fetching, prio, r.Pending, ByTurn, v.Now
 	return a
 }

@@ -113,6 +113,7 @@ func words(prev RepoState, v View, a Actions) string {
 	}
 	add(a.Taken, "taken")
 	add(a.Fetch, "fetch")
+	add(a.Poll, "poll")
 	add(a.MaxBytes > 0, fmt.Sprintf("max=%d", a.MaxBytes))
 	add(a.Admit != nil, "admit")
 	add(a.Sync, "sync")
@@ -170,30 +171,30 @@ func TestStep(t *testing.T) {
 	memory := stepConfig()
 	memory.Memory = membudget.NewPool(1 << 30)
 	for name, sc := range map[string]script{
-		// A new repo is cloned blind, then polled: the first clone samples no interval;
-		// a poll that finds nothing writes nothing within the checkpoint and is learned
-		// from.
+		// A new repo is cloned blind, then polled: the first clone is no poll the budget
+		// counts and samples no interval; a poll that finds nothing writes nothing within
+		// the checkpoint and is learned from.
 		"clone then polls": {start: RepoState{}, lines: []line{
 			{ev: MovedIn{Rec: store.Repo{ID: "r", URL: "https://example.org/a/b", State: store.RepoCloning, OwnerEpoch: 1}}, want: "queue=new", state: "queued"},
 			{ev: poll, want: "fetch", state: "fetching"},
 			{ev: noMirror, want: "sync"},
 			{ev: clone, want: "end changed report queue=step1+5m0s", state: "queued"},
 			{ev: Written{At: s0, Landed: true}},
-			{after: time.Hour, ev: poll, want: "fetch"},
+			{after: time.Hour, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end learn queue=step1+5m0s"},
-			{after: time.Hour, ev: poll, want: "fetch"},
+			{after: time.Hour, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: changed, want: "end changed learn report queue=step1+5m0s"},
 		}},
 		// An unchanged poll past the checkpoint writes; a report that did not land is
 		// written by the next fetch whatever it finds.
 		"checkpoint and a report that did not land": {start: mirrored(), lines: []line{
-			{after: 6 * time.Hour, ev: poll, want: "fetch"},
+			{after: 6 * time.Hour, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end learn report queue=step1+5m0s"},
 			{ev: Written{At: s0.Add(6 * time.Hour), Landed: false}},
-			{after: time.Minute, ev: poll, want: "fetch"},
+			{after: time.Minute, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end learn report queue=step1+5m0s"},
 		}},
@@ -205,15 +206,15 @@ func TestStep(t *testing.T) {
 			{ev: poll, want: "fetch", state: "fetching answering=hook hooked"},
 			{ev: mirror, want: "sync"},
 			{ev: changed, want: "end changed announced report queue=step10+5m0s", state: "queued hooked"},
-			{after: time.Hour, ev: poll, want: "fetch"},
+			{after: time.Hour, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end queue=step10+5m0s"},
 		}},
 		// Hooks during a poll coalesce into one more fetch right after it, which answers
 		// them: it (not the poll that started before them) beats when it writes nothing.
 		// The poll is not learned from: the repo counted as hooked when it ended.
-		"hooks during a": {start: mirrored(), lines: []line{
-			{ev: poll, want: "fetch"},
+		"hooks during a poll": {start: mirrored(), lines: []line{
+			{ev: poll, want: "fetch poll"},
 			{ev: hook, want: "taken", state: "fetching pending=hook hooked"},
 			{ev: hook, want: "taken"},
 			{ev: mirror, want: "sync"},
@@ -231,10 +232,10 @@ func TestStep(t *testing.T) {
 			{ev: poll, want: "fetch"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end beat queue=step10+5m0s", state: "queued hooked"},
-			{after: time.Hour, ev: poll, want: "fetch"},
+			{after: time.Hour, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: changed, want: "end changed lost report queue=step1+5m0s", state: "queued"},
-			{after: time.Hour, ev: poll, want: "fetch"},
+			{after: time.Hour, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end learn queue=step1+5m0s"},
 		}},
@@ -265,7 +266,7 @@ func TestStep(t *testing.T) {
 			{ev: SyncRequested{Epoch: 3}, want: "queue=front", state: "queued pending=ask"},
 		}},
 		"sync request during the fetch the ask follows": {start: mirrored(), lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{after: time.Second, ev: userSync, want: "taken"},
 			{ev: SyncRequested{Epoch: 2}, want: "", state: "fetching pending=ask"},
 			{ev: mirror, want: "sync"},
@@ -293,10 +294,10 @@ func TestStep(t *testing.T) {
 			{after: 30 * time.Second, ev: poll, want: "fetch", state: "fetching answering=hook hooked"},
 			{ev: mirror, want: "sync"},
 			{ev: changed, want: "end changed announced report queue=step10+5m0s", state: "queued hooked"},
-			{after: time.Hour, ev: poll, want: "fetch"},
+			{after: time.Hour, ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: busy, want: "end queue=step1+30s", state: "queued hooked"},
-			{after: 30 * time.Second, ev: poll, want: "fetch"},
+			{after: 30 * time.Second, ev: poll, want: "fetch poll"},
 		}},
 		// Moves. Out while waiting: gone at once. Out while fetching: no ask is taken,
 		// and the fetch's end forgets it (the next owner goes on). In while held: only the
@@ -318,7 +319,7 @@ func TestStep(t *testing.T) {
 		// fetch in flight and a new entry queued at once, so a second fetch of it could
 		// start. Now it is held again as fetching, and that fetch queues it when it ends.
 		"moved out and in while fetching": {start: mirrored(), lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: MovedOut{}, want: "queue=out"},
 			{ev: MovedIn{Rec: mirrored().Rec, Prio: 0}, want: "", state: "fetching"},
 			{ev: poll, want: ""},
@@ -340,36 +341,36 @@ func TestStep(t *testing.T) {
 		// with a mirror is not fetched (its record says why, once); below it the fetch
 		// may add its share of the room.
 		"disk full, no mirror": {start: mirrored(), lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: Checked{Cloned: false, DiskUsed: 90, DiskTotal: 100}, want: "handback end forget", state: "notheld"},
 		}},
 		"disk full, mirrored": {start: mirrored(), lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: Checked{Cloned: true, DiskUsed: 90, DiskTotal: 100}, want: "end warn report queue=step1+5m0s"},
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: Checked{Cloned: true, DiskUsed: 90, DiskTotal: 100}, want: "end warn queue=step1+5m0s"},
 		}},
 		"disk with room": {start: mirrored(), lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: Checked{Cloned: true, DiskUsed: 500, DiskTotal: 1000}, want: "max=35 sync"},
 		}},
 		// Memory admission: the fetch reserves first; a refusal (the worker stopping)
 		// fetched nothing and its turn comes again.
 		"memory": {start: mirrored(), cfg: &memory, lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "admit"},
 			{ev: MemoryAdmitted{}, want: "sync"},
 			{ev: Fetched{Need: 4 << 20}, want: "end learn queue=step1+5m0s"},
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "admit"},
 			{ev: MemoryRefused{Err: errors.New("stopping")}, want: "end queue=step1+30s"},
 		}},
 		// Failures back off; a host that says 429 is paused whole.
 		"failures": {start: mirrored(), lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: broken, want: "end failed warn report queue=step1+5m0s"},
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: Fetched{Err: &fetch.Error{Kind: fetch.KindRateLimited, RetryAfter: time.Hour, Err: errors.New("429")}},
 				want: "end pause failed warn report queue=step1+1h0m0s"},
@@ -377,17 +378,17 @@ func TestStep(t *testing.T) {
 		// A repo a feed covers is polled as a fall-back (FeedStretch), and its polls are
 		// not learned from.
 		"feed-covered": {start: mirrored(), view: View{FeedCovered: true}, lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end queue=step100+5m0s"},
 		}},
 		// A quiet repo of an organization whose hooks cover it: stretched until a poll
 		// finds a push of it first, which counts as outside the owner's hooks.
 		"organization's hooks": {start: mirrored(), view: View{Owner: &OwnerHooks{OwnerAt: s0}}, lines: []line{
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: changed, want: "end changed outside report queue=step1+5m0s"},
-			{ev: poll, want: "fetch"},
+			{ev: poll, want: "fetch poll"},
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end learn queue=step1+5m0s"},
 		}},
@@ -418,5 +419,29 @@ func TestStepReservesWhatTheLastFetchNeeded(t *testing.T) {
 	a = Step(&cfg, v, &r, mirror)
 	if a.Admit == nil || a.Admit.Start != membudget.Start(1<<20, 64<<20) {
 		t.Fatalf("next update's reservation %+v, want what the last one needed", a.Admit)
+	}
+}
+
+// Only a repo's own turn, once it has a mirror, is a poll the budget counts.
+func TestBudgeted(t *testing.T) {
+	cfg := stepConfig()
+	v := View{Now: s0, Prior: priority.DefaultPrior()}
+	if (&RepoState{Phase: Queued}).Budgeted() {
+		t.Error("a first clone is budgeted")
+	}
+	if r := mirrored(); !r.Budgeted() {
+		t.Error("a poll is not budgeted")
+	}
+	for _, ask := range []Ask{AskHook, AskOwnerHook, AskSync, AskFeed} {
+		r := mirrored()
+		Step(&cfg, v, &r, Asked{By: ask})
+		if r.Budgeted() {
+			t.Errorf("an ask %v is budgeted", ask)
+		}
+	}
+	r := mirrored()
+	Step(&cfg, v, &r, SyncRequested{Epoch: 2})
+	if r.Budgeted() {
+		t.Error("a sync request is budgeted")
 	}
 }

@@ -93,6 +93,15 @@ type Config struct {
 	// says of its host's hooks (the hook metrics); it is called outside the worker's
 	// lock and must not block.
 	HookFound func(host string, f HookFind)
+	// PollBudget is polls per repo per day, averaged over the fleet (budget.go): the
+	// worker polls its repos PollsPerDay(PollBudget, repos it holds) times a day at
+	// most, the policy's order choosing which. First clones, hooks', feeds' and syncs'
+	// fetches are not counted. <= 0: no budget, as fast as the per-host limits and the
+	// minimum interval allow.
+	PollBudget float64
+	// Polled, if set, is told the host of each poll the budget counts (the polls
+	// metric); it is called outside the worker's lock and must not block.
+	Polled func(host string)
 	// Per upstream host (hosts.go); negative: no limit.
 	HostConcurrency int           // fetches of one host at a time
 	HostRate        float64       // fetch starts per second on one host
@@ -245,7 +254,8 @@ type Worker struct {
 	inFlight int
 	tokens   float64
 	tokensAt time.Time
-	leaseAt  time.Time // when the last heartbeat the store accepted was sent
+	budget   pollBudget // the poll budget's bucket
+	leaseAt  time.Time  // when the last heartbeat the store accepted was sent
 
 	stats struct {
 		fetches, changed, failures, reports, handedBack, fullResyncs, purged, lost atomic.Int64
@@ -266,7 +276,8 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 		repos: map[string]*repoEntry{}, queue: NewQueue(), prior: priority.DefaultPrior(),
 		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
 		hookLoss: map[string]*HookLoss{}, owners: map[string]*OwnerHooks{},
-		hosts: newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause)}
+		hosts:  newHosts(cfg.HostConcurrency, cfg.HostRate, float64(cfg.HostBurst), cfg.HostPause),
+		budget: pollBudget{budget: cfg.PollBudget}}
 	w.maint, _ = m.(Maintainer)
 	return w
 }
@@ -302,9 +313,9 @@ func (w *Worker) Stats() Stats {
 
 // NextPoll estimates when the worker fetches repo id next: now if it is in flight;
 // otherwise once the repos ahead of it in the queue have gone, at the worker's fetch rate
-// (its configured Rate, or the rate it has kept since it joined), and not before the
+// (fetchRateLocked) and after the poll budget's wait for a poll, and not before the
 // repo's minimum interval. False if the worker does not hold it queued (not its repo,
-// or waiting for a host that asked for a pause) or has not fetched anything yet.
+// or waiting for a host that asked for a pause) or knows no rate yet.
 func (w *Worker) NextPoll(id string) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -325,6 +336,9 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	at := now.Add(time.Duration(float64(ahead) / rate * float64(time.Second)))
+	if r.Budgeted() {
+		at = at.Add(w.budget.wait(now, len(w.repos)))
+	}
 	if notBefore.After(at) {
 		at = notBefore
 	}
@@ -332,16 +346,17 @@ func (w *Worker) NextPoll(id string) (time.Time, bool) {
 }
 
 // fetchRateLocked is the worker's fetch rate at now: its configured Rate, or the rate it
-// has kept since it joined; 0 before it has fetched anything.
+// has kept since it joined (0 before it has fetched anything), and no more than its
+// poll budget's.
 func (w *Worker) fetchRateLocked(now time.Time) float64 {
-	if w.cfg.Rate > 0 {
-		return w.cfg.Rate
+	rate := w.cfg.Rate
+	if up := now.Sub(w.joinedAt).Seconds(); rate <= 0 && !w.joinedAt.IsZero() && up > 0 {
+		rate = float64(w.stats.fetches.Load()) / up // fetches counts from the process's start, as joinedAt
 	}
-	up := now.Sub(w.joinedAt).Seconds()
-	if w.joinedAt.IsZero() || up <= 0 {
-		return 0
+	if b := w.budget.rate(len(w.repos)); b > 0 && (rate <= 0 || b < rate) {
+		rate = b
 	}
-	return float64(w.stats.fetches.Load()) / up // fetches counts from the process's start, as joinedAt
+	return rate
 }
 
 // LastChecked is when the worker last polled repo id, whether or not the poll found

@@ -1133,3 +1133,40 @@ func TestMovedOutAndInDuringAFetchIsFetchedOnce(t *testing.T) {
 		t.Fatalf("queue holds %d repos after the fetch, want it queued again", f.w.QueueLen())
 	}
 }
+
+// A poll budget holds polls back, not first clones or asks; Polled hears of each poll it
+// counts.
+func TestPollBudgetHoldsPollsNotAsks(t *testing.T) {
+	var polled []string
+	f := newFixture(t, worker.Config{MinInterval: time.Minute, PollBudget: 24, // one repo: a poll an hour
+		Polled: func(host string) { polled = append(polled, host) }})
+	ctx := context.Background()
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("the first clone waited")
+	}
+	f.clk.Advance(2 * time.Minute)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("the first poll waited")
+	}
+	f.clk.Advance(2 * time.Minute)
+	if f.w.RunOnce(ctx) {
+		t.Fatal("polled past the budget")
+	}
+	if !f.w.FetchNow(f.id, worker.AskHook) || !f.w.RunOnce(ctx) {
+		t.Fatal("a hook's fetch waited for the budget")
+	}
+	f.clk.Advance(2 * time.Minute)
+	if f.w.RunOnce(ctx) {
+		t.Fatal("polled past the budget after a hook")
+	}
+	f.clk.Advance(time.Hour)
+	if !f.w.RunOnce(ctx) {
+		t.Fatal("no poll an hour on")
+	}
+	if f.m.calls != 4 || !slices.Equal(polled, []string{"example.org", "example.org"}) {
+		t.Fatalf("%d syncs, polls counted %v; want 4 syncs, the 2 polls counted", f.m.calls, polled)
+	}
+	if at, ok := f.w.NextPoll(f.id); !ok || at.Sub(f.clk.Now()) < 50*time.Minute {
+		t.Fatalf("next poll estimated at %v (ok %v), want about an hour on", at.Sub(f.clk.Now()), ok)
+	}
+}
