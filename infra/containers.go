@@ -200,6 +200,8 @@ func (s *Stack) workers() {
 		DiskUsage: deployenv.DiskUsageElastic,
 		AliveFile: aliveFile,
 		EventBus:  *s.EventBus.EventBusName(),
+		// The workers hold the budget the fleet is sized for (infra/budget).
+		PollBudget: s.props.PollsPerDay,
 
 		MaintainEvery: s.props.MaintainEvery,
 		ScrubEvery:    s.props.ScrubEvery,

@@ -260,7 +260,7 @@ func (s *Stack) dashboard() {
 			graph("Staleness (s)", m("StalenessP50", "Maximum"), m("StalenessP99", "Maximum"), m("StalenessMax", "Maximum")),
 		},
 		{
-			graph("Fetches", m("FetchSuccesses", "Sum"), m("FetchFailures", "Sum")),
+			graph("Fetches: successes / failures / polls (the budget's)", m("FetchSuccesses", "Sum"), m("FetchFailures", "Sum"), m("Polls", "Sum")),
 			graph("Fetch duration (s)", m("FetchDuration", "Average"), m("FetchDuration", "p99")),
 			graph("Bytes fetched / queue depth", m("BytesFetched", "Sum"), m("QueueDepth", "Maximum")),
 		},

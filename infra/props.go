@@ -42,8 +42,9 @@ type Props struct {
 	Warmup          time.Duration // MIRRORFLEET_WARMUP; default 10m
 	NoWarmup        bool          // no first-start warm-up (a fleet being rebuilt): MIRRORFLEET_WARMUP=0
 	MinLive         int           // alarm when fewer live workers; default WorkerCount
-	// PollsPerDay is the poll budget the fleet is sized for (infra/budget): maxWorkers,
-	// the stale-repos alarm and the scaling steps follow from it. Default 2.
+	// PollsPerDay is the poll budget the fleet is sized for (infra/budget), and the
+	// workers hold it (MIRRORFLEET_POLL_BUDGET): maxWorkers, the stale-repos alarm and
+	// the scaling steps follow from it. Default 2.
 	PollsPerDay float64
 	// StaleAfter: alarm when StalenessMax exceeds it; default twice the staleness a fleet
 	// at its budget shows (budget.StaleAfter).

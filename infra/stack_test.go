@@ -454,7 +454,7 @@ func TestWorkers(t *testing.T) {
 	// the task's 2,048.
 	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "921M",
 		Drain: 20 * time.Second, DiskUsage: deployenv.DiskUsageElastic, AliveFile: "/tmp/mirrorfleet/alive",
-		ScrubEvery: DefaultScrubEvery}.Env()
+		ScrubEvery: DefaultScrubEvery, PollBudget: budget.Default().PollsPerDay}.Env()
 	want[deployenv.Table], want[deployenv.EventBus] = "", ""
 	got := envVars(c)
 	for k, v := range want {
@@ -1112,7 +1112,7 @@ func TestAlarmEmailRequired(t *testing.T) {
 func TestDashboard(t *testing.T) {
 	b := js(resourcesOf("AWS::CloudWatch::Dashboard"))
 	names := []string{"Ticks", "TickDuration", "LeaderTerm", "ReposMoved", "WorkersByState", "ReposByState",
-		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "FetchDuration", "BytesFetched", "QueueDepth",
+		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "Polls", "FetchDuration", "BytesFetched", "QueueDepth",
 		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "StorageBytes", "MeteredIOBytes",
 		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
 	names = append(append(append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...), memoryMetrics...), hookMetrics...)

@@ -385,7 +385,7 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	if !previous {
 		misses := clones * days * (1 - md.CloneCacheHit)
 		months, eventOnly = metricMonths(st.Metrics, metricEvents{Deaths: deaths, Changes: changes, Clones: clones * days,
-			CloneMisses: misses, Rare: md.RareEventsPerMonth})
+			CloneMisses: misses, Rare: md.RareEventsPerMonth, Polls: polls})
 	}
 	b.CustomMetricMonths = months
 	metricDetail := fmt.Sprintf("%.0f custom metrics", st.CustomMetrics)

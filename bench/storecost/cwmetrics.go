@@ -24,6 +24,7 @@ type metricEvents struct {
 	// pack cache, which answers them or runs pack-objects.
 	CloneMisses float64
 	Rare        float64 // of each rare kind (model.RareEventsPerMonth)
+	Polls       float64 // polls the budget counts (the Polls counter)
 }
 
 // eventsOf returns, for a metric written only with events, the events a month of each
@@ -43,6 +44,8 @@ func eventsOf(name string, series int, ev metricEvents) (perSeries []float64, ok
 		return each(ev.Rare), true
 	case metrics.EventsPublished, metrics.EventsDelivered:
 		return each(ev.Changes), true
+	case metrics.Polls:
+		return each(ev.Polls), true
 	case metrics.HookPushesAnnounced:
 		return each(ev.Changes), true // at most every change, when every repo sends hooks
 	case metrics.HookPushesLost, metrics.HookPushesOutside, metrics.FeedsUncovered:

@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
@@ -63,6 +65,31 @@ func limitFlags(fs *flag.FlagSet, cfg *fleet.Config) {
 	fs.DurationVar(&cfg.HTTP.BodyTimeout, "http-body-timeout", hl.BodyTimeout, "an API request's body must arrive within this")
 	fs.DurationVar(&cfg.HTTP.ResponseTimeout, "http-response-timeout", hl.ResponseTimeout, "an API request must be answered within this")
 	fs.IntVar(&cfg.HTTP.MaxHeaderBytes, "http-max-header-bytes", hl.MaxHeaderBytes, "request headers over this many bytes get 431")
+}
+
+// pollBudgetFlag is --poll-budget: polls per repo per day, averaged over the fleet, or
+// none.
+func pollBudgetFlag(fs *flag.FlagSet, p *float64) {
+	fs.Func("poll-budget", "polls per repo per day, averaged over the fleet: the workers poll no more than that on average "+
+		"over an hour, the policy choosing which repos; first clones and the fetches a hook, a feed or a sync asks for are "+
+		"not counted. A `number`, or none (the default): poll as fast as the per-host limits and --min-interval allow",
+		func(v string) error {
+			b, err := parsePollBudget(v)
+			*p = b
+			return err
+		})
+}
+
+// parsePollBudget reads --poll-budget: "" or none is no budget.
+func parsePollBudget(v string) (float64, error) {
+	if v = strings.TrimSpace(v); v == "" || v == "none" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("want polls per repo per day (e.g. 0.5) or none, not %q", v)
+	}
+	return f, nil
 }
 
 // byteFlag is an int64 flag that takes sizes: 1048576, 512M, 8G, 1.5TiB.

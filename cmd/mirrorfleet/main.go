@@ -245,6 +245,7 @@ func newRunFlags(stderr io.Writer) *runFlags {
 	fs.DurationVar(&cfg.Grace, "grace", d.Grace, "silence before a worker's repos move")
 	fs.DurationVar(&cfg.Warmup, "warmup", d.Warmup, "wait on first start before assigning (0s: none)")
 	fs.DurationVar(&cfg.MinInterval, "min-interval", d.MinInterval, "minimum time between two polls of one repo")
+	pollBudgetFlag(fs, &cfg.PollBudget)
 	wd := worker.DefaultConfig()
 	fs.DurationVar(&cfg.MaintainEvery, "maintain-every", wd.MaintainEvery, "how often each mirror is considered for maintenance (one unchanged since its last runs no git and reads no pack; -1s: never)")
 	fs.DurationVar(&cfg.ScrubEvery, "scrub-every", wd.ScrubEvery, "period of each mirror's full run (bitmap, connectivity check: reads its packs whole), spread over the fleet by repo id; also after a failed run")

@@ -35,7 +35,7 @@ type flagGroup struct {
 func runGroups() []flagGroup {
 	return []flagGroup{
 		{"Most used", []string{"config", "data", "listen", "workers", "repos-file", "clone-base-url", "allow-private-hosts", "token", "log-level"}},
-		{"Fleet", []string{"fetchers", "policy", "min-interval", "tick", "heartbeat", "grace", "warmup", "maintain-every", "scrub-every", "case-insensitive-host"}},
+		{"Fleet", []string{"fetchers", "policy", "min-interval", "poll-budget", "tick", "heartbeat", "grace", "warmup", "maintain-every", "scrub-every", "case-insensitive-host"}},
 		{"Repo list kept in git", []string{"list-repo", "list-branch", "list-path", "list-interval", "list-purge-threshold", "list-dir", "list-max-bytes", "list-max-urls"}},
 		{"Serving (git clone from the fleet)", []string{"serve-token", "serve-allow", "serve-max-per-client", "serve-queue-per-client", "serve-queue", "serve-queue-wait", "serve-max-per-repo", "serve-max-total", "trusted-proxy", "site-abbr", "site-name", "aws-ip-ranges", "pack-cache-dir", "pack-cache-bytes", "pack-cache-ttl", "pack-cache-max-entries"}},
 		{"Hooks and events", []string{"webhook-secret", "webhook-secret-for", "notify-url", "notify-secret", "events-backlog", "event-streams", "event-streams-per-client", "events-token", "cors-origin"}},

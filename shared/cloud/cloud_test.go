@@ -96,7 +96,7 @@ func TestWorkerConfig(t *testing.T) {
 	host, _ := os.Hostname()
 	if c.MirrorRoot != DefaultMirrorRoot || c.Fetchers != 10 || c.Heartbeat != 10*time.Second || c.Drain != DefaultDrain ||
 		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" || c.PriorityPolicy != "bayes" ||
-		c.MaintainEvery != 24*time.Hour || c.MaintainPacks != 16 || c.ScrubEvery != 90*24*time.Hour ||
+		c.MaintainEvery != 24*time.Hour || c.MaintainPacks != 16 || c.ScrubEvery != 90*24*time.Hour || c.PollBudget != 0 ||
 		!strings.HasSuffix(c.WorkerID, fmt.Sprintf("-%d", os.Getpid())) || host == "" {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -104,25 +104,26 @@ func TestWorkerConfig(t *testing.T) {
 	c, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet", EnvMirrorRoot: "/srv/mirrors",
 		EnvFetchers: "4", EnvHeartbeat: "500ms", EnvMinInterval: "1m", EnvDiskQuota: "500G",
 		EnvAllowPrivateHosts: "1", EnvWorkerID: "w-1", EnvDrain: "15s", EnvPolicy: "cbrt",
-		EnvMaintainEvery: "6h", EnvMaintainPacks: "8", EnvScrubEvery: "720h"}))
+		EnvMaintainEvery: "6h", EnvMaintainPacks: "8", EnvScrubEvery: "720h", EnvPollBudget: "0.5"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.MirrorRoot != "/srv/mirrors" || c.Fetchers != 4 || c.Heartbeat != 500*time.Millisecond || c.MinInterval != time.Minute ||
 		c.DiskQuota != 500<<30 || !c.AllowPrivateHosts || c.WorkerID != "w-1" || c.WorkerIDSource != "env" || c.Drain != 15*time.Second ||
-		c.PriorityPolicy != "cbrt" || c.MaintainEvery != 6*time.Hour || c.MaintainPacks != 8 || c.ScrubEvery != 720*time.Hour {
+		c.PriorityPolicy != "cbrt" || c.MaintainEvery != 6*time.Hour || c.MaintainPacks != 8 || c.ScrubEvery != 720*time.Hour ||
+		c.PollBudget != 0.5 {
 		t.Errorf("set: %+v", c)
 	}
 
 	_, err = workerConfigFrom(ctx, getter(map[string]string{EnvMirrorRoot: "mirrors", EnvFetchers: "ten",
 		EnvHeartbeat: "1ms", EnvDiskQuota: "-5", EnvAllowPrivateHosts: "maybe", EnvWorkerID: "../etc", EnvPolicy: "fifo",
-		EnvDiskUsage: "du", EnvAliveFile: "alive"}))
+		EnvDiskUsage: "du", EnvAliveFile: "alive", EnvPollBudget: "-2"}))
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, want := range []string{EnvTable + " is not set", EnvMirrorRoot + `="mirrors": must be an absolute path`,
 		EnvFetchers + `="ten": not an integer`, EnvHeartbeat, EnvDiskQuota, EnvAllowPrivateHosts, EnvWorkerID,
-		EnvPolicy + `="fifo": unknown policy`, EnvDiskUsage + `="du"`, EnvAliveFile + `="alive"`} {
+		EnvPolicy + `="fifo": unknown policy`, EnvDiskUsage + `="du"`, EnvAliveFile + `="alive"`, EnvPollBudget + `="-2"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

@@ -40,6 +40,7 @@ const (
 	EnvMemoryBudget    = deployenv.MemoryBudget    // memory the fetches may use together; default a share of the cgroup limit
 	EnvHeartbeat       = deployenv.Heartbeat       // heartbeat interval
 	EnvMinInterval     = deployenv.MinInterval     // per-repo minimum poll interval
+	EnvPollBudget      = deployenv.PollBudget      // polls per repo per day, averaged over the fleet; 0: none
 	EnvDiskQuota       = deployenv.DiskQuota       // bytes the mirrors may use; 0 = the file system's size (none on an elastic one)
 	EnvDiskUsage       = deployenv.DiskUsage       // walk (default), statfs, or elastic (EFS: no size of its own)
 	EnvWorkerID        = deployenv.WorkerID        // default: the ECS task id, else hostname-pid
@@ -93,7 +94,8 @@ type WorkerConfig struct {
 	MemoryBudget      int64 // bytes the fetches may reserve together; 0: membudget.Default()
 	Heartbeat         time.Duration
 	MinInterval       time.Duration
-	PriorityPolicy    string // a priority.ByName name; "" is the default (bayes)
+	PollBudget        float64 // polls per repo per day, averaged over the fleet; 0: none
+	PriorityPolicy    string  // a priority.ByName name; "" is the default (bayes)
 	MaintainEvery     time.Duration
 	MaintainPacks     int
 	ScrubEvery        time.Duration
@@ -159,6 +161,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		MemoryBudget:         e.bytes(EnvMemoryBudget, 0),
 		Heartbeat:            e.duration(EnvHeartbeat, def.Heartbeat),
 		MinInterval:          e.duration(EnvMinInterval, def.MinInterval),
+		PollBudget:           e.float(EnvPollBudget, 0),
 		PriorityPolicy:       e.str(EnvPolicy, def.Policy.Name()),
 		MaintainEvery:        e.duration(EnvMaintainEvery, def.MaintainEvery),
 		MaintainPacks:        e.integer(EnvMaintainPacks, def.MaintainPacks, 2, 10000),
@@ -201,6 +204,9 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 			e.fail(EnvMaxPackBytesFor, v, "%v", err)
 		}
 		c.Fetch.PackBytesFor = m
+	}
+	if c.PollBudget < 0 {
+		e.fail(EnvPollBudget, e.raw(EnvPollBudget), "want polls per repo per day, or 0 for no budget")
 	}
 	c.HostConcurrency = e.integer(EnvHostConcurrency, def.HostConcurrency, -1, 100000)
 	c.HostRate = e.float(EnvHostRate, def.HostRate)
@@ -381,7 +387,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	wcfg := worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat, Memory: pool,
-		MinInterval: cfg.MinInterval, Drain: cfg.Drain, Policy: prio,
+		MinInterval: cfg.MinInterval, PollBudget: cfg.PollBudget, Polled: meter.Polls(emf), Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery,
 		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause, HookFound: meter.Hooks(emf)}
 	if feedRunner != nil {
@@ -393,6 +399,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
 		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "disk_elastic", cfg.DiskElastic, "alive_file", cfg.AliveFile,
 		"max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency, "host_rate", cfg.HostRate,
+		"poll_budget", cfg.PollBudget,
 		"event_bus", cfg.EventBus)
 
 	var wg sync.WaitGroup

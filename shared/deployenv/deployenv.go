@@ -79,6 +79,7 @@ const (
 	MemoryBudget    = "MIRRORFLEET_MEMORY_BUDGET"    // memory the fetches may use together; default a share of the cgroup limit
 	Heartbeat       = "MIRRORFLEET_HEARTBEAT"        // heartbeat interval
 	MinInterval     = "MIRRORFLEET_MIN_INTERVAL"     // per-repo minimum poll interval
+	PollBudget      = "MIRRORFLEET_POLL_BUDGET"      // polls per repo per day, averaged over the fleet; unset: none
 	DiskQuota       = "MIRRORFLEET_DISK_QUOTA"       // bytes the mirrors may use; 0 = the file system's size (none on an elastic one)
 	DiskUsage       = "MIRRORFLEET_DISK_USAGE"       // the file system and how used bytes are measured: walk, statfs or elastic
 	WorkerID        = "MIRRORFLEET_WORKER_ID"        // default: the ECS task id, else hostname-pid
@@ -290,6 +291,9 @@ type Worker struct {
 	DiskQuota    string // e.g. 500G; "" = the file system's size (none on an elastic one)
 	DiskUsage    string // DiskUsageWalk, DiskUsageStatfs or DiskUsageElastic; "" = walk
 	AliveFile    string
+	// PollBudget is the polls per repo per day the workers hold, averaged over the
+	// fleet (worker.Config.PollBudget); 0 = no budget.
+	PollBudget float64
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
 	// the worker's defaults.
 	MaintainEvery, ScrubEvery time.Duration
@@ -308,6 +312,9 @@ func (w Worker) Env() map[string]string {
 	set(m, Fetchers, num(w.Fetchers))
 	set(m, MemoryBudget, w.MemoryBudget)
 	set(m, Drain, dur(w.Drain))
+	if w.PollBudget > 0 {
+		m[PollBudget] = strconv.FormatFloat(w.PollBudget, 'g', -1, 64)
+	}
 	set(m, DiskQuota, w.DiskQuota)
 	set(m, DiskUsage, w.DiskUsage)
 	set(m, AliveFile, w.AliveFile)

@@ -78,6 +78,9 @@ type Config struct {
 	// (shared/membudget); 0: membudget.Default(), <0: no budget. GOMEMLIMIT follows it
 	// unless set.
 	MemoryBudget int64
+	// PollBudget is polls per repo per day, averaged over the fleet (worker.Config);
+	// 0: none, the workers poll as fast as the per-host limits and MinInterval allow.
+	PollBudget float64
 	// MaintainEvery is how often each mirror is considered for maintenance (an
 	// unchanged one costs no git run), ScrubEvery the period of each mirror's full run
 	// (worker.Config; zero: the defaults, MaintainEvery < 0: no maintenance).
@@ -455,6 +458,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	rw := &runningWorker{cancel: cancel, done: make(chan struct{}), started: time.Now()}
 	rw.w = worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
+		PollBudget: f.cfg.PollBudget, Polled: meter.Polls(f.Metrics),
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
 		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery, FeedCovered: f.feedCovered,
 		HookFound: meter.Hooks(f.Metrics)},

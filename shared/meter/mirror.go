@@ -56,6 +56,12 @@ func (m Mirror) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) 
 	return res, err
 }
 
+// Polls returns the worker's Polled callback reporting to sink (the polls metric, by
+// upstream host).
+func Polls(sink Sink) func(host string) {
+	return func(host string) { _ = sink.Record(metrics.Poll(host)) }
+}
+
 // Hooks returns the worker's HookFound callback reporting to sink (the hook metrics).
 func Hooks(sink Sink) func(host string, f worker.HookFind) {
 	names := map[worker.HookFind]string{worker.HookAnnounced: metrics.HookPushesAnnounced,

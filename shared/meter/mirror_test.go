@@ -84,6 +84,18 @@ func TestMirrorReportsMaintenance(t *testing.T) {
 	}
 }
 
+// The worker's polls become the polls counter, by host.
+func TestPollsReportedByHost(t *testing.T) {
+	s := &sink{}
+	polled := Polls(s)
+	polled("github.com")
+	polled("gitlab.com")
+	want := []metrics.Sample{metrics.Poll("github.com"), metrics.Poll("gitlab.com")}
+	if !reflect.DeepEqual(s.samples, want) {
+		t.Errorf("samples %+v, want %+v", s.samples, want)
+	}
+}
+
 // The worker's hook finds become the hook counters, by host; a fetch that counted
 // nothing is not reported.
 func TestHooksReportWhatTheFetchesFound(t *testing.T) {

@@ -56,6 +56,7 @@ func TestNames(t *testing.T) {
 		EventsRetried:   "mirrorfleet_events_retried_total",
 		EventsDropped:   "mirrorfleet_events_dropped_total",
 		// incoming push webhooks
+		Polls:               "mirrorfleet_polls_total",
 		HookPushesAnnounced: "mirrorfleet_hook_pushes_announced_total",
 		HookPushesLost:      "mirrorfleet_hook_pushes_lost_total",
 		HookPushesOutside:   "mirrorfleet_hook_pushes_outside_total",

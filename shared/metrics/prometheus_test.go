@@ -101,6 +101,7 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesLost))
 	rec(HookPush("gitlab.com", HookPushesLost), HookPush("gitlab.com", HookPushesOutside))
 	rec(FeedUncovered())
+	rec(Poll("github.com"), Poll("github.com"), Poll("gitlab.com"))
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -117,6 +118,8 @@ func TestPrometheusScrape(t *testing.T) {
 		{"mirrorfleet_events_published_total", nil, 2},
 		{"mirrorfleet_events_retried_total", map[string]string{"sink": "webhook"}, 3},
 		{"mirrorfleet_events_dropped_total", map[string]string{"sink": "sse"}, 1},
+		{"mirrorfleet_polls_total", map[string]string{"host": "github.com"}, 2},
+		{"mirrorfleet_polls_total", map[string]string{"host": "gitlab.com"}, 1},
 		{"mirrorfleet_hook_pushes_announced_total", map[string]string{"host": "github.com"}, 2},
 		{"mirrorfleet_hook_pushes_lost_total", map[string]string{"host": "github.com"}, 1},
 		{"mirrorfleet_hook_pushes_lost_total", map[string]string{"host": "gitlab.com"}, 1},
