@@ -187,7 +187,9 @@ func (w *Worker) step(ctx context.Context, j Job, e Event) Actions {
 		w.WakeHeartbeat()
 	}
 	if a.Warn != nil {
-		w.log.Warn("fetch failed", "repo", j.Target.ID, "url", j.Target.URL, "kind", fetch.KindOf(a.Warn), "err", a.Warn)
+		w.fetchFails.Failed(now, j.Target.ID, j.Target.URL, host, string(fetch.KindOf(a.Warn)), a.Warn)
+	} else if f, ok := e.(Fetched); ok && f.Err == nil && !a.Forget {
+		w.fetchFails.Succeeded(now, j.Target.ID, j.Target.URL, host)
 	}
 	if a.HandBack != "" {
 		w.stats.handedBack.Add(1)
@@ -233,6 +235,8 @@ func (w *Worker) stepLocked(id string, now time.Time, e Event) Actions {
 	switch {
 	case a.Forget:
 		delete(w.repos, id)
+		w.fetchFails.Forget(id)
+		w.maintFails.Forget(id)
 	case !held && r.Phase != NotHeld:
 		// The slot the repo is in now counts as done: a worker that starts, or takes over
 		// repos, maintains each at its next slot, not all of them at once.

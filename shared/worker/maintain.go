@@ -112,10 +112,14 @@ func (w *Worker) MaintainOnce(ctx context.Context) int {
 			}
 		}
 		w.mu.Unlock()
+		if err != nil {
+			w.maintFails.Failed(done, j.target.ID, j.target.URL, hostOf(j.target.URL), string(fetch.KindOf(err)), err)
+		} else {
+			w.maintFails.Succeeded(done, j.target.ID, j.target.URL, hostOf(j.target.URL))
+		}
 		switch {
 		case err != nil:
 			w.stats.maintFailures.Add(1)
-			w.log.Warn("maintenance failed", "repo", j.target.ID, "url", j.target.URL, "err", err)
 		case res.Unchanged:
 			w.stats.maintUnchanged.Add(1)
 		case !res.Skipped:

@@ -81,6 +81,8 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 		}
 	}
 	sent := w.clock.Now()
+	w.fetchFails.Flush(sent)
+	w.maintFails.Flush(sent)
 	hb := store.Heartbeat{At: sent}
 	if w.disk != nil {
 		used, total, err := w.disk.Usage(ctx)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/faillog"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/priority"
@@ -230,6 +231,9 @@ type Worker struct {
 	disk   Disk
 	clock  clock.Clock
 	log    *slog.Logger
+	// The failure logs, in proportion to the problems rather than the repos: a host that
+	// is down is a line a minute, not a line per repo.
+	fetchFails, maintFails *faillog.Log
 
 	mu           sync.Mutex
 	id           string
@@ -273,6 +277,7 @@ func New(cfg Config, st Store, m Mirrorer, disk Disk, clk clock.Clock, log *slog
 	}
 	cfg = cfg.withDefaults()
 	w := &Worker{cfg: cfg, store: st, mirror: m, disk: disk, clock: clk, log: log,
+		fetchFails: faillog.New(log, "fetch"), maintFails: faillog.New(log, "maintenance"),
 		repos: map[string]*repoEntry{}, queue: NewQueue(), prior: priority.DefaultPrior(),
 		wake: make(chan struct{}, 1), maintWake: make(chan struct{}, 1), beatWake: make(chan struct{}, 1),
 		hookLoss: map[string]*HookLoss{}, owners: map[string]*OwnerHooks{},

@@ -95,6 +95,13 @@ func newJoined(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.D
 func newJoinedVia(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk,
 	wrap func(worker.Store) worker.Store) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
 	t.Helper()
+	return newJoinedLogging(t, cfg, m, disk, wrap, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// newJoinedLogging is newJoinedVia with the worker logging to log.
+func newJoinedLogging(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worker.Disk,
+	wrap func(worker.Store) worker.Store, log *slog.Logger) (*bolt.Store, *clock.Virtual, *worker.Worker, store.Election) {
+	t.Helper()
 	st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +113,7 @@ func newJoinedVia(t *testing.T, cfg worker.Config, m worker.Mirrorer, disk worke
 		// These tests move the clock by hours between heartbeats; the lease has its own.
 		cfg.Lease = 365 * 24 * time.Hour
 	}
-	w := worker.New(cfg, wrap(st), m, disk, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := worker.New(cfg, wrap(st), m, disk, clk, log)
 	if err := w.Heartbeat(context.Background()); err != nil {
 		t.Fatal(err)
 	}
