@@ -17,8 +17,7 @@ import (
 //
 //	go test ./shared/api -run '^$' -bench StatusPage -benchtime 20x -benchmem
 //
-// docs/architecture.md ("Status page") quotes its figures: on 2 shared cores, default 38 ms;
-// search 100 ms reading all 100k repos (the byte scan), 266 ms for 20k before it.
+// docs/architecture.md ("Status page") quotes its figures.
 func BenchmarkStatusPage(b *testing.B) {
 	n := 100_000
 	if v := os.Getenv("MIRRORFLEET_BENCH_PAGE_REPOS"); v != "" {
