@@ -3,6 +3,7 @@
 package fetch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,6 +20,17 @@ type Target struct {
 	// MaxBytes, when > 0, lowers the byte cap of this one sync below the mirror's own
 	// (the worker passes the disk headroom left under its guard's threshold).
 	MaxBytes int64
+	// RefsDigest is what the caller knows of the mirror's refs: the Result.RefsDigest of
+	// its last sync (kept in memory, and in the store with the repo). Given, a sync
+	// whose upstream advertises the same refs returns at once, having opened, listed
+	// and locked nothing under the mirror root (a no-change poll: DESIGN invariant 13);
+	// any other sync reads the mirror as it is, which stays the truth. "" when unknown.
+	RefsDigest string
+	// Admit, if set, is called once the sync knows it will write (a clone, or refs
+	// that differ from RefsDigest) and before it touches the mirror: the worker's disk
+	// guard, which a no-change poll need not consult. Its error ends the sync as it
+	// is; a positive result lowers the byte cap as MaxBytes does.
+	Admit func(ctx context.Context) (maxBytes int64, err error)
 }
 
 // FetchURL is the URL the target is fetched from.
@@ -38,7 +50,14 @@ type Result struct {
 	// that finds nothing new reads no object: the caller keeps the time it has).
 	LastCommitAt  time.Time
 	BytesReceived int64
-	SizeBytes     int64 // mirror size on disk after the sync
+	// SizeBytes is the mirror's size on disk after the sync; 0 when the sync touched no
+	// file (the caller keeps the size it had).
+	SizeBytes int64
+	// RefsDigest names the refs the mirror has after the sync (a hash of every ref's
+	// name and object id, and of HEAD): the caller passes it back as
+	// Target.RefsDigest. When the mirror matches what the upstream advertised, it is
+	// the digest of that advertisement.
+	RefsDigest string
 	// Commits are the commits this sync brought, newest first: on a fetch those
 	// reachable from the new ref tips and not from the old ones, on a clone the newest of
 	// the history, back to HistorySince. Both walks are bounded (MaxNewCommits,

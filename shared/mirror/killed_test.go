@@ -21,10 +21,18 @@ const (
 	envKilledURL  = "MIRRORFLEET_TEST_KILLED_FETCH_URL"
 )
 
-// TestMain runs killedFetch when the test binary is started as it.
+// TestMain runs killedFetch, or stracedPolls (poll_test.go), when the test binary is
+// started as it.
 func TestMain(m *testing.M) {
 	if root := os.Getenv(envKilledRoot); root != "" {
 		killedFetch(root, os.Getenv(envKilledURL))
+	}
+	if spec := os.Getenv(pollHelperEnv); spec != "" {
+		if err := stracedPolls(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }

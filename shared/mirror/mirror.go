@@ -40,6 +40,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
@@ -241,6 +242,14 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // mirror's, with prune and force, so deleted refs go away and force-pushes are
 // followed. The upstream's HEAD is followed too (symbolic target or detached hash).
 //
+// With t.RefsDigest (what the caller knows of the mirror's refs) the listing is
+// compared with it first: the same refs end the sync there, and nothing under the
+// mirror root is opened, listed, locked or even looked up (a no-change poll, DESIGN
+// invariant 13; Result.SizeBytes is then 0). Refs that differ are fetched as below,
+// against the mirror as it is on disk; a mirror that is not there although its refs
+// were known is a corrupt error, not a silent clone (the caller forgets the digest
+// and the next sync clones). t.Admit, if set, runs before anything is written.
+//
 // Result: LastCommitAt is the newest committer time over the commits the refs point
 // to (annotated tags peeled, refs to trees and blobs skipped), set on a clone and when
 // the refs changed, zero when they did not (nothing is read from the packs then: the
@@ -249,8 +258,9 @@ func (m *Mirrorer) Exists(t fetch.Target) bool {
 // of the history back to fetch.HistoryWindow with HistorySince where that listing
 // begins, both walks bounded (see commits.go); SizeBytes the apparent size of the
 // mirror's files; BytesReceived the HTTP response body bytes of this call (ref
-// advertisements included). On the no-change path the mirror's refs and directory
-// entries are read, nothing is written and no object is read.
+// advertisements included); RefsDigest the mirror's refs after it. Without a digest,
+// the no-change path reads the mirror's refs and directory entries, writes nothing
+// and reads no object.
 //
 // Errors are *fetch.Error. A failed or cancelled sync never removes or rolls back an
 // existing mirror: go-git writes a pack completely before it touches refs. An upstream
@@ -269,48 +279,14 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 	if err := ctx.Err(); err != nil {
 		return fetch.Result{}, classify(err)
 	}
-	lk, err := tryLock(m.lockPath(dir))
-	if errors.Is(err, errLocked) {
-		return fetch.Result{}, busyErr(u)
-	}
+	res, err := m.sync(ctx, t, dir)
 	if err != nil {
-		return fetch.Result{}, classify(fmt.Errorf("sync %s: lock: %w", u, err))
-	}
-	defer func() { lk.unlock(false) }()
-
-	ctx, state := withSyncState(ctx, m.limits.forTarget(t))
-	var res fetch.Result
-	if isDir(dir) {
-		res, err = m.update(ctx, t, dir)
-	} else {
-		res, err = m.clone(ctx, t, dir)
-		if err != nil {
-			// No mirror: leave no lock file or empty directories behind either
-			// (a not_found repo would otherwise keep them forever).
-			lk.unlock(true)
-			lk = nil
-			m.removeEmptyParents(dir)
-			m.removeEmptyParents(m.lockPath(dir))
-		}
-	}
-	if err != nil {
-		if rf := state.refused(); rf != nil {
-			// What the guard refused, rather than what go-git made of the cut stream.
-			err = rf
-		}
 		err = classify(fmt.Errorf("sync %s: %w", u, err))
 		// Debug: the caller logs the failure once, with its own context (the worker's
 		// "fetch failed").
 		m.log.Debug("mirror sync failed", "id", t.ID, "url", u, "kind", fetch.KindOf(err),
 			"err", err, "took", time.Since(start))
 		return fetch.Result{}, err
-	}
-	res.BytesReceived = state.n.Load()
-	if res.Changed {
-		res.Packs = countPacks(dir)
-	}
-	if res.SizeBytes, err = dirSize(dir); err != nil {
-		m.log.Warn("mirror size", "id", t.ID, "err", err)
 	}
 	level := slog.LevelInfo
 	if !res.Changed {
@@ -319,6 +295,102 @@ func (m *Mirrorer) Sync(ctx context.Context, t fetch.Target) (fetch.Result, erro
 	m.log.Log(ctx, level, "mirror synced", "id", t.ID, "url", u, "cloned", res.Cloned, "changed", res.Changed,
 		"bytes_received", res.BytesReceived, "size_bytes", res.SizeBytes, "took", time.Since(start))
 	return res, nil
+}
+
+// sync is Sync's work on the mirror at dir; its errors are classified by Sync.
+func (m *Mirrorer) sync(ctx context.Context, t fetch.Target, dir string) (fetch.Result, error) {
+	var ad *advert // the upstream's refs, when the poll listed them already
+	var listed int64
+	if t.RefsDigest != "" {
+		res, a, err := m.poll(ctx, t)
+		if err != nil || a == nil {
+			return res, err // unchanged: nothing under the root was touched
+		}
+		ad, listed = a, res.BytesReceived
+	}
+	if t.Admit != nil {
+		maxBytes, err := t.Admit(ctx)
+		if err != nil {
+			return fetch.Result{}, err
+		}
+		if maxBytes > 0 && (t.MaxBytes <= 0 || maxBytes < t.MaxBytes) {
+			t.MaxBytes = maxBytes
+		}
+	}
+	lk, err := tryLock(m.lockPath(dir))
+	if errors.Is(err, errLocked) {
+		return fetch.Result{}, busyErr(redact(t.URL))
+	}
+	if err != nil {
+		return fetch.Result{}, fmt.Errorf("lock: %w", err)
+	}
+	defer func() { lk.unlock(false) }()
+	// Nothing of the mirror left behind (no lock file, no empty directories) when
+	// there is no mirror at the end: a not_found repo would otherwise keep them forever.
+	forget := func() {
+		lk.unlock(true)
+		lk = nil
+		m.removeEmptyParents(dir)
+		m.removeEmptyParents(m.lockPath(dir))
+	}
+
+	ctx, state := withSyncState(ctx, m.limits.forTarget(t))
+	var res fetch.Result
+	switch {
+	case isDir(dir):
+		res, err = m.update(ctx, t, dir, ad)
+	case t.RefsDigest != "":
+		forget()
+		return res, &fetch.Error{Kind: fetch.KindCorrupt, Err: fmt.Errorf(
+			"the mirror %s is missing although its refs were known (digest %s): the upstream's refs moved and there is nothing to fetch them into; the next sync clones it again",
+			dir, t.RefsDigest)}
+	default:
+		res, err = m.clone(ctx, t, dir)
+		if err != nil {
+			forget()
+		}
+	}
+	if err != nil {
+		if rf := state.refused(); rf != nil {
+			// What the guard refused, rather than what go-git made of the cut stream.
+			err = rf
+		}
+		return fetch.Result{}, err
+	}
+	res.BytesReceived = listed + state.n.Load()
+	if res.Changed {
+		res.Packs = countPacks(dir)
+	}
+	if res.SizeBytes, err = dirSize(dir); err != nil {
+		m.log.Warn("mirror size", "id", t.ID, "err", err)
+	}
+	return res, nil
+}
+
+// poll lists the upstream's refs and compares them with t.RefsDigest, touching nothing
+// under the mirror root. The same refs: the result of a sync that changed nothing, and
+// a nil advert. Others: the listing, for the sync to fetch.
+func (m *Mirrorer) poll(ctx context.Context, t fetch.Target) (fetch.Result, *advert, error) {
+	lctx, state := withSyncState(ctx, m.limits.forTarget(t))
+	refs, head, err := m.list(lctx, memory.NewStorage(), t.FetchURL())
+	res := fetch.Result{BytesReceived: state.n.Load()}
+	if err != nil {
+		if rf := state.refused(); rf != nil {
+			err = rf
+		}
+		return res, nil, err
+	}
+	if d := refsDigest(refs, head); d == t.RefsDigest {
+		res.RefsDigest = d
+		return res, nil, nil
+	}
+	return res, &advert{refs: refs, head: head}, nil
+}
+
+// advert is an upstream's refs as listed: its refs/ hash refs and HEAD.
+type advert struct {
+	refs refMap
+	head *plumbing.Reference
 }
 
 // storage opens dir as a bare repository with a small object cache. Writes go through
@@ -414,10 +486,11 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 	if _, err := setHead(sto, remoteHead, nil); err != nil {
 		return res, fmt.Errorf("set HEAD: %w", err)
 	}
-	refs, _, err := localRefs(sto)
+	refs, head, err := localRefs(sto)
 	if err != nil {
 		return res, fmt.Errorf("read refs: %w", err)
 	}
+	res.RefsDigest = syncedDigest(refs, head, remote, remoteHead)
 	if res.LastCommitAt, err = lastCommitAt(sto, refs); err != nil {
 		return res, fmt.Errorf("read commits: %w", err)
 	}
@@ -454,8 +527,9 @@ func (m *Mirrorer) clone(ctx context.Context, t fetch.Target, dir string) (res f
 }
 
 // update brings an existing mirror up to date; it fetches only when the upstream's
-// refs differ from the mirror's.
-func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res fetch.Result, err error) {
+// refs differ from the mirror's. ad is the upstream's refs if a poll listed them
+// already (nil: update lists them).
+func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string, ad *advert) (res fetch.Result, err error) {
 	m.removePackTemps(dir, func(fi os.FileInfo) bool { return time.Since(fi.ModTime()) > m.timeout })
 
 	if err := checkOrigin(dir, t.URL); err != nil {
@@ -470,8 +544,11 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 	if err != nil {
 		return res, local("read refs", err)
 	}
-	want, wantHead, err := m.list(ctx, sto, t.FetchURL())
-	if err != nil {
+	var want refMap
+	var wantHead *plumbing.Reference
+	if ad != nil {
+		want, wantHead = ad.refs, ad.head
+	} else if want, wantHead, err = m.list(ctx, sto, t.FetchURL()); err != nil {
 		return res, err
 	}
 
@@ -519,6 +596,11 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 		return res, local("set HEAD", err)
 	}
 	res.Changed = res.Changed || headChanged
+	head := haveHead
+	if headChanged {
+		head = wantHead
+	}
+	res.RefsDigest = syncedDigest(refs, head, want, wantHead)
 	// The tips' commits are read only when the refs moved: reading them on every poll
 	// would touch the pack (a few pages, but on EFS any read restarts the whole file's
 	// lifecycle timer) of a mirror that nothing else reads. Unchanged refs: the caller
@@ -531,8 +613,8 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string) (res 
 	return res, nil
 }
 
-// list asks the upstream for its refs (one GET of info/refs).
-func (m *Mirrorer) list(ctx context.Context, sto *filesystem.Storage, rawURL string) (refMap, *plumbing.Reference, error) {
+// list asks the upstream for its refs (one GET of info/refs). sto is not read.
+func (m *Mirrorer) list(ctx context.Context, sto storage.Storer, rawURL string) (refMap, *plumbing.Reference, error) {
 	lctx, cancel := context.WithTimeout(ctx, m.listTimeout)
 	defer cancel()
 	rem := git.NewRemote(sto, &config.RemoteConfig{Name: git.DefaultRemoteName, URLs: []string{rawURL}})

@@ -1,7 +1,12 @@
 package mirror
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,6 +96,37 @@ func remoteRefs(list []*plumbing.Reference) (refMap, *plumbing.Reference) {
 		}
 	}
 	return refs, head
+}
+
+// refsDigest names a set of refs and a HEAD, so that a poll can tell the upstream's
+// refs from the mirror's without either file or advertisement kept: 128 bits of
+// SHA-256 over the refs' names and ids in name order, then HEAD's target or id.
+// (Ref names hold no space or newline.)
+func refsDigest(refs refMap, head *plumbing.Reference) string {
+	h := sha256.New()
+	for _, n := range slices.Sorted(maps.Keys(refs)) {
+		fmt.Fprintf(h, "%s %s\n", n, refs[n])
+	}
+	switch {
+	case head == nil:
+		io.WriteString(h, "HEAD\n")
+	case head.Type() == plumbing.SymbolicReference:
+		fmt.Fprintf(h, "HEAD ref: %s\n", head.Target())
+	default:
+		fmt.Fprintf(h, "HEAD %s\n", head.Hash())
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// syncedDigest is the digest a sync reports for a mirror left with refs and head:
+// the upstream's advertisement (want, wantHead) when the mirror matches it — its refs,
+// and HEAD unless the upstream advertised none, which the mirror then keeps — so the
+// next poll of an unchanged upstream matches; else the mirror's own.
+func syncedDigest(refs refMap, head *plumbing.Reference, want refMap, wantHead *plumbing.Reference) string {
+	if refs.equal(want) && (wantHead == nil || sameHead(wantHead, head)) {
+		return refsDigest(want, wantHead)
+	}
+	return refsDigest(refs, head)
 }
 
 func sameHead(a, b *plumbing.Reference) bool {
