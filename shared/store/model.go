@@ -68,6 +68,12 @@ type Repo struct {
 	// (push webhooks or a change feed announce its pushes, so polls are the fall-back);
 	// 0: none. It rides on the reports written anyway, so it may lag the worker.
 	PollStretch float64 `json:"poll_stretch,omitempty"`
+	// RefsDigest names the mirror's refs as its last fetch left them
+	// (fetch.Result.RefsDigest): what a worker compares an upstream's refs with
+	// without reading the mirror, after a restart or a move. Written with the reports
+	// that are written anyway (changes, checkpoints), never for it alone; "" when
+	// unknown (the worker then reads the mirror once).
+	RefsDigest string `json:"refs_digest,omitempty"`
 }
 
 // FetchURL is the URL the repo is fetched from, shown to people as its upstream: the URL
@@ -130,7 +136,7 @@ func (r *Repo) ApplyReport(owner string, epoch int64, rep FetchReport) error {
 	r.LastChangeAt, r.LastCommitAt = rep.LastChangeAt, rep.LastCommitAt
 	r.CloneFailCnt, r.FetchFailCnt = rep.CloneFailCnt, rep.FetchFailCnt
 	r.SizeBytes, r.LastError = rep.SizeBytes, rep.LastError
-	r.Stats, r.PollStretch = rep.Stats, rep.PollStretch
+	r.Stats, r.PollStretch, r.RefsDigest = rep.Stats, rep.PollStretch, rep.RefsDigest
 	return nil
 }
 
@@ -424,6 +430,7 @@ type FetchReport struct {
 	LastError     string
 	Stats         priority.Stats
 	PollStretch   float64
+	RefsDigest    string
 }
 
 // CompareStaleness orders repos for ListStalest: the one waiting longest for a good

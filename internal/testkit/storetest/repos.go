@@ -438,7 +438,7 @@ func testReportFetch(t *testing.T, s store.Store) {
 		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
 		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
 			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25, Root: true, Young: true},
-		PollStretch: 4.5,
+		PollStretch: 4.5, RefsDigest: "0123456789abcdef0123456789abcdef",
 	}
 	before := snap(t, s)
 	for _, c := range []struct {
@@ -453,7 +453,7 @@ func testReportFetch(t *testing.T, s store.Store) {
 	want.State, want.Priority = rep.State, rep.Priority
 	want.LastFetchAt, want.LastSuccessAt, want.LastChangeAt, want.LastCommitAt = rep.LastFetchAt, rep.LastSuccessAt, rep.LastChangeAt, rep.LastCommitAt
 	want.CloneFailCnt, want.FetchFailCnt, want.SizeBytes, want.LastError = 1, 2, 5<<30, "slow remote"
-	want.Stats, want.PollStretch = rep.Stats, rep.PollStretch
+	want.Stats, want.PollStretch, want.RefsDigest = rep.Stats, rep.PollStretch, rep.RefsDigest
 	equal(t, "repo after ReportFetch", getRepo(t, s, r.ID), want, normRepo)
 	checkIndexes(t, s, "w1")
 
@@ -463,7 +463,7 @@ func testReportFetch(t *testing.T, s store.Store) {
 	want.State, want.Priority = rep2.State, 0
 	want.LastFetchAt, want.LastSuccessAt, want.LastChangeAt, want.LastCommitAt = rep2.LastFetchAt, time.Time{}, time.Time{}, time.Time{}
 	want.CloneFailCnt, want.FetchFailCnt, want.SizeBytes, want.LastError = 0, 0, 0, ""
-	want.Stats, want.PollStretch = priority.Stats{}, 0
+	want.Stats, want.PollStretch, want.RefsDigest = priority.Stats{}, 0, ""
 	equal(t, "repo after second ReportFetch", getRepo(t, s, r.ID), want, normRepo)
 	checkIndexes(t, s, "w1")
 }
@@ -491,20 +491,22 @@ func testReportFetchKeepingState(t *testing.T, s store.Store) {
 	} {
 		rep.LastFetchAt, rep.LastSuccessAt, rep.Priority = t0.Add(time.Duration(i)*time.Minute), t0.Add(time.Duration(i)*time.Minute), float64(2+i)
 		rep.Stats = st
-		rep.PollStretch = float64(i%3) * 2.25 // 0, 2.25, 4.5: set, changed and cleared
+		rep.PollStretch = float64(i%3) * 2.25          // 0, 2.25, 4.5: set, changed and cleared
+		rep.RefsDigest = []string{"aa", "bb", ""}[i%3] // set, changed, cleared; set at the end
 		if i == 2 {
 			rep.LastError = ""
 		}
 		noErr(t, s.ReportFetch(ctx, r.ID, "w1", 1, rep), "ReportFetch keeping the state")
 		want.Priority, want.LastFetchAt, want.LastSuccessAt, want.LastCommitAt = rep.Priority, rep.LastFetchAt, rep.LastSuccessAt, rep.LastCommitAt
 		want.SizeBytes, want.LastError, want.Stats, want.PollStretch = rep.SizeBytes, rep.LastError, st, rep.PollStretch
+		want.RefsDigest = rep.RefsDigest
 		equal(t, fmt.Sprintf("repo after ReportFetch with stats %+v", st), getRepo(t, s, r.ID), want, normRepo)
 	}
 	checkIndexes(t, s, "w1")
 
 	mustApply(t, s, term, store.AssignRepo{ID: r.ID, ExpectOwner: "w1", ExpectEpoch: 1, Owner: "w2", Priority: 1})
-	if got := getRepo(t, s, r.ID); got.Owner != "w2" || got.Stats != rep.Stats {
-		t.Fatalf("repo after a move: owner %q stats %+v, want w2 and %+v", got.Owner, got.Stats, rep.Stats)
+	if got := getRepo(t, s, r.ID); got.Owner != "w2" || got.Stats != rep.Stats || got.RefsDigest != rep.RefsDigest {
+		t.Fatalf("repo after a move: owner %q stats %+v refs %q, want w2, %+v and %q", got.Owner, got.Stats, got.RefsDigest, rep.Stats, rep.RefsDigest)
 	}
 	checkIndexes(t, s, "w2")
 }

@@ -72,6 +72,7 @@ const (
 	rRoot, rYoung                                                   = "st_r", "st_y" // 1 when the first clone reached the root; and it was young
 	rStretch                                                        = "stretch"      // store.Repo.PollStretch; absent when zero
 	rUpstream                                                       = "up"           // store.Repo.Upstream; absent when empty
+	rRefs                                                           = "refs"         // store.Repo.RefsDigest; absent when empty
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -154,6 +155,9 @@ func repoItem(r store.Repo, rev int64) (item, error) {
 	if r.Upstream != "" {
 		m[rUpstream] = avS(r.Upstream)
 	}
+	if r.RefsDigest != "" {
+		m[rRefs] = avS(r.RefsDigest)
+	}
 	m[attrAllKey] = avS(allValue)
 	if r.Owner != "" {
 		m[rOwner] = avS(r.Owner)
@@ -196,6 +200,7 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds),
 			Root: d.f64(rRoot) > 0, Young: d.f64(rYoung) > 0},
 		PollStretch: d.f64(rStretch),
+		RefsDigest:  d.s(rRefs),
 	}
 	rev := d.i64(rRev)
 	return r, rev, d.err

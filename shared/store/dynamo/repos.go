@@ -426,6 +426,11 @@ func (s *Store) reportFetchFast(ctx context.Context, id, owner string, epoch int
 	} else {
 		removes = append(removes, x.n(rErr))
 	}
+	if rep.RefsDigest != "" {
+		sets = append(sets, x.eq(rRefs, avS(rep.RefsDigest)))
+	} else {
+		removes = append(removes, x.n(rRefs))
+	}
 	// Like the full write: a zero statistic is absent, so a stale one must go.
 	for _, a := range statAttrs(rep.Stats, rep.PollStretch) {
 		av, ok, err := statValue(a.v)
