@@ -21,6 +21,7 @@ type Job struct {
 	Owner    string
 	Epoch    int64
 	Priority float64
+	Known    bool // the step knows the mirror's refs: Do looks at nothing first (Actions.Known)
 }
 
 // Next pops the next repo to fetch at now, if one is eligible and the rates allow. A
@@ -74,7 +75,8 @@ func (w *Worker) next(now time.Time) (j Job, polled string, ok bool) {
 		if w.cfg.Rate > 0 {
 			w.tokens--
 		}
-		return Job{Target: fetch.Target{ID: id, URL: r.Rec.URL, Upstream: r.Rec.Upstream}, Owner: w.id, Epoch: r.Rec.OwnerEpoch, Priority: prio}, polled, true
+		return Job{Target: fetch.Target{ID: id, URL: r.Rec.URL, Upstream: r.Rec.Upstream, RefsDigest: r.Rec.RefsDigest},
+			Owner: w.id, Epoch: r.Rec.OwnerEpoch, Priority: prio, Known: a.Known}, polled, true
 	}
 }
 
@@ -104,18 +106,25 @@ func (w *Worker) allowLocked(now time.Time) bool {
 }
 
 // Do runs one job: it tells the step what it finds (the mirror, the disk, the memory,
-// the sync's outcome) and does what the step says at each turn.
+// the sync's outcome) and does what the step says at each turn. A job the step knows
+// the mirror's refs of (Job.Known) looks at nothing before its sync, and the disk
+// guard runs inside the sync, once it knows it writes (fetch.Target.Admit).
 func (w *Worker) Do(ctx context.Context, j Job) {
-	cloned := w.mirror.Exists(j.Target)
-	var used, total int64
-	if w.disk != nil {
-		if u, t, err := w.disk.Usage(ctx); err == nil {
-			used, total = u, t
-		}
+	var c Checked
+	if !j.Known {
+		c.Cloned = w.mirror.Exists(j.Target)
+		c.DiskUsed, c.DiskTotal = w.diskUsage(ctx)
 	}
-	a := w.step(ctx, j, Checked{Cloned: cloned, DiskUsed: used, DiskTotal: total})
+	a := w.step(ctx, j, c)
 	if a.MaxBytes > 0 {
 		j.Target.MaxBytes = a.MaxBytes
+	}
+	if a.GuardWrite && w.disk != nil {
+		j.Target.Admit = func(ctx context.Context) (int64, error) {
+			used, total := w.diskUsage(ctx)
+			g := w.step(ctx, j, Admitting{DiskUsed: used, DiskTotal: total})
+			return g.MaxBytes, g.Refuse
+		}
 	}
 	fctx, mem := ctx, (*membudget.Fetch)(nil)
 	if a.Admit != nil {
@@ -141,6 +150,19 @@ func (w *Worker) Do(ctx context.Context, j Job) {
 		need = mem.Need()
 	}
 	w.step(ctx, j, Fetched{Res: res, Err: err, Need: need})
+}
+
+// diskUsage is the disk's usage for the guard: 0, 0 (bounds nothing) without a disk
+// or when it cannot be read.
+func (w *Worker) diskUsage(ctx context.Context) (used, total int64) {
+	if w.disk == nil {
+		return 0, 0
+	}
+	used, total, err := w.disk.Usage(ctx)
+	if err != nil {
+		return 0, 0
+	}
+	return used, total
 }
 
 // DiskShare is the disk guard's answer for one fetch on a file system of total bytes

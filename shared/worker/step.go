@@ -9,7 +9,8 @@
 //
 // A repo's cycle: MovedIn queues it; PollDue takes it from the queue (its turn, or an
 // ask); Checked (the disk guard), then MemoryAdmitted or MemoryRefused, then Fetched
-// end its fetch and queue it again; Asked and SyncRequested ask for a fetch at once;
+// end its fetch and queue it again (Admitting in between when the disk guard waits for
+// the sync to know it writes); Asked and SyncRequested ask for a fetch at once;
 // MovedOut lets it go, at once or when its fetch ends.
 
 package worker
@@ -53,13 +54,16 @@ type RepoState struct {
 	// flight is (ByTurn: it is a poll). An ask while a fetch runs stays pending behind
 	// it, and one more fetch follows at once.
 	Pending, Answering Want
-	Prio               float64   // the priority the fetch in flight was taken at
-	Cloned             bool      // a mirror existed when the fetch in flight began
-	Hook               HookState // its push webhooks
-	AskedAt            time.Time // the latest ask (FetchNow); zero once a sync request matched it
-	StartedAt          time.Time // when the latest fetch began
-	LastWritten        time.Time // when this worker last wrote the repo's record
-	Unwritten          bool      // a report that should have landed did not: the next fetch writes
+	Prio               float64 // the priority the fetch in flight was taken at
+	Cloned             bool    // a mirror existed when the fetch in flight began
+	// Known: the fetch in flight began knowing the mirror's refs (Rec.RefsDigest), so
+	// it looked at neither the mirror nor the disk first.
+	Known       bool
+	Hook        HookState // its push webhooks
+	AskedAt     time.Time // the latest ask (FetchNow); zero once a sync request matched it
+	StartedAt   time.Time // when the latest fetch began
+	LastWritten time.Time // when this worker last wrote the repo's record
+	Unwritten   bool      // a report that should have landed did not: the next fetch writes
 	// What its last first mirror and its last update came to need in memory.
 	MemClone, MemUpdate int64
 }
@@ -132,10 +136,15 @@ type PollDue struct{ Prio float64 }
 
 // Checked: the fetch's first look, whether a mirror exists and the disk's usage
 // (DiskTotal 0: not measured, or a file system with no size of its own: DiskShare).
+// After a PollDue that said Known, the shell looks at nothing and sends it empty.
 type Checked struct {
 	Cloned              bool
 	DiskUsed, DiskTotal int64
 }
+
+// Admitting: a sync that began knowing the mirror's refs found that it will write (the
+// upstream's refs differ), and the disk's usage now (fetch.Target.Admit).
+type Admitting struct{ DiskUsed, DiskTotal int64 }
 
 // MemoryAdmitted: the memory the fetch reserved was granted.
 type MemoryAdmitted struct{}
@@ -163,6 +172,7 @@ func (Asked) event()          {}
 func (SyncRequested) event()  {}
 func (PollDue) event()        {}
 func (Checked) event()        {}
+func (Admitting) event()      {}
 func (MemoryAdmitted) event() {}
 func (MemoryRefused) event()  {}
 func (Fetched) event()        {}
@@ -172,13 +182,21 @@ func (Written) event()        {}
 type Actions struct {
 	Taken bool // Asked: the ask is the worker's to answer (it holds the repo)
 
-	Fetch    bool       // PollDue: start the fetch
-	Poll     bool       // PollDue: the fetch is a poll, which the poll budget counts
-	MaxBytes int64      // Checked: the most the fetch may add to the disk (0: no bound)
+	Fetch bool // PollDue: start the fetch
+	Poll  bool // PollDue: the fetch is a poll, which the poll budget counts
+	// Known (PollDue): the worker knows the mirror's refs, so the fetch looks at
+	// neither the mirror nor the disk first (an empty Checked), and a poll that finds
+	// the same refs touches no file (DESIGN invariant 13).
+	Known    bool
+	MaxBytes int64      // Checked, Admitting: the most the fetch may add to the disk (0: no bound)
 	Admit    *MemoryAsk // Checked: reserve memory, then MemoryAdmitted or MemoryRefused
 	Sync     bool       // run the sync now
-	HandBack string     // hand the repo back to the coordinator, for this reason
-	EndFetch bool       // the fetch is over: its slot and its host's are free
+	// GuardWrite (Checked): the disk guard waits until the sync knows it writes: the
+	// sync asks (fetch.Target.Admit) and Admitting answers.
+	GuardWrite bool
+	Refuse     error  // Admitting: the sync may not write (the disk is full); it fails with this
+	HandBack   string // hand the repo back to the coordinator, for this reason
+	EndFetch   bool   // the fetch is over: its slot and its host's are free
 
 	// PauseHost: the host asked every fetch of it to wait (429/503), RetryAfter if it
 	// said how long.
@@ -252,6 +270,8 @@ func Step(cfg *Config, v View, r *RepoState, e Event) Actions {
 		return pollDue(v, r, e.Prio)
 	case Checked:
 		return checked(cfg, v, r, e)
+	case Admitting:
+		return admitting(cfg, v, r, e)
 	case MemoryAdmitted:
 		return Actions{Sync: r.Phase == Fetching || r.Phase == Leaving}
 	case MemoryRefused:
@@ -283,7 +303,7 @@ func movedIn(cfg *Config, v View, r *RepoState, e MovedIn) Actions {
 		return Actions{}
 	case Leaving:
 		*r = RepoState{Rec: e.Rec, Phase: Fetching, LastWritten: e.Rec.LastFetchAt, Prio: r.Prio, Answering: r.Answering,
-			Cloned: r.Cloned, StartedAt: r.StartedAt, MemClone: r.MemClone, MemUpdate: r.MemUpdate}
+			Cloned: r.Cloned, Known: r.Known, StartedAt: r.StartedAt, MemClone: r.MemClone, MemUpdate: r.MemUpdate}
 		return Actions{}
 	}
 	*r = RepoState{Rec: e.Rec, Phase: Queued, LastWritten: e.Rec.LastFetchAt}
@@ -354,45 +374,77 @@ func syncRequested(v View, r *RepoState, epoch int64) Actions {
 }
 
 // pollDue starts the fetch of a repo the queue gave its turn: what was pending is what
-// the fetch answers.
+// the fetch answers. A repo whose mirror's refs the worker knows (its RefsDigest, from
+// its last sync or the store) is mirrored: its fetch needs no first look.
 func pollDue(v View, r *RepoState, prio float64) Actions {
 	if r.Phase != Queued {
 		return Actions{} // a queue entry of a repo no longer waiting
 	}
-	a := Actions{Fetch: true, Poll: r.Budgeted()}
+	r.Known = r.Rec.RefsDigest != ""
+	a := Actions{Fetch: true, Poll: r.Budgeted(), Known: r.Known}
 	r.Phase, r.Prio, r.Answering, r.Pending, r.StartedAt = Fetching, prio, r.Pending, ByTurn, v.Now
 	return a
 }
 
-// checked is the disk guard, run before every fetch, not only before a clone: above
-// DiskThreshold an uncloned repo is handed back (another worker may have room) and a
-// mirrored one is not fetched (a disk_full error on the repo, no failure counted);
-// below it, the fetch may add at most its share of the room left under the threshold
-// (the room divided by the fetchers, which may all be filling it at once). Then the
-// fetch reserves what it is expected to need in memory (ADR 26): membudget.Start from
-// the mirror's size and what its last fetch of the same kind came to need.
+// checked is the disk guard, run before every fetch that writes, not only before a
+// clone: above DiskThreshold an uncloned repo is handed back (another worker may have
+// room) and a mirrored one is not fetched (a disk_full error on the repo, no failure
+// counted); below it, the fetch may add at most its share of the room left under the
+// threshold (the room divided by the fetchers, which may all be filling it at once).
+// A fetch that began knowing the mirror's refs leaves the guard to Admitting, once the
+// sync knows it writes: a no-change poll is none of its business. Then the fetch
+// reserves what it is expected to need in memory (ADR 26): membudget.Start from the
+// mirror's size and what its last fetch of the same kind came to need.
 func checked(cfg *Config, v View, r *RepoState, e Checked) Actions {
-	r.Cloned = e.Cloned
-	share, ok := DiskShare(e.DiskUsed, e.DiskTotal, cfg.DiskThreshold, cfg.Fetchers)
-	if !ok {
-		full := fmt.Sprintf("disk %.0f%% full on %s (threshold %.0f%%)", 100*float64(e.DiskUsed)/float64(e.DiskTotal), v.Worker, 100*cfg.DiskThreshold)
-		if !e.Cloned {
-			*r = RepoState{}
-			return Actions{HandBack: full, EndFetch: true, Forget: true}
+	var a Actions
+	if r.Known {
+		r.Cloned, a.GuardWrite = true, true
+	} else {
+		r.Cloned = e.Cloned
+		share, full := diskGuard(cfg, v, e.DiskUsed, e.DiskTotal)
+		if full != "" {
+			if !e.Cloned {
+				*r = RepoState{}
+				return Actions{HandBack: full, EndFetch: true, Forget: true}
+			}
+			return fetched(cfg, v, r, Fetched{Err: fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full)})
 		}
-		return fetched(cfg, v, r, Fetched{Err: fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full)})
+		a.MaxBytes = share
 	}
-	a := Actions{MaxBytes: share}
 	if cfg.Memory == nil {
 		a.Sync = true
 		return a
 	}
 	size, prev, per := int64(0), r.MemClone, int64(membudget.PerObject) // a first mirror's pack is indexed from disk
-	if e.Cloned {
+	if r.Cloned {
 		size, prev, per = r.Rec.SizeBytes, r.MemUpdate, membudget.PerObjectUpdate
 	}
 	a.Admit = &MemoryAsk{Start: membudget.Start(size, prev), Base: membudget.Start(size, 0), PerObject: per}
 	return a
+}
+
+// admitting is the disk guard of a sync that began knowing the mirror's refs, asked
+// once it knows it writes: the share of the room it may add, or its refusal, which the
+// sync returns and Fetched takes as a skipped fetch (disk_full, no failure counted).
+func admitting(cfg *Config, v View, r *RepoState, e Admitting) Actions {
+	if r.Phase != Fetching && r.Phase != Leaving {
+		return Actions{}
+	}
+	share, full := diskGuard(cfg, v, e.DiskUsed, e.DiskTotal)
+	if full != "" {
+		return Actions{Refuse: fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full)}
+	}
+	return Actions{MaxBytes: share}
+}
+
+// diskGuard is DiskShare for a fetch at the disk's usage: the bytes it may add (0: no
+// bound), or why it may add none ("" when it may).
+func diskGuard(cfg *Config, v View, used, total int64) (int64, string) {
+	share, ok := DiskShare(used, total, cfg.DiskThreshold, cfg.Fetchers)
+	if !ok {
+		return 0, fmt.Sprintf("disk %.0f%% full on %s (threshold %.0f%%)", 100*float64(used)/float64(total), v.Worker, 100*cfg.DiskThreshold)
+	}
+	return share, ""
 }
 
 // fetched ends a fetch: what it found (fetchOutcome), what it tells of the host's hooks,
@@ -527,7 +579,14 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts) outcome {
 		if !res.LastCommitAt.IsZero() {
 			rec.LastCommitAt = res.LastCommitAt
 		}
-		rec.SizeBytes = res.SizeBytes
+		if res.SizeBytes > 0 || res.Changed {
+			rec.SizeBytes = res.SizeBytes // else the poll touched no file: the size stands
+		}
+		if res.RefsDigest != "" {
+			// In memory at once; in the store with the next report written anyway (a
+			// change always writes one), never a write of its own (invariant 6).
+			rec.RefsDigest = res.RefsDigest
+		}
 		rec.State = store.RepoOK
 		if res.Packs > 0 {
 			o.Packs = res.Packs
@@ -560,6 +619,11 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts) outcome {
 		backoff := min(time.Duration(float64(cfg.BackoffBase)*math.Pow(2, float64(fails-1))), cfg.BackoffMax)
 		if kind == fetch.KindCorrupt && f.WasCloned {
 			o.Corrupt, o.Maintain = true, true // checked, and re-cloned if need be, by maintenance
+		}
+		if kind == fetch.KindCorrupt || kind == fetch.KindConflict {
+			// The mirror is not what its refs' digest says (missing, damaged, another
+			// repo's): the next fetch reads it as it is, and clones it if it is gone.
+			rec.RefsDigest = ""
 		}
 		switch {
 		case kind == fetch.KindNotFound:
@@ -599,7 +663,7 @@ func reportOf(rec *store.Repo) store.FetchReport {
 	return store.FetchReport{State: rec.State, Priority: rec.Priority, LastFetchAt: rec.LastFetchAt,
 		LastSuccessAt: rec.LastSuccessAt, LastChangeAt: rec.LastChangeAt, LastCommitAt: rec.LastCommitAt,
 		CloneFailCnt: rec.CloneFailCnt, FetchFailCnt: rec.FetchFailCnt, SizeBytes: rec.SizeBytes, LastError: rec.LastError,
-		Stats: rec.Stats, PollStretch: rec.PollStretch}
+		Stats: rec.Stats, PollStretch: rec.PollStretch, RefsDigest: rec.RefsDigest}
 }
 
 // kindOf is fetch.KindOf, "" for no error (and no allocation: a poll's error is nil).

@@ -60,6 +60,13 @@ func mirrored() RepoState {
 		LastFetchAt: at, LastSuccessAt: at, OwnerEpoch: 1}}
 }
 
+// known is mirrored() with its mirror's refs known (their digest).
+func known() RepoState {
+	r := mirrored()
+	r.Rec.RefsDigest = "d1"
+	return r
+}
+
 // script runs lines from start under cfg and view v (Now is moved by the lines).
 type script struct {
 	start RepoState
@@ -114,9 +121,12 @@ func words(prev RepoState, v View, a Actions) string {
 	add(a.Taken, "taken")
 	add(a.Fetch, "fetch")
 	add(a.Poll, "poll")
+	add(a.Known, "known")
 	add(a.MaxBytes > 0, fmt.Sprintf("max=%d", a.MaxBytes))
 	add(a.Admit != nil, "admit")
 	add(a.Sync, "sync")
+	add(a.GuardWrite, "guard")
+	add(a.Refuse != nil, "refuse")
 	add(a.HandBack != "", "handback")
 	add(a.EndFetch, "end")
 	add(a.PauseHost, "pause")
@@ -354,6 +364,20 @@ func TestStep(t *testing.T) {
 			{ev: poll, want: "fetch poll"},
 			{ev: Checked{Cloned: true, DiskUsed: 500, DiskTotal: 1000}, want: "max=35 sync"},
 		}},
+		// A repo whose mirror's refs the worker knows: its fetch looks at nothing first and
+		// the guard waits for the sync to know it writes. A full disk then skips the
+		// write as above; a poll that finds the same refs never asks.
+		"refs known, disk full": {start: known(), lines: []line{
+			{ev: poll, want: "fetch poll known"},
+			{ev: Checked{}, want: "sync guard"},
+			{ev: Admitting{DiskUsed: 90, DiskTotal: 100}, want: "refuse"},
+			{ev: Fetched{Err: fetch.Errorf(fetch.KindDiskFull, "disk full: fetch skipped")}, want: "end warn report queue=step1+5m0s"},
+		}},
+		"refs known, disk with room": {start: known(), lines: []line{
+			{ev: poll, want: "fetch poll known"},
+			{ev: Checked{}, want: "sync guard"},
+			{ev: Admitting{DiskUsed: 500, DiskTotal: 1000}, want: "max=35"},
+		}},
 		// Memory admission: the fetch reserves first; a refusal (the worker stopping)
 		// fetched nothing and its turn comes again.
 		"memory": {start: mirrored(), cfg: &memory, lines: []line{
@@ -443,5 +467,43 @@ func TestBudgeted(t *testing.T) {
 	Step(&cfg, v, &r, SyncRequested{Epoch: 2})
 	if r.Budgeted() {
 		t.Error("a sync request is budgeted")
+	}
+}
+
+// The refs digest: a poll that touched no file keeps the size the repo had and the
+// digest; a change takes the sync's size and digest; a mirror that is not what its
+// digest says (missing, damaged, another repo's) loses it, so the next fetch looks.
+func TestStepRefsDigest(t *testing.T) {
+	cfg := stepConfig()
+	v := View{Now: s0, Worker: "w1", Prior: priority.DefaultPrior(), Front: front}
+	fetchWith := func(r *RepoState, e Fetched) {
+		t.Helper()
+		if a := Step(&cfg, v, r, poll); !a.Fetch || a.Known != (r.Rec.RefsDigest != "") {
+			t.Fatalf("poll of %q: %+v", r.Rec.RefsDigest, a)
+		}
+		Step(&cfg, v, r, Checked{Cloned: true})
+		Step(&cfg, v, r, e)
+	}
+	r := known()
+	r.Rec.SizeBytes = 4096
+	fetchWith(&r, Fetched{Res: fetch.Result{RefsDigest: "d1"}})
+	if r.Rec.SizeBytes != 4096 || r.Rec.RefsDigest != "d1" {
+		t.Fatalf("after a no-change poll: size %d, digest %q", r.Rec.SizeBytes, r.Rec.RefsDigest)
+	}
+	fetchWith(&r, Fetched{Res: fetch.Result{Changed: true, SizeBytes: 8192, RefsDigest: "d2"}})
+	if r.Rec.SizeBytes != 8192 || r.Rec.RefsDigest != "d2" || r.Report().RefsDigest != "d2" {
+		t.Fatalf("after a change: size %d, digest %q, report's %q", r.Rec.SizeBytes, r.Rec.RefsDigest, r.Report().RefsDigest)
+	}
+	for _, k := range []fetch.Kind{fetch.KindCorrupt, fetch.KindConflict} {
+		r := known()
+		fetchWith(&r, Fetched{Err: fetch.Errorf(k, "not the mirror its refs say")})
+		if r.Rec.RefsDigest != "" {
+			t.Errorf("after a %s failure the digest stays %q", k, r.Rec.RefsDigest)
+		}
+	}
+	r = known()
+	fetchWith(&r, Fetched{Err: fetch.Errorf(fetch.KindNetwork, "connection reset")})
+	if r.Rec.RefsDigest != "d1" {
+		t.Errorf("a network failure forgot the digest")
 	}
 }

@@ -31,12 +31,22 @@ type scripted struct {
 	commits  []fetch.Commit // brought by the next successful Sync (then cleared)
 	since    time.Time      // a clone's HistorySince
 	packs    int            // reported by a sync that changed something
-	calls    int
-	maxBytes int64  // Target.MaxBytes of the last call
-	during   func() // runs inside Sync, while the fetch is in flight
+	calls    int            // syncs past Admit (as the mirror runs it: before a write)
+	maxBytes int64          // Target.MaxBytes of the last call
+	during   func()         // runs inside Sync, while the fetch is in flight
+	version  int            // the mirror's refs, as a number: each change is a new one
 }
 
-func (s *scripted) Sync(_ context.Context, t fetch.Target) (fetch.Result, error) {
+func (s *scripted) Sync(ctx context.Context, t fetch.Target) (fetch.Result, error) {
+	if t.Admit != nil && (!s.exists || s.changed) {
+		n, err := t.Admit(ctx)
+		if err != nil {
+			return fetch.Result{}, err
+		}
+		if n > 0 {
+			t.MaxBytes = n
+		}
+	}
 	s.calls++
 	s.maxBytes = t.MaxBytes
 	if s.during != nil {
@@ -59,7 +69,9 @@ func (s *scripted) Sync(_ context.Context, t fetch.Target) (fetch.Result, error)
 	s.commits = nil
 	if res.Changed {
 		res.Packs = s.packs
+		s.version++
 	}
+	res.RefsDigest = fmt.Sprintf("refs-%d", s.version)
 	return res, nil
 }
 func (s *scripted) Exists(fetch.Target) bool                  { return s.exists }
@@ -710,6 +722,7 @@ func (g *gauge) Usage(context.Context) (int64, int64, error) { return g.used, g.
 // TestDiskGuardOnEveryFetch: the guard caps what a fetch may add to its share of the
 // room under the threshold, skips fetches of mirrored repos above it (a disk_full
 // error on the repo, written once, no failure counted), and lets them resume after.
+// Polls that find nothing to write are not its business.
 func TestDiskGuardOnEveryFetch(t *testing.T) {
 	disk := &gauge{used: 500, total: 1000}
 	f := newFixtureOn(t, worker.Config{MinInterval: time.Minute, Fetchers: 5, DiskThreshold: 0.85}, &scripted{}, disk)
@@ -721,6 +734,11 @@ func TestDiskGuardOnEveryFetch(t *testing.T) {
 		t.Fatalf("clone capped at %d bytes, want the share of the room %d", f.m.maxBytes, want)
 	}
 	disk.used = 900
+	f.clk.Advance(time.Minute)
+	if !f.w.RunOnce(ctx) || f.m.calls != 2 || f.repo(t).LastError != "" {
+		t.Fatalf("a no-change poll above the threshold: %d syncs, error %q", f.m.calls, f.repo(t).LastError)
+	}
+	f.m.changed = true
 	reports := f.w.Stats().Reports
 	for range 3 {
 		f.clk.Advance(time.Minute)
@@ -728,8 +746,8 @@ func TestDiskGuardOnEveryFetch(t *testing.T) {
 			t.Fatal("no poll")
 		}
 	}
-	if f.m.calls != 1 {
-		t.Fatalf("%d fetches above the threshold", f.m.calls-1)
+	if f.m.calls != 2 {
+		t.Fatalf("%d fetches of changes above the threshold", f.m.calls-2)
 	}
 	r := f.repo(t)
 	if !strings.Contains(r.LastError, "disk_full") || r.FetchFailCnt != 0 || r.State != store.RepoOK {
@@ -741,7 +759,7 @@ func TestDiskGuardOnEveryFetch(t *testing.T) {
 	disk.used = 100
 	f.clk.Advance(time.Minute)
 	f.w.RunOnce(ctx)
-	if r := f.repo(t); f.m.calls != 2 || r.LastError != "" {
+	if r := f.repo(t); f.m.calls != 3 || r.LastError != "" {
 		t.Fatalf("after the disk emptied: %d fetches, error %q", f.m.calls, r.LastError)
 	}
 }
