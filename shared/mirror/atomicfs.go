@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -61,16 +62,34 @@ func (fs *atomicFS) osPath(name string) (string, error) {
 	return filepath.Join(fs.root, p), nil
 }
 
+func (fs *atomicFS) Open(name string) (billy.File, error) {
+	return fs.OpenFile(name, os.O_RDONLY, 0)
+}
+
 func (fs *atomicFS) Create(name string) (billy.File, error) {
 	return fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
 }
 
-// OpenFile replaces writes as the type comment says; reads and appends pass through.
+// OpenFile replaces writes as the type comment says; appends pass through, and reads
+// of a finished pack or index (named by its hash: it never changes) go through whole
+// blocks (blockread.go). go-git reads other files while they grow (a fetch's temp
+// pack), so those are read as they are.
 func (fs *atomicFS) OpenFile(name string, flag int, perm os.FileMode) (billy.File, error) {
 	writes := flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC) != 0
 	clean := path.Clean(filepath.ToSlash(name))
-	isIdx := strings.HasPrefix(clean, "objects/pack/pack-") && strings.HasSuffix(clean, ".idx")
-	if !writes || flag&os.O_APPEND != 0 || clean == "packed-refs" || (strings.HasPrefix(clean, "objects/") && !isIdx) {
+	isPack := strings.HasPrefix(clean, "objects/pack/pack-")
+	isIdx := isPack && strings.HasSuffix(clean, ".idx")
+	if !writes && isPack {
+		f, err := fs.Filesystem.OpenFile(name, flag, perm)
+		if err != nil {
+			return nil, err
+		}
+		return newBlockFile(f), nil
+	}
+	if !writes {
+		return fs.Filesystem.OpenFile(name, flag, perm)
+	}
+	if flag&os.O_APPEND != 0 || clean == "packed-refs" || (strings.HasPrefix(clean, "objects/") && !isIdx) {
 		return fs.Filesystem.OpenFile(name, flag, perm)
 	}
 	target, err := fs.osPath(name)
@@ -201,16 +220,18 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// atomicFile is a file go-git writes: writes go to tmp, reads come from the current
-// content (orig); Close publishes tmp if anything was written.
+// atomicFile is a file go-git writes: writes go to tmp (buffered: go-git writes an .idx
+// a few bytes at a time, and EFS meters every write at 32 KiB at least), reads come
+// from the current content (orig); Close publishes tmp if anything was written.
 type atomicFile struct {
 	fs      *atomicFS
 	name    string
 	target  string
 	tmp     *os.File
-	orig    *os.File // nil: no current content
-	dirty   bool     // written or truncated: publish on Close
-	failed  bool     // a write failed: never publish
+	w       *bufio.Writer // over tmp; flushed before anything else touches tmp
+	orig    *os.File      // nil: no current content
+	dirty   bool          // written or truncated: publish on Close
+	failed  bool          // a write failed: never publish
 	publish func() error
 }
 
@@ -218,11 +239,26 @@ func (f *atomicFile) Name() string { return f.name }
 
 func (f *atomicFile) Write(p []byte) (int, error) {
 	f.dirty = true
-	n, err := f.tmp.Write(p)
+	if f.w == nil {
+		f.w = bufio.NewWriterSize(f.tmp, 1<<16)
+	}
+	n, err := f.w.Write(p)
 	if err != nil {
 		f.failed = true
 	}
 	return n, err
+}
+
+// flush writes out what Write buffered.
+func (f *atomicFile) flush() error {
+	if f.w == nil {
+		return nil
+	}
+	if err := f.w.Flush(); err != nil {
+		f.failed = true
+		return err
+	}
+	return nil
 }
 
 func (f *atomicFile) Read(p []byte) (int, error) {
@@ -242,6 +278,9 @@ func (f *atomicFile) ReadAt(p []byte, off int64) (int, error) {
 // Seek moves both sides: go-git seeks to 0 after reading, before it truncates and
 // writes.
 func (f *atomicFile) Seek(off int64, whence int) (int64, error) {
+	if err := f.flush(); err != nil {
+		return 0, err
+	}
 	if f.orig != nil {
 		if _, err := f.orig.Seek(off, whence); err != nil {
 			return 0, err
@@ -252,6 +291,9 @@ func (f *atomicFile) Seek(off int64, whence int) (int64, error) {
 
 func (f *atomicFile) Truncate(size int64) error {
 	f.dirty = true
+	if err := f.flush(); err != nil {
+		return err
+	}
 	if err := f.tmp.Truncate(size); err != nil {
 		f.failed = true
 		return err
@@ -267,6 +309,7 @@ func (f *atomicFile) Close() error {
 	if f.orig != nil {
 		_ = f.orig.Close()
 	}
+	_ = f.flush() // a failure marks it failed
 	if f.failed || !f.dirty {
 		f.discard()
 		return nil

@@ -117,7 +117,7 @@ type hadBefore struct {
 
 // packsOf notes the packs of the mirror at dir, before a fetch.
 func packsOf(dir string) (*hadBefore, error) {
-	dot := dotgit.New(osfs.New(dir))
+	dot := dotgit.New(newAtomicFS(dir, true)) // reads only, in whole blocks
 	packs, err := dot.ObjectPacks()
 	if err != nil {
 		return nil, err
@@ -288,7 +288,7 @@ func NewCommitsOf(dir string, before map[string]string, packs []string) ([]fetch
 	for name, h := range before {
 		old[plumbing.ReferenceName(name)] = plumbing.NewHash(h)
 	}
-	had := &hadBefore{dot: dotgit.New(osfs.New(dir))}
+	had := &hadBefore{dot: dotgit.New(newAtomicFS(dir, true))}
 	for _, p := range packs {
 		had.packs = append(had.packs, plumbing.NewHash(p))
 	}

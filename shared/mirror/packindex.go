@@ -86,7 +86,7 @@ func (p *diskPackWriter) Close() (err error) {
 	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	idx, sum, err := indexPack(p.f)
+	idx, sum, err := indexPack(newBlockReader(p.f)) // finished (flushed): whole blocks, see readBlock
 	if err != nil {
 		return fmt.Errorf("index pack: %w", err)
 	}
