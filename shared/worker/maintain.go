@@ -49,7 +49,10 @@ func (c Config) scrubSince(now time.Time, id string) time.Time {
 // request. A repo is due once per slot; sooner when its pack count reached the
 // threshold (at most once per gap) or a fetch found the mirror corrupt (at once, with
 // a full run). Since makes the mirror skip the run if another worker (its previous
-// owner) did it already; the mirror itself skips git when nothing changed.
+// owner) did it already; the mirror itself skips git when nothing changed. A mirror
+// whose refs are those its last maintenance saw (nothing fetched into it since) is not
+// due at its slot unless a scrub period began since that run: it is as that run left
+// it, so not even its fingerprint is read (on EFS every file operation is billed).
 func (c Config) maintDue(now time.Time, r *repoEntry) (bool, fetch.MaintainRequest) {
 	if r.corrupt {
 		return true, fetch.MaintainRequest{Fsck: true}
@@ -59,6 +62,9 @@ func (c Config) maintDue(now time.Time, r *repoEntry) (bool, fetch.MaintainReque
 		return true, fetch.MaintainRequest{Since: now.Add(-c.MaintainGap), ScrubSince: scrub}
 	}
 	if s := slotStart(now, r.phase, c.MaintainEvery); s.After(r.maintSlot) {
+		if r.maintRefs != "" && r.maintRefs == r.Rec.RefsDigest && !scrub.After(r.maintAt) {
+			return false, fetch.MaintainRequest{}
+		}
 		return true, fetch.MaintainRequest{Since: s, ScrubSince: scrub}
 	}
 	return false, fetch.MaintainRequest{}
@@ -69,6 +75,7 @@ type maintJob struct {
 	target fetch.Target
 	req    fetch.MaintainRequest
 	slot   time.Time
+	refs   string // the repo's refs digest when the job was made
 }
 
 // MaintainOnce maintains, one after the other, the owned mirrors that are due, and
@@ -87,7 +94,7 @@ func (w *Worker) MaintainOnce(ctx context.Context) int {
 		}
 		if due, req := w.cfg.maintDue(now, r); due {
 			jobs = append(jobs, maintJob{target: fetch.Target{ID: id, URL: r.Rec.URL}, req: req,
-				slot: slotStart(now, r.phase, w.cfg.MaintainEvery)})
+				slot: slotStart(now, r.phase, w.cfg.MaintainEvery), refs: r.Rec.RefsDigest})
 		}
 	}
 	w.mu.Unlock()
@@ -109,6 +116,10 @@ func (w *Worker) MaintainOnce(ctx context.Context) int {
 			r.maintSlot, r.maintAt, r.corrupt = j.slot, done, false
 			if err == nil && !res.Skipped {
 				r.packs = res.PacksAfter
+			}
+			r.maintRefs = ""
+			if err == nil {
+				r.maintRefs = j.refs // what the mirror held when it was maintained
 			}
 		}
 		w.mu.Unlock()

@@ -78,3 +78,43 @@ func TestScrubSlotsSpread(t *testing.T) {
 		t.Fatalf("maintDue: %v %+v; want the repo's scrub slot in the request", due, req)
 	}
 }
+
+// A mirror nothing was fetched into since its last maintenance (the same refs digest)
+// is not due at its slot: not even its fingerprint is read. It is due again when its
+// refs move, when its scrub period begins anew, and when the worker does not know
+// what its last maintenance saw (a repo it took over, or any after a restart).
+func TestMaintDueByRefs(t *testing.T) {
+	c := Config{MaintainEvery: 24 * time.Hour, ScrubEvery: 90 * 24 * time.Hour, MaintainPacks: 16, MaintainGap: time.Hour}
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	ph := maintPhase("x", c.MaintainEvery)
+	maintained := now.Add(-24 * time.Hour)
+	r := &repoEntry{RepoState: RepoState{Phase: Queued, Rec: store.Repo{ID: "x", RefsDigest: "aa"}}, phase: ph, maintRefs: "aa", maintAt: maintained,
+		maintSlot: slotStart(maintained, ph, c.MaintainEvery)}
+	scrub := c.scrubSince(now, "x")
+	if !scrub.Before(maintained) {
+		// The scrub period began between the two: pick a day whose period began before.
+		now = scrub.Add(48 * time.Hour)
+		maintained = now.Add(-24 * time.Hour)
+		r.maintAt, r.maintSlot = maintained, slotStart(maintained, ph, c.MaintainEvery)
+	}
+	if due, _ := c.maintDue(now, r); due {
+		t.Fatal("an unchanged mirror is due at its slot")
+	}
+	r.Rec.RefsDigest = "bb"
+	if due, req := c.maintDue(now, r); !due || req.Fsck {
+		t.Fatalf("a mirror whose refs moved: due %v %+v", due, req)
+	}
+	r.Rec.RefsDigest, r.maintRefs = "aa", ""
+	if due, _ := c.maintDue(now, r); !due {
+		t.Fatal("a mirror whose last maintenance the worker does not know is not due")
+	}
+	r.maintRefs = "aa"
+	next := c.scrubSince(now, "x").Add(c.ScrubEvery)
+	if due, req := c.maintDue(next.Add(time.Hour), r); !due || !req.ScrubSince.Equal(next) {
+		t.Fatalf("a new scrub period: due %v %+v", due, req)
+	}
+	r.packs = 20
+	if due, _ := c.maintDue(now, r); !due {
+		t.Fatal("a mirror with packs past the threshold is not due")
+	}
+}

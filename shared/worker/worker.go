@@ -210,6 +210,7 @@ type repoEntry struct {
 	phase     time.Duration
 	maintSlot time.Time
 	maintAt   time.Time
+	maintRefs string // the refs digest its last maintenance saw; "": none since this process took the repo
 	packs     int
 	corrupt   bool
 }
