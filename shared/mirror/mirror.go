@@ -401,6 +401,17 @@ func (m *Mirrorer) storage(dir string, noSync bool) *filesystem.Storage {
 		cache.NewObjectLRU(cache.FileSize(m.cacheBytes)), filesystem.Options{})
 }
 
+// lockedStorage is storage for an existing mirror whose lock the caller holds: nothing
+// else writes the repository while it is open, so go-git may list the packs and loose
+// objects once instead of looking for each object it reads (ExclusiveAccess; what it
+// writes itself it adds to the lists), and keep the packs open rather than open one
+// again for every object (KeepDescriptors; Close closes them). On EFS each lookup and
+// open is a metered operation (bench/storecost counts them).
+func (m *Mirrorer) lockedStorage(dir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(newAtomicFS(dir, false),
+		cache.NewObjectLRU(cache.FileSize(m.cacheBytes)), filesystem.Options{ExclusiveAccess: true, KeepDescriptors: true})
+}
+
 // lockPath is the lock file of the mirror at dir: <root>/.locks/<rel>.lock.
 func (m *Mirrorer) lockPath(dir string) string {
 	rel, err := filepath.Rel(m.root, dir)
@@ -535,7 +546,7 @@ func (m *Mirrorer) update(ctx context.Context, t fetch.Target, dir string, ad *a
 	if err := checkOrigin(dir, t.URL); err != nil {
 		return res, err
 	}
-	sto := m.storage(dir, false)
+	sto := m.lockedStorage(dir)
 	defer sto.Close()
 	if _, err := git.Open(sto, nil); err != nil {
 		return res, local("open", err)
