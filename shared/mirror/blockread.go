@@ -30,6 +30,7 @@ type readerAtSeeker interface {
 // temp pack go-git reads while it writes it).
 type blockReader struct {
 	r      readerAtSeeker
+	keep   int // blocks kept
 	mu     sync.Mutex
 	pos    int64
 	blocks []block // most recently used last
@@ -40,7 +41,9 @@ type block struct {
 	b   []byte // short at the end of the file
 }
 
-func newBlockReader(r readerAtSeeker) *blockReader { return &blockReader{r: r} }
+func newBlockReader(r readerAtSeeker, keep int) *blockReader {
+	return &blockReader{r: r, keep: max(keep, 1)}
+}
 
 func (br *blockReader) Read(p []byte) (int, error) {
 	br.mu.Lock()
@@ -96,7 +99,7 @@ func (br *blockReader) block(off int64) ([]byte, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
-	if len(br.blocks) == readBlocks {
+	if len(br.blocks) >= br.keep {
 		br.blocks = br.blocks[1:]
 	}
 	br.blocks = append(br.blocks, block{off: off, b: buf[:n]})
@@ -132,7 +135,9 @@ type blockFile struct {
 	br *blockReader
 }
 
-func newBlockFile(f billy.File) *blockFile { return &blockFile{File: f, br: newBlockReader(f)} }
+func newBlockFile(f billy.File) *blockFile {
+	return &blockFile{File: f, br: newBlockReader(f, readBlocks)}
+}
 
 func (f *blockFile) Read(p []byte) (int, error)                   { return f.br.Read(p) }
 func (f *blockFile) ReadAt(p []byte, off int64) (int, error)      { return f.br.ReadAt(p, off) }

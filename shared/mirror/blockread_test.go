@@ -28,7 +28,7 @@ func TestBlockReaderReadsAsTheFile(t *testing.T) {
 		data[i] = byte(rng.IntN(256))
 	}
 	src := &countingReader{Reader: bytes.NewReader(data)}
-	br := newBlockReader(src)
+	br := newBlockReader(src, readBlocks)
 	ref := bytes.NewReader(data)
 	for i := range 5000 {
 		switch op := rng.IntN(4); op {
@@ -67,7 +67,7 @@ func TestBlockReaderReadsAsTheFile(t *testing.T) {
 	}
 
 	src.reads = 0
-	seq := newBlockReader(src)
+	seq := newBlockReader(src, readBlocks)
 	buf := make([]byte, 4)
 	for {
 		if _, err := seq.Read(buf); err == io.EOF {

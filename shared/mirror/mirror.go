@@ -395,10 +395,12 @@ type advert struct {
 
 // storage opens dir as a bare repository with a small object cache. Writes go through
 // atomicFS: readers of the mirror never see a torn file. noSync skips the fsyncs (a
-// clone in a temp dir, synced as a whole before it is renamed into place).
+// clone in a temp dir, synced as a whole before it is renamed into place). Packs stay
+// open once read (KeepDescriptors; Close closes them), and with them the blocks read
+// of each: go-git would open a pack again for every object.
 func (m *Mirrorer) storage(dir string, noSync bool) *filesystem.Storage {
 	return filesystem.NewStorageWithOptions(newAtomicFS(dir, noSync),
-		cache.NewObjectLRU(cache.FileSize(m.cacheBytes)), filesystem.Options{})
+		cache.NewObjectLRU(cache.FileSize(m.cacheBytes)), filesystem.Options{KeepDescriptors: true})
 }
 
 // lockedStorage is storage for an existing mirror whose lock the caller holds: nothing

@@ -86,7 +86,9 @@ func (p *diskPackWriter) Close() (err error) {
 	if _, err := p.f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	idx, sum, err := indexPack(newBlockReader(p.f)) // finished (flushed): whole blocks, see readBlock
+	// Finished (flushed): read in whole blocks (see readBlock), more of them kept than
+	// for go-git's reads, as resolving deltas goes back to their bases.
+	idx, sum, err := indexPack(newBlockReader(p.f, indexBlocks))
 	if err != nil {
 		return fmt.Errorf("index pack: %w", err)
 	}
@@ -127,6 +129,9 @@ func writeIdx(path string, idx *idxfile.MemoryIndex) error {
 	}
 	return f.Close()
 }
+
+// indexBlocks are the blocks of the pack kept while it is indexed (2 MiB).
+const indexBlocks = 64
 
 // maxChainDepth bounds a delta chain (git's own default depth is 50, its maximum 4095).
 const maxChainDepth = 10_000
