@@ -96,7 +96,7 @@ func TestWorkerConfig(t *testing.T) {
 	host, _ := os.Hostname()
 	if c.MirrorRoot != DefaultMirrorRoot || c.Fetchers != 10 || c.Heartbeat != 10*time.Second || c.Drain != DefaultDrain ||
 		c.DiskQuota != 0 || c.AllowPrivateHosts || c.WorkerIDSource != "hostname" || c.PriorityPolicy != "bayes" ||
-		c.MaintainEvery != 24*time.Hour || c.MaintainPacks != 16 || c.ScrubEvery != 90*24*time.Hour || c.PollBudget != 0 ||
+		c.MaintainEvery != 24*time.Hour || c.MaintainPacks != 16 || c.ScrubEvery != 90*24*time.Hour || c.PollBudget != 0 || c.ScrubChanged ||
 		!strings.HasSuffix(c.WorkerID, fmt.Sprintf("-%d", os.Getpid())) || host == "" {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -104,14 +104,14 @@ func TestWorkerConfig(t *testing.T) {
 	c, err = workerConfigFrom(ctx, getter(map[string]string{EnvTable: "mirrorfleet", EnvMirrorRoot: "/srv/mirrors",
 		EnvFetchers: "4", EnvHeartbeat: "500ms", EnvMinInterval: "1m", EnvDiskQuota: "500G",
 		EnvAllowPrivateHosts: "1", EnvWorkerID: "w-1", EnvDrain: "15s", EnvPolicy: "cbrt",
-		EnvMaintainEvery: "6h", EnvMaintainPacks: "8", EnvScrubEvery: "720h", EnvPollBudget: "0.5"}))
+		EnvMaintainEvery: "6h", EnvMaintainPacks: "8", EnvScrubEvery: "720h", EnvPollBudget: "0.5", EnvScrubChanged: "true"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.MirrorRoot != "/srv/mirrors" || c.Fetchers != 4 || c.Heartbeat != 500*time.Millisecond || c.MinInterval != time.Minute ||
 		c.DiskQuota != 500<<30 || !c.AllowPrivateHosts || c.WorkerID != "w-1" || c.WorkerIDSource != "env" || c.Drain != 15*time.Second ||
 		c.PriorityPolicy != "cbrt" || c.MaintainEvery != 6*time.Hour || c.MaintainPacks != 8 || c.ScrubEvery != 720*time.Hour ||
-		c.PollBudget != 0.5 {
+		c.PollBudget != 0.5 || !c.ScrubChanged {
 		t.Errorf("set: %+v", c)
 	}
 

@@ -52,6 +52,7 @@ const (
 	EnvMaintainPacks   = deployenv.MaintainPacks   // a mirror with this many packs is maintained sooner
 	EnvEventBus        = deployenv.EventBus        // EventBridge bus of the mirror.updated events; empty: none
 	EnvScrubEvery      = deployenv.ScrubEvery      // each mirror gets a full run (bitmap, connectivity check) once per this period
+	EnvScrubChanged    = deployenv.ScrubChanged    // true: only mirrors written since their last scrub are scrubbed
 	EnvFeeds           = deployenv.Feeds           // forge change feeds, KIND=URL,KIND=URL (ADR 28)
 	EnvFeedEvery       = deployenv.FeedEvery       // how often each feed is probed
 	EnvForgeTokensARN  = deployenv.ForgeTokensARN  // Secrets Manager secret of the feeds' tokens (HOST=TOKEN lines)
@@ -99,6 +100,7 @@ type WorkerConfig struct {
 	MaintainEvery     time.Duration
 	MaintainPacks     int
 	ScrubEvery        time.Duration
+	ScrubChanged      bool // a scrub slot scrubs only mirrors written since their last scrub
 	Drain             time.Duration
 	DiskQuota         int64  // bytes; 0 = the file system's own size (none when DiskElastic)
 	DiskStatfs        bool   // under a quota, the used bytes are the file system's own figure, no walk
@@ -166,6 +168,7 @@ func workerConfigFrom(ctx context.Context, get func(string) string) (WorkerConfi
 		MaintainEvery:        e.duration(EnvMaintainEvery, def.MaintainEvery),
 		MaintainPacks:        e.integer(EnvMaintainPacks, def.MaintainPacks, 2, 10000),
 		ScrubEvery:           e.duration(EnvScrubEvery, def.ScrubEvery),
+		ScrubChanged:         e.boolean(EnvScrubChanged, def.ScrubChangedOnly),
 		Drain:                e.duration(EnvDrain, DefaultDrain),
 		DiskQuota:            e.bytes(EnvDiskQuota, 0),
 		AliveFile:            e.raw(EnvAliveFile),
@@ -388,7 +391,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	wcfg := worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat, Memory: pool,
 		MinInterval: cfg.MinInterval, PollBudget: cfg.PollBudget, Polled: meter.Polls(emf), Drain: cfg.Drain, Policy: prio,
-		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery,
+		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery, ScrubChangedOnly: cfg.ScrubChanged,
 		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause, HookFound: meter.Hooks(emf)}
 	if feedRunner != nil {
 		wcfg.FeedCovered = feedRunner.Covered
@@ -397,7 +400,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	log.Info("worker starting", "worker", cfg.WorkerID, "id_source", cfg.WorkerIDSource, "table", cfg.Table,
 		"mirrors", cfg.MirrorRoot, "fetchers", cfg.Fetchers, "heartbeat", cfg.Heartbeat, "disk_quota", cfg.DiskQuota,
 		"priority_policy", prio.Name(), "git", git.Path, "git_version", git.Version.String(),
-		"maintain_every", cfg.MaintainEvery, "disk_statfs", cfg.DiskStatfs, "disk_elastic", cfg.DiskElastic, "alive_file", cfg.AliveFile,
+		"maintain_every", cfg.MaintainEvery, "scrub_every", cfg.ScrubEvery, "scrub_changed", cfg.ScrubChanged,
+		"disk_statfs", cfg.DiskStatfs, "disk_elastic", cfg.DiskElastic, "alive_file", cfg.AliveFile,
 		"max_pack_bytes", cfg.Fetch.MaxPackBytes, "host_concurrency", cfg.HostConcurrency, "host_rate", cfg.HostRate,
 		"poll_budget", cfg.PollBudget,
 		"event_bus", cfg.EventBus)

@@ -90,6 +90,7 @@ const (
 	MaintainEvery   = "MIRRORFLEET_MAINTAIN_EVERY"   // each mirror is maintained once per this interval
 	MaintainPacks   = "MIRRORFLEET_MAINTAIN_PACKS"   // a mirror with this many packs is maintained sooner
 	ScrubEvery      = "MIRRORFLEET_SCRUB_EVERY"      // each mirror gets a full run (bitmap, connectivity check) once per this period
+	ScrubChanged    = "MIRRORFLEET_SCRUB_CHANGED"    // true: a scrub slot scrubs a mirror only if it was written since its last scrub
 	EventBus        = "MIRRORFLEET_EVENT_BUS"        // EventBridge bus (name or ARN) the mirror.updated events go to; empty: none
 	Feeds           = "MIRRORFLEET_FEEDS"            // forge change feeds, KIND=URL,KIND=URL (ADR 28); empty: none
 	FeedEvery       = "MIRRORFLEET_FEED_EVERY"       // how often each feed is probed
@@ -295,8 +296,9 @@ type Worker struct {
 	// fleet (worker.Config.PollBudget); 0 = no budget.
 	PollBudget float64
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY; 0 =
-	// the worker's defaults.
+	// the worker's defaults. ScrubChanged: MIRRORFLEET_SCRUB_CHANGED.
 	MaintainEvery, ScrubEvery time.Duration
+	ScrubChanged              bool
 	EventBus                  string // name or ARN of the bus the events go to; "" = none
 	// Feeds are the forges' change feeds (KIND=URL); FeedEvery their period (0: the
 	// worker's default); ForgeTokensARN the secret of their tokens ("" = none).
@@ -320,6 +322,9 @@ func (w Worker) Env() map[string]string {
 	set(m, AliveFile, w.AliveFile)
 	set(m, MaintainEvery, dur(w.MaintainEvery))
 	set(m, ScrubEvery, dur(w.ScrubEvery))
+	if w.ScrubChanged {
+		m[ScrubChanged] = "true"
+	}
 	set(m, EventBus, w.EventBus)
 	set(m, Feeds, strings.Join(w.Feeds, ","))
 	set(m, FeedEvery, dur(w.FeedEvery))

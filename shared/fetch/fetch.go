@@ -100,6 +100,10 @@ type MaintainRequest struct {
 	// ScrubSince asks for a full run if the mirror's last one was before it (the start
 	// of the repo's current scrub slot); zero: none unless due otherwise.
 	ScrubSince time.Time
+	// ScrubChangedOnly skips that full run when the mirror is as its last full run
+	// left it (nothing was written to it since): on storage that keeps its bytes
+	// redundantly (EFS), a scrub finds damage from writes, and such a mirror had none.
+	ScrubChangedOnly bool
 }
 
 // Maintenance is what a maintenance run did.

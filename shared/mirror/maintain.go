@@ -312,18 +312,24 @@ type maintState struct {
 	// Failed: the last run failed; the next one is a full run.
 	Failed bool `json:"failed,omitempty"`
 	// Fingerprint is the mirror's at the end of the last run; nil: none recorded (the
-	// next run is a full one).
-	Fingerprint *fingerprint `json:"fingerprint,omitempty"`
+	// next run is a full one). FsckFingerprint is its fingerprint at the end of the
+	// last full run (a scrub asked for only if it changed since compares with it).
+	Fingerprint     *fingerprint `json:"fingerprint,omitempty"`
+	FsckFingerprint *fingerprint `json:"fsck_fingerprint,omitempty"`
 }
 
 // planMaintenance decides, from the recorded state and the mirror's fingerprint now
 // (nil: unreadable), whether a maintenance runs git at all, and how. A full run when
 // asked (req.Fsck), after a failure, when the scrub is due (the last one before
-// req.ScrubSince) or nothing is recorded; nothing when the fingerprint is the one the
-// last run left; else a run over what changed.
+// req.ScrubSince; with req.ScrubChangedOnly, only if the mirror changed since that
+// one) or nothing is recorded; nothing when the fingerprint is the one the last run
+// left; else a run over what changed.
 func planMaintenance(st maintState, cur *fingerprint, req fetch.MaintainRequest) (run bool, opt MaintainOptions) {
-	if req.Fsck || st.Failed || st.Fingerprint == nil || st.LastFsck.IsZero() ||
-		(!req.ScrubSince.IsZero() && st.LastFsck.Before(req.ScrubSince)) {
+	scrub := !req.ScrubSince.IsZero() && st.LastFsck.Before(req.ScrubSince)
+	if scrub && req.ScrubChangedOnly && cur != nil && st.FsckFingerprint != nil && cur.equal(*st.FsckFingerprint) {
+		scrub = false // as the last scrub left it: nothing written since
+	}
+	if req.Fsck || st.Failed || st.Fingerprint == nil || st.LastFsck.IsZero() || scrub {
 		return true, MaintainOptions{Full: true}
 	}
 	if cur != nil && cur.equal(*st.Fingerprint) {
@@ -427,12 +433,12 @@ func (m *Mirrorer) Maintain(ctx context.Context, t fetch.Target, req fetch.Maint
 		return out, &fetch.Error{Kind: fetch.KindOther, Err: fmt.Errorf("maintain %s: %w", u, err)}
 	}
 	st.LastRun, st.Failed = now, false
-	if opt.Full {
-		st.LastFsck = now
-	}
 	st.Fingerprint = nil
 	if fp, err := readFingerprint(dir); err == nil {
 		st.Fingerprint = &fp
+	}
+	if opt.Full {
+		st.LastFsck, st.FsckFingerprint = now, st.Fingerprint
 	}
 	if err := m.writeState(dir, st); err != nil {
 		m.log.Warn("mirror maintenance state", "id", t.ID, "err", err)
@@ -469,7 +475,7 @@ func (m *Mirrorer) reclone(ctx context.Context, t fetch.Target, dir string, out 
 	now := m.now()
 	st.LastRun, st.LastFsck = now, now
 	if fp, err := readFingerprint(dir); err == nil {
-		st.Fingerprint = &fp
+		st.Fingerprint, st.FsckFingerprint = &fp, &fp
 	}
 	if err := m.writeState(dir, st); err != nil {
 		m.log.Warn("mirror maintenance state", "id", t.ID, "err", err)

@@ -167,9 +167,12 @@ func TestPlanMaintenance(t *testing.T) {
 	t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 	fp := &fingerprint{Refs: "r1", Packs: []string{"pack-a.pack"}}
 	moved := &fingerprint{Refs: "r2", Packs: []string{"pack-a.pack", "pack-b.pack"}}
-	ok := maintState{LastRun: t0, LastFsck: t0, Fingerprint: fp}
+	ok := maintState{LastRun: t0, LastFsck: t0, Fingerprint: fp, FsckFingerprint: fp}
 	failed := ok
 	failed.Failed = true
+	scrubbedBefore := ok // scrubbed at fp, maintained since at moved
+	scrubbedBefore.Fingerprint = moved
+	changedOnly := fetch.MaintainRequest{ScrubSince: t0.Add(time.Hour), ScrubChangedOnly: true}
 	for _, c := range []struct {
 		name     string
 		st       maintState
@@ -187,6 +190,13 @@ func TestPlanMaintenance(t *testing.T) {
 		{"after a failure", failed, fp, fetch.MaintainRequest{}, true, true, nil},
 		{"nothing recorded", maintState{}, fp, fetch.MaintainRequest{}, true, true, nil},
 		{"recorded before fingerprints", maintState{LastRun: t0, LastFsck: t0}, fp, fetch.MaintainRequest{}, true, true, nil},
+		// A scrub of changed mirrors only: none for a mirror as its last scrub left it,
+		// one for a mirror written since (its later maintenance included), and one where
+		// the last scrub's fingerprint is not recorded.
+		{"scrub slot, unchanged since the scrub", ok, fp, changedOnly, false, false, nil},
+		{"scrub slot, written since the scrub", scrubbedBefore, moved, changedOnly, true, true, nil},
+		{"scrub slot, changed since the last run", ok, moved, changedOnly, true, true, nil},
+		{"scrub slot, no scrub fingerprint", maintState{LastRun: t0, LastFsck: t0, Fingerprint: fp}, fp, changedOnly, true, true, nil},
 	} {
 		run, opt := planMaintenance(c.st, c.cur, c.req)
 		if run != c.run || opt.Full != c.full || fmt.Sprint(opt.Known) != fmt.Sprint(c.wantKnow) {
@@ -236,6 +246,17 @@ func TestMaintainByChange(t *testing.T) {
 	}
 	if bitmaps, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.bitmap")); len(bitmaps) != 1 {
 		t.Fatalf("no bitmap after the scrub: %v", bitmaps)
+	}
+	// The next scrub slot with scrubs of changed mirrors only: the mirror as the last
+	// scrub left it is not scrubbed again (no git run); written since, it is.
+	next := fetch.MaintainRequest{ScrubSince: time.Now().Add(2 * time.Hour), ScrubChangedOnly: true}
+	if res, err := m.Maintain(ctx, tg, next); err != nil || !res.Unchanged || res.Fscked || len(res.Steps) != 0 {
+		t.Fatalf("scrub slot of an unwritten mirror: %+v, %v; want nothing run", res, err)
+	}
+	u.commit(t, "after the scrub", map[string][]byte{"after": []byte("x")})
+	mustSync(t, m, tg)
+	if res, err := m.Maintain(ctx, tg, next); err != nil || !res.Fscked {
+		t.Fatalf("scrub slot of a mirror written since its scrub: %+v, %v; want a full run", res, err)
 	}
 	assertMirrored(t, m, u, tg)
 }

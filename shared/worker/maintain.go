@@ -59,13 +59,13 @@ func (c Config) maintDue(now time.Time, r *repoEntry) (bool, fetch.MaintainReque
 	}
 	scrub := c.scrubSince(now, r.Rec.ID)
 	if c.MaintainPacks > 0 && r.packs >= c.MaintainPacks && now.Sub(r.maintAt) >= c.MaintainGap {
-		return true, fetch.MaintainRequest{Since: now.Add(-c.MaintainGap), ScrubSince: scrub}
+		return true, fetch.MaintainRequest{Since: now.Add(-c.MaintainGap), ScrubSince: scrub, ScrubChangedOnly: c.ScrubChangedOnly}
 	}
 	if s := slotStart(now, r.phase, c.MaintainEvery); s.After(r.maintSlot) {
 		if r.maintRefs != "" && r.maintRefs == r.Rec.RefsDigest && !scrub.After(r.maintAt) {
 			return false, fetch.MaintainRequest{}
 		}
-		return true, fetch.MaintainRequest{Since: s, ScrubSince: scrub}
+		return true, fetch.MaintainRequest{Since: s, ScrubSince: scrub, ScrubChangedOnly: c.ScrubChangedOnly}
 	}
 	return false, fetch.MaintainRequest{}
 }

@@ -114,7 +114,12 @@ func TestMaintDueByRefs(t *testing.T) {
 		t.Fatalf("a new scrub period: due %v %+v", due, req)
 	}
 	r.packs = 20
-	if due, _ := c.maintDue(now, r); !due {
-		t.Fatal("a mirror with packs past the threshold is not due")
+	if due, req := c.maintDue(now, r); !due || req.ScrubChangedOnly {
+		t.Fatalf("a mirror with packs past the threshold: due %v %+v", due, req)
+	}
+	// The scrub policy goes with every request.
+	c.ScrubChangedOnly = true
+	if due, req := c.maintDue(now, r); !due || !req.ScrubChangedOnly {
+		t.Fatalf("scrub of changed mirrors only: due %v %+v", due, req)
 	}
 }

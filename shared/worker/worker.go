@@ -87,6 +87,9 @@ type Config struct {
 	MaintainGap   time.Duration
 	ScrubEvery    time.Duration
 	MaintainCheck time.Duration
+	// ScrubChangedOnly: a scrub slot scrubs a mirror only if it was written since its
+	// last scrub (on EFS, which keeps the bytes at rest redundantly: ADR 24).
+	ScrubChangedOnly bool
 	// FeedCovered, if set, reports whether a forge's change feed lists the repo at url:
 	// such a repo is polled FeedStretch times less (the feed tells of its pushes).
 	FeedCovered func(url string) bool
