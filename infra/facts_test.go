@@ -26,14 +26,14 @@ func TestStackFactsOfTheTemplate(t *testing.T) {
 		byID[s.ID] = s
 	}
 	spot, twin := byID[logicalID(stack.Service)], byID[logicalID(stack.Fallback)]
-	if spot.Role() != "worker" || spot.CPU != 256 || spot.MemoryMiB != 2048 || spot.MinTasks != 1 || spot.MaxTasks != 12 ||
+	if spot.Role() != "worker" || spot.CPU != 256 || spot.MemoryMiB != 2048 || spot.MinTasks != 1 || spot.MaxTasks != 3 ||
 		!spot.PublicIP || spot.Env[deployenv.Fetchers] != "10" {
 		t.Errorf("workers %+v", spot)
 	}
 	if od, sp := spot.Split(3); od != 0 || sp != 3 {
 		t.Errorf("workers on %v on-demand + %v Spot, want all Spot", od, sp)
 	}
-	if od, sp := twin.Split(1); twin.Role() != "worker" || twin.Desired != 0 || twin.MinTasks != 0 || twin.MaxTasks != 12 || od != 1 || sp != 0 {
+	if od, sp := twin.Split(1); twin.Role() != "worker" || twin.Desired != 0 || twin.MinTasks != 0 || twin.MaxTasks != 3 || od != 1 || sp != 0 {
 		t.Errorf("on-demand twin %+v", twin)
 	}
 	// The git server runs in the worker tasks, the twin's too (ADR 27): no service of its own.

@@ -513,12 +513,13 @@ func TestWorkers(t *testing.T) {
 // many as it is over: a Spot outage at 1M leaves the fleet polling at its budget.
 func TestOnDemandFallback(t *testing.T) {
 	twin := logicalID(stack.Fallback)
+	maxWorkers := budget.Default().MaxWorkers()
 	var target string
 	for id, r := range resourcesOf("AWS::ApplicationAutoScaling::ScalableTarget") {
 		if strings.Contains(js(props(r)["ResourceId"]), twin) {
 			target = id
-			if p := props(r); p["MinCapacity"] != 0.0 || p["MaxCapacity"] != 12.0 {
-				t.Errorf("fallback scales %v..%v, want 0..12 (maxWorkers)", p["MinCapacity"], p["MaxCapacity"])
+			if p := props(r); p["MinCapacity"] != 0.0 || p["MaxCapacity"] != float64(maxWorkers) {
+				t.Errorf("fallback scales %v..%v, want 0..%d (maxWorkers)", p["MinCapacity"], p["MaxCapacity"], maxWorkers)
 			}
 		}
 	}
@@ -554,9 +555,10 @@ func TestOnDemandFallback(t *testing.T) {
 			got[at] = st["ScalingAdjustment"].(float64)
 		}
 	}
-	// Short by 1 (from 0.5) starts one, by 5 five, by 12 or more twelve; over by 1 (to
-	// -0.5) stops one, by 12 or more twelve.
-	for at, want := range map[float64]float64{0.5: 1, 4.5: 5, 11.5: 12, -0.5: -1, -3.5: -4, -11.5: -12} {
+	// Short by 1 (from 0.5) starts one, by 2 two, by maxWorkers or more maxWorkers; over
+	// by 1 (to -0.5) stops one, by maxWorkers or more maxWorkers.
+	m := float64(maxWorkers)
+	for at, want := range map[float64]float64{0.5: 1, 1.5: 2, m - 0.5: m, -0.5: -1, -1.5: -2, 0.5 - m: -m} {
 		if got[at] != want {
 			t.Errorf("shortfall step at %v: %v, want %v (all: %v)", at, got[at], want, got)
 		}
@@ -568,8 +570,8 @@ func TestOnDemandFallback(t *testing.T) {
 			t.Errorf("fallback on %q, want it to contain %q", expr, part)
 		}
 	}
-	if need := math.Ceil(k * 1_000_000); need < 9 || need >= 12 {
-		t.Errorf("at 1M repos the twin keeps %v workers, want near the 12 the budget sizes, no more", need)
+	if need := math.Ceil(k * 1_000_000); need < m*3/4 || need > m {
+		t.Errorf("at 1M repos the twin keeps %v workers, want near the %v the budget sizes, no more", need, m)
 	}
 }
 
@@ -1138,8 +1140,8 @@ func TestDashboard(t *testing.T) {
 func TestWorkersScaleOnStaleness(t *testing.T) {
 	b := budget.Default()
 	template.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalableTarget"), obj(
-		"MinCapacity", 1, "MaxCapacity", 12, "ScalableDimension", "ecs:service:DesiredCount"))
-	if b.MaxWorkers() != 12 {
+		"MinCapacity", 1, "MaxCapacity", b.MaxWorkers(), "ScalableDimension", "ecs:service:DesiredCount"))
+	if b.MaxWorkers() != 3 {
 		t.Errorf("budget maxWorkers %d", b.MaxWorkers())
 	}
 	found := false
@@ -1401,17 +1403,18 @@ func TestPropsFromContext(t *testing.T) {
 		!p.WithoutCDN || !p.AllowPlainHTTP || p.DomainName != "git.example.org" || p.DiskQuota != "60T" {
 		t.Errorf("props = %+v, %v", p, err)
 	}
-	// Twice the budget: twice the workers for a million repos, half the staleness.
-	if d := p.Defaults(); d.MaxWorkers != 24 || d.StaleAfter != budget.Default().StaleAfter()/2 || d.HookBurst != 500 {
+	// Eight times the budget: eight times the polls of a million repos, an eighth of the
+	// staleness.
+	if d := p.Defaults(); d.MaxWorkers != 24 || d.StaleAfter != budget.Default().StaleAfter()/8 || d.HookBurst != 500 {
 		t.Errorf("pollsPerDay=4: maxWorkers %d, staleAfter %v; hookBurst %d", d.MaxWorkers, d.StaleAfter, d.HookBurst)
 	}
 	d0, err := PropsFromContext(awscdk.NewApp(nil).Node())
 	d := d0.Defaults()
-	if err != nil || d.WorkerCount != 1 || d.MaxWorkers != 12 || d.WorkerCPU != 256 || d.WorkerMemory != 2048 || d.Fetchers != 10 ||
+	if err != nil || d.WorkerCount != 1 || d.MaxWorkers != 3 || d.WorkerCPU != 256 || d.WorkerMemory != 2048 || d.Fetchers != 10 ||
 		d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" || d.NoWarmup || d.MinLive != 1 || !d.DeletionGuard ||
 		d.DiskQuota != "" || d.StorageBudgetGiB != 1024 || d.NoStorageAlarm || d.HookRate != 100 || d.HookBurst != 200 ||
 		d.WithoutCDN || d.AllowPlainHTTP || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 0 ||
-		d.PollsPerDay != 2 || d.StaleAfter != budget.Default().StaleAfter() ||
+		d.PollsPerDay != 0.5 || d.StaleAfter != budget.Default().StaleAfter() ||
 		d.ServeSeparate || d.ServeMemory != DefaultServeContainerMemory || d.ServeMin != 0 || d.ServeMax != 0 || d.ServeCPU != 0 {
 		t.Errorf("defaults = %+v, %v", d, err)
 	}

@@ -39,10 +39,10 @@ type Budget struct {
 	// DormantRevisits is how many mean revisit intervals a dormant repo waits between
 	// polls under the default policy (bayes): it polls repos by their estimated change
 	// rate, and the repos that never change, half of the population, take the longest
-	// steps. Measured by the freshness benchmark at 2 polls a day: dormant repos are
-	// 50% of the repos and get 3.7% of the polls (bench/results/freshness.json), so
-	// each waits 0.5 / 0.037 ≈ 13.4 mean intervals. They set the fleet's p99 and maximum
-	// staleness.
+	// steps. Measured by the freshness benchmark at the budget's poll rate (0.5 a day):
+	// dormant repos are 50% of the repos and get 3.5% of the polls
+	// (bench/results/freshness.json), so each waits 0.5 / 0.035 ≈ 14.2 mean intervals.
+	// They set the fleet's p99 and maximum staleness.
 	DormantRevisits float64
 	// DesignRepos is the largest fleet the defaults are sized for.
 	DesignRepos int
@@ -54,10 +54,14 @@ type Budget struct {
 // MinHookRate is the least throttle of the public webhook route, requests a second.
 const MinHookRate = 100
 
-// Default is the budget the stack's defaults and the bill assume.
+// Default is the budget the stack's defaults and the bill assume: half a poll per repo
+// a day on average (the stack's pollsPerDay, the workers' MIRRORFLEET_POLL_BUDGET),
+// chosen with the bill (bench/storecost, ADR 24): it keeps a million repos within
+// $1,000 a month, with a mean lag of a few hours for the repos that change
+// (bench/freshness).
 func Default() Budget {
 	return Budget{
-		PollsPerDay:         2,
+		PollsPerDay:         0.5,
 		ChangesPerRepoDay:   0.13 * 4 / (730.0 / 24),
 		Fetchers:            10,
 		NoChangePollSeconds: 1.5,
@@ -67,7 +71,7 @@ func Default() Budget {
 		HostConcurrency:     4,
 		OneHostShare:        0.8,
 		HostUtilisation:     0.8,
-		DormantRevisits:     13.4,
+		DormantRevisits:     14.2,
 		DesignRepos:         1_000_000,
 		HookPeak:            100,
 	}

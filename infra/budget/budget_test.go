@@ -14,31 +14,32 @@ import (
 // The budget's figures, by hand.
 func TestDefaultBudget(t *testing.T) {
 	b := Default()
-	if b.Revisit() != 12*time.Hour {
-		t.Errorf("revisit %v, want 12h", b.Revisit())
+	if b.Revisit() != 48*time.Hour {
+		t.Errorf("revisit %v, want 48h", b.Revisit())
 	}
-	tail := time.Duration(13.4 * float64(12*time.Hour)) // 160.8 h
+	tail := time.Duration(14.2 * float64(48*time.Hour)) // 681.6 h
 	if b.TailStaleness() != tail || b.StaleAfter() != 2*tail || b.ScaleOutAbove() != tail*3/2 || b.ScaleInBelow() != tail/2 {
 		t.Errorf("tail %v, alarm %v, out above %v, in below %v", b.TailStaleness(), b.StaleAfter(), b.ScaleOutAbove(), b.ScaleInBelow())
 	}
-	// 1M repos, 80% on one host, 2 polls a day: 1.6M polls a day on that host; a worker
-	// starts 2 a second there, of which it plans to use 80%: 138,240 a day → 11.6 → 12.
-	if got := b.HostWorkers(1_000_000); math.Abs(got-1_600_000/138_240.0) > 1e-9 {
+	// 1M repos, 80% on one host, half a poll a day: 400,000 polls a day on that host; a
+	// worker starts 2 a second there, of which it plans to use 80%: 138,240 a day → 2.9
+	// → 3.
+	if got := b.HostWorkers(1_000_000); math.Abs(got-400_000/138_240.0) > 1e-9 {
 		t.Errorf("host workers at 1M: %v", got)
 	}
-	if got := b.MaxWorkers(); got != 12 {
-		t.Errorf("maxWorkers %d, want 12", got)
+	if got := b.MaxWorkers(); got != 3 {
+		t.Errorf("maxWorkers %d, want 3", got)
 	}
-	// Fetcher time at 1M: ≈ 2M polls × 1.5 s (and 17,100 changes × 6 s) over 10 × 86,400
-	// × 50%: 7.1, below the host's 12.
-	if got := b.FetcherWorkers(1_000_000); got < 7 || got > 7.2 {
+	// Fetcher time at 1M: ≈ 500,000 polls × 1.5 s (and 17,100 changes × 6 s) over 10 ×
+	// 86,400 × 50%: 1.9, below the host's 2.9.
+	if got := b.FetcherWorkers(1_000_000); got < 1.8 || got > 2 {
 		t.Errorf("fetcher workers at 1M: %v", got)
 	}
 	if got := b.Workers(10_000, 1); got != 1 {
 		t.Errorf("10k repos: %d workers, want 1", got)
 	}
-	if got := b.Workers(100_000, 1); got != 2 { // host: 1.16
-		t.Errorf("100k repos: %d workers, want 2", got)
+	if got := b.Workers(100_000, 1); got != 1 { // host: 0.29
+		t.Errorf("100k repos: %d workers, want 1", got)
 	}
 	// Unthrottled, one worker polls the big host twice a second: 172,800 a day there,
 	// 216,000 for the whole list; 10 fetchers could do 576,000.
