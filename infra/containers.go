@@ -205,6 +205,7 @@ func (s *Stack) workers() {
 
 		MaintainEvery: s.props.MaintainEvery,
 		ScrubEvery:    s.props.ScrubEvery,
+		ScrubChanged:  !s.props.ScrubAll,
 
 		// ADR 28: each worker probes the feeds for its own repos; the tokens' secret is
 		// named, never its value, and read at start with the task role.

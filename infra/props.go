@@ -32,10 +32,14 @@ type Props struct {
 	WorkerMemory int    // MiB
 	Fetchers     int    // MIRRORFLEET_FETCHERS
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY (ADR 23).
-	// MaintainEvery 0: the worker's default (24h). ScrubEvery defaults to a year on AWS
-	// (ADR 24: a scrub reads the mirror whole, 2.25× its pack, and on EFS that read is
-	// billed, from Archive at $0.06/GB); the worker's own default is 90 days.
+	// MaintainEvery 0: the worker's default (24h). ScrubEvery defaults to two years on
+	// AWS (ADR 24: a scrub reads the mirror whole, 2.25× its pack, and on EFS that read
+	// is billed, from Archive at $0.06/GB); the worker's own default is 90 days.
 	MaintainEvery, ScrubEvery time.Duration
+	// ScrubAll scrubs every mirror at its slot; by default (false) only the mirrors
+	// written since their last scrub (MIRRORFLEET_SCRUB_CHANGED: EFS keeps the bytes at
+	// rest redundantly, ADR 24).
+	ScrubAll bool
 	// WithoutFallback drops the on-demand twin of the Spot workers (see workers).
 	WithoutFallback bool
 	Grace           time.Duration // MIRRORFLEET_GRACE
@@ -154,7 +158,7 @@ type Props struct {
 var secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:.+-[A-Za-z0-9]{6}$`)
 
 // DefaultScrubEvery is the scrub period of a deployed fleet (ADR 24).
-const DefaultScrubEvery = 365 * 24 * time.Hour
+const DefaultScrubEvery = 2 * 365 * 24 * time.Hour
 
 // DefaultStorageBudgetGiB is where the storage alarm fires by default: 1 TiB of mirrors,
 // about twice the bill's 10,000-repo fleet (488 GB).
@@ -435,6 +439,7 @@ func PropsFromContext(node constructs.Node) (Props, error) {
 	p.Grace = c.duration("grace")
 	p.MaintainEvery = c.duration("maintainEvery")
 	p.ScrubEvery = c.duration("scrubEvery")
+	p.ScrubAll = c.bool("scrubAll", false)
 	if w := c.str("warmup"); w == "none" {
 		p.NoWarmup = true
 	} else if p.Warmup = c.duration("warmup"); w != "" && p.Warmup == 0 {

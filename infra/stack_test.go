@@ -454,7 +454,7 @@ func TestWorkers(t *testing.T) {
 	// the task's 2,048.
 	want := deployenv.Worker{Common: deployenv.Common{Fleet: "MirrorFleetTest"}, MirrorRoot: "/mnt/mirrors", Fetchers: 10, MemoryBudget: "921M",
 		Drain: 20 * time.Second, DiskUsage: deployenv.DiskUsageElastic, AliveFile: "/tmp/mirrorfleet/alive",
-		ScrubEvery: DefaultScrubEvery, PollBudget: budget.Default().PollsPerDay}.Env()
+		ScrubEvery: DefaultScrubEvery, ScrubChanged: true, PollBudget: budget.Default().PollsPerDay}.Env()
 	want[deployenv.Table], want[deployenv.EventBus] = "", ""
 	got := envVars(c)
 	for k, v := range want {
@@ -1414,7 +1414,7 @@ func TestPropsFromContext(t *testing.T) {
 		d.Grace.String() != "10m0s" || d.Warmup.String() != "10m0s" || d.NoWarmup || d.MinLive != 1 || !d.DeletionGuard ||
 		d.DiskQuota != "" || d.StorageBudgetGiB != 1024 || d.NoStorageAlarm || d.HookRate != 100 || d.HookBurst != 200 ||
 		d.WithoutCDN || d.AllowPlainHTTP || d.WithoutServing || d.WithoutFallback || d.PrivateNetwork || d.CoordinatorConcurrency != 0 ||
-		d.PollsPerDay != 0.5 || d.StaleAfter != budget.Default().StaleAfter() ||
+		d.PollsPerDay != 0.5 || d.StaleAfter != budget.Default().StaleAfter() || d.ScrubAll || d.ScrubEvery != 2*365*24*time.Hour ||
 		d.ServeSeparate || d.ServeMemory != DefaultServeContainerMemory || d.ServeMin != 0 || d.ServeMax != 0 || d.ServeCPU != 0 {
 		t.Errorf("defaults = %+v, %v", d, err)
 	}
