@@ -93,8 +93,9 @@ smoke:
 
 ## bench: every benchmark, then bench/REPORT.md and its charts from the results (~3 h on 2 idle cores; freshness at 10,000 repos, its study over five seeds and ticklatency's 1M-repo cells are most of it)
 # Run one after another: the figures include wall times, which a parallel run would distort.
-# storecost reads maintenance.json and freshness.json (its EFS read figures and change
-# rates), so both run before it.
+# storecost reads maintenance.json and freshness.json (its EFS read figures, change
+# rates and each budget's freshness), so both run before it; it counts EFS operations
+# under strace.
 BENCH_RESULTS := bench/results
 bench:
 	rm -rf $(BENCH_RESULTS) bench/plots bench/REPORT.md

@@ -9,6 +9,8 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
+	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
+	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 // hoursPerMonth is AWS's billing month.
@@ -61,6 +63,20 @@ type model struct {
 	// ColdAfterDays is how long a mirror goes untouched before its packs go to S3 in the
 	// cold-packs tier (ADR 24, modelled).
 	ColdAfterDays float64
+	// NewReposShare is the repos added a month, as a share of the fleet: each is a first
+	// clone (and a mirror.updated event listing its refs).
+	NewReposShare float64
+	// EventBytesChange and EventBytesClone are the size of the mirror.updated
+	// EventBridge entry of a change and of a first clone (events.Entry of a typical one);
+	// EventBridge bills each 64 KB of an entry as one event.
+	EventBytesChange, EventBytesClone float64
+	// RequestsPerClone are the HTTPS requests of one clone (protocol v2: the ref
+	// advertisement, ls-refs and fetch); APIWarmInstances the API functions kept warm,
+	// each reading the webhooks' secret once per cache period.
+	RequestsPerClone, APIWarmInstances float64
+	// DiskThreshold is the disk guard's (worker.DefaultConfig): the one-VM alternative
+	// provisions the mirrors' bytes over it.
+	DiskThreshold float64
 }
 
 // with returns md with the inputs the stack decides.
@@ -74,6 +90,8 @@ func (md model) with(st stackInputs) model {
 // measured are the per-event AWS-rule units the bill multiplies.
 type measured struct {
 	Tick, Heartbeat, Change, Checkpoint units
+	// Signal is one read of a worker's signal item (GetSignals), a second per worker.
+	Signal units
 	// Membership changes cost Fixed + PerRepo × repos moved; deaths also invoke the
 	// coordinator once more (the timer) and make SchedulerCallsPerSuspectTick calls
 	// on every tick of the grace.
@@ -193,6 +211,10 @@ type billInputs struct {
 	Reads  mirrorReads
 	Pop    population
 	Budget budget.Budget
+	// EFS are the measured operations as EFS meters them (measureEFSOps); Fresh what
+	// each poll budget gives (bench/freshness).
+	EFS   efsOps
+	Fresh freshnessRuns
 }
 
 // bill is the monthly bill of a fleet of repos repos on the stack st: the honest one
@@ -217,6 +239,14 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	days := hoursPerMonth / 24
 	bud := in.Budget
 	bud.Fetchers = int(md.Fetchers)
+	// The poll rate the writes and reads follow: the fleet's poll budget, which the
+	// workers keep (MIRRORFLEET_POLL_BUDGET in the stack; the sizing target in the
+	// previous model).
+	P := md.PollsPerDay
+	if !previous && st.PollBudget > 0 {
+		P = st.PollBudget
+	}
+	bud.PollsPerDay = P
 	var need float64
 	if previous {
 		need = md.workers(n, md.PollsPerDay)
@@ -224,15 +254,12 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 		need = float64(bud.Workers(repos, int(md.MinWorkers)))
 	}
 	W := math.Min(need, float64(st.Workers.MaxTasks))
-	// The poll rate the writes and reads follow: the budget's in the previous model;
-	// what W workers run when nothing throttles them in the honest one.
-	P := md.PollsPerDay
-	if !previous {
-		P = math.Max(P, bud.PollCapacity(repos, int(W), time.Duration(md.MinIntervalMinutes*float64(time.Minute)))/n)
-	}
 	changesDay, checkpointsDay := md.pollWrites(P)
 	b := results.StoreCostBill{Repos: repos, Workers: int(W), PollsPerDay: P, WritesPerRepoDay: changesDay + checkpointsDay,
 		Serving: st.Serving, Stack: st.summary()}
+	if !previous {
+		b.Freshness = in.Fresh.at(P)
+	}
 
 	polls := n * P * days
 	changes := n * changesDay * days
@@ -252,6 +279,8 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	ckU := mu.Checkpoint.times(checkpoints)
 	chU := mu.Change.times(changes)
 	memU := mu.Death.at(moved, n).plus(mu.Join.at(moved, n)).times(deaths)
+	signals := W * hoursPerMonth * 3600 / worker.SignalEvery.Seconds()
+	sigU := mu.Signal.times(signals)
 	storageGB := n * (mu.RepoBytes + 100 + mu.RepoIndexBytes) / (1 << 30)
 	b.DynamoDB = []results.StoreCostComponent{
 		ddb("ticks", "coordinator ticks", tickU, qty(ticks)+" ticks"),
@@ -261,6 +290,10 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 		ddb("membership", "worker deaths and replacement joins", memU, fmt.Sprintf("%s deaths, each followed by a replacement join; %s repos moved by each", qty(deaths), qty(moved))),
 		{Key: "storage", Name: "storage and PITR", USD: storageGB * (price("ddb_storage") + price("ddb_pitr")),
 			Detail: fmt.Sprintf("%s GB (items + indexes, 100 B overhead each)", qty(storageGB))},
+	}
+	if !previous {
+		b.DynamoDB = append(b.DynamoDB, ddb("signals", "signal item reads", sigU,
+			fmt.Sprintf("%s reads (each of %.0f workers reads its signal item every %s)", qty(signals), W, worker.SignalEvery)))
 	}
 	for _, c := range b.DynamoDB {
 		b.DynamoDBUSD += c.USD
@@ -325,7 +358,16 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 				Detail: fmt.Sprintf("%.0f × %.0f h; %s LCU-hours for %s GB served (%.0f clones a day of %.0f MB)", lbs, hoursPerMonth, qty(servedGB), qty(servedGB), clones, md.MirrorMB)})
 		}
 	}
-	if servedGB > 0 {
+	switch {
+	case servedGB > 0 && st.Distributions > 0 && !previous:
+		// CloudFront in front of the load balancer: clients are served from its edges
+		// (data out and HTTPS requests billed there); what it fetches from the load
+		// balancer, an AWS origin, is free.
+		reqs := clones * days * md.RequestsPerClone
+		add(results.StoreCostComponent{Key: "cloudfront", Name: "CloudFront (clones)", USD: servedGB*price("cloudfront_gb") + reqs*price("cloudfront_https_request"),
+			Detail: fmt.Sprintf("%s GB out to the internet, %s HTTPS requests (%.0f a clone); origin fetches from the load balancer free; the always-free 1 TB and 10 M requests not deducted",
+				qty(servedGB), qty(reqs), md.RequestsPerClone)})
+	case servedGB > 0:
 		add(results.StoreCostComponent{Key: "egress", Name: "Internet egress (clones)", USD: servedGB * price("egress_gb"),
 			Detail: fmt.Sprintf("%s GB served a month (the 100 GB free a month not deducted)", qty(servedGB))})
 	}
@@ -338,11 +380,8 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 		add(results.StoreCostComponent{Key: "efs_throughput", Name: "EFS Elastic throughput", USD: efsReadGB*price("efs_elastic_read") + efsWriteGB*price("efs_elastic_write"),
 			Detail: fmt.Sprintf("%s GB read, %s GB written", qty(efsReadGB), qty(efsWriteGB))})
 	} else {
-		load := mirrorLoad{Repos: n, PollsPerDay: P, ScrubDays: st.ScrubDays, FS: st.FS}
-		if clones > 0 {
-			load.ClonesPerDay, load.CacheHit, load.HotRepos, load.HotShare = clones, md.CloneCacheHit, md.HotRepos, md.HotShare
-		}
-		month := md.mirrorsOnEFS(load, in.Reads, in.Pop)
+		load := md.load(n, P, W, deaths, clones, st)
+		month := md.mirrorsOnEFS(load, in.Reads, in.Pop, in.EFS)
 		for _, c := range efsComponents(month, p) {
 			add(c)
 		}
@@ -406,9 +445,21 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	}
 	if !previous && st.Secrets > 0 {
 		// The webhooks' secret; the API function reads it at most once per
-		// secrets.DefaultTTL per warm instance, cents a month.
-		add(results.StoreCostComponent{Key: "secrets", Name: "Secrets Manager", USD: float64(st.Secrets) * price("secret"),
-			Detail: fmt.Sprintf("%d secret(s) the stack creates (the webhooks'); reads at most one per 5 min per warm API instance", st.Secrets)})
+		// secrets.DefaultTTL per warm instance.
+		calls := md.APIWarmInstances * hoursPerMonth * 3600 / secrets.DefaultTTL.Seconds()
+		add(results.StoreCostComponent{Key: "secrets", Name: "Secrets Manager", USD: float64(st.Secrets)*price("secret") + calls*price("secret_api_call"),
+			Detail: fmt.Sprintf("%d secret(s) the stack creates (the webhooks'); %s GetSecretValue calls (%.0f warm API instance(s), one per %s each)",
+				st.Secrets, qty(calls), md.APIWarmInstances, secrets.DefaultTTL)})
+	}
+	if !previous && st.EventBuses > 0 {
+		// Every fetch that moved refs puts a mirror.updated event on the bus; EventBridge
+		// bills each 64 KB of an entry as an event.
+		chunk := func(bytes float64) float64 { return math.Max(1, math.Ceil(bytes/(64<<10))) }
+		newRepos := n * md.NewReposShare
+		events := changes*chunk(md.EventBytesChange) + newRepos*chunk(md.EventBytesClone)
+		add(results.StoreCostComponent{Key: "eventbridge", Name: "EventBridge (mirror.updated)", USD: events * price("eventbridge_event"),
+			Detail: fmt.Sprintf("%s events billed: %s changes (an entry of %s bytes each) and %s first clones (%s bytes each), per 64 KB",
+				qty(events), qty(changes), qty(md.EventBytesChange), qty(newRepos), qty(md.EventBytesClone))})
 	}
 
 	for _, c := range b.Components {
@@ -428,10 +479,26 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	return b
 }
 
+// load is what a month asks of the mirrors on EFS at n repos polled P times a day by W
+// workers, with deaths deaths and clones clones a day served.
+func (md model) load(n, P, W, deaths, clones float64, st stackInputs) mirrorLoad {
+	l := mirrorLoad{Repos: n, PollsPerDay: P, ScrubDays: st.ScrubDays, ScrubChangedOnly: st.ScrubChangedOnly, MaintainDays: st.MaintainDays,
+		FS: st.FS, NewRepos: n * md.NewReposShare,
+		// A death moves the dead worker's repos to the others, the replacement's join
+		// moves as many to it: each is taken by a worker that has not maintained it.
+		Takeovers: 2 * deaths * n / math.Max(W, 1)}
+	if clones > 0 {
+		l.ClonesPerDay, l.CacheHit, l.HotRepos, l.HotShare = clones, md.CloneCacheHit, md.HotRepos, md.HotShare
+	}
+	return l
+}
+
 // efsSummary is what the bill records of the month on EFS.
 func efsSummary(m efsMonth) *results.StoreCostEFS {
 	s := &results.StoreCostEFS{StandardGB: m.GB[standard], IAGB: m.GB[infrequent], ArchiveGB: m.GB[archive], WriteGB: m.WriteGB,
-		ToIAGB: m.ToIAGB, ToArchiveGB: m.ToArchiveGB, Changes: m.ChangesPerMonth, ScrubsPerMonth: m.ScrubsPerMonth}
+		ToIAGB: m.ToIAGB, ToArchiveGB: m.ToArchiveGB, Changes: m.ChangesPerMonth, ScrubsPerMonth: m.ScrubsPerMonth,
+		MetadataReadGB: m.MetaReadGB, MetadataWriteGB: m.MetaWriteGB, ReadMinimumGB: m.ReadMinGB, WriteMinimumGB: m.WriteMinGB,
+		Operations: m.Ops}
 	for _, r := range m.Reads {
 		s.Reads = append(s.Reads, results.StoreCostEFSRead{Source: r.Source, StandardGB: r.GB[standard], IAGB: r.GB[infrequent], ArchiveGB: r.GB[archive]})
 	}

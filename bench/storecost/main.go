@@ -1,14 +1,18 @@
 // Command storecost measures what the fleet's store operations cost in DynamoDB request
 // units — a coordinator tick (quiet, with a join, with a death), a heartbeat, a poll with
-// and without a change, adding a repo — on DynamoDB Local with the real coordinator,
-// workers and dynamo store (internal/testkit/sim), recomputes the units by AWS's billing rules from
-// the item sizes it observes, and turns them into a monthly AWS bill for 10k, 100k and
-// 1M repos, each with the git server and without, with every assumption and price
-// written down. What the stack provisions — task sizes and counts, capacity providers,
-// public addresses, NAT gateways, the load balancer, alarms, the dashboard's metrics,
-// the file system's lifecycle — comes from the template `go run ./infra` synthesizes
-// (infra/stackfacts), so the bill and the stack cannot drift apart. It writes
-// bench/results/storecost.json.
+// and without a change, a worker's signal read, adding a repo — on DynamoDB Local with
+// the real coordinator, workers and dynamo store (internal/testkit/sim), recomputes the
+// units by AWS's billing rules from the item sizes it observes; counts what each
+// operation on a mirror (a poll, a fetch, maintenance, a scrub, a clone served, a first
+// clone) makes EFS meter, from its system calls under strace; and turns them into a
+// monthly AWS bill for 10k, 100k and 1M repos, each with the git server and without,
+// beside one VM running `mirrorfleet run`, with every assumption and price written
+// down. What the stack provisions — task sizes and counts, capacity providers, public
+// addresses, NAT gateways, the load balancer, alarms, the dashboard's metrics, the file
+// system's lifecycle, the workers' poll budget and scrub policy — comes from the
+// template `go run ./infra` synthesizes (infra/stackfacts), so the bill and the stack
+// cannot drift apart. It writes bench/results/storecost.json. It needs DynamoDB Local,
+// git and strace.
 //
 //	bash scripts/with-dynamodb-local.sh go run ./bench/storecost -out bench/results
 package main
@@ -30,26 +34,37 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
+	"github.com/mirrorfleet/mirrorfleet/shared/events"
+	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 func main() {
+	if spec := os.Getenv(efsOpEnv); spec != "" {
+		// The helper measureEFSOps runs under strace: one operation, then exit.
+		if err := runEFSOp(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	out := flag.String("out", "bench/results", "directory to write storecost.json into")
 	inputs := flag.String("inputs", "", "directory holding maintenance.json and freshness.json, the bill's read figures and change rates (default: -out)")
 	sizes := flag.String("repos", "1000,5000", "fleet sizes (repos) to measure joins and deaths at, comma-separated")
 	workers := flag.Int("workers", 10, "workers of the measured fleets")
+	efsMB := flag.Int("efs-mb", 16, "pack size (MiB) of the mirror whose operations are counted under strace")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *inputs == "" {
 		*inputs = *out
 	}
-	if err := run(*out, *inputs, *sizes, *workers, log); err != nil {
+	if err := run(*out, *inputs, *sizes, *workers, *efsMB, log); err != nil {
 		log.Error("storecost", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, inputs, sizeList string, workers int, log *slog.Logger) error {
+func run(out, inputs, sizeList string, workers, efsMB int, log *slog.Logger) error {
 	endpoint := os.Getenv(endpointEnv)
 	if endpoint == "" {
 		return errors.New(endpointEnv + " is not set: this benchmark needs DynamoDB Local. Run it as\n" +
@@ -81,6 +96,9 @@ func run(out, inputs, sizeList string, workers int, log *slog.Logger) error {
 	if in.Pop, err = populationFrom(inputs); err != nil {
 		return err
 	}
+	if in.Fresh, err = freshnessFrom(inputs); err != nil {
+		return err
+	}
 	meta := results.Collect()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -99,6 +117,15 @@ func run(out, inputs, sizeList string, workers int, log *slog.Logger) error {
 
 	res := results.StoreCost{DynamoDBLocal: "DynamoDB Local 1.25.1 (amplify-dynamodb-simulator@2.9.30, scripts/dynamodb-local.sh), in memory",
 		Rules: billingRules}
+
+	t0 = time.Now()
+	if res.EFSOps, res.EFSOpsMirrorBytes, err = measureEFSOps(ctx, log, efsMB); err != nil {
+		return fmt.Errorf("EFS operations: %w", err)
+	}
+	if in.EFS, err = newEFSOps(res.EFSOps, res.EFSOpsMirrorBytes); err != nil {
+		return err
+	}
+	log.Info("EFS operations counted", "took", time.Since(t0).Round(time.Second))
 
 	t0 = time.Now()
 	polls, err := runPolls(ctx, quiet, endpoint, wdef.Checkpoint)
@@ -136,8 +163,13 @@ func run(out, inputs, sizeList string, workers int, log *slog.Logger) error {
 	for _, n := range []int{10_000, 1_000_000} {
 		res.Tiers = append(res.Tiers, md.tiers(n, mu, prices, stacks[false], in)...)
 	}
+	if res.Alternative, res.Crossover, err = md.alternative(mu, prices, stacks[false], in); err != nil {
+		return err
+	}
 	res.Sources = []string{"EFS read figures: " + in.Reads.Source, "change rates: " + in.Pop.Source,
-		"poll budget, worker sizing, alarm and scaling thresholds: infra/budget (shared with the stack)"}
+		fmt.Sprintf("EFS operations: efs_ops, counted from the system calls of each operation on a %d MiB mirror (strace, this run)", efsMB),
+		"freshness of each poll budget: " + in.Fresh.Source,
+		"poll budget, worker sizing, alarm and scaling thresholds: the stack's MIRRORFLEET_POLL_BUDGET and infra/budget (shared with the stack)"}
 	res.Notes = append(notes(md.with(stacks[false])), scalingNotes(res.Measurements, repoSizes)...)
 	meta.Finish()
 	res.Meta = meta
@@ -148,16 +180,17 @@ func run(out, inputs, sizeList string, workers int, log *slog.Logger) error {
 	return nil
 }
 
-// goalUSD is the monthly total the defaults are meant to stay within (issue 16): a
-// small mirror site at 10,000 repos, with and without serving, and a million repos.
+// goalUSD is the monthly total the defaults are meant to stay within under the model
+// that meters as AWS meters (issue 39): a small mirror site at 10,000 repos, with and
+// without serving, and a million repos.
 func goalUSD(repos int, serving bool) float64 {
 	switch {
 	case repos == 10_000 && !serving:
-		return 45
+		return 40
 	case repos == 10_000:
-		return 70
+		return 65
 	case repos == 1_000_000:
-		return 1500
+		return 1000
 	}
 	return 0
 }
@@ -225,6 +258,7 @@ func measuredInputs(ms []results.StoreCostMeasurement, sizes []results.StoreCost
 	mu.Heartbeat = get(fmt.Sprintf("heartbeat_%d", largest))
 	mu.Change = get("poll_change")
 	mu.Checkpoint = get("poll_checkpoint")
+	mu.Signal = get("signal_read")
 	var joins, deaths []point
 	for _, n := range repoSizes {
 		idle, hb := get(fmt.Sprintf("idle_tick_%d", n)), get(fmt.Sprintf("heartbeat_%d", n))
@@ -299,7 +333,26 @@ func defaultModel(w worker.Config, c coordinator.Config) model {
 		HotRepos:               100,
 		HotShare:               0.8,
 		ColdAfterDays:          30,
+		NewReposShare:          0.01,
+		EventBytesChange:       eventBytes(1),
+		EventBytesClone:        eventBytes(100),
+		RequestsPerClone:       3,
+		APIWarmInstances:       1,
+		DiskThreshold:          w.DiskThreshold,
 	}
+}
+
+// eventBytes is the size of the EventBridge entry of a mirror.updated event moving refs
+// refs, as the publisher builds it (events.Entry).
+func eventBytes(refs int) float64 {
+	ev := events.Event{RepoID: store.RepoID("https://github.com/example-org/example-repo"), URL: "https://github.com/example-org/example-repo",
+		At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for i := range refs {
+		ev.Refs = append(ev.Refs, events.Ref{Name: fmt.Sprintf("refs/tags/v1.%d.%d", i/10, i%10),
+			Old: strings.Repeat("a", 40), New: strings.Repeat("b", 40)})
+	}
+	_, size := events.Entry(ev, "mirrorfleet-bus")
+	return float64(size)
 }
 
 // assumptions lists the model's inputs; the stack's are those of st (serving on; each
@@ -326,13 +379,23 @@ func (md model) assumptions(st stackInputs, in billInputs) []results.StoreCostAs
 		}
 	}
 	return append([]results.StoreCostAssumption{
-		a("polls_per_day", md.PollsPerDay, "polls per repo per day", "infra/budget: the budget the fleet is sized for (workers, maxWorkers, the alarm and scaling thresholds). The workers set no rate limit, so the honest bill bills the polls they run: as fast as the per-host limit, their fetchers and the minimum interval allow ('polls / repo / day' of each bill)"),
+		a("polls_per_day", st.PollBudget, "polls per repo per day", tpl+": the workers' MIRRORFLEET_POLL_BUDGET, the poll budget they keep (averaged over the fleet; first clones, hook, feed and sync fetches do not count) and the fleet is sized for (infra/budget: workers, maxWorkers, the alarm and scaling thresholds). Each bill records the freshness it gives (bench/freshness)"),
 		a("one_host_share", bud.OneHostShare, "of the repos", "infra/budget: a list whose largest host (GitHub) has 80% of the repos"),
 		a("host_rate", bud.HostRate, "fetch starts a second per host per worker", "infra/budget = worker.DefaultConfig().HostRate (--host-rate); with host_concurrency 4 at 1.5 s a poll the rate binds first"),
 		a("host_utilisation", bud.HostUtilisation, "of the per-host rate", "infra/budget: a sized fleet plans to use 80% of it (the big host's repos are not due evenly)"),
 		a("dormant_revisits", bud.DormantRevisits, "mean revisit intervals", "infra/budget, measured by bench/freshness: how long a dormant repo waits between polls under the default policy; sets the p99 staleness a fleet at its poll rate shows, against the alarm and scaling thresholds"),
 		a("scrub_days", st.ScrubDays, "days", tpl+": the workers' MIRRORFLEET_SCRUB_EVERY (a scrub reads the mirror whole)"),
-		a("poll_read_bytes", rd.PollBytes, "bytes", in.Reads.Source+": a no-change poll, and an unchanged mirror's maintenance, read HEAD, config and packed-refs (under 128 KiB: always Standard)"),
+		a("scrub_changed_only", boolf(st.ScrubChangedOnly), "1 = yes", tpl+": the workers' MIRRORFLEET_SCRUB_CHANGED (a scrub slot scrubs a mirror only if it was written since its last scrub)"),
+		a("poll_read_bytes", float64(in.EFS.ByKey[opPoll].DataReadBytes), "bytes", "efs_ops poll_nochange: a no-change poll compares the upstream's refs with the digest of the mirror's the worker keeps, and reads nothing of the mirror"),
+		a("maintain_unchanged_read_bytes", rd.MaintainUnchangedBytes, "bytes", in.Reads.Source+": an unchanged mirror's maintenance reads HEAD, config, packed-refs and its state (under 128 KiB: always Standard); the worker runs it only on a repo it took over, and at a scrub slot"),
+		a("efs_data_min", efsDataMin, "bytes", "EFS Elastic throughput meters each data operation (read, write) at 32 KiB at least (AWS re:Post, 'How do I estimate Elastic Throughput mode costs for Amazon EFS', and DESIGN.md section 9)"),
+		a("efs_metadata_min", efsMetaMin, "bytes", "and each metadata operation (open, stat, listing, lock, create, rename, delete) at 4 KiB; metadata reads at the read price, writes at the write price (the same article: MetadataReadIOBytes, MetadataWriteIOBytes)"),
+		a("new_repos_share", md.NewReposShare, "of the fleet a month", "stated: repos added a month, each a first clone (efs_ops first_clone, scaled to mirror_mb) and a mirror.updated event"),
+		a("event_bytes_change", md.EventBytesChange, "bytes", "events.Entry of a mirror.updated event moving one ref (EventBridge bills each 64 KB of an entry as one event)"),
+		a("event_bytes_clone", md.EventBytesClone, "bytes", "events.Entry of a first clone's event creating 100 refs (stated count)"),
+		a("requests_per_clone", md.RequestsPerClone, "HTTPS requests", "stated: a protocol v2 clone makes three (the ref advertisement, ls-refs, fetch); billed by CloudFront when the stack has a distribution"),
+		a("api_warm_instances", md.APIWarmInstances, "instances", "stated: API functions kept warm, each reading the webhooks' secret once per secrets.DefaultTTL (5 min)"),
+		a("disk_threshold", md.DiskThreshold, "of the disk", "worker.DefaultConfig().DiskThreshold: the one-VM alternative provisions the mirrors' bytes over it"),
 		a("fetch_old_pack_bytes", rd.FetchOldPackBytes, "bytes", "the same: a fetch that brings a change reads this much of the old pack (go-git's negotiation) and the pack's .idx whole — enough to restart the pack's lifecycle timer"),
 		a("index_share", rd.IndexBytes/rd.PackBytes, "of the pack", "the same: index files of 128 KiB or more (pack .idx, multi-pack index and bitmap, commit-graph), tiered like the pack"),
 		a("scrub_pack_factor", rd.ScrubPackFactor, "× the pack", "the same: repack with a bitmap, commit-graph from all refs and the connectivity check each read the pack (measured cold, step by step; a page cache that kept the pack between steps would read it once)"),
@@ -386,13 +449,16 @@ func (md model) assumptions(st stackInputs, in billInputs) []results.StoreCostAs
 func notes(md model) []string {
 	return []string{
 		"The bill uses the AWS-rule units. DynamoDB Local charges single-item calls by AWS's rules but a TransactWriteItems a flat amount per table and index touched, whatever the number of items, so its figures for Apply, CreateRepo and state-changing ReportFetch are not what AWS bills.",
-		fmt.Sprintf("At the budget's %g polls a day a repo is polled every %g h, which is past the %g h checkpoint: every no-change poll then writes the record, as the naive design does. The workers poll faster than the budget where the per-host limit lets them (nothing else throttles them), and the honest bill bills that rate; the checkpoint caps writes at %g a day per repo (see the sensitivity and 'unthrottled' figures).",
-			md.PollsPerDay, 24/md.PollsPerDay, md.CheckpointHours, 24/md.CheckpointHours),
-		"EFS, honestly: every byte read is counted — polls and unchanged maintenance read the ref files only (ADR 23), a fetch that brings a change reads the pack's .idx and a few hundred KB of the old pack, a changed mirror's maintenance the index files, a scrub the whole pack 2.25 times, a clone that misses the cache the whole mirror — each by the storage class the file is in (IA reads +$0.01/GB, Archive +$0.03/GB on top of Elastic's $0.03). Each repo's files are placed by its change rate (the freshness population) under the file system's lifecycle: a file moves to IA after a window without a read and to Archive after another; the stack's lifecycle leaves a read file where it is, so the moves are one-way, and a file read more often than its window stays in Standard. The previous model counted reads for polls only and assumed 97% of the bytes cold.",
+		fmt.Sprintf("The workers keep the poll budget (MIRRORFLEET_POLL_BUDGET): each bill bills its polls. At half a poll a day a repo is polled every 48 h, past the %g h checkpoint: every no-change poll then writes the record, as the naive design does; without a budget the workers would poll as fast as the per-host limit lets them, and the checkpoint would cap the writes at %g a day per repo (the sensitivity and 'unthrottled' figures).",
+			md.CheckpointHours, 24/md.CheckpointHours),
+		"EFS as EFS meters it: every operation a mirror operation makes on the mirror tree is counted from its system calls (efs_ops: strace of the real go-git and git work against a git server on 127.0.0.1, every call of the process, its threads and its git children that names a path under the mirrors root). No NFS client cache is assumed: every call that needs the server is an operation (a real client caches attributes and directory entries for a few seconds and coalesces writes, so it sends fewer). Each data operation is billed at 32 KiB at least, each metadata operation at 4 KiB: the bytes read and written come from the byte model (what each operation reads of each file, by storage class: bench/maintenance), the minimums and the metadata operations from efs_ops. Data read through mmap (git's way to read packs and indexes) makes no system call: those bytes come from bench/maintenance's page-cache measurement, in read-ahead windows of 128 KiB and more, above the minimum.",
+		"A no-change poll compares the upstream's ref advertisement with the digest of the mirror's refs the worker keeps (in memory, and in the store with the reports written anyway): it touches no file of the mirror (efs_ops poll_nochange: no call under the root). Maintenance does not look at a mirror nothing was fetched into since its last run, except at its scrub slot and once after a worker takes it over (a death moves its repos, the replacement's join moves as many back).",
+		"EFS bytes: every byte read is counted — a fetch that brings a change reads the pack's .idx and a few hundred KB of the old pack, a changed mirror's maintenance the index files, an unchanged mirror's (when it runs) the ref files, a scrub the whole pack 2.25 times, a clone that misses the cache the whole mirror, a first clone the pack it indexes — each by the storage class the file is in (IA reads +$0.01/GB, Archive +$0.03/GB on top of Elastic's $0.03). Each repo's files are placed by its change rate (the freshness population) under the file system's lifecycle: a file moves to IA after a window without a read and to Archive after another; the stack's lifecycle leaves a read file where it is, so the moves are one-way, and a file read more often than its window stays in Standard. With scrubs of changed mirrors only, a mirror is scrubbed in a scrub period only if it changed in it.",
+		"The one-VM alternative runs `mirrorfleet run` on one EC2 instance (c7g.large up to 100,000 repos, m7g.2xlarge beyond: the sizes issue 39 names for 10,000 and 1,000,000; a stated choice — at half a poll a day a million repos' no-change polls take well under one core, measured at 10–110 ms of CPU each in docs/operations.md) with the mirrors on EBS volumes provisioned for their bytes over the disk guard's threshold, one volume per 16 TiB, a 20 GiB gp3 root and a public IPv4 address. It keeps one copy in one zone (EBS replicates within it; no snapshot priced) and stops with its instance; a read of its disks costs nothing.",
 		"Every figure the stack decides — task sizes, counts and capacity providers, public addresses, NAT gateways, the load balancer, alarms, the dashboard's metrics, the file system's lifecycle, the coordinator's memory and rule — is read from the template `go run ./infra` synthesizes (infra/stackfacts), with the git server and without; each bill records what it read (`stack`).",
 		"Fargate Spot is priced at 33% of on-demand (the published x86 Spot/on-demand ratio; ARM Spot prices vary by region and time). Spot tasks are interrupted at times (a 2-minute warning, the worker drains and its repos move); the on-demand twin starts only while Spot cannot keep the live workers at their floor, so it costs nothing in the bill.",
 		"With the default network the tasks have public IPv4 addresses (billed per hour) and no NAT gateway; DynamoDB is reached through a free gateway endpoint and git traffic in from the internet is free. The coordinator Lambda runs outside the VPC.",
-		"Free tiers are ignored (Scheduler's 14 M free invocations; CloudWatch's always-free 10 metrics, 10 alarm metrics and 3 dashboards, about $7 a month here; Lambda's; the 100 GB of internet egress a month, all of the stated clone volume; they would lower the bill of an account with no other use of them). Excluded: the API (API Gateway, API Lambda: usage-dependent), serving traffic beyond the stated clone volume (each further GB served: an LCU-hour, internet egress, and the EFS read of a cache miss), first clones of new repos (one-time: ~mirror_mb onto EFS per repo), worker and server logs beyond EMF, ECR storage and image pulls, KMS requests.",
+		"Free tiers are ignored (Scheduler's 14 M free invocations; CloudWatch's always-free 10 metrics, 10 alarm metrics and 3 dashboards, about $7 a month here; Lambda's; the 100 GB of internet egress a month, all of the stated clone volume; they would lower the bill of an account with no other use of them). Excluded: the API (API Gateway, API Lambda: usage-dependent), serving traffic beyond the stated clone volume (each further GB served: an LCU-hour, internet egress or CloudFront's data out, and the EFS read of a cache miss), the first fill of a fleet (a first clone per repo, one-time; the bill counts new_repos_share a month), hook deliveries (AddSignals, usage-dependent), worker and server logs beyond EMF, ECR storage and image pulls, KMS requests.",
 		"Membership costs are fitted over the measured fleet sizes: a death as fixed + per-repo-moved units; a join's reads per repo in the fleet and its writes per repo moved. Each includes every worker's next heartbeat beyond a quiet one (reading the moves). Outbox entries left by moves are trimmed later in batches and not counted.",
 	}
 }

@@ -22,6 +22,9 @@ type mirrorLoad struct {
 	Repos       float64
 	PollsPerDay float64 // per repo, as the workers run them
 	ScrubDays   float64 // a full run (scrub) per mirror every so many days
+	// MaintainDays is how often a mirror is considered for maintenance: one that changed
+	// since its last run is maintained then (0: daily).
+	MaintainDays float64
 	// ScrubChangedOnly scrubs a mirror only in a period it changed in (a design option:
 	// the worker scrubs every mirror today).
 	ScrubChangedOnly bool
@@ -29,7 +32,11 @@ type mirrorLoad struct {
 	// server's whole-clone cache answers (ADR 20) without reading EFS; HotRepos how many
 	// repos most clones go to, HotShare the share of the missed clones that do.
 	ClonesPerDay, CacheHit, HotRepos, HotShare float64
-	FS                                         stackfacts.FileSystem
+	// Takeovers are repos a month taken by a worker that does not know what their last
+	// maintenance saw (moved by a death and the replacement's join): each is looked at
+	// once by maintenance. NewRepos are first clones a month.
+	Takeovers, NewRepos float64
+	FS                  stackfacts.FileSystem
 }
 
 // efsMonth is a month of the mirrors on EFS: storage by class, every byte read by
@@ -44,6 +51,10 @@ type efsMonth struct {
 	ChangedMaintenance    float64 // maintenance runs of changed mirrors a month
 	ScrubsPerMonth        float64
 	ClonesFromEFSPerMonth float64
+	// What EFS meters beyond the bytes (efsbill.go): metadata operations, and what the
+	// 32 KiB minimum of a data operation adds; each operation kind's monthly count.
+	MetaReadGB, MetaWriteGB, ReadMinGB, WriteMinGB float64
+	Ops                                            []results.StoreCostOpCount
 }
 
 // efsRead is what one source reads in a month, by class.
@@ -109,8 +120,8 @@ func classes(rate, scrubDays, lifeDays float64, fs stackfacts.FileSystem) [3]flo
 // mirrorsOnEFS is the month of load l: every repo's pack and index files (reads r,
 // scaled to the model's mirror size) in the classes its change rate (population p) and
 // the scrub leave them, the small files in Standard, the new packs of changes in
-// Standard until they cool.
-func (md model) mirrorsOnEFS(l mirrorLoad, r mirrorReads, p population) efsMonth {
+// Standard until they cool; and every operation as EFS meters it (ops).
+func (md model) mirrorsOnEFS(l mirrorLoad, r mirrorReads, p population, ops efsOps) efsMonth {
 	r = r.scaled(md.MirrorMB)
 	const gb = 1 << 30
 	days := hoursPerMonth / 24
@@ -152,7 +163,7 @@ func (md model) mirrorsOnEFS(l mirrorLoad, r mirrorReads, p population) efsMonth
 	perRepo := (l.Repos - hot) / float64(len(p.quantiles(popPoints)))
 	for _, rate := range p.quantiles(popPoints) {
 		changesDay := l.PollsPerDay * -math.Expm1(-rate/l.PollsPerDay) // a poll sees ≥ 1 push
-		maintDay := -math.Expm1(-rate)                                 // maintained once a day if changed
+		maintDay := maintainedPerDay(rate, l.MaintainDays)
 		touch := changesDay + randomRate
 		life := md.HorizonDays
 		if rate > 0 { // a repack rewrites the pack once changes add half its size again
@@ -177,8 +188,26 @@ func (md model) mirrorsOnEFS(l mirrorLoad, r mirrorReads, p population) efsMonth
 		m.ToIAGB += perRepo * files / gb * days / life * boolf(c[standard] < 1)
 		m.ToArchiveGB += perRepo * files / gb * days / life * boolf(c[archive] > 0)
 	}
-	add("polls", all, l.Repos*l.PollsPerDay*days*r.PollBytes)
-	add("maintenance of unchanged mirrors", all, (l.Repos*days-m.ChangedMaintenance)*r.MaintainUnchangedBytes)
+	// A poll that finds nothing compares the upstream's refs with the digest the worker
+	// keeps: it reads nothing (efs_ops poll_nochange). Maintenance looks at an unchanged
+	// mirror only when a worker takes it over, and when its scrub period begins and it
+	// is not scrubbed then.
+	polls := l.Repos * l.PollsPerDay * days
+	add("polls", all, (polls-m.ChangesPerMonth)*float64(ops.ByKey[opPoll].DataReadBytes))
+	unchanged := l.Takeovers + math.Max(0, l.Repos*days/l.ScrubDays-m.ScrubsPerMonth)
+	add("maintenance of unchanged mirrors", all, unchanged*r.MaintainUnchangedBytes)
+	m.meter(ops, opPoll, polls-m.ChangesPerMonth)
+	m.meter(ops, opFetch, m.ChangesPerMonth)
+	m.meter(ops, opMaintainChanged, m.ChangedMaintenance)
+	m.meter(ops, opMaintainSame, unchanged)
+	m.meter(ops, opScrub, m.ScrubsPerMonth)
+	m.meter(ops, opClone, m.ClonesFromEFSPerMonth)
+	m.meter(ops, opFirstClone, l.NewRepos)
+	// A first clone indexes the pack it receives (reads scaled from the measured
+	// mirror's to the model's) and writes the mirror.
+	if ops.MirrorBytes > 0 {
+		add("first clones", all, l.NewRepos*float64(ops.ByKey[opFirstClone].DataReadBytes)*md.MirrorMB*(1<<20)/ops.MirrorBytes)
+	}
 
 	// Small files, and the new packs of changes until they go IAAfterDays unread (the
 	// next change's maintenance rolls them into one, itself new).
@@ -193,11 +222,33 @@ func (md model) mirrorsOnEFS(l mirrorLoad, r mirrorReads, p population) efsMonth
 	// index, each scrub's multi-pack index, bitmap and commit-graph (it keeps the packs
 	// and their .idx: geometric repack leaves the big pack alone).
 	m.WriteGB = (m.ChangesPerMonth*changeBytes + m.ChangedMaintenance*(changeBytes+r.MIDXBytes) +
-		m.ScrubsPerMonth*(r.IndexBytes-r.PackIdxBytes)) / gb
+		m.ScrubsPerMonth*(r.IndexBytes-r.PackIdxBytes) + l.NewRepos*md.MirrorMB*(1<<20)) / gb
 	if l.FS.IAAfterDays > 0 {
 		m.ToIAGB += m.WriteGB
 	}
 	return m
+}
+
+// maintainedPerDay is how many maintenance runs a day a mirror pushed to at rate (a
+// day) gets when each is considered every `every` days (0: daily) and maintained if it
+// changed since: the chance of a change in the interval, once per interval.
+func maintainedPerDay(rate, every float64) float64 {
+	if every <= 0 {
+		every = 1
+	}
+	return -math.Expm1(-rate*every) / every
+}
+
+// opsDetail lists a month's operations by kind.
+func opsDetail(ops []results.StoreCostOpCount) string {
+	out := ""
+	for _, o := range ops {
+		if out != "" {
+			out += ", "
+		}
+		out += fmt.Sprintf("%s %s", qty(o.Count), o.Op)
+	}
+	return out
 }
 
 // popPoints is how many equally likely repos stand for the population.
@@ -226,16 +277,20 @@ func efsComponents(m efsMonth, p []results.StoreCostPrice) []results.StoreCostCo
 		}
 		detail += fmt.Sprintf("%s %s", r.Source, qty(r.total()))
 	}
-	reads := (readGB[0]+readGB[1]+readGB[2])*price("efs_elastic_read") + readGB[infrequent]*price("efs_ia_read") +
+	read := readGB[0] + readGB[1] + readGB[2]
+	reads := (read+m.ReadMinGB)*price("efs_elastic_read") + readGB[infrequent]*price("efs_ia_read") +
 		readGB[archive]*price("efs_archive_read")
 	return []results.StoreCostComponent{
 		{Key: "efs_storage", Name: "EFS storage", USD: storage,
 			Detail: fmt.Sprintf("%s GB: %s Standard, %s Infrequent Access, %s Archive", qty(m.GB[0]+m.GB[1]+m.GB[2]), qty(m.GB[0]), qty(m.GB[1]), qty(m.GB[2]))},
-		{Key: "efs_reads", Name: "EFS reads", USD: reads,
-			Detail: fmt.Sprintf("%s GB read (%s from Standard, %s from IA, %s from Archive): %s GB", qty(readGB[0]+readGB[1]+readGB[2]),
-				qty(readGB[0]), qty(readGB[1]), qty(readGB[2]), detail)},
-		{Key: "efs_writes", Name: "EFS writes and tiering", USD: m.WriteGB*price("efs_elastic_write") + m.ToIAGB*price("efs_ia_tiering") + m.ToArchiveGB*price("efs_archive_tiering"),
-			Detail: fmt.Sprintf("%s GB written (%s changes, %s changed maintenance runs, %s scrubs); %s GB moved to IA, %s GB to Archive",
-				qty(m.WriteGB), qty(m.ChangesPerMonth), qty(m.ChangedMaintenance), qty(m.ScrubsPerMonth), qty(m.ToIAGB), qty(m.ToArchiveGB))},
+		{Key: "efs_reads", Name: "EFS data reads", USD: reads,
+			Detail: fmt.Sprintf("%s GB read (%s from Standard, %s from IA, %s from Archive): %s GB; + %s GB for the 32 KiB minimum of each read",
+				qty(read), qty(readGB[0]), qty(readGB[1]), qty(readGB[2]), detail, qty(m.ReadMinGB))},
+		{Key: "efs_metadata", Name: "EFS metadata operations", USD: m.MetaReadGB*price("efs_elastic_read") + m.MetaWriteGB*price("efs_elastic_write"),
+			Detail: fmt.Sprintf("%s GB metered at the read price (opens, stats, listings, closes), %s GB at the write price (creates, renames, deletes, locks, syncs): 4 KiB each; %s",
+				qty(m.MetaReadGB), qty(m.MetaWriteGB), opsDetail(m.Ops))},
+		{Key: "efs_writes", Name: "EFS data writes and tiering", USD: (m.WriteGB+m.WriteMinGB)*price("efs_elastic_write") + m.ToIAGB*price("efs_ia_tiering") + m.ToArchiveGB*price("efs_archive_tiering"),
+			Detail: fmt.Sprintf("%s GB written (%s changes, %s changed maintenance runs, %s scrubs) + %s GB for the 32 KiB minimum of each write; %s GB moved to IA, %s GB to Archive",
+				qty(m.WriteGB), qty(m.ChangesPerMonth), qty(m.ChangedMaintenance), qty(m.ScrubsPerMonth), qty(m.WriteMinGB), qty(m.ToIAGB), qty(m.ToArchiveGB))},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/infra/budget"
 	"github.com/mirrorfleet/mirrorfleet/infra/stackfacts"
 )
@@ -86,18 +87,34 @@ func TestMirrorsOnEFSByHand(t *testing.T) {
 	md := testModel()
 	in := testInputs()
 	fs := stackfacts.FileSystem{IAAfterDays: 1, ArchiveAfterDays: 90}
-	m := md.mirrorsOnEFS(mirrorLoad{Repos: 1000, PollsPerDay: 4, ScrubDays: 365, FS: fs}, in.Reads, in.Pop)
+	// Operations as EFS meters them: a poll none; maintenance of an unchanged mirror 30
+	// metadata reads, 2 writes, 5 reads of 100 bytes; a scrub 100 metadata reads.
+	in.EFS = efsOps{ByKey: map[string]results.StoreCostEFSOp{
+		opMaintainSame: {MetaReads: 30, MetaWrites: 2, DataReads: 5, DataReadBytes: 500, MeteredReadBytes: 30*4096 + 5*32768, MeteredWriteBytes: 2 * 4096},
+		opScrub:        {MetaReads: 100, MeteredReadBytes: 100 * 4096},
+	}}
+	m := md.mirrorsOnEFS(mirrorLoad{Repos: 1000, PollsPerDay: 4, ScrubDays: 365, FS: fs, Takeovers: 100}, in.Reads, in.Pop, in.EFS)
 	days := 730.0 / 24
 	const gb = 1 << 30
 	reads := map[string]efsRead{}
 	for _, r := range m.Reads {
 		reads[r.Source] = r
 	}
-	if got := reads["polls"]; !nearTo(got.GB[standard], 1000*4*days*4096/gb, 1e-9) || got.GB[infrequent]+got.GB[archive] != 0 {
+	// A poll compares the upstream's refs with the digest the worker keeps: no read.
+	if got := reads["polls"]; got.total() != 0 {
 		t.Errorf("polls %+v", got)
 	}
-	if got := reads["maintenance of unchanged mirrors"]; !nearTo(got.total(), 1000*days*4096/gb, 1e-9) {
+	// Maintenance looks at an unchanged mirror only when a worker takes it over (each
+	// scrub period's look is its scrub, here).
+	if got := reads["maintenance of unchanged mirrors"]; !nearTo(got.total(), 100*4096.0/gb, 1e-12) {
 		t.Errorf("unchanged maintenance %+v", got)
+	}
+	scrubs := 1000 * days / 365
+	if want := (100*30 + scrubs*100) * 4096 / gb; !nearTo(m.MetaReadGB, want, 1e-12) || !nearTo(m.MetaWriteGB, 100*2*4096.0/gb, 1e-12) {
+		t.Errorf("metadata %v read, %v written; want %v, %v", m.MetaReadGB, m.MetaWriteGB, want, 100*2*4096.0/gb)
+	}
+	if want := 100 * (5*32768 - 500) / float64(gb); !nearTo(m.ReadMinGB, want, 1e-12) || m.WriteMinGB != 0 {
+		t.Errorf("32 KiB minimum: %v read, %v written; want %v, 0", m.ReadMinGB, m.WriteMinGB, want)
 	}
 	// Life 1,095 days: a day in Standard, 89 in IA, 1,005 in Archive.
 	scrub := 1000 * days / 365 * (2*(49<<20) + (1 << 20)) / gb
@@ -151,10 +168,14 @@ func TestHonestBillBesideThePrevious(t *testing.T) {
 	if b.Workers != 12 || b.PreviousWorkers != 7 {
 		t.Errorf("workers %d, previous %d; want 12 and 7", b.Workers, b.PreviousWorkers)
 	}
-	// Nothing throttles the workers: they poll as fast as the big host allows, 2.59 a
-	// day, not the budget's 2.
-	if want := budget.Default().PollCapacity(1_000_000, 12, 0) / 1e6; !nearTo(b.PollsPerDay, want, 1e-9) || b.PollsPerDay <= 2 {
-		t.Errorf("polls a day %v, want %v", b.PollsPerDay, want)
+	// The workers keep the poll budget the stack gives them (MIRRORFLEET_POLL_BUDGET),
+	// else the model's; without one they would poll as fast as the big host allows.
+	if b.PollsPerDay != 2 || b.Unthrottled.PollsPerDay <= 2 {
+		t.Errorf("polls a day %v (unthrottled %v), want the budget's 2", b.PollsPerDay, b.Unthrottled.PollsPerDay)
+	}
+	st.PollBudget = 0.5
+	if b := md.bill(1_000_000, measured{}, p, st, testInputs()); b.PollsPerDay != 0.5 || b.Workers != 3 {
+		t.Errorf("a budget of 0.5: %v polls a day on %d workers, want 0.5 on 3 (the per-host limit)", b.PollsPerDay, b.Workers)
 	}
 	if b.EFS == nil || len(b.EFS.Reads) == 0 {
 		t.Error("no EFS month recorded")

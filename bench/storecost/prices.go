@@ -29,6 +29,7 @@ type sheetPrice struct {
 	USD       json.Number `json:"usd"`
 	Unit      string      `json:"unit"`
 	Source    string      `json:"source"`
+	Taken     string      `json:"taken"` // the day it was looked up, when not the sheet's
 	Confirmed bool        `json:"confirmed"`
 	Note      string      `json:"note"`
 	// Scale derives a price from another's figure: USD × By / Over.
@@ -61,8 +62,12 @@ func parsePrices(data []byte) ([]results.StoreCostPrice, error) {
 		if err != nil {
 			return nil, fmt.Errorf("price sheet: %s: %w", p.Key, err)
 		}
+		taken := sh.Taken
+		if p.Taken != "" {
+			taken = p.Taken
+		}
 		out = append(out, results.StoreCostPrice{Key: p.Key, Service: p.Service, Item: p.Item, USD: usd, Unit: p.Unit,
-			Source: p.Source, Taken: sh.Taken, Confirmed: p.Confirmed, Note: p.Note})
+			Source: p.Source, Taken: taken, Confirmed: p.Confirmed, Note: p.Note})
 	}
 	return out, nil
 }

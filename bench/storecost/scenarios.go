@@ -432,8 +432,24 @@ func runPolls(ctx context.Context, log *slog.Logger, endpoint string, checkpoint
 			fmt.Sprintf("first no-change poll %s after the last write", checkpoint.Round(time.Minute))))
 	log.Info("polls measured", "no_change", nQuiet, "changed", nChanged, "checkpoint", nCheckpoint, "window", f.s.Now().Sub(cloned).Round(time.Minute))
 
+	// A worker's read of its signal item, as it makes one a second (nothing pending).
+	wid := f.s.Nodes[0].W.ID()
+	const reads = 10
+	m, err := f.measure("signal_read", "a worker's read of its signal item (GetSignals, nothing pending): one a second per worker", reads, func() error {
+		for range reads {
+			if _, err := f.st.GetSignals(ctx, wid); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return out, err
+	}
+	out.measurements = append(out.measurements, m)
+
 	// A repo added as the API adds it, then the tick that assigns it.
-	m, err := f.measure("add_repo", "add a repo (API path: api.AddRepo → CreateRepo)", 1, func() error {
+	m, err = f.measure("add_repo", "add a repo (API path: api.AddRepo → CreateRepo)", 1, func() error {
 		res := api.AddRepo(ctx, f.s.Store, urlpolicy.Default(), "https://git.example.org/polls/added", store.SourceAPI, f.s.Now())
 		if res.Err == nil && !res.Created {
 			return errors.New("repo not created")

@@ -50,6 +50,17 @@ type stackInputs struct {
 	// ScrubDays is the workers' scrub period (MIRRORFLEET_SCRUB_EVERY, or the worker's
 	// default); StaleAfterSeconds the stale-repos alarm's threshold.
 	ScrubDays, StaleAfterSeconds float64
+	// PollBudget is the workers' MIRRORFLEET_POLL_BUDGET (polls per repo per day; 0:
+	// none set).
+	PollBudget float64
+	// ScrubChangedOnly: the workers scrub a mirror only if it changed since its last
+	// scrub. MaintainDays: how often each mirror is considered for maintenance
+	// (MIRRORFLEET_MAINTAIN_EVERY, or the worker's default).
+	ScrubChangedOnly bool
+	MaintainDays     float64
+	// EventBuses and Distributions: the stack's EventBridge buses and CloudFront
+	// distributions.
+	EventBuses, Distributions int
 }
 
 // stateCounts is how many values the State dimension takes per metric (every known
@@ -83,7 +94,7 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 	st := stackInputs{Context: context, NATGateways: f.NATGateways, LoadBalancers: f.LoadBalancers, Alarms: f.Alarms,
 		AlarmMetrics: f.AlarmMetrics, Dashboards: f.Dashboards, ContainerInsights: f.ContainerInsights, FlowLogs: len(f.FlowLogs),
 		DynamoDBEndpoint: f.HasGatewayEndpoint("dynamodb"), TickSeconds: f.TickSeconds, Buckets: f.Buckets, KMSKeys: f.KMSKeys, Secrets: f.Secrets,
-		StaleAfterSeconds: f.StaleAfterSeconds, Serving: f.Serving()}
+		StaleAfterSeconds: f.StaleAfterSeconds, Serving: f.Serving(), EventBuses: f.EventBuses, Distributions: len(f.Distributions)}
 	var errs []error
 	for _, s := range f.ServicesRunning("worker") {
 		switch {
@@ -109,6 +120,15 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 	}
 	st.Fetchers = float64(fetchers)
 	st.ScrubDays = worker.DefaultConfig().ScrubEvery.Hours() / 24
+	st.MaintainDays = worker.DefaultConfig().MaintainEvery.Hours() / 24
+	if v := st.Workers.Env[deployenv.MaintainEvery]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("the worker's %s %q: not a period", deployenv.MaintainEvery, v))
+		} else {
+			st.MaintainDays = d.Hours() / 24
+		}
+	}
 	if v := st.Workers.Env[deployenv.ScrubEvery]; v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -116,6 +136,14 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 		} else {
 			st.ScrubDays = d.Hours() / 24
 		}
+	}
+	st.ScrubChangedOnly = st.Workers.Env[deployenv.ScrubChanged] == "true"
+	if v := st.Workers.Env[deployenv.PollBudget]; v != "" {
+		b, err := strconv.ParseFloat(v, 64)
+		if err != nil || b <= 0 {
+			errs = append(errs, fmt.Errorf("the worker's %s %q: not a number of polls a day", deployenv.PollBudget, v))
+		}
+		st.PollBudget = b
 	}
 	if l, ok := f.TickLambda(); ok {
 		st.LambdaMB = float64(l.MemoryMB)
@@ -161,7 +189,7 @@ func (st stackInputs) summary() results.StoreCostStack {
 		Dashboards: st.Dashboards, CustomMetrics: int(st.CustomMetrics), Insights: st.ContainerInsights,
 		EFSIADays: st.FS.IAAfterDays, EFSArchiveDays: st.FS.ArchiveAfterDays, TickSeconds: st.TickSeconds, LambdaMB: int(st.LambdaMB),
 		EFSBackOnRead: st.FS.BackToStandardOnRead, ScrubDays: st.ScrubDays, KMSKeys: st.KMSKeys, StaleAfterH: st.StaleAfterSeconds / 3600,
-		ServeInWorkers: st.Serving && st.Serve == nil}
+		ServeInWorkers: st.Serving && st.Serve == nil, PollBudget: st.PollBudget, EventBuses: st.EventBuses, Distributions: st.Distributions}
 	_, spot := st.Workers.Split(1)
 	s.WorkerSpot = spot == 1
 	if st.Serve != nil {

@@ -22,7 +22,8 @@ func (md model) tiers(repos int, mu measured, p []results.StoreCostPrice, st sta
 		}
 	}
 	md = md.with(st)
-	load := mirrorLoad{Repos: float64(repos), PollsPerDay: b.PollsPerDay, ScrubDays: st.ScrubDays, FS: st.FS}
+	deaths := float64(b.Workers) * md.DeathsPerWorkerMonth
+	load := md.load(float64(repos), b.PollsPerDay, float64(b.Workers), deaths, 0, st)
 	tier := func(name, desc string, deployed bool, cs []results.StoreCostComponent) results.StoreCostTier {
 		t := results.StoreCostTier{Repos: repos, Name: name, Description: desc, Deployed: deployed, Components: cs, GoalUSD: goalUSD(repos, false)}
 		for _, c := range cs {
@@ -33,7 +34,7 @@ func (md model) tiers(repos int, mu measured, p []results.StoreCostPrice, st sta
 	}
 	var out []results.StoreCostTier
 	out = append(out, tier("EFS as deployed", fmt.Sprintf("IA after %d days and Archive after %d without a read, staying there when read; a scrub per mirror every %.0f days",
-		st.FS.IAAfterDays, st.FS.ArchiveAfterDays, st.ScrubDays), true, efsComponents(md.mirrorsOnEFS(load, in.Reads, in.Pop), p)))
+		st.FS.IAAfterDays, st.FS.ArchiveAfterDays, st.ScrubDays), true, efsComponents(md.mirrorsOnEFS(load, in.Reads, in.Pop, in.EFS), p)))
 	for _, days := range []float64{90, 180, 365} {
 		if days == st.ScrubDays {
 			continue
@@ -46,16 +47,16 @@ func (md model) tiers(repos int, mu measured, p []results.StoreCostPrice, st sta
 		}
 		out = append(out, tier(fmt.Sprintf("EFS, scrub every %.0f days", days),
 			fmt.Sprintf("the same file system; the scrub (which reads a mirror whole, %.2g× its pack) every %.0f days%s", in.Reads.ScrubPackFactor, days, what),
-			false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop), p)))
+			false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop, in.EFS), p)))
 	}
 	l := load
 	l.ScrubChangedOnly = true
 	out = append(out, tier("EFS, scrub changed mirrors only",
 		fmt.Sprintf("the same file system; a mirror is scrubbed in a %.0f-day period only if it changed in it (a design option: the worker scrubs every mirror today)", st.ScrubDays),
-		false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop), p)))
+		false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop, in.EFS), p)))
 	out = append(out, tier("cold packs on S3 Glacier Instant Retrieval",
 		fmt.Sprintf("a mirror unchanged for %.0f days keeps only its small files on EFS; its packs and index files live in S3 Glacier Instant Retrieval, restored to EFS when a change or a clone needs them; S3's checksums replace the scrub of cold packs (modelled, not built)", md.ColdAfterDays),
-		false, md.coldOnS3(load, in.Reads, in.Pop, p)))
+		false, md.coldOnS3(load, in.Reads, in.Pop, in.EFS, p)))
 	return out
 }
 
@@ -72,7 +73,7 @@ func isStorage(key string) bool {
 // cold again uploads only what the changes added. The scrub runs on warm mirrors only:
 // a cold pack was checked by its last maintenance before it went, and S3 keeps
 // checksums of what it stores.
-func (md model) coldOnS3(l mirrorLoad, r mirrorReads, pop population, p []results.StoreCostPrice) []results.StoreCostComponent {
+func (md model) coldOnS3(l mirrorLoad, r mirrorReads, pop population, ops efsOps, p []results.StoreCostPrice) []results.StoreCostComponent {
 	r = r.scaled(md.MirrorMB)
 	const gb = 1 << 30
 	days := hoursPerMonth / 24
@@ -91,7 +92,7 @@ func (md model) coldOnS3(l mirrorLoad, r mirrorReads, pop population, p []result
 	changeBytes := md.ChangeKB * 1024
 	for _, rate := range pop.quantiles(popPoints) {
 		changesDay := l.PollsPerDay * -math.Expm1(-rate/l.PollsPerDay)
-		maintDay := -math.Expm1(-rate)
+		maintDay := maintainedPerDay(rate, l.MaintainDays)
 		touch := changesDay
 		cold := math.Exp(-touch * md.ColdAfterDays)
 		s3GB += perRepo * files / gb
@@ -116,8 +117,17 @@ func (md model) coldOnS3(l mirrorLoad, r mirrorReads, pop population, p []result
 		addRead("scrubs", warmClass, perRepo*(1-cold)*days/l.ScrubDays*(r.ScrubPackFactor*r.PackBytes+r.IndexBytes))
 		m.ScrubsPerMonth += perRepo * (1 - cold) * days / l.ScrubDays
 	}
-	addRead("polls", [3]float64{1, 0, 0}, l.Repos*l.PollsPerDay*days*r.PollBytes)
-	addRead("maintenance of unchanged mirrors", [3]float64{1, 0, 0}, (l.Repos*days-m.ChangedMaintenance)*r.MaintainUnchangedBytes)
+	// As on EFS alone (mirrorsOnEFS): polls read nothing, maintenance looks at an
+	// unchanged mirror when a worker takes it over or its scrub period begins unscrubbed.
+	unchanged := l.Takeovers + math.Max(0, l.Repos*days/l.ScrubDays-m.ScrubsPerMonth)
+	addRead("polls", [3]float64{1, 0, 0}, 0)
+	addRead("maintenance of unchanged mirrors", [3]float64{1, 0, 0}, unchanged*r.MaintainUnchangedBytes)
+	m.meter(ops, opPoll, l.Repos*l.PollsPerDay*days-m.ChangesPerMonth)
+	m.meter(ops, opFetch, m.ChangesPerMonth)
+	m.meter(ops, opMaintainChanged, m.ChangedMaintenance)
+	m.meter(ops, opMaintainSame, unchanged)
+	m.meter(ops, opScrub, m.ScrubsPerMonth)
+	m.meter(ops, opFirstClone, l.NewRepos)
 	for _, src := range []string{"polls", "maintenance of unchanged mirrors", "fetches of changes", "maintenance of changed mirrors", "scrubs"} {
 		m.Reads = append(m.Reads, efsRead{Source: src, GB: reads[src]})
 	}

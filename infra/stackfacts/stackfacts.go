@@ -43,6 +43,9 @@ type Facts struct {
 	Buckets     int
 	KMSKeys     int // customer managed keys ($1 a month each)
 	Secrets     int // Secrets Manager secrets the stack creates ($0.40 a month each)
+	// EventBuses are the custom EventBridge buses (the workers put mirror.updated on
+	// one: every event billed).
+	EventBuses int
 	// StaleAfterSeconds is the threshold of the alarm on StalenessMax (0: none).
 	StaleAfterSeconds float64
 }
@@ -248,6 +251,8 @@ func Parse(template []byte) (Facts, error) {
 			f.KMSKeys++
 		case "AWS::SecretsManager::Secret":
 			f.Secrets++
+		case "AWS::Events::EventBus":
+			f.EventBuses++
 		case "AWS::CloudWatch::Alarm":
 			var p struct {
 				MetricName string

@@ -36,6 +36,7 @@ const fixture = `{"Resources":{
    "ResourceId":{"Fn::Join":["",["service/",{"Ref":"C"},"/",{"Fn::GetAtt":["Svc","Name"]}]]}}},
  "Nat":{"Type":"AWS::EC2::NatGateway","Properties":{}},
  "S":{"Type":"AWS::SecretsManager::Secret","Properties":{}},
+ "Bus":{"Type":"AWS::Events::EventBus","Properties":{"Name":"x"}},
  "A1":{"Type":"AWS::CloudWatch::Alarm","Properties":{"MetricName":"Ticks"}},
  "A2":{"Type":"AWS::CloudWatch::Alarm","Properties":{"Metrics":[{"Expression":"a+b","Id":"e"},{"MetricStat":{},"Id":"a"},{"MetricStat":{},"Id":"b"}]}},
  "TT":{"Type":"AWS::ApplicationAutoScaling::ScalingPolicy","Properties":{"PolicyType":"TargetTrackingScaling"}},
@@ -69,7 +70,8 @@ func TestParse(t *testing.T) {
 	if od, sp := s.Split(2); od != 2 || sp != 0 {
 		t.Errorf("a launch-type service is on-demand: %v + %v", od, sp)
 	}
-	if f.NATGateways != 1 || f.Secrets != 1 || f.Alarms != 4 || f.AlarmMetrics != 5 || f.Dashboards != 1 || f.TickSeconds != 300 {
+	if f.NATGateways != 1 || f.Secrets != 1 || f.Alarms != 4 || f.AlarmMetrics != 5 || f.Dashboards != 1 || f.TickSeconds != 300 ||
+		f.EventBuses != 1 {
 		t.Errorf("facts %+v", f)
 	}
 	if !slices.Equal(f.DashboardMetrics, []string{"ReposByState", "Ticks"}) {

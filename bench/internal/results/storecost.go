@@ -24,6 +24,14 @@ type StoreCost struct {
 	// Tiers are the ways of storing the mirrors the model compares (ADR 24), per fleet
 	// size without serving.
 	Tiers []StoreCostTier `json:"tiers,omitempty"`
+	// EFSOps are what each operation on a mirror makes EFS meter, counted from its
+	// system calls on the mirror tree; EFSOpsMirrorBytes is the measured mirror's pack.
+	EFSOps            []StoreCostEFSOp `json:"efs_ops,omitempty"`
+	EFSOpsMirrorBytes int64            `json:"efs_ops_mirror_bytes,omitempty"`
+	// Alternative is one VM running `mirrorfleet run` at each billed fleet size
+	// (without serving), and Crossover the fleet against it over a range of sizes.
+	Alternative []StoreCostVM       `json:"alternative,omitempty"`
+	Crossover   *StoreCostCrossover `json:"crossover,omitempty"`
 	// Sources say where the bill's read figures and change rates come from.
 	Sources []string `json:"sources,omitempty"`
 	Notes   []string `json:"notes"`
@@ -110,9 +118,12 @@ type StoreCostBill struct {
 	Stack StoreCostStack `json:"stack"`
 	// GoalUSD is the monthly total this bill is meant to stay within (0: none).
 	GoalUSD float64 `json:"goal_usd,omitempty"`
-	// PollsPerDay is the poll rate per repo the bill assumes; WritesPerRepoDay the store
-	// writes per repo per day it implies (changes plus checkpoints).
-	PollsPerDay      float64              `json:"polls_per_day"`
+	// PollsPerDay is the poll rate per repo the bill assumes: the fleet's poll budget
+	// (the stack's MIRRORFLEET_POLL_BUDGET); WritesPerRepoDay the store writes per repo
+	// per day it implies (changes plus checkpoints).
+	PollsPerDay float64 `json:"polls_per_day"`
+	// Freshness is what the poll budget gives, from bench/freshness (the default policy).
+	Freshness        *StoreCostFreshness  `json:"freshness,omitempty"`
 	WritesPerRepoDay float64              `json:"writes_per_repo_day"`
 	Components       []StoreCostComponent `json:"components"`
 	DynamoDB         []StoreCostComponent `json:"dynamodb"` // the DynamoDB component broken down
@@ -153,6 +164,65 @@ type StoreCostEFS struct {
 	ToArchiveGB    float64            `json:"to_archive_gb"`
 	Changes        float64            `json:"changes"`
 	ScrubsPerMonth float64            `json:"scrubs"`
+	// MetadataReadGB and MetadataWriteGB are the metadata operations as EFS meters
+	// them (4 KiB each at least); ReadMinimumGB and WriteMinimumGB what the 32 KiB
+	// minimum of data operations adds to the bytes read and written.
+	MetadataReadGB  float64 `json:"metadata_read_gb"`
+	MetadataWriteGB float64 `json:"metadata_write_gb"`
+	ReadMinimumGB   float64 `json:"read_minimum_gb"`
+	WriteMinimumGB  float64 `json:"write_minimum_gb"`
+	// Operations are the month's mirror operations, by kind (efs_ops keys).
+	Operations []StoreCostOpCount `json:"operations,omitempty"`
+}
+
+// StoreCostOpCount is how many times a month one kind of mirror operation runs.
+type StoreCostOpCount struct {
+	Op    string  `json:"op"`
+	Count float64 `json:"count"`
+}
+
+// StoreCostFreshness is what a poll budget gives with the default policy, from
+// bench/results/freshness.json (its runs at the nearest budgets, interpolated on a log
+// scale when the budget lies between two).
+type StoreCostFreshness struct {
+	Budget    float64 `json:"budget"`
+	Policy    string  `json:"policy"`
+	LagMeanH  float64 `json:"lag_mean_h"`
+	LagP50H   float64 `json:"lag_p50_h"`
+	LagP99H   float64 `json:"lag_p99_h"`
+	Freshness float64 `json:"freshness"`
+	Source    string  `json:"source"`
+}
+
+// StoreCostVM is one VM running `mirrorfleet run` (the local store, the mirrors on
+// EBS volumes) for a fleet of Repos repos: what a user would pick instead of the stack.
+type StoreCostVM struct {
+	Repos          int                  `json:"repos"`
+	Instance       string               `json:"instance"`
+	VolumeType     string               `json:"volume_type"`
+	Volumes        int                  `json:"volumes"`
+	ProvisionedGiB float64              `json:"provisioned_gib"`
+	Components     []StoreCostComponent `json:"components"`
+	TotalUSD       float64              `json:"total_usd"`
+	// FleetUSD is the stack's bill at the same size, without serving.
+	FleetUSD float64 `json:"fleet_usd"`
+}
+
+// StoreCostCrossover is the stack's bill and the cheapest one-VM alternative over a
+// range of fleet sizes, and where the stack becomes the cheaper.
+type StoreCostCrossover struct {
+	Points []StoreCostCrossoverPoint `json:"points"`
+	// FleetCheaperFrom is the smallest size of Points from which the stack is cheaper
+	// at every larger size (0: at none).
+	FleetCheaperFrom int `json:"fleet_cheaper_from"`
+}
+
+// StoreCostCrossoverPoint is one fleet size: the stack's bill and the cheapest VM.
+type StoreCostCrossoverPoint struct {
+	Repos    int     `json:"repos"`
+	FleetUSD float64 `json:"fleet_usd"`
+	VMUSD    float64 `json:"vm_usd"`
+	VM       string  `json:"vm"` // instance and volume type
 }
 
 // StoreCostEFSRead is what one source read in the month, by storage class.
@@ -244,4 +314,42 @@ type StoreCostStack struct {
 	StaleAfterH    float64 `json:"stale_after_hours,omitempty"` // the stale-repos alarm
 	TickSeconds    float64 `json:"tick_seconds"`
 	LambdaMB       int     `json:"lambda_mb"`
+	PollBudget     float64 `json:"poll_budget,omitempty"`   // the workers' MIRRORFLEET_POLL_BUDGET
+	EventBuses     int     `json:"event_buses,omitempty"`   // EventBridge buses (mirror.updated)
+	Distributions  int     `json:"distributions,omitempty"` // CloudFront distributions
+}
+
+// StoreCostEFSOp is one operation on a mirror (a poll, a fetch, a maintenance run, a
+// clone) as EFS meters it, counted from its system calls on the mirror tree (strace, no
+// NFS client cache assumed: every call that needs the server is one operation): data
+// reads and writes each metered at 32 KiB at least, metadata operations at 4 KiB.
+type StoreCostEFSOp struct {
+	Key  string `json:"key"`
+	Name string `json:"name"`
+	// MetaReads are opens, stats, directory listings and closes; MetaWrites creates,
+	// renames, deletes, locks and syncs.
+	MetaReads  int `json:"metadata_reads"`
+	MetaWrites int `json:"metadata_writes"`
+	// DataReads and DataWrites are read and write calls, with their bytes.
+	DataReads      int   `json:"data_reads"`
+	DataReadBytes  int64 `json:"data_read_bytes"`
+	DataWrites     int   `json:"data_writes"`
+	DataWriteBytes int64 `json:"data_write_bytes"`
+	// MeteredReadBytes and MeteredWriteBytes are what EFS bills at the read and the
+	// write price: each operation at its minimum or its size.
+	MeteredReadBytes  int64 `json:"metered_read_bytes"`
+	MeteredWriteBytes int64 `json:"metered_write_bytes"`
+	// Mappings are files mapped (git reads packs and indexes so); their page faults
+	// are data reads no system call shows (bench/maintenance measures those bytes).
+	Mappings    int   `json:"mappings"`
+	MappedBytes int64 `json:"mapped_bytes"`
+	Paths       int   `json:"paths"` // distinct paths under the root named
+	// Calls are the metered calls by system call.
+	Calls []StoreCostCallCount `json:"calls,omitempty"`
+}
+
+// StoreCostCallCount is how many times one system call was made.
+type StoreCostCallCount struct {
+	Call  string `json:"call"`
+	Count int    `json:"count"`
 }

@@ -33,6 +33,8 @@ type Call struct {
 	Errno string
 	// MapLen is the length of a mmap (its second argument); 0 for other calls.
 	MapLen int64
+	// Args are the arguments as strace printed them (flags included: O_CREAT, ...).
+	Args string
 }
 
 // Strace is the strace binary, or an error saying it is missing.
@@ -160,6 +162,7 @@ func parseCall(pid int, text string, cwd map[int]string) (Call, bool) {
 			cwd[pid] = resolve(cwd[pid], s)
 		}
 	}
+	c.Args = args
 	c.Paths = callPaths(args, cwd[pid])
 	if c.Name == "mmap" {
 		if f := strings.Split(args, ", "); len(f) > 1 {
