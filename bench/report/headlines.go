@@ -92,7 +92,8 @@ func headlines(r *Report) (string, error) {
 	}
 	var bs []string
 	for _, b := range sc.Bills {
-		bs = append(bs, fmt.Sprintf("%s at %s%s (DynamoDB $%.2f)", scUSD(b.TotalUSD), scBillLabel(b), scGoal(b), b.DynamoDBUSD))
+		bs = append(bs, fmt.Sprintf("%s at %s%s (%s polls per repo a day; DynamoDB $%.2f)", scUSD(b.TotalUSD), scBillLabel(b), scGoal(b),
+			scNum(b.PollsPerDay), b.DynamoDBUSD))
 	}
 	h.Bills = bs
 

@@ -33,6 +33,10 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 	if err != nil {
 		return "", v.Meta, err
 	}
+	cross, err := scCrossover(r, v.Crossover)
+	if err != nil {
+		return "", v.Meta, err
+	}
 	type ops struct {
 		M results.StoreCostMeasurement
 		T mdTable
@@ -62,6 +66,11 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 	if len(v.Prices) > 0 {
 		taken = v.Prices[0].Taken
 	}
+	for i := range prices {
+		if prices[i].P.Taken != taken {
+			prices[i].Status += " (taken " + prices[i].P.Taken + ")"
+		}
+	}
 	md, err := render("storecost", struct {
 		V                   results.StoreCost
 		H                   scHeadlineFigures
@@ -76,9 +85,13 @@ func storeCostSection(r *Report) (string, results.Meta, error) {
 		Prices              []price
 		Previous, EFS       mdTable
 		Staleness, Tiers    mdTable
+		Goals, EFSOps, VM   mdTable
+		Crossover           *scCrossoverFigures
+		MirrorBytes         string
 	}{v, scHeadline(v), scUnitsTable(v.Measurements), opTables, chart, scBillTable(v.Bills), scStackTable(v.Bills),
 		scDynamoTable(scPlain(v.Bills)), scBillDetails(v.Bills), scBaseline(v), sens, taken, prices,
-		scPreviousTable(v.Bills), scEFSTable(v.Bills), scStalenessTable(v.Bills), scTiersTable(v.Tiers)})
+		scPreviousTable(v.Bills), scEFSTable(v.Bills), scStalenessTable(v.Bills), scTiersTable(v.Tiers),
+		scGoalsTable(v), scEFSOpsTable(v.EFSOps), scVMTable(v.Alternative), cross, fmtInt(int(v.EFSOpsMirrorBytes))})
 	return md, v.Meta, err
 }
 
@@ -136,8 +149,8 @@ func scHeadline(v results.StoreCost) scHeadlineFigures {
 		if bill.TotalUSD > 0 {
 			share = 100 * top.USD / bill.TotalUSD
 		}
-		h.Sizes = append(h.Sizes, fmt.Sprintf("%s: **%s/month**%s (%d workers; largest: %s %s, %.0f%%; DynamoDB %s)",
-			scBillLabel(bill), scUSD(bill.TotalUSD), scGoal(bill), bill.Workers, top.Name, scUSD(top.USD), share, scUSD(bill.DynamoDBUSD)))
+		h.Sizes = append(h.Sizes, fmt.Sprintf("%s: **%s/month**%s (%s polls per repo a day, %d workers; largest: %s %s, %.0f%%; DynamoDB %s)",
+			scBillLabel(bill), scUSD(bill.TotalUSD), scGoal(bill), scNum(bill.PollsPerDay), bill.Workers, top.Name, scUSD(top.USD), share, scUSD(bill.DynamoDBUSD)))
 	}
 	return h
 }
@@ -632,7 +645,145 @@ func scEFSTable(bills []results.StoreCostBill) mdTable {
 	row("changes / scrubs a month", func(e *results.StoreCostEFS) string {
 		return fmtInt(int(e.Changes)) + " / " + fmtInt(int(e.ScrubsPerMonth))
 	})
+	row("metadata operations metered: read / write", func(e *results.StoreCostEFS) string {
+		return scNum(e.MetadataReadGB) + " / " + scNum(e.MetadataWriteGB)
+	})
+	row("32 KiB minimum of data operations: read / write", func(e *results.StoreCostEFS) string {
+		return scNum(e.ReadMinimumGB) + " / " + scNum(e.WriteMinimumGB)
+	})
+	var ops []string
+	for _, b := range with {
+		for _, o := range b.EFS.Operations {
+			if !slices.Contains(ops, o.Op) {
+				ops = append(ops, o.Op)
+			}
+		}
+	}
+	for _, op := range ops {
+		row("`"+op+"` a month", func(e *results.StoreCostEFS) string {
+			for _, o := range e.Operations {
+				if o.Op == op {
+					return fmtInt(int(math.Round(o.Count)))
+				}
+			}
+			return "—"
+		})
+	}
 	return t
+}
+
+// scGoalsTable is each goal of issue 39 against the bills: the bill, the poll budget it
+// assumes and the freshness that budget gives; and the stack against the one-VM
+// alternative from 10,000 repos up.
+func scGoalsTable(v results.StoreCost) mdTable {
+	t := mdTable{Header: []string{"goal", "bill", "", "poll budget (polls / repo / day)", "mean lag (h)", "p50 lag (h)", "p99 lag (h)", "freshness"},
+		Align: []string{"---", "---:", "---", "---:", "---:", "---:", "---:", "---:"}}
+	for _, b := range v.Bills {
+		if b.GoalUSD == 0 {
+			continue
+		}
+		verdict := "met"
+		if b.TotalUSD > b.GoalUSD {
+			verdict = "**missed**"
+		}
+		r := []string{"≤ " + scUSD(b.GoalUSD) + " at " + scBillLabel(b), scUSD(b.TotalUSD), verdict, scNum(b.PollsPerDay)}
+		if f := b.Freshness; f != nil {
+			r = append(r, scNum(f.LagMeanH), scNum(f.LagP50H), scNum(f.LagP99H), fmt.Sprintf("%.4f", f.Freshness))
+		} else {
+			r = append(r, "—", "—", "—", "—")
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	if c := v.Crossover; c != nil && len(c.Points) > 0 {
+		verdict := "**missed**"
+		if c.FleetCheaperFrom > 0 && c.FleetCheaperFrom <= 10_000 {
+			verdict = "met"
+		}
+		from := "at no size measured"
+		if c.FleetCheaperFrom > 0 {
+			from = "from " + fmtInt(c.FleetCheaperFrom) + " repos"
+		}
+		t.Rows = append(t.Rows, []string{"cheaper than one VM from 10,000 repos up", "cheaper " + from, verdict, "", "", "", "", ""})
+	}
+	return t
+}
+
+// scEFSOpsTable is what each mirror operation makes EFS meter, counted from its system
+// calls.
+func scEFSOpsTable(ops []results.StoreCostEFSOp) mdTable {
+	t := mdTable{Header: []string{"operation", "metadata reads / writes", "data reads (bytes)", "data writes (bytes)", "files mapped",
+		"metered at the read price", "metered at the write price", "system calls"}, Align: append(scAlign(1, 6), "---")}
+	for _, op := range ops {
+		var calls []string
+		for _, c := range op.Calls {
+			calls = append(calls, fmt.Sprintf("%s %d", c.Call, c.Count))
+		}
+		t.Rows = append(t.Rows, []string{scCell(op.Name) + " (`" + op.Key + "`)", fmt.Sprintf("%d / %d", op.MetaReads, op.MetaWrites),
+			fmt.Sprintf("%d (%s)", op.DataReads, fmtInt(int(op.DataReadBytes))), fmt.Sprintf("%d (%s)", op.DataWrites, fmtInt(int(op.DataWriteBytes))),
+			strconv.Itoa(op.Mappings), scKiB(op.MeteredReadBytes), scKiB(op.MeteredWriteBytes), strings.Join(calls, ", ")})
+	}
+	return t
+}
+
+func scKiB(b int64) string { return fmtInt(int(math.Round(float64(b)/1024))) + " KiB" }
+
+// scVMTable is the one-VM alternative at each billed size and volume type, beside the
+// stack's bill.
+func scVMTable(vms []results.StoreCostVM) mdTable {
+	t := mdTable{Header: []string{"repos", "VM", "volumes", "instance", "EBS (mirrors)", "root, IPv4", "VM total", "the stack", "cheaper"},
+		Align: append([]string{"---:", "---", "---:"}, scAlign(0, 5)...)}
+	t.Align = append(t.Align, "---")
+	for _, v := range vms {
+		c := map[string]float64{}
+		for _, x := range v.Components {
+			c[x.Key] = x.USD
+		}
+		cheaper := "the stack"
+		if v.TotalUSD <= v.FleetUSD {
+			cheaper = "**the VM**"
+		}
+		t.Rows = append(t.Rows, []string{fmtInt(v.Repos), v.Instance + " + " + v.VolumeType,
+			fmt.Sprintf("%d × %s GiB", v.Volumes, fmtInt(int(v.ProvisionedGiB)/max(v.Volumes, 1))), scUSD(c["instance"]), scUSD(c["volumes"]),
+			scUSD(c["root"] + c["ipv4"]), "**" + scUSD(v.TotalUSD) + "**", scUSD(v.FleetUSD), cheaper})
+	}
+	return t
+}
+
+// scCrossoverFigures are the stack against the cheapest VM over a range of sizes: a
+// chart and its table.
+type scCrossoverFigures struct {
+	Chart string
+	T     mdTable
+	From  string
+}
+
+func scCrossover(r *Report, c *results.StoreCostCrossover) (*scCrossoverFigures, error) {
+	if c == nil || len(c.Points) == 0 {
+		return nil, nil
+	}
+	var xs, fleet, vm []float64
+	t := mdTable{Header: []string{"repos", "the stack (no serving)", "the cheapest VM", "VM", "cheaper"}, Align: append(scAlign(0, 3), "---", "---")}
+	for _, p := range c.Points {
+		xs = append(xs, float64(p.Repos))
+		fleet = append(fleet, p.FleetUSD)
+		vm = append(vm, p.VMUSD)
+		cheaper := "the stack"
+		if p.VMUSD <= p.FleetUSD {
+			cheaper = "**the VM**"
+		}
+		t.Rows = append(t.Rows, []string{fmtInt(p.Repos), scUSD(p.FleetUSD), scUSD(p.VMUSD), p.VM, cheaper})
+	}
+	ch := plot.Line{Title: "The stack against one VM running mirrorfleet run", XLabel: "repos (log)", YLabel: "USD per month (log)",
+		LogX: true, LogY: true, Series: []plot.Series{{Name: "the stack (no serving)", X: xs, Y: fleet}, {Name: "the cheapest VM", X: xs, Y: vm, Dash: true}}}
+	md, err := r.Plot("storecost-vm.svg", "Monthly cost of the stack and of the cheapest one-VM alternative against the fleet size", ch)
+	if err != nil {
+		return nil, err
+	}
+	from := "at no size measured"
+	if c.FleetCheaperFrom > 0 {
+		from = "from " + fmtInt(c.FleetCheaperFrom) + " repos up"
+	}
+	return &scCrossoverFigures{Chart: md, T: t, From: from}, nil
 }
 
 // scStalenessTable sets what each billed fleet shows against the stack's thresholds.

@@ -45,8 +45,10 @@ func storeCostFixture() results.StoreCost {
 		b.Previous = []results.StoreCostComponent{comp("dynamodb", "DynamoDB", 1.5*k), comp("efs_throughput", "EFS Elastic throughput", 1.33*k)}
 		b.PreviousTotalUSD, b.PreviousWorkers = 2.83*k, workers-1
 		b.EFS = &results.StoreCostEFS{StandardGB: 9.85 * k, IAGB: 73.5 * k, ArchiveGB: 405 * k, WriteGB: 6.57, ToIAGB: 21.1, ToArchiveGB: 12.7,
-			Changes: 2980 * k, ScrubsPerMonth: 3350 * k,
-			Reads: []results.StoreCostEFSRead{{Source: "scrubs", StandardGB: 0.5, IAGB: 57.6, ArchiveGB: 305 * k}}}
+			Changes: 2980 * k, ScrubsPerMonth: 3350 * k, MetadataReadGB: 28.1 * k, MetadataWriteGB: 1.15, ReadMinimumGB: 22.5, WriteMinimumGB: 1.54,
+			Operations: []results.StoreCostOpCount{{Op: "fetch_change", Count: 2920 * k}},
+			Reads:      []results.StoreCostEFSRead{{Source: "scrubs", StandardGB: 0.5, IAGB: 57.6, ArchiveGB: 305 * k}}}
+		b.Freshness = &results.StoreCostFreshness{Budget: 2, Policy: "bayes", LagMeanH: 1.65, LagP50H: 0.99, LagP99H: 9.04, Freshness: 0.99931}
 		b.Staleness = results.StoreCostStaleness{PollsPerDay: 21.6 / k, TailHours: 5.89 * k, AlarmHours: 127.2, ScaleOutHours: 95.4}
 		return b
 	}
@@ -72,6 +74,17 @@ func storeCostFixture() results.StoreCost {
 			OursUSD: []float64{11.41, 22.89, 22.91}, NaiveUSD: []float64{11.41, 136.88, 1642.5}},
 		Notes:   []string{"The bill uses the AWS-rule units."},
 		Sources: []string{"EFS read figures: bench/results/maintenance.json (test)"},
+		EFSOps: []results.StoreCostEFSOp{
+			{Key: "poll_nochange", Name: "no-change poll"},
+			{Key: "fetch_change", Name: "fetch with changes", MetaReads: 404, MetaWrites: 19, DataReads: 61, DataReadBytes: 176509, DataWrites: 3,
+				DataWriteBytes: 13067, MeteredReadBytes: 3568 << 10, MeteredWriteBytes: 172 << 10, Calls: []results.StoreCostCallCount{{Call: "openat", Count: 108}}},
+		},
+		EFSOpsMirrorBytes: 2181234,
+		Alternative: []results.StoreCostVM{{Repos: 10_000, Instance: "c7g.large", VolumeType: "st1", Volumes: 1, ProvisionedGiB: 575, TotalUSD: 84.05,
+			FleetUSD: 32.95, Components: []results.StoreCostComponent{comp("instance", "EC2 instance", 52.93), comp("volumes", "EBS", 25.88),
+				comp("root", "root", 1.6), comp("ipv4", "IPv4", 3.65)}}},
+		Crossover: &results.StoreCostCrossover{FleetCheaperFrom: 1000, Points: []results.StoreCostCrossoverPoint{
+			{Repos: 1000, FleetUSD: 25, VMUSD: 60.05, VM: "c7g.large + sc1"}, {Repos: 1_000_000, FleetUSD: 932.9, VMUSD: 1105.24, VM: "m7g.2xlarge + sc1"}}},
 		Tiers: []results.StoreCostTier{
 			{Repos: 1_000_000, Name: "EFS as deployed", Description: "IA after 1 day", Deployed: true, StorageUSD: 1110, TotalUSD: 1377, GoalUSD: 1500},
 			{Repos: 1_000_000, Name: "cold packs on S3 Glacier Instant Retrieval", Description: "modelled", StorageUSD: 1219.95, TotalUSD: 1587.62, GoalUSD: 1500},
@@ -120,7 +133,19 @@ func TestStoreCostSectionShowsTheJSON(t *testing.T) {
 		"| DynamoDB part | 10,000 repos | 1,000,000 repos |",
 		"| polls (checkpoint writes) | $1.13 | $11.31 |",
 		"| **DynamoDB total** | **$1.71** | **$17.10** |",
-		"1,000,000 repos: **$3,178/month** (goal ≤ $1,500: **missed**) (8 workers; largest: EFS storage $2,584, 81%; DynamoDB $17.10)",
+		"1,000,000 repos: **$3,178/month** (goal ≤ $1,500: **missed**) (2 polls per repo a day, 8 workers; largest: EFS storage $2,584, 81%; DynamoDB $17.10)",
+		// goals with the budget and its freshness, what EFS meters, the VM beside the stack
+		"| ≤ $90.00 at 10,000 repos | $85.22 | met | 2 | 1.65 | 0.99 | 9.04 | 0.9993 |",
+		"| ≤ $1,500 at 1,000,000 repos | $3,178 | **missed** | 2 |",
+		"| cheaper than one VM from 10,000 repos up | cheaper from 1,000 repos | met |",
+		"| fetch with changes (`fetch_change`) | 404 / 19 | 61 (176,509) | 3 (13,067) | 0 | 3,568 KiB | 172 KiB | openat 108 |",
+		"on a mirror of 2,181,234 bytes of pack",
+		"| metadata operations metered: read / write | 28.1 / 1.15 | 28.1 / 1.15 | 281 / 1.15 |",
+		"| `fetch_change` a month | 2,920 | 2,920 | 29,200 |",
+		"| 10,000 | c7g.large + st1 | 1 × 575 GiB | $52.93 | $25.88 | $5.25 | **$84.05** | $32.95 | the stack |",
+		"| 1,000,000 | $932.90 | $1,105 | m7g.2xlarge + sc1 | the stack |",
+		"the stack is cheaper **from 1,000 repos up**",
+		"(plots/storecost-vm.svg)",
 		"10,000 repos, serving: **$101.94/month** (goal ≤ $100.00: **missed**)",
 		"10,000 repos: **$85.22/month** (goal ≤ $90.00: met)",
 		"qty of fargate",
@@ -158,7 +183,7 @@ func TestStoreCostSectionShowsTheJSON(t *testing.T) {
 			t.Errorf("Markdown lacks %q", want)
 		}
 	}
-	for _, f := range []string{"storecost-bill.svg", "storecost-baseline.svg"} {
+	for _, f := range []string{"storecost-bill.svg", "storecost-baseline.svg", "storecost-vm.svg"} {
 		b, err := os.ReadFile(filepath.Join(r.Out, "plots", f))
 		if err != nil || !strings.Contains(string(b), "<svg") {
 			t.Errorf("chart %s: %v", f, err)
