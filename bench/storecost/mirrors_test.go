@@ -218,19 +218,34 @@ func TestTiers(t *testing.T) {
 	st := testStack()
 	st.FS = stackfacts.FileSystem{IAAfterDays: 1, ArchiveAfterDays: 90}
 	md.ColdAfterDays = 30
-	ts := md.tiers(10_000, measured{}, p, st, testInputs()) // the stack scrubs every 90 days
-	if len(ts) != 5 || !ts[0].Deployed || ts[1].Deployed || strings.Contains(ts[1].Name, "90 days") {
-		t.Fatalf("tiers %+v", ts)
+	ts := md.tiers(10_000, measured{}, p, st, testInputs()) // the stack scrubs every mirror every 90 days
+	names := func() []string {
+		var out []string
+		for _, t := range ts {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	if len(ts) != 6 || !ts[0].Deployed || ts[1].Deployed || !strings.Contains(ts[1].Name, "every mirror scrubbed every 365 days") {
+		t.Fatalf("tiers %q", names())
 	}
 	b := md.bill(10_000, measured{}, p, st, testInputs())
 	if !nearTo(ts[0].TotalUSD, b.TotalUSD, 1e-9) {
 		t.Errorf("deployed tier total %v, bill %v", ts[0].TotalUSD, b.TotalUSD)
 	}
-	if !(ts[2].StorageUSD < ts[1].StorageUSD && ts[1].StorageUSD < ts[0].StorageUSD) {
-		t.Errorf("scrub 90 / 180 / 365 days: %v, %v, %v", ts[0].StorageUSD, ts[1].StorageUSD, ts[2].StorageUSD)
+	// Every mirror every 90 days (deployed) costs more than every 365; changed mirrors
+	// only less again, the longer the period the less; no scheduled scrub least of all.
+	byName := map[string]float64{}
+	for _, x := range ts {
+		byName[x.Name] = x.StorageUSD
 	}
-	if ts[3].StorageUSD >= ts[0].StorageUSD || !strings.Contains(ts[3].Name, "changed mirrors only") {
-		t.Errorf("scrubbing changed mirrors only: %+v", ts[3])
+	every365 := byName["EFS, every mirror scrubbed every 365 days (the stack before issue 39)"]
+	changed365 := byName["EFS, a mirror scrubbed at its slot every 365 days only if it was written since its last scrub"]
+	changed1825 := byName["EFS, a mirror scrubbed at its slot every 1825 days only if it was written since its last scrub"]
+	none := byName["EFS, no scheduled scrub"]
+	if !(ts[0].StorageUSD > every365 && every365 > changed365 && changed365 >= changed1825 && changed1825 >= none && none > 0) {
+		t.Errorf("storage lines: deployed %v, every 365 %v, changed 365 %v, changed 1825 %v, none %v (%q)",
+			ts[0].StorageUSD, every365, changed365, changed1825, none, names())
 	}
 	last := ts[len(ts)-1]
 	if last.Components[len(last.Components)-1].Key != "s3" || last.Components[len(last.Components)-1].USD <= 0 {

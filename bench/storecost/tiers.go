@@ -10,7 +10,7 @@ import (
 )
 
 // tiers prices the ways of storing the mirrors of repos repos on the stack st (ADR 24):
-// the stack as deployed, the same file system with a longer scrub period, and the packs
+// the stack as deployed, the same file system under other scrub policies, and the packs
 // of cold mirrors on S3 Glacier Instant Retrieval. Each carries the bill's total with
 // its storage lines in place of the deployed ones.
 func (md model) tiers(repos int, mu measured, p []results.StoreCostPrice, st stackInputs, in billInputs) []results.StoreCostTier {
@@ -33,36 +33,53 @@ func (md model) tiers(repos int, mu measured, p []results.StoreCostPrice, st sta
 		return t
 	}
 	var out []results.StoreCostTier
-	out = append(out, tier("EFS as deployed", fmt.Sprintf("IA after %d days and Archive after %d without a read, staying there when read; a scrub per mirror every %.0f days",
-		st.FS.IAAfterDays, st.FS.ArchiveAfterDays, st.ScrubDays), true, efsComponents(md.mirrorsOnEFS(load, in.Reads, in.Pop, in.EFS), p)))
-	for _, days := range []float64{90, 180, 365} {
-		if days == st.ScrubDays {
+	policy := func(changed bool, days float64) string {
+		if changed {
+			return fmt.Sprintf("a mirror scrubbed at its slot every %.0f days only if it was written since its last scrub", days)
+		}
+		return fmt.Sprintf("every mirror scrubbed every %.0f days", days)
+	}
+	out = append(out, tier("EFS as deployed", fmt.Sprintf("IA after %d days and Archive after %d without a read, staying there when read; %s",
+		st.FS.IAAfterDays, st.FS.ArchiveAfterDays, policy(st.ScrubChangedOnly, st.ScrubDays)), true, efsComponents(md.mirrorsOnEFS(load, in.Reads, in.Pop, in.EFS), p)))
+	// The same file system under other scrub policies: every mirror (the scrub reads it
+	// whole, 2.25× its pack) at the worker's own period and at the stack's before issue
+	// 39, changed mirrors only at other periods, and no scheduled scrub at all (the floor
+	// of any policy: a scrub only after a failure or a corrupt fetch; verifying what is
+	// written at write time would add its own reads of the new objects).
+	for _, o := range []struct {
+		changed bool
+		days    float64
+		what    string
+	}{
+		{false, worker.DefaultConfig().ScrubEvery.Hours() / 24, " (the worker's own default)"},
+		{false, 365, " (the stack before issue 39)"},
+		{true, 365, ""},
+		{true, 5 * 365, ""},
+		{false, noScrubDays, ""},
+	} {
+		if o.changed == st.ScrubChangedOnly && o.days == st.ScrubDays {
 			continue
 		}
 		l := load
-		l.ScrubDays = days
-		what := ""
-		if days == worker.DefaultConfig().ScrubEvery.Hours()/24 {
-			what = " (the worker's own default)"
+		l.ScrubChangedOnly, l.ScrubDays = o.changed, o.days
+		name, desc := "EFS, "+policy(o.changed, o.days)+o.what, "the same file system; "+policy(o.changed, o.days)+o.what
+		if o.days == noScrubDays {
+			name, desc = "EFS, no scheduled scrub", "the same file system; a scrub only after a failed run or a corrupt fetch (what any policy adds to)"
 		}
-		out = append(out, tier(fmt.Sprintf("EFS, scrub every %.0f days", days),
-			fmt.Sprintf("the same file system; the scrub (which reads a mirror whole, %.2g× its pack) every %.0f days%s", in.Reads.ScrubPackFactor, days, what),
-			false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop, in.EFS), p)))
+		out = append(out, tier(name, desc, false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop, in.EFS), p)))
 	}
-	l := load
-	l.ScrubChangedOnly = true
-	out = append(out, tier("EFS, scrub changed mirrors only",
-		fmt.Sprintf("the same file system; a mirror is scrubbed in a %.0f-day period only if it changed in it (a design option: the worker scrubs every mirror today)", st.ScrubDays),
-		false, efsComponents(md.mirrorsOnEFS(l, in.Reads, in.Pop, in.EFS), p)))
 	out = append(out, tier("cold packs on S3 Glacier Instant Retrieval",
 		fmt.Sprintf("a mirror unchanged for %.0f days keeps only its small files on EFS; its packs and index files live in S3 Glacier Instant Retrieval, restored to EFS when a change or a clone needs them; S3's checksums replace the scrub of cold packs (modelled, not built)", md.ColdAfterDays),
 		false, md.coldOnS3(load, in.Reads, in.Pop, in.EFS, p)))
 	return out
 }
 
+// noScrubDays stands for no scheduled scrub: a period no fleet lives to see.
+const noScrubDays = 1e9
+
 // isStorage reports whether a bill line is the mirrors' storage (what a tier replaces).
 func isStorage(key string) bool {
-	return slices.Contains([]string{"efs_storage", "efs_reads", "efs_writes", "efs_throughput", "s3"}, key)
+	return slices.Contains([]string{"efs_storage", "efs_reads", "efs_metadata", "efs_writes", "efs_throughput", "s3"}, key)
 }
 
 // coldOnS3 prices the mirrors with cold packs on S3 Glacier Instant Retrieval: a repo
