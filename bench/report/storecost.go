@@ -621,14 +621,12 @@ func scEFSTable(bills []results.StoreCostBill) mdTable {
 	row("stored: Standard / IA / Archive", func(e *results.StoreCostEFS) string {
 		return scNum(e.StandardGB) + " / " + scNum(e.IAGB) + " / " + scNum(e.ArchiveGB)
 	})
-	var sources []string
-	for _, b := range with {
-		for _, r := range b.EFS.Reads {
-			if !slices.Contains(sources, r.Source) {
-				sources = append(sources, r.Source)
-			}
+	sources := scUnion(with, func(e *results.StoreCostEFS) (out []string) {
+		for _, r := range e.Reads {
+			out = append(out, r.Source)
 		}
-	}
+		return out
+	})
 	for _, src := range sources {
 		row("read by "+src+": Standard / IA / Archive", func(e *results.StoreCostEFS) string {
 			for _, r := range e.Reads {
@@ -651,14 +649,12 @@ func scEFSTable(bills []results.StoreCostBill) mdTable {
 	row("32 KiB minimum of data operations: read / write", func(e *results.StoreCostEFS) string {
 		return scNum(e.ReadMinimumGB) + " / " + scNum(e.WriteMinimumGB)
 	})
-	var ops []string
-	for _, b := range with {
-		for _, o := range b.EFS.Operations {
-			if !slices.Contains(ops, o.Op) {
-				ops = append(ops, o.Op)
-			}
+	ops := scUnion(with, func(e *results.StoreCostEFS) (out []string) {
+		for _, o := range e.Operations {
+			out = append(out, o.Op)
 		}
-	}
+		return out
+	})
 	for _, op := range ops {
 		row("`"+op+"` a month", func(e *results.StoreCostEFS) string {
 			for _, o := range e.Operations {
@@ -670,6 +666,20 @@ func scEFSTable(bills []results.StoreCostBill) mdTable {
 		})
 	}
 	return t
+}
+
+// scUnion is every name keys gives of the bills' months on EFS, in order of first
+// appearance.
+func scUnion(bills []results.StoreCostBill, keys func(*results.StoreCostEFS) []string) []string {
+	var out []string
+	for _, b := range bills {
+		for _, k := range keys(b.EFS) {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // scGoalsTable is each goal of issue 39 against the bills: the bill, the poll budget it

@@ -14,13 +14,7 @@ func TestVMByHand(t *testing.T) {
 	md := testModel()
 	md.DiskThreshold = 0.85
 	p := testPrices(t)
-	set := func(key string, usd float64) {
-		for i := range p {
-			if p[i].Key == key {
-				p[i].USD = usd
-			}
-		}
-	}
+	set := func(key string, usd float64) { setPrice(p, key, usd) }
 	set("ec2_c7g_large", 0.1)
 	set("ec2_m7g_2xlarge", 0.4)
 	set("ebs_st1", 0.05)

@@ -41,6 +41,15 @@ func testPrices(t *testing.T) []results.StoreCostPrice {
 	return ps
 }
 
+// setPrice sets one price of p.
+func setPrice(p []results.StoreCostPrice, key string, usd float64) {
+	for i := range p {
+		if p[i].Key == key {
+			p[i].USD = usd
+		}
+	}
+}
+
 func testModel() model {
 	return model{PollsPerDay: 2, CheckpointHours: 6, MinIntervalMinutes: 5, HeartbeatSeconds: 10, TickSeconds: 60,
 		GraceMinutes: 10, Fetchers: 10, NoChangePollSeconds: 1.5, ChangePollSeconds: 6, Utilisation: 0.5, MinWorkers: 2,
@@ -213,13 +222,7 @@ func TestQty(t *testing.T) {
 func TestBillOfASpotStackWithServing(t *testing.T) {
 	md, p := testModel(), testPrices(t)
 	md.ServeLCU = 0.05
-	set := func(key string, usd float64) {
-		for i := range p {
-			if p[i].Key == key {
-				p[i].USD = usd
-			}
-		}
-	}
+	set := func(key string, usd float64) { setPrice(p, key, usd) }
 	set("fargate_spot_vcpu_arm", 0.01)
 	set("fargate_spot_gb_arm", 0.001)
 	set("ipv4_hour", 0.005)
