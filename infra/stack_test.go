@@ -1047,7 +1047,7 @@ func TestAlarms(t *testing.T) {
 		t.Errorf("no-tick alarm %v", p)
 	}
 	// The stale-repos threshold follows from the poll budget: twice what a fleet at its
-	// budget shows (2 polls a day: dormant repos revisited every 160.8 h).
+	// budget shows (its dormant repos' revisit, infra/budget).
 	b := budget.Default()
 	if p := alarm(t, "StaleReposAlarm"); p["MetricName"] != "StalenessMax" || p["Threshold"] != b.StaleAfter().Seconds() ||
 		b.StaleAfter() != 2*b.TailStaleness() {

@@ -9,10 +9,10 @@ import (
 )
 
 // readBlock is the size the mirror's files are read in. EFS meters every read at
-// 32 KiB at least, and go-git reads pack indexes a few bytes at a time (2,000 reads for
-// a 70 KB .idx, one fetch measured in bench/storecost) and packs in pieces of 4 KiB:
-// each would be billed as a block. Reading whole blocks and keeping a few costs no more
-// per read and makes a few reads of many.
+// 32 KiB at least, and go-git reads pack indexes a few bytes at a time and packs in
+// pieces of 4 KiB: each would be billed as a block (bench/storecost counts the reads).
+// Reading whole blocks and keeping a few costs no more per read and makes a few reads
+// of many.
 const (
 	readBlock  = 32 << 10
 	readBlocks = 8 // blocks kept per open file (256 KiB)
