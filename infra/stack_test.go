@@ -1570,6 +1570,19 @@ func TestCdkJSONStatesTheDefaults(t *testing.T) {
 	if got, want := fmt.Sprintf("%+v", p.Defaults()), fmt.Sprintf("%+v", d.Defaults()); got != want {
 		t.Errorf("cdk.json context gives\n%s\nthe defaults are\n%s", got, want)
 	}
+	// The poll budget is the one setting the fleet's size follows: cdk.json states
+	// nothing derived from it, so a pollsPerDay given with -c moves maxWorkers and
+	// staleAfter along.
+	cfg.Context["pollsPerDay"] = 4.0
+	p4, err := PropsFromContext(awscdk.NewApp(&awscdk.AppProps{Context: &cfg.Context}).Node())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b4 := budget.Default()
+	b4.PollsPerDay = 4
+	if d4 := p4.Defaults(); d4.MaxWorkers != b4.MaxWorkers() || d4.StaleAfter != b4.StaleAfter() || d4.MaxWorkers == d.Defaults().MaxWorkers {
+		t.Errorf("cdk.json with pollsPerDay 4: maxWorkers %d, staleAfter %v; the budget sizes %d, %v", d4.MaxWorkers, d4.StaleAfter, b4.MaxWorkers(), b4.StaleAfter())
+	}
 }
 
 // TestFeedsOnTheWorkers (ADR 28): the workers are told the feeds, their period and the

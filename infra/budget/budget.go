@@ -39,10 +39,9 @@ type Budget struct {
 	// DormantRevisits is how many mean revisit intervals a dormant repo waits between
 	// polls under the default policy (bayes): it polls repos by their estimated change
 	// rate, and the repos that never change, half of the population, take the longest
-	// steps. Measured by the freshness benchmark at the budget's poll rate (0.5 a day):
-	// dormant repos are 50% of the repos and get 3.5% of the polls
-	// (bench/results/freshness.json), so each waits 0.5 / 0.035 ≈ 14.2 mean intervals.
-	// They set the fleet's p99 and maximum staleness.
+	// steps. Measured by the freshness benchmark at the budget's poll rate: their share
+	// of the repos over their share of the polls (bench/results/freshness.json, which a
+	// test holds it to). They set the fleet's p99 and maximum staleness.
 	DormantRevisits float64
 	// DesignRepos is the largest fleet the defaults are sized for.
 	DesignRepos int
@@ -56,9 +55,8 @@ const MinHookRate = 100
 
 // Default is the budget the stack's defaults and the bill assume: half a poll per repo
 // a day on average (the stack's pollsPerDay, the workers' MIRRORFLEET_POLL_BUDGET),
-// chosen with the bill (bench/storecost, ADR 24): it keeps a million repos within
-// $1,000 a month, with a mean lag of a few hours for the repos that change
-// (bench/freshness).
+// chosen with the bill (bench/storecost, ADR 24) for the cost goals at a million
+// repos; what it gives in freshness is bench/freshness's.
 func Default() Budget {
 	return Budget{
 		PollsPerDay:         0.5,

@@ -119,7 +119,7 @@ func TestHookRate(t *testing.T) {
 }
 
 // The bare worker count is below the sized one (no headroom) and grows with the repos:
-// at 1M about 10 where the budget sizes 12.
+// at 1M somewhat fewer than the budget sizes.
 func TestBareWorkers(t *testing.T) {
 	b := Default()
 	bare := b.BareWorkersPerRepo() * float64(b.DesignRepos)
