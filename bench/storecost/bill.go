@@ -361,12 +361,14 @@ func (md model) billOf(repos int, mu measured, p []results.StoreCostPrice, st st
 	switch {
 	case servedGB > 0 && st.Distributions > 0 && !previous:
 		// CloudFront in front of the load balancer: clients are served from its edges
-		// (data out and HTTPS requests billed there); what it fetches from the load
-		// balancer, an AWS origin, is free.
+		// (data out and HTTPS requests billed there), and with caching disabled every
+		// byte is an origin fetch from the load balancer, an AWS origin.
 		reqs := clones * days * md.RequestsPerClone
-		add(results.StoreCostComponent{Key: "cloudfront", Name: "CloudFront (clones)", USD: servedGB*price("cloudfront_gb") + reqs*price("cloudfront_https_request"),
-			Detail: fmt.Sprintf("%s GB out to the internet, %s HTTPS requests (%.0f a clone); origin fetches from the load balancer free; the always-free 1 TB and 10 M requests not deducted",
-				qty(servedGB), qty(reqs), md.RequestsPerClone)})
+		add(results.StoreCostComponent{Key: "cloudfront", Name: "CloudFront (clones)",
+			USD: servedGB*(price("cloudfront_gb")+price("cloudfront_origin_fetch")) + reqs*price("cloudfront_https_request"),
+			Detail: fmt.Sprintf("%s GB out to the internet at $%.3f, %s HTTPS requests (%.0f a clone) at $%.4f per 10,000, %s GB fetched from the load balancer at $%.2f (an AWS origin); the always-free 1 TB and 10 M requests not deducted",
+				qty(servedGB), price("cloudfront_gb"), qty(reqs), md.RequestsPerClone, price("cloudfront_https_request")*10_000,
+				qty(servedGB), price("cloudfront_origin_fetch"))})
 	case servedGB > 0:
 		add(results.StoreCostComponent{Key: "egress", Name: "Internet egress (clones)", USD: servedGB * price("egress_gb"),
 			Detail: fmt.Sprintf("%s GB served a month (the 100 GB free a month not deducted)", qty(servedGB))})

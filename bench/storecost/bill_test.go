@@ -281,6 +281,25 @@ func TestBillOfASpotStackWithServing(t *testing.T) {
 		!near(comp2["egress"], comp["egress"]) || !beside.Serving || !beside.Stack.ServeInWorkers {
 		t.Errorf("git server beside the workers: %v (separate: %v)", comp2, comp)
 	}
+
+	// Clones through CloudFront (the stack's default): data out and HTTPS requests at
+	// its edges, the origin fetches from the load balancer at their price (none from an
+	// AWS origin), no egress of the load balancer's own; the load balancer still bills
+	// the bytes it processes.
+	set("cloudfront_gb", 0.1)
+	set("cloudfront_https_request", 2e-6)
+	set("cloudfront_origin_fetch", 0.01)
+	st.Distributions = 1
+	md.RequestsPerClone = 3
+	cdn := md.bill(1000, measured{}, p, st, testInputs())
+	comp3 := map[string]float64{}
+	for _, c := range cdn.Components {
+		comp3[c.Key] = c.USD
+	}
+	reqs := 20 * 730.0 / 24 * 3
+	if _, ok := comp3["egress"]; ok || !near(comp3["cloudfront"], served*(0.1+0.01)+reqs*2e-6) || !near(comp3["load_balancer"], comp["load_balancer"]) {
+		t.Errorf("clones through CloudFront: %v", comp3)
+	}
 }
 
 // CloudWatch bills a metric for the hours it has data: one written on the fleet's
