@@ -33,8 +33,8 @@ type Props struct {
 	Fetchers     int    // MIRRORFLEET_FETCHERS
 	// MaintainEvery and ScrubEvery: MIRRORFLEET_MAINTAIN_EVERY and _SCRUB_EVERY (ADR 23).
 	// MaintainEvery 0: the worker's default (24h). ScrubEvery defaults to two years on
-	// AWS (ADR 24: a scrub reads the mirror whole, 2.25× its pack, and on EFS that read
-	// is billed, from Archive at $0.06/GB); the worker's own default is 90 days.
+	// AWS (ADR 24: a scrub reads the mirror whole, and on EFS that read is billed,
+	// from Archive at $0.06/GB); the worker's own default is 90 days.
 	MaintainEvery, ScrubEvery time.Duration
 	// ScrubAll scrubs every mirror at its slot; by default (false) only the mirrors
 	// written since their last scrub (MIRRORFLEET_SCRUB_CHANGED: EFS keeps the bytes at

@@ -42,8 +42,8 @@ func (md model) tiers(repos int, mu measured, p []results.StoreCostPrice, st sta
 	out = append(out, tier("EFS as deployed", fmt.Sprintf("IA after %d days and Archive after %d without a read, staying there when read; %s",
 		st.FS.IAAfterDays, st.FS.ArchiveAfterDays, policy(st.ScrubChangedOnly, st.ScrubDays)), true, efsComponents(md.mirrorsOnEFS(load, in.Reads, in.Pop, in.EFS), p)))
 	// The same file system under other scrub policies: every mirror (the scrub reads it
-	// whole, 2.25× its pack) at the worker's own period and at the stack's before issue
-	// 39, changed mirrors only at other periods, and no scheduled scrub at all (the floor
+	// whole) at the worker's own period and at the stack's before issue 39, changed
+	// mirrors only at other periods, and no scheduled scrub at all (the floor
 	// of any policy: a scrub only after a failure or a corrupt fetch; verifying what is
 	// written at write time would add its own reads of the new objects).
 	for _, o := range []struct {
