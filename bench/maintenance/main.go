@@ -31,7 +31,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/pagecache"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 )
 
@@ -80,7 +80,7 @@ type bench struct {
 
 func run(ctx context.Context, log *slog.Logger, cfg config) error {
 	res := results.Maintenance{Meta: results.Collect(), PageCache: "mincore"}
-	git, err := gitbin.Find(ctx)
+	git, err := gitcmd.Find(ctx)
 	if err != nil {
 		return err
 	}
@@ -475,8 +475,8 @@ func schedule(cfg config, t results.MaintenanceThroughput) results.MaintenanceSc
 	return s
 }
 
-func mustGit(ctx context.Context) gitbin.Git {
-	g, _ := gitbin.Find(ctx)
+func mustGit(ctx context.Context) gitcmd.Git {
+	g, _ := gitcmd.Find(ctx)
 	return g
 }
 

@@ -34,7 +34,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/repogen"
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 )
@@ -151,7 +151,7 @@ func run(ctx context.Context, log *slog.Logger, cfg config) error {
 
 // maintain runs the fleet's own mirror maintenance once, as a mirror's first.
 func maintain(ctx context.Context, gitDir string) error {
-	git, err := gitbin.Find(ctx)
+	git, err := gitcmd.Find(ctx)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/fstrace"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 )
 
@@ -62,7 +62,7 @@ func runEFSOp(raw string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	g, err := gitbin.Find(ctx)
+	g, err := gitcmd.Find(ctx)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func measureEFSOps(ctx context.Context, log *slog.Logger, sizeMB int) ([]results
 		return nil, 0, err
 	}
 	defer stop()
-	g, err := gitbin.Find(ctx)
+	g, err := gitcmd.Find(ctx)
 	if err != nil {
 		return nil, 0, err
 	}

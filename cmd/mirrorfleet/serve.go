@@ -24,7 +24,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -200,7 +200,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	sf.resolve(ctx, &cfg, log)
-	git, err := gitbin.Find(ctx)
+	git, err := gitcmd.Find(ctx)
 	if err != nil {
 		return err
 	}
@@ -216,6 +216,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	prom := metrics.NewPrometheus()
 	emf := metrics.NewEMF(stdout, envOr(cloud.EnvFleet, cloud.DefaultFleet), nil)
 	cfg.Metrics = teeSink{prom, emf}
+	git.Metrics = cfg.Metrics // the health check's; the front counts its own
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -234,7 +235,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	mux := http.NewServeMux()
 	mux.Handle(serve.Prefix, front)
 	mux.Handle("GET /metrics", front.Guard(prom.Handler())) // what is served, and how often, is the token's to see
-	mux.Handle("GET /healthz", health.New(nil, health.Git(git.Path), health.MirrorsRoot(cfg.Root)))
+	mux.Handle("GET /healthz", health.New(nil, health.Git(git.CheckRuns), health.MirrorsRoot(cfg.Root)))
 	// No WriteTimeout: a clone may stream for as long as it reads; the front sets
 	// per-request deadlines instead.
 	srv := httpguard.Server(mux, httpguard.Limits{IdleTimeout: 2 * time.Minute})

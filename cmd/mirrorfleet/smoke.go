@@ -2,20 +2,18 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -71,7 +69,7 @@ func (c *client) smoke(ctx context.Context, f smokeFlags) error {
 	cloneURL := *repo.CloneURL
 
 	// Clone it through the serving URL.
-	git, err := gitbin.Find(ctx)
+	git, err := gitcmd.Find(ctx)
 	if err != nil {
 		return fmt.Errorf("smoke: %w", err)
 	}
@@ -80,29 +78,23 @@ func (c *client) smoke(ctx context.Context, f smokeFlags) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	gitRun := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, git.Path, args...)
-		cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(errOut.String()))
-		}
-		return strings.TrimSpace(out.String()), nil
+	// Within the smoke's own deadline (ctx), as a user's clone would run.
+	gitRun := func(dir string, args ...string) ([]byte, error) {
+		return git.Output(ctx, gitcmd.Cmd{Args: args, Dir: dir, Timeout: f.timeout})
 	}
 	clone := dir + "/clone.git"
-	if _, err := gitRun("clone", "--mirror", "-q", cloneURL, clone); err != nil {
+	if _, err := gitRun(dir, "clone", "--mirror", "-q", cloneURL, clone); err != nil {
 		return fmt.Errorf("smoke: clone through the serving URL: %w", err)
 	}
-	refs, err := gitRun("-C", clone, "for-each-ref", "--format=%(refname)")
+	refs, err := gitRun(clone, "for-each-ref", "--format=%(refname)")
 	if err != nil {
 		return fmt.Errorf("smoke: %w", err)
 	}
-	n := len(strings.Fields(refs))
+	n := len(strings.Fields(string(refs)))
 	if n == 0 {
 		return fmt.Errorf("smoke: the clone of %s has no refs", cloneURL)
 	}
-	if _, err := gitRun("-C", clone, "fsck", "--connectivity-only", "--no-progress"); err != nil {
+	if _, err := gitRun(clone, "fsck", "--connectivity-only", "--no-progress"); err != nil {
 		return fmt.Errorf("smoke: the clone of %s is not whole: %w", cloneURL, err)
 	}
 	say("cloned %s: %d refs, connected", cloneURL, n)

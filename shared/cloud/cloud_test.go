@@ -12,7 +12,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/secrets"
 )
 
@@ -329,9 +329,9 @@ func TestMissingRegionIsAClearError(t *testing.T) {
 
 // The worker maintains mirrors with git: without it, it does not start, and says why.
 func TestRunWorkerNeedsGit(t *testing.T) {
-	t.Setenv(gitbin.EnvGit, "/nonexistent/git")
+	t.Setenv(gitcmd.EnvGit, "/nonexistent/git")
 	err := RunWorker(t.Context(), WorkerConfig{Table: "t12", MirrorRoot: t.TempDir(), PriorityPolicy: "rate"})
-	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), gitbin.EnvGit) {
+	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), gitcmd.EnvGit) {
 		t.Errorf("err %v", err)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
@@ -340,7 +340,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	if !ok {
 		return fmt.Errorf("%s=%q: unknown policy: bayes (the default), rate or cbrt", EnvPolicy, cfg.PriorityPolicy)
 	}
-	git, err := gitbin.Find(ctx)
+	git, err := gitcmd.Find(ctx)
 	if err != nil {
 		return fmt.Errorf("worker: mirror maintenance: %w", err)
 	}
@@ -350,12 +350,13 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	defer st.Close()
 	policy := urlpolicy.Policy{AllowPrivateHosts: cfg.AllowPrivateHosts, CaseInsensitiveHosts: cfg.CaseInsensitiveHosts}
+	emf := metrics.NewEMF(out, cfg.Fleet, nil)
+	git.Metrics = emf // maintenance's git processes, by command
 	m, err := mirror.New(mirror.Config{Root: cfg.MirrorRoot, Client: policy.HTTPClient(0), Logger: log, Git: git, Limits: cfg.Fetch})
 	if err != nil {
 		return fmt.Errorf("mirrors: %w", err)
 	}
 	defer m.Close()
-	emf := metrics.NewEMF(out, cfg.Fleet, nil)
 	var wm worker.Mirrorer = m
 	var publisher *events.EventBridge
 	if cfg.EventBus != "" {

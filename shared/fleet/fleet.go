@@ -27,7 +27,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/events"
 	"github.com/mirrorfleet/mirrorfleet/shared/feeds"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/health"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
@@ -198,7 +198,7 @@ type Fleet struct {
 	// List is the list sync; nil when no list repository is configured.
 	List *listsync.Syncer
 	// Git is the git binary the front serves with.
-	Git gitbin.Git
+	Git gitcmd.Git
 	// CloneBase is the base of the clone URLs.
 	CloneBase string
 	front     *serve.Handler
@@ -254,10 +254,12 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	}
 	// git maintains the mirrors (and serves them): without it, say so now rather than
 	// at the first maintenance.
-	git, err := gitbin.Find(ctx)
+	git, err := gitcmd.Find(ctx)
 	if err != nil {
 		return nil, err
 	}
+	prom := metrics.NewPrometheus()
+	git.Metrics = prom // every git process the fleet starts is counted
 	if err := os.MkdirAll(MirrorsDir(cfg.Data), 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -322,7 +324,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 		f.CloneBase = baseURL(f.addr)
 	}
 	f.CloneBase = strings.TrimRight(f.CloneBase, "/")
-	f.Metrics = metrics.NewPrometheus()
+	f.Metrics = prom
 	sc := cfg.Serve
 	sc.Root, sc.Git, sc.Index, sc.BaseURL, sc.Metrics = MirrorsDir(cfg.Data), git.Path, st, f.CloneBase, f.Metrics
 	if sc.Log == nil {
@@ -368,7 +370,7 @@ func Start(ctx context.Context, cfg Config) (*Fleet, error) {
 	// whose loops are stuck must not pass for healthy.
 	root.Handle("GET /healthz", httpguard.Deadlines(health.New(nil,
 		health.Store(func(ctx context.Context) error { _, err := st.CountRepos(ctx); return err }),
-		health.Git(git.Path), health.MirrorsRoot(MirrorsDir(cfg.Data)),
+		health.Git(git.CheckRuns), health.MirrorsRoot(MirrorsDir(cfg.Data)),
 		health.Check{Name: "coordinator", Run: f.coordinatorTurning},
 		health.Check{Name: "workers", Run: f.workersTurning}), cfg.HTTP))
 	// The forges' webhooks come from the internet through whatever proxy the operator

@@ -27,7 +27,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 )
@@ -742,7 +742,7 @@ func TestDeleteOfBusyRepoTrashesItsMirror(t *testing.T) {
 // The fleet maintains (and serves) mirrors with git: without it, Start fails and says
 // what to install, before it opens anything.
 func TestStartNeedsGit(t *testing.T) {
-	t.Setenv(gitbin.EnvGit, "/nonexistent/git")
+	t.Setenv(gitcmd.EnvGit, "/nonexistent/git")
 	data := t.TempDir()
 	_, err := fleet.Start(context.Background(), fleet.Config{Data: data, Listen: "127.0.0.1:0"})
 	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), "install") {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -187,7 +187,7 @@ func gitOut(home, dir string, args ...string) (string, error) {
 // TestStartSaysGitIsMissing: without git the fleet does not start, and says what to
 // install.
 func TestStartSaysGitIsMissing(t *testing.T) {
-	t.Setenv(gitbin.EnvGit, filepath.Join(t.TempDir(), "no-git-here"))
+	t.Setenv(gitcmd.EnvGit, filepath.Join(t.TempDir(), "no-git-here"))
 	_, err := fleet.Start(context.Background(), fleet.Config{Data: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err == nil || !strings.Contains(err.Error(), "git not found") || !strings.Contains(err.Error(), "install") {
 		t.Fatalf("Start without git: %v", err)

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -24,10 +23,10 @@ type Check struct {
 	Run  func(ctx context.Context) error
 }
 
-// Git checks that the git binary at path runs.
-func Git(path string) Check {
+// Git checks that git runs: run is e.g. gitcmd.Git.CheckRuns.
+func Git(run func(ctx context.Context) error) Check {
 	return Check{Name: "git", Run: func(ctx context.Context) error {
-		if err := exec.CommandContext(ctx, path, "version").Run(); err != nil {
+		if err := run(ctx); err != nil {
 			return fmt.Errorf("git: %w", err)
 		}
 		return nil

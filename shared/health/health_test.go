@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 )
 
 func get(t *testing.T, c *Checker) (int, Report) {
@@ -61,10 +62,10 @@ func TestRealChecks(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ctx := t.Context()
-	if err := Git(git).Run(ctx); err != nil {
+	if err := Git(gitcmd.Git{Path: git}.CheckRuns).Run(ctx); err != nil {
 		t.Errorf("real git: %v", err)
 	}
-	if err := Git(filepath.Join(dir, "no-git")).Run(ctx); err == nil || !strings.HasPrefix(err.Error(), "git: ") {
+	if err := Git(gitcmd.Git{Path: filepath.Join(dir, "no-git")}.CheckRuns).Run(ctx); err == nil || !strings.HasPrefix(err.Error(), "git: ") {
 		t.Errorf("missing git: %v", err)
 	}
 	if err := MirrorsRoot(dir).Run(ctx); err != nil {

@@ -50,6 +50,10 @@ func TestNames(t *testing.T) {
 		PackCacheHits:         "mirrorfleet_pack_cache_hits_total",
 		PackCacheMisses:       "mirrorfleet_pack_cache_misses_total",
 		PackGenerationSeconds: "mirrorfleet_pack_generation_seconds",
+		// git processes
+		GitProcesses:  "mirrorfleet_git_processes_total",
+		GitFailures:   "mirrorfleet_git_failures_total",
+		GitCpuSeconds: "mirrorfleet_git_cpu_seconds_total",
 		// outgoing events
 		EventsPublished: "mirrorfleet_events_published_total",
 		EventsDelivered: "mirrorfleet_events_delivered_total",

@@ -102,6 +102,9 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(HookPush("gitlab.com", HookPushesLost), HookPush("gitlab.com", HookPushesOutside))
 	rec(FeedUncovered())
 	rec(Poll("github.com"), Poll("github.com"), Poll("gitlab.com"))
+	rec(GitProcess("upload-pack", false, 1500*time.Millisecond)...)
+	rec(GitProcess("upload-pack", true, 500*time.Millisecond)...)
+	rec(GitProcess("repack", false, 0)...)
 
 	fams := scrape(t, p.Handler())
 	for _, d := range Defs() {
@@ -148,6 +151,10 @@ func TestPrometheusScrape(t *testing.T) {
 		{"mirrorfleet_serve_rejected_total", nil, 1},
 		{"mirrorfleet_pack_cache_hits_total", nil, 1},
 		{"mirrorfleet_pack_cache_misses_total", nil, 1},
+		{"mirrorfleet_git_processes_total", map[string]string{"command": "upload-pack"}, 2},
+		{"mirrorfleet_git_processes_total", map[string]string{"command": "repack"}, 1},
+		{"mirrorfleet_git_failures_total", map[string]string{"command": "upload-pack"}, 1},
+		{"mirrorfleet_git_cpu_seconds_total", map[string]string{"command": "upload-pack"}, 2},
 	}
 	for _, c := range checks {
 		if got, _ := value(t, fams, c.name, c.labels); got != c.want {

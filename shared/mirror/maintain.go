@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,11 +13,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 )
 
 // MaintainOptions configure Maintain.
@@ -96,7 +94,7 @@ var gitConfig = []string{
 // renames it in, and deletes rolled-up packs only after the new pack and index are in
 // place. The caller must keep fetches out meanwhile (Mirrorer.Maintain holds the
 // mirror's lock); a benchmark may maintain a directory it owns.
-func Maintain(ctx context.Context, git gitbin.Git, dir string, opt MaintainOptions) (MaintainReport, error) {
+func Maintain(ctx context.Context, git gitcmd.Git, dir string, opt MaintainOptions) (MaintainReport, error) {
 	start := time.Now()
 	packs := packNames(dir)
 	rep := MaintainReport{PacksBefore: len(packs)}
@@ -168,45 +166,22 @@ func around(opt MaintainOptions, name string, step func() error) error {
 	return opt.Around(name, step)
 }
 
-// execGit runs one maintenance command in dir with a clean environment (no GIT_*
-// variables from ours, no system or user config). The error carries git's stderr.
-func execGit(ctx context.Context, git gitbin.Git, dir, stdin string, args ...string) error {
-	cmd := exec.CommandContext(ctx, git.Path, append(append([]string{}, gitConfig...), args...)...)
-	cmd.Dir = dir
-	env := []string{"GIT_DIR=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull,
-		"GIT_TERMINAL_PROMPT=0", "LC_ALL=C"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, "LC_ALL=") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = env
+// execGit runs one maintenance command in dir (gitcmd: no environment or
+// configuration of ours). The error carries git's stderr.
+func execGit(ctx context.Context, git gitcmd.Git, dir, stdin string, args ...string) error {
+	c := gitcmd.Cmd{Args: append(slices.Clone(gitConfig), args...), Dir: dir, Env: []string{"GIT_DIR=" + dir},
+		// Cancelled (a worker stopping): git is asked to stop first; it leaves only
+		// temp files, which the next repack ignores and gc would remove.
+		Grace: stopGrace}
 	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
+		c.Stdin = strings.NewReader(stdin)
 	}
-	// Cancelled (a worker stopping): ask git to stop; it leaves only temp files,
-	// which the next repack ignores and gc would remove.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 10 * time.Second
-	var stderr tailBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %w: %s", args[0], err, bytes.TrimSpace(stderr.b))
-	}
-	return nil
+	return git.Run(ctx, c)
 }
 
-// tailBuffer keeps the last 4 KiB written to it (git's stderr for error messages).
-type tailBuffer struct{ b []byte }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	const keep = 4 << 10
-	t.b = append(t.b, p...)
-	if len(t.b) > keep {
-		t.b = t.b[len(t.b)-keep:]
-	}
-	return len(p), nil
-}
+// stopGrace is how long a cancelled maintenance command has to stop before it is
+// killed: git removes its temporary files at once.
+const stopGrace = 10 * time.Second
 
 // countPacks is the number of packs in the repository at dir.
 func countPacks(dir string) int { return len(packNames(dir)) }

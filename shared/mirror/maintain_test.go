@@ -13,13 +13,13 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/logtest"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 )
 
 // testGit is the git maintenance runs, or a skip saying what is missing.
-func testGit(t testing.TB) gitbin.Git {
+func testGit(t testing.TB) gitcmd.Git {
 	t.Helper()
-	g, err := gitbin.Find(context.Background())
+	g, err := gitcmd.Find(context.Background())
 	if err != nil {
 		t.Skipf("maintenance needs git: %v", err)
 	}

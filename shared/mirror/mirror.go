@@ -43,7 +43,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirrorpath"
 )
 
@@ -93,7 +93,7 @@ type Config struct {
 	Now func() time.Time
 	// Git runs maintenance (Maintain); without it Maintain fails. Fetching never
 	// needs it.
-	Git gitbin.Git
+	Git gitcmd.Git
 	// Limits bound what an upstream can make one sync receive (limits.go).
 	Limits Limits
 	// AroundStep, if set, runs each git step of Maintain (MaintainOptions.Around): a
@@ -112,7 +112,7 @@ type Mirrorer struct {
 	limits                 Limits
 	log                    *slog.Logger
 	route                  *routeAuth
-	git                    gitbin.Git
+	git                    gitcmd.Git
 	around                 func(string, func() error) error
 
 	bg       sync.WaitGroup

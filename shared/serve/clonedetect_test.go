@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 )
 
@@ -55,12 +55,9 @@ func (o outcome) String() string {
 
 func (u uploadPack) run(proto string, body []byte) ([]byte, error) {
 	args := append([]string{"-c", "pack.threads=1"}, uploadPackArgs("")...)
-	cmd := exec.CommandContext(context.Background(), u.git, append(args, u.dir)...)
-	cmd.Env = append(gitEnv(u.git), "GIT_PROTOCOL="+proto)
-	cmd.Stdin = bytes.NewReader(body)
 	var out bytes.Buffer
-	cmd.Stdout = &out
-	err := cmd.Run()
+	err := gitcmd.Git{Path: u.git}.Run(context.Background(), gitcmd.Cmd{Args: append(args, u.dir),
+		Env: []string{"GIT_PROTOCOL=" + proto}, Stdin: bytes.NewReader(body), Stdout: &out})
 	return out.Bytes(), err
 }
 
@@ -173,7 +170,7 @@ type detectRepo struct {
 }
 
 func newDetectRepo(t testing.TB) detectRepo {
-	git, err := gitbin.Find(context.Background())
+	git, err := gitcmd.Find(context.Background())
 	if err != nil {
 		t.Skip(err)
 	}

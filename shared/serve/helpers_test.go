@@ -17,7 +17,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/logtest"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
 )
@@ -49,7 +49,7 @@ type option func(*Config)
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
-	git, err := gitbin.Find(context.Background())
+	git, err := gitcmd.Find(context.Background())
 	if err != nil {
 		t.Skip(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 )
 
@@ -60,7 +60,7 @@ func TestPerClientLimit(t *testing.T) {
 // runner's clones do, and the test sees how many ran at once.
 func slowGit(t *testing.T, delay time.Duration) (path, countsFile string) {
 	t.Helper()
-	git, err := gitbin.Find(context.Background())
+	git, err := gitcmd.Find(context.Background())
 	if err != nil {
 		t.Skip(err)
 	}

@@ -30,14 +30,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/httpguard"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
 	"github.com/mirrorfleet/mirrorfleet/shared/serve/packcache"
@@ -65,7 +64,7 @@ type Sink interface {
 // Config configures a front. Root and Git are required.
 type Config struct {
 	Root string // the mirrors root; read-only is fine
-	Git  string // the git binary (gitbin.Find)
+	Git  string // the git binary (gitcmd.Find)
 	// Scratch holds the per-request git directories; "" is the system's temporary
 	// directory. Local disk, writable.
 	Scratch string
@@ -97,7 +96,7 @@ type Config struct {
 	MaxRequestBytes int64
 	// ReadTimeout bounds reading a request body; IdleTimeout the time a response
 	// write may block (a client that stops reading). A long clone that keeps
-	// reading is never cut.
+	// reading is cut only after gitcmd.DefaultTimeout (a day).
 	ReadTimeout, IdleTimeout time.Duration
 	// Index lists the repos for GET /git/; nil: no index.
 	Index Lister
@@ -147,7 +146,8 @@ type Handler struct {
 	limit    *httpguard.Limiter
 	hook     string // uploadpack.packObjectsHook; "" without a cache
 	reports  *packcache.Listener
-	env      []string
+	git      gitcmd.Git
+	env      []string // added to git's environment (gitcmd.Environ)
 	tokenSum [32]byte
 	closing  sync.Once
 }
@@ -172,7 +172,8 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, root: root, limit: httpguard.NewLimiter(httpguard.PoolLimits{Total: cfg.MaxTotal,
 		PerClient: cfg.MaxPerClient, PerKey: cfg.MaxPerRepo, QueuePerClient: cfg.QueuePerClient, QueueTotal: cfg.Queue}),
 		tokenSum: sha256.Sum256([]byte(cfg.Token))}
-	h.env = gitEnv(cfg.Git)
+	h.git = gitcmd.Git{Path: cfg.Git, Metrics: cfg.Metrics}
+	h.env = []string{packcache.EnvGit + "=" + cfg.Git}
 	if cfg.PackCache.Dir != "" && len(cfg.Hook) > 0 {
 		if err := packcache.Prepare(cfg.PackCache); err != nil {
 			return nil, fmt.Errorf("serve: %w", err)
@@ -211,20 +212,6 @@ func (h *Handler) Close() error {
 		}
 	})
 	return err
-}
-
-// gitEnv is the environment of every git process: this process's, less any GIT_*
-// variable, with no system or user configuration (everything git needs is given
-// with -c), and the git binary for the hook.
-func gitEnv(git string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, packcache.EnvGit+"=") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_TERMINAL_PROMPT=0",
-		packcache.EnvGit+"="+git)
 }
 
 // shellQuote makes a command line for git to run through sh (as it runs the hook).
@@ -440,33 +427,28 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	cmd := exec.CommandContext(ctx, h.cfg.Git, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second // a descendant holding git's output open does not hold the request
-	cmd.Env = append(append([]string(nil), h.env...), packcache.EnvRepo+"="+dir)
+	env := append(append([]string(nil), h.env...), packcache.EnvRepo+"="+dir)
 	if fill != nil {
-		cmd.Env = append(cmd.Env, packcache.EnvDir+"=") // the last one counts: no pack entry besides the response's
+		env = append(env, packcache.EnvDir+"=") // the last one counts: no pack entry besides the response's
 	}
 	if proto != "" {
-		cmd.Env = append(cmd.Env, "GIT_PROTOCOL="+proto)
+		env = append(env, "GIT_PROTOCOL="+proto)
 	}
-	cmd.Stdin = bytes.NewReader(body)
-	stderr := &capped{max: 4096}
-	cmd.Stderr = stderr
-	out, err := cmd.StdoutPipe()
+	// git and whatever it starts (the hook, pack-objects) run in a process group of
+	// their own, killed when the request ends.
+	cmd, err := h.git.Start(ctx, gitcmd.Cmd{Args: args, Env: env, Stdin: bytes.NewReader(body)})
 	if err != nil {
-		fail(w, http.StatusInternalServerError, "internal error")
-		return false
-	}
-	if err := cmd.Start(); err != nil {
 		h.cfg.Log.Error("serve: start git upload-pack", "err", err)
 		fail(w, http.StatusInternalServerError, "internal error: git did not start")
 		return false
 	}
 	// Nothing git started outlives the request: a hook waiting for a cache entry,
 	// a pack-objects whose reader went away.
-	defer syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+	out := cmd.Stdout
 
 	// The status waits for git's first bytes: a request git refuses before it says
 	// anything is a 400 with git's own words, not a 200 with an empty body.
@@ -474,7 +456,7 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	n, _ := io.ReadAtLeast(out, buf, 1)
 	if n == 0 {
 		werr := cmd.Wait()
-		msg := firstLine(stderr.String())
+		msg := firstLine(cmd.StderrText())
 		if werr == nil {
 			msg = "no output"
 		}
@@ -508,7 +490,7 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	if fill != nil {
 		res := fill.Run(io.MultiReader(bytes.NewReader(buf[:n]), out), writerFunc(write), cmd.Wait, cancel)
 		if res.GenErr != nil && ctx.Err() == nil {
-			h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", res.GenErr, "stderr", firstLine(stderr.String()))
+			h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", res.GenErr, "stderr", firstLine(cmd.StderrText()))
 		}
 		return res.WriteErr == nil && res.GenErr == nil
 	}
@@ -518,7 +500,7 @@ func (h *Handler) uploadPack(w *recorder, r *http.Request, dir string, req reque
 	}
 	werr := cmd.Wait()
 	if werr != nil && ctx.Err() == nil {
-		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", werr, "stderr", firstLine(stderr.String()))
+		h.cfg.Log.Warn("serve: git upload-pack failed mid-response", "repo", req.rel, "err", werr, "stderr", firstLine(cmd.StderrText()))
 	}
 	return sent == nil && werr == nil
 }
@@ -737,28 +719,6 @@ func firstLine(s string) string {
 		s = s[:i]
 	}
 	return truncate(s, 300)
-}
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
-}
-
-func (c *capped) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
 }
 
 // recorder notes a response's status and bytes for the metrics.

@@ -215,6 +215,13 @@ func TestWithoutCache(t *testing.T) {
 	if e.sink.total(metrics.ServeBytes) <= 0 {
 		t.Fatalf("bytes not counted")
 	}
+	// Each request ran one upload-pack, counted by gitcmd with its CPU time.
+	if got, want := e.sink.total(metrics.GitProcesses+"/upload-pack"), e.sink.total(metrics.ServeRequests+"/2xx"); got != want {
+		t.Fatalf("%v upload-pack processes counted for %v requests", got, want)
+	}
+	if e.sink.counts[metrics.GitCpuSeconds+"/upload-pack"] == 0 || e.sink.total(metrics.GitFailures+"/upload-pack") != 0 {
+		t.Fatalf("git counters: %v", e.sink.totals)
+	}
 }
 
 // TestCachedCloneRunsNoGit: a clone asked for again is answered from the cached whole

@@ -15,7 +15,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/pagecache"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -23,9 +23,9 @@ import (
 
 // countingGit is a git that appends a line to a file at every run: how many git
 // processes maintenance started.
-func countingGit(t *testing.T) (gitbin.Git, func() int) {
+func countingGit(t *testing.T) (gitcmd.Git, func() int) {
 	t.Helper()
-	real, err := gitbin.Find(context.Background())
+	real, err := gitcmd.Find(context.Background())
 	if err != nil {
 		t.Skipf("maintenance needs git: %v", err)
 	}
@@ -35,7 +35,7 @@ func countingGit(t *testing.T) (gitbin.Git, func() int) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return gitbin.Git{Path: wrapper, Version: real.Version}, func() int {
+	return gitcmd.Git{Path: wrapper, Version: real.Version}, func() int {
 		b, _ := os.ReadFile(calls)
 		return strings.Count(string(b), "\n")
 	}

@@ -29,9 +29,8 @@ func repo(t *testing.T) (string, string) {
 }
 
 // hookEnv is the environment the server gives the hook.
-func hookEnv(cache, repo string) func(string) string {
-	env := map[string]string{EnvDir: cache, EnvRepo: repo}
-	return func(k string) string { return env[k] }
+func hookEnv(cache, repo string) []string {
+	return []string{EnvDir + "=" + cache, EnvRepo + "=" + repo}
 }
 
 // runHook runs the hook as upload-pack would for a pack of head, in repo.

@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/mirrorfleet/mirrorfleet/shared/gitbin"
+	"github.com/mirrorfleet/mirrorfleet/shared/gitcmd"
 )
 
 // Arg is the subcommand of the mirrorfleet binary that runs the hook. upload-pack
@@ -29,7 +30,7 @@ const (
 	EnvEntries = "MIRRORFLEET_PACK_CACHE_MAX_ENTRIES" // Config.MaxEntries
 	EnvRepo    = "MIRRORFLEET_SERVE_REPO"             // the repository's real path (its identity)
 	EnvReport  = "MIRRORFLEET_PACK_CACHE_REPORT"      // a unixgram socket the outcome is sent to
-	EnvGit     = gitbin.EnvGit                        // the git binary
+	EnvGit     = gitcmd.EnvGit                        // the git binary
 )
 
 // maxStdin bounds the standard input a key is made of; a bigger one (an enormous list
@@ -62,13 +63,30 @@ type Report struct {
 	Tmp string `json:"tmp,omitempty"`
 }
 
-// Main runs the hook: args is what follows the hook command (git ...), getenv its
-// environment. It returns the exit status: pack-objects' own when it ran.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+// Main runs the hook: args is what follows the hook command (git ...), environ its
+// environment (KEY=VALUE). It returns the exit status: pack-objects' own when it ran.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	getenv := func(k string) string {
+		v := ""
+		for _, kv := range environ {
+			if key, val, ok := strings.Cut(kv, "="); ok && key == k {
+				v = val // the last one counts, as in exec
+			}
+		}
+		return v
+	}
 	h, err := newHook(args, getenv, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mirrorfleet pack-objects-hook: %v\n", err)
 		return 128
+	}
+	// The hook stands in for pack-objects: what upload-pack told it about the
+	// repository and the configuration (GIT_DIR, GIT_CONFIG_PARAMETERS, ...) goes on to
+	// the pack-objects it runs.
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "GIT_") {
+			h.env = append(h.env, kv)
+		}
 	}
 	in, err := io.ReadAll(io.LimitReader(stdin, maxStdin+1))
 	if err != nil {
@@ -92,7 +110,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(
 
 type hook struct {
 	cfg    Config
-	git    string
+	git    gitcmd.Git
+	env    []string // the GIT_* variables upload-pack set
 	args   []string // after "git"
 	repo   string
 	report string // the server's report socket
@@ -111,11 +130,13 @@ func newHook(args []string, getenv func(string) string, stderr io.Writer) (*hook
 	if rest[0] != "pack-objects" {
 		return nil, fmt.Errorf("only runs pack-objects, not %q", rest[0])
 	}
-	h := &hook{git: getenv(EnvGit), args: args[1:], repo: getenv(EnvRepo), report: getenv(EnvReport), stderr: stderr,
-		cfg: Config{Dir: getenv(EnvDir)}}
-	if h.git == "" {
-		h.git = "git"
+	// The server names its git (EnvGit); by hand, git on PATH.
+	git, err := gitcmd.Locate(getenv)
+	if err != nil {
+		return nil, err
 	}
+	h := &hook{git: gitcmd.Git{Path: git}, args: args[1:], repo: getenv(EnvRepo), report: getenv(EnvReport), stderr: stderr,
+		cfg: Config{Dir: getenv(EnvDir)}}
 	if v := getenv(EnvBytes); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -141,19 +162,18 @@ func newHook(args []string, getenv func(string) string, stderr io.Writer) (*hook
 	return h, nil
 }
 
-func (h *hook) command(stdin io.Reader) *exec.Cmd {
-	cmd := exec.Command(h.git, h.args...)
-	cmd.Stdin, cmd.Stderr = stdin, h.stderr
-	return cmd
+// command is pack-objects as upload-pack asked for it, in upload-pack's process group
+// (which the server kills whole), its progress passed on to upload-pack. The server
+// bounds it: upload-pack runs for at most gitcmd.DefaultTimeout.
+func (h *hook) command(stdin io.Reader, stdout io.Writer) gitcmd.Cmd {
+	return gitcmd.Cmd{Args: h.args, Env: h.env, Stdin: stdin, Stdout: stdout, Stderr: h.stderr, SameGroup: true}
 }
 
 // direct runs pack-objects straight through, uncached.
 func (h *hook) direct(stdin io.Reader, stdout io.Writer) (int, Report) {
-	cmd := h.command(stdin)
 	cw := &countWriter{w: stdout}
-	cmd.Stdout = cw
 	start := time.Now()
-	err := cmd.Run()
+	err := h.git.Run(context.Background(), h.command(stdin, cw))
 	return exitCode(err, h.stderr), Report{Result: Bypass, GenerationSeconds: time.Since(start).Seconds(), Bytes: cw.n}
 }
 
@@ -204,16 +224,14 @@ func (h *hook) generate(key string, in []byte, l *flock, stdout io.Writer) (int,
 	}
 	defer fill.Abort()
 	sendReport(h.report, Report{Result: Filling, Key: key, Tmp: fill.tmp.Name()})
-	cmd := h.command(bytes.NewReader(in))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return h.direct(bytes.NewReader(in), stdout)
-	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	cmd, err := h.git.Start(ctx, h.command(bytes.NewReader(in), nil))
+	if err != nil {
 		return exitCode(err, h.stderr), Report{Result: Bypass, Tmp: fill.tmp.Name()}
 	}
-	res := fill.Run(out, stdout, cmd.Wait, func() { cmd.Process.Kill() })
+	res := fill.Run(cmd.Stdout, stdout, cmd.Wait, stop)
 	rep := Report{Result: Bypass, GenerationSeconds: time.Since(start).Seconds(), Bytes: res.Sent, Tmp: fill.tmp.Name()}
 	if res.Cached > 0 {
 		rep.Result, rep.CachedBytes = Miss, res.Cached
@@ -262,5 +280,5 @@ func RunHook() {
 	// A write to a closed standard output must fail with EPIPE, not end the process:
 	// the pack still goes into the cache for the clients waiting for it.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	os.Exit(Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Environ()))
 }

@@ -1,7 +1,4 @@
-// Package gitbin finds the git binary that serving (upload-pack) and mirror maintenance
-// (repack, commit-graph, fsck) run, and checks at start-up that it is new enough, so a
-// missing or old git is one clear message instead of a failure on the first clone.
-package gitbin
+package gitcmd
 
 import (
 	"context"
@@ -14,9 +11,6 @@ import (
 	"strings"
 	"time"
 )
-
-// EnvGit names a git binary to use instead of the one on PATH.
-const EnvGit = "MIRRORFLEET_GIT"
 
 // MinVersion is the oldest git with everything used: multi-pack-index bitmaps for
 // geometric repacks (2.34); protocol v2, packObjectsHook and commit-graph chains are older.
@@ -38,12 +32,6 @@ func (v Version) Less(w Version) bool {
 	return v.Patch < w.Patch
 }
 
-// Git is a checked git binary.
-type Git struct {
-	Path    string
-	Version Version
-}
-
 var versionRE = regexp.MustCompile(`^git version (\d+)\.(\d+)(?:\.(\d+))?`)
 
 // ParseVersion reads the output of `git version`.
@@ -62,23 +50,15 @@ func ParseVersion(out string) (Version, error) {
 }
 
 // Find locates git ($MIRRORFLEET_GIT, else PATH), runs `git version` and refuses a git
-// older than MinVersion. The error says what to install.
+// older than MinVersion. The error says what to install. The Git it returns counts
+// nothing until its Metrics is set.
 func Find(ctx context.Context) (Git, error) {
-	name := os.Getenv(EnvGit)
-	from := EnvGit
-	if name == "" {
-		name, from = "git", "PATH"
-	}
-	path, err := exec.LookPath(name)
+	path, err := Locate(os.Getenv)
 	if err != nil {
-		return Git{}, fmt.Errorf("git not found (looked for %q on %s): mirrorfleet serves and maintains mirrors with git %s or newer; install it (Debian/Ubuntu: apt install git) or set %s: %w",
-			name, from, MinVersion, EnvGit, err)
+		return Git{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "version")
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out, err := cmd.Output()
+	g := Git{Path: path}
+	out, err := g.Output(ctx, Cmd{Args: []string{"version"}, Timeout: VersionTimeout})
 	if err != nil {
 		return Git{}, fmt.Errorf("running %s version: %w", path, err)
 	}
@@ -90,7 +70,33 @@ func Find(ctx context.Context) (Git, error) {
 		return Git{}, fmt.Errorf("%s is git %s; mirrorfleet needs git %s or newer for serving and maintenance: %w",
 			path, v, MinVersion, ErrTooOld)
 	}
-	return Git{Path: path, Version: v}, nil
+	g.Version = v
+	return g, nil
+}
+
+// Locate is the git binary Find checks, without running it: $MIRRORFLEET_GIT (read
+// with getenv), else git on PATH. The error says what to install.
+func Locate(getenv func(string) string) (string, error) {
+	name := getenv(EnvGit)
+	from := EnvGit
+	if name == "" {
+		name, from = "git", "PATH"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("git not found (looked for %q on %s): mirrorfleet serves and maintains mirrors with git %s or newer; install it (Debian/Ubuntu: apt install git) or set %s: %w",
+			name, from, MinVersion, EnvGit, err)
+	}
+	return path, nil
+}
+
+// VersionTimeout bounds `git version`, which answers at once unless the binary (or the
+// file system it is on) is broken.
+const VersionTimeout = 10 * time.Second
+
+// CheckRuns runs `git version`: whether git still runs (the health check).
+func (g Git) CheckRuns(ctx context.Context) error {
+	return g.Run(ctx, Cmd{Args: []string{"version"}, Timeout: VersionTimeout})
 }
 
 // ErrTooOld: the git found is older than MinVersion.

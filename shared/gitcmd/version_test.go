@@ -1,4 +1,4 @@
-package gitbin
+package gitcmd
 
 import (
 	"context"
