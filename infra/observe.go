@@ -230,6 +230,9 @@ var (
 	maintenanceMetrics = []string{"MaintenanceRuns", "MaintenanceSeconds", "MirrorsRecloned", "MirrorPacks"}
 	// memoryMetrics are the workers' memory budget (ADR 26).
 	memoryMetrics = []string{"MemoryBudgetBytes", "MemoryReservedBytes", "MemoryHeapBytes", "FetchesWaitingForMemory"}
+	// gitMetrics count every git process (shared/gitcmd): maintenance's in the
+	// workers, upload-pack's in the git server; by command in the EMF properties.
+	gitMetrics = []string{"GitProcesses", "GitFailures", "GitCpuSeconds"}
 )
 
 // dashboard: the metric names of shared/metrics, then the platform's.
@@ -274,6 +277,9 @@ func (s *Stack) dashboard() {
 				m(memoryMetrics[2], "Maximum")),
 			graph("Fetches waiting for memory", m(memoryMetrics[3], "Maximum")),
 			s.hookWidget(graph),
+		},
+		{
+			graph("Git processes / failures / CPU (s)", m(gitMetrics[0], "Sum"), m(gitMetrics[1], "Sum"), m(gitMetrics[2], "Sum")),
 		},
 	}
 	if s.Serve != nil {

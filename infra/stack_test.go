@@ -1117,7 +1117,7 @@ func TestDashboard(t *testing.T) {
 		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "Polls", "FetchDuration", "BytesFetched", "QueueDepth",
 		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "StorageBytes", "MeteredIOBytes",
 		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
-	names = append(append(append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...), memoryMetrics...), hookMetrics...)
+	names = append(append(append(append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...), memoryMetrics...), hookMetrics...), gitMetrics...)
 	for _, name := range names {
 		if !strings.Contains(b, `\"`+name+`\"`) && !strings.Contains(b, `MetricName=\\\"`+name+`\\\"`) {
 			t.Errorf("dashboard lacks %s", name)

@@ -40,7 +40,7 @@ func eventsOf(name string, series int, ev metricEvents) (perSeries []float64, ok
 	switch name {
 	case metrics.ReposMoved:
 		return each(2 * ev.Deaths), true // the death moves its repos, the replacement's join moves some back
-	case metrics.ReposOffOwner, metrics.MirrorsRecloned, metrics.ServeRejected, metrics.EventsRetried, metrics.EventsDropped:
+	case metrics.ReposOffOwner, metrics.MirrorsRecloned, metrics.ServeRejected, metrics.EventsRetried, metrics.EventsDropped, metrics.GitFailures:
 		return each(ev.Rare), true
 	case metrics.EventsPublished, metrics.EventsDelivered:
 		return each(ev.Changes), true
