@@ -12,8 +12,8 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/sim"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -65,7 +65,7 @@ func chaos(ctx context.Context, log *slog.Logger) ([]results.HostileChaos, error
 	return append(out, r), nil
 }
 
-func runChaos(ctx context.Context, name string, st, check store.Store, skew time.Duration, th *dynamotest.Throttler) results.HostileChaos {
+func runChaos(ctx context.Context, name string, st, check storetest.Store, skew time.Duration, th *dynamotest.Throttler) results.HostileChaos {
 	start := time.Now()
 	r := results.HostileChaos{Store: name, ClockSkewSeconds: skew.Seconds()}
 	s, err := sim.New(ctx, sim.Config{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -33,7 +34,7 @@ const maxSlots = 1024
 // reads. With naive set, the needs-decision reads become one scan of every repo: the
 // coordinator one would write without the indexes.
 type probe struct {
-	store.Store
+	storetest.Store
 	naive   bool
 	read    int
 	lists   int          // ListWorkers calls
@@ -83,7 +84,7 @@ func (p *probe) ListReposNeedingDecision(ctx context.Context, need store.Need, c
 }
 
 // scanAll reads every repo, a page at a time.
-func scanAll(ctx context.Context, st store.Store) ([]store.Repo, error) {
+func scanAll(ctx context.Context, st storetest.Store) ([]store.Repo, error) {
 	var all []store.Repo
 	cursor := ""
 	for {
@@ -103,7 +104,7 @@ func scanAll(ctx context.Context, st store.Store) ([]store.Repo, error) {
 // their store calls alone (claim a slot, heartbeat and ack the outbox); time is virtual,
 // so only the wall-clock time of Tick itself is measured.
 type fleet struct {
-	st       store.Store
+	st       storetest.Store
 	probe    *probe
 	clk      *clock.Virtual
 	coord    *coordinator.Coordinator
@@ -116,7 +117,7 @@ type fleet struct {
 	parallel int // concurrent API calls (creates, delete requests): a network store gains from it
 }
 
-func newFleet(st store.Store, seed uint64) *fleet {
+func newFleet(st storetest.Store, seed uint64) *fleet {
 	clk := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := &probe{Store: st}
 	return &fleet{

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -29,7 +30,7 @@ func (noMirrors) Trash(context.Context, fetch.Target) error { return nil }
 
 // beatLog records when the store accepted each heartbeat (a claimed slot is one too).
 type beatLog struct {
-	store.Store
+	storetest.Store
 	at []time.Time
 }
 
@@ -66,7 +67,7 @@ func (b *beatLog) gaps(start time.Time) (first, longest float64) {
 // (adds of repos that do not exist: a repo read each when replayed), then starts the
 // worker process anew, on the real clock, and calls Heartbeat back to back until it acked
 // them all, timing each call.
-func restartBacklog(ctx context.Context, log *slog.Logger, st store.Store, name string, entries int) (results.RestartBacklog, error) {
+func restartBacklog(ctx context.Context, log *slog.Logger, st storetest.Store, name string, entries int) (results.RestartBacklog, error) {
 	const id = "w-restart"
 	res := results.RestartBacklog{Store: name, Entries: entries}
 	cfg := worker.Config{ID: id}

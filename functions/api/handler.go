@@ -31,8 +31,6 @@ type Store interface {
 // answer 403.
 type HookSecrets func(ctx context.Context) (api.HookSecrets, error)
 
-var _ Store = store.Store(nil)
-
 // HandlerFunc is the Lambda handler: API Gateway HTTP API events, payload format 2.0.
 type HandlerFunc func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 

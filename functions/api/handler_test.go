@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/api"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
@@ -242,7 +243,7 @@ func TestHooksThroughAPIGateway(t *testing.T) {
 				return r.ID
 			}
 			owned, orphan := add("https://github.com/org/app"), add("https://github.com/org/lib")
-			full := st.(store.Store)
+			full := st.(storetest.Store)
 			el, err := full.CASElection(ctx, 0, store.Election{Term: 1, VotedFor: "c"})
 			if err != nil {
 				t.Fatal(err)

@@ -23,14 +23,15 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/meter"
 	"github.com/mirrorfleet/mirrorfleet/shared/metrics"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/timer/scheduler"
 )
 
 // Deps are the handler's collaborators; main builds the AWS ones, tests pass DynamoDB
 // Local, a Scheduler fake and a virtual clock.
 type Deps struct {
-	Store     store.Store
+	// Store is the coordinator's view of the store, which covers the election and the
+	// tick's metrics (meter.TickStore) too.
+	Store     coordinator.Store
 	Scheduler scheduler.API
 	Clock     clock.Clock            // default: the wall clock
 	Log       *slog.Logger           // default: discard

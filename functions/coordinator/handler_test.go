@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/schedulerfake"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
@@ -59,23 +60,25 @@ func boltStore(t *testing.T) *bolt.Store {
 }
 
 // dynamoStore returns a store on a fresh DynamoDB Local table, deleted at the end.
-func dynamoStore(t *testing.T) store.Store { return dynamotest.Table(t, "mf_coord", dynamo.Config{}) }
+func dynamoStore(t *testing.T) storetest.Store {
+	return dynamotest.Table(t, "mf_coord", dynamo.Config{})
+}
 
 type env struct {
 	h     *Handler
-	st    store.Store
+	st    storetest.Store
 	fake  *schedulerfake.Fake
 	clock *clock.Virtual
 	emf   *bytes.Buffer
 }
 
-func newEnv(t *testing.T, st store.Store) *env {
+func newEnv(t *testing.T, st storetest.Store) *env {
 	t.Helper()
 	return newEnvAt(t, st, clock.NewVirtual(time.Now().UTC().Truncate(time.Minute)), "env-1")
 }
 
 // newEnvAt is one execution environment of the function, named instance, on clk.
-func newEnvAt(t *testing.T, st store.Store, clk *clock.Virtual, instance string) *env {
+func newEnvAt(t *testing.T, st storetest.Store, clk *clock.Virtual, instance string) *env {
 	t.Helper()
 	fake := schedulerfake.New(schedulerfake.Options{Now: clk.Now, Groups: []string{group}})
 	t.Cleanup(fake.Close)
@@ -105,7 +108,7 @@ func (e *env) invoke(t *testing.T, event string) (Result, error) {
 	return e.h.Handle(ctx, json.RawMessage(event))
 }
 
-func seed(t *testing.T, st store.Store, now time.Time, repos int) {
+func seed(t *testing.T, st storetest.Store, now time.Time, repos int) {
 	t.Helper()
 	if _, err := st.ClaimSlot(t.Context(), store.Worker{ID: "w1", StartedAt: now, HeartbeatAt: now, State: store.WorkerJoining}, 64); err != nil {
 		t.Fatal(err)
@@ -432,7 +435,7 @@ func TestStalenessFromHeartbeats(t *testing.T) {
 }
 
 // failingStore fails every election read: no tick can run.
-type failingStore struct{ store.Store }
+type failingStore struct{ storetest.Store }
 
 func (failingStore) GetElection(context.Context) (store.Election, error) {
 	return store.Election{}, errors.New("store unreachable")

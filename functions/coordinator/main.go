@@ -17,7 +17,6 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/cloud"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/listsync"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
@@ -68,7 +67,7 @@ func newHandlerFromEnv(ctx context.Context, cfg cloud.CoordinatorConfig, log *sl
 
 // newListSyncer returns the list sync, or nil when no list repository is configured
 // (MIRRORFLEET_LIST_REPO unset): the ticks then skip it.
-func newListSyncer(cfg cloud.CoordinatorConfig, st store.Store, log *slog.Logger) (coordinator.ListSyncer, error) {
+func newListSyncer(cfg cloud.CoordinatorConfig, st listsync.Store, log *slog.Logger) (coordinator.ListSyncer, error) {
 	if !cfg.List.Enabled() {
 		return nil, nil
 	}

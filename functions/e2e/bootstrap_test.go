@@ -21,6 +21,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/functions/runtimeapi"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/schedulerfake"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/deployenv"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -172,7 +173,7 @@ func header(m map[string]string) http.Header {
 	return h
 }
 
-func heartbeat(t *testing.T, st store.Store, at time.Time) {
+func heartbeat(t *testing.T, st storetest.Store, at time.Time) {
 	t.Helper()
 	if _, err := st.Heartbeat(t.Context(), "w1", store.Heartbeat{At: at}); err != nil {
 		t.Fatal(err)

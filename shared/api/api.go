@@ -26,7 +26,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
-// Store is the part of store.Store the API uses; store.Store satisfies it.
+// Store is the part of the store the API uses.
 type Store interface {
 	CreateRepo(ctx context.Context, r store.Repo) (store.Repo, bool, error)
 	GetRepo(ctx context.Context, id string) (store.Repo, error)
@@ -39,8 +39,6 @@ type Store interface {
 	GetRing(ctx context.Context) (store.Ring, error)
 	GetElection(ctx context.Context) (store.Election, error)
 }
-
-var _ Store = store.Store(nil)
 
 // Config configures the handler. Store is required; everything else has a default.
 type Config struct {

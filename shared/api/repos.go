@@ -343,7 +343,7 @@ func (s *server) create(r *http.Request, raw string) (store.Repo, bool, error) {
 	return res.Repo, res.Created, res.Err
 }
 
-// RepoCreator is the store method AddRepo needs; store.Store has it.
+// RepoCreator is the store method AddRepo needs.
 type RepoCreator = repos.Creator
 
 // AddResult is the outcome of AddRepo.

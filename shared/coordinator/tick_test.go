@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/ring"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -20,7 +21,7 @@ import (
 // calls (they heartbeat before every tick).
 type tickFleet struct {
 	t     *testing.T
-	st    store.Store
+	st    storetest.Store
 	clk   *clock.Virtual
 	c     *Coordinator
 	live  []string
@@ -39,7 +40,7 @@ func newTickFleet(t *testing.T, workers, repos int, cfg Config) *tickFleet {
 }
 
 // newTickFleetOn is newTickFleet on the given store.
-func newTickFleetOn(t *testing.T, st store.Store, workers, repos int, cfg Config) *tickFleet {
+func newTickFleetOn(t *testing.T, st storetest.Store, workers, repos int, cfg Config) *tickFleet {
 	t.Helper()
 	clk := clock.NewVirtual(t0)
 	cfg.Warmup = NoWarmup
@@ -399,7 +400,7 @@ func TestDeadlineStopsWithinAPage(t *testing.T) {
 
 // listCounter counts the coordinator's reads of the worker list.
 type listCounter struct {
-	store.Store
+	storetest.Store
 	lists int
 }
 

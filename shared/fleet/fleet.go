@@ -885,7 +885,7 @@ func hostLabel(h string) string {
 // importFile adds the URLs of a file (one per line, # comments) as pending repos. It
 // reads the file as a stream and logs only the first bad lines, so its size does not
 // matter.
-func importFile(ctx context.Context, st store.Store, p urlpolicy.Policy, path string, log *slog.Logger) error {
+func importFile(ctx context.Context, st api.RepoCreator, p urlpolicy.Policy, path string, log *slog.Logger) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("repos file: %w", err)

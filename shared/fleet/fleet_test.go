@@ -24,6 +24,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/logtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 	"github.com/mirrorfleet/mirrorfleet/shared/fleet"
@@ -145,7 +146,7 @@ func addRepos(t *testing.T, f *running, urls ...string) []string {
 	return ids
 }
 
-func allRepos(t *testing.T, st store.Store) map[string]store.Repo {
+func allRepos(t *testing.T, st storetest.Store) map[string]store.Repo {
 	t.Helper()
 	out := map[string]store.Repo{}
 	cursor := ""
@@ -164,7 +165,7 @@ func allRepos(t *testing.T, st store.Store) map[string]store.Repo {
 	}
 }
 
-func workers(t *testing.T, st store.Store) map[string]store.Worker {
+func workers(t *testing.T, st storetest.Store) map[string]store.Worker {
 	t.Helper()
 	ws, err := st.ListWorkers(context.Background())
 	if err != nil {
@@ -195,7 +196,7 @@ func eventually(t *testing.T, f *running, within time.Duration, what string, con
 }
 
 // dumpStore describes the store's repos, workers and outboxes for a failure message.
-func dumpStore(t *testing.T, st store.Store) string {
+func dumpStore(t *testing.T, st storetest.Store) string {
 	var b strings.Builder
 	repos := allRepos(t, st)
 	ids := slices.Sorted(maps.Keys(repos))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/logtest"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/election"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -28,7 +29,7 @@ var errCrash = errors.New("injected crash")
 
 // countingStore wraps the real store, counts every write and injects failures.
 type countingStore struct {
-	store.Store
+	storetest.Store
 	mu     sync.Mutex
 	writes map[string]int
 	// failRecord > 0 fails that many of the next PutListSync applies.

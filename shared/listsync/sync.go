@@ -37,7 +37,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/urlpolicy"
 )
 
-// Store is the part of the store the list sync uses; store.Store satisfies it. Its adds
+// Store is the part of the store the list sync uses. Its adds
 // and deletes are the coordinator's writes, fenced by its term like every other: a
 // deposed coordinator cannot add or delete from an old list commit.
 type Store interface {
@@ -61,8 +61,6 @@ func (f fencedCreator) CreateRepo(ctx context.Context, r store.Repo) (store.Repo
 func (f fencedCreator) GetRepo(ctx context.Context, id string) (store.Repo, error) {
 	return f.st.GetRepo(ctx, id)
 }
-
-var _ Store = store.Store(nil)
 
 // Options are a Syncer's collaborators.
 type Options struct {

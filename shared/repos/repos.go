@@ -144,7 +144,7 @@ func Find(ctx context.Context, st Getter, p urlpolicy.Policy, norm string) (stor
 	return store.Repo{}, store.ErrNotFound
 }
 
-// Creator is the store methods Add needs: store.Store has them; the list sync passes
+// Creator is the store methods Add needs: the stores have them; the list sync passes
 // a create fenced by its term.
 type Creator interface {
 	Getter

@@ -1,6 +1,11 @@
-// Package store defines the shared state of a mirrorfleet (docs/architecture.md, State) and the Store
-// seam that every backend (bbolt, DynamoDB) implements. The conformance suite in
-// store/storetest pins down the behaviour each backend must have.
+// Package store defines the shared state of a mirrorfleet (docs/architecture.md,
+// State): its records, the coordinator's mutations and the errors of conditional
+// writes. Its backends (bbolt in store/bolt, DynamoDB in store/dynamo) implement the
+// same methods; each part of the fleet states the ones it uses in an interface of its
+// own, where it uses it (coordinator.Store, worker.Store, api.Store, listsync.Store,
+// ...). The conformance suite, internal/testkit/storetest, holds the whole method set
+// (storetest.Store) with each method's contract and checks both backends against
+// it.
 package store
 
 import (

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -22,101 +21,6 @@ var (
 // MaxApplyItems bounds the items one Apply may touch, so every backend can apply a batch
 // atomically (DynamoDB transactions take 100 actions, one of which is the term check).
 const MaxApplyItems = 99
-
-// Store is the shared state of the fleet. Every write that others race on is conditional.
-type Store interface {
-	// Election. CASElection writes e with Version = expectVersion+1 if the stored version
-	// is still expectVersion (0: no record yet), else ErrConflict.
-	GetElection(ctx context.Context) (Election, error)
-	CASElection(ctx context.Context, expectVersion int64, e Election) (Election, error)
-
-	// Apply performs the coordinator's writes atomically, fenced by term: if the stored
-	// election term is not term, ErrFenced; if any mutation's condition fails, ErrConflict.
-	// Either way nothing is written. At most MaxApplyItems items (Mutation.Items) per call.
-	// Mutations of one stored item are applied in order (a backend whose transactions take
-	// each item once folds them). Any other error may mean the write landed (a timeout
-	// after commit): callers must be idempotent, as the coordinator is.
-	Apply(ctx context.Context, term int64, muts []Mutation) error
-
-	GetRing(ctx context.Context) (Ring, error) // zero Ring (Version 0) when never written
-	// GetRingHead is GetRing without Members and Tokens: what a coordinator reads every
-	// tick to learn whether the ring it decoded before is still current.
-	GetRingHead(ctx context.Context) (Ring, error)
-
-	// Workers. ClaimSlot registers w in the lowest free slot below maxSlots (a conditional
-	// write on the slot bitmap) and returns it with Slot set and Beats 1 (registering is
-	// the first sign of life); an existing id is ErrConflict.
-	ClaimSlot(ctx context.Context, w Worker, maxSlots int) (Worker, error)
-	// Heartbeat records hb, adds one to Beats and returns the worker record; ErrNotFound
-	// once the worker has been removed. It never changes State.
-	Heartbeat(ctx context.Context, id string, hb Heartbeat) (Worker, error)
-	// Leave marks a worker draining (a graceful exit); the coordinator moves its repos.
-	Leave(ctx context.Context, id string) error
-	GetWorker(ctx context.Context, id string) (Worker, error)
-	ListWorkers(ctx context.Context) ([]Worker, error)
-	// WorkersVersion is a number that changes with every change of the membership: a
-	// worker record created or removed, or its state, slot, registration or recorded
-	// silence changed (MembershipChanged). Heartbeats, acks and outbox heads and trims
-	// do not move it: a reader that saw it unchanged knows ListWorkers would return the
-	// same workers in the same states, with only those figures moved. A backend that
-	// cannot tell cheaply returns errors.ErrUnsupported.
-	WorkersVersion(ctx context.Context) (uint64, error)
-	ReadOutbox(ctx context.Context, worker string, after uint64, limit int) ([]OutboxEntry, error)
-
-	// Repos. CreateRepo inserts r unless a repo with r.ID exists; it returns the stored repo
-	// and whether it was created. r.ID is RepoID(r.URL), a function of the mirror path, so
-	// the id's uniqueness is the mirror path's: a URL whose path is taken gets the stored
-	// repo back, with its own (different) URL.
-	CreateRepo(ctx context.Context, r Repo) (Repo, bool, error)
-	// CreateRepoFenced is CreateRepo for the coordinator (the list sync): it writes only
-	// while term is the stored election term, else ErrFenced and nothing is written.
-	CreateRepoFenced(ctx context.Context, term int64, r Repo) (Repo, bool, error)
-	GetRepo(ctx context.Context, id string) (Repo, error)
-	// ListRepos pages through all repos by id; pass the returned cursor to continue ("" ends).
-	ListRepos(ctx context.Context, cursor string, limit int) ([]Repo, string, error)
-	// Listings by owner, needing a decision and stalest read indexes that may lag behind
-	// writes (DynamoDB GSIs): they may miss a repo that just qualified, but never return
-	// one that no longer does.
-	// ListReposByOwner pages through owner's repos in ring-position order (Repo.RingPos).
-	ListReposByOwner(ctx context.Context, owner string, cursor string, limit int) ([]Repo, string, error)
-	// ListReposByOwnerRange is ListReposByOwner limited to the repos whose RingPos lies in
-	// [from, to] (from <= to): the repos of one arc of the ring are one range read.
-	ListReposByOwnerRange(ctx context.Context, owner string, from, to uint64, cursor string, limit int) ([]Repo, string, error)
-	// ListReposNeedingDecision pages through the repos for which Repo.NeedsDecision holds
-	// and Repo.Need is need, by id.
-	ListReposNeedingDecision(ctx context.Context, need Need, cursor string, limit int) ([]Repo, string, error)
-	// ListStalest returns up to limit repos (limit <= 0: a backend default) ordered by
-	// CompareStaleness — never-succeeded repos first, the first added first — leaving out
-	// repos being deleted. It feeds the status page's "stalest" table; both backends serve
-	// it from an index (O(limit)).
-	ListStalest(ctx context.Context, limit int) ([]Repo, error)
-	RequestDelete(ctx context.Context, id string) error
-	// RequestDeleteFenced is RequestDelete for the coordinator (the list sync), fenced by
-	// term like CreateRepoFenced.
-	RequestDeleteFenced(ctx context.Context, term int64, id string) error
-	RequestSync(ctx context.Context, id string) error
-	// ReportFetch records a fetch outcome if owner/epoch still hold the repo and it is not
-	// being deleted, else ErrConflict.
-	ReportFetch(ctx context.Context, id, owner string, epoch int64, rep FetchReport) error
-	// HandBack marks an owned repo overflow (the disk guard), fenced like ReportFetch.
-	HandBack(ctx context.Context, id, owner string, epoch int64, reason string) error
-	CountRepos(ctx context.Context) (map[RepoState]int, error)
-
-	// Signals (ADR 21): a worker's hints to fetch repos now, beside the durable
-	// RequestSync. AddSignals adds ids to worker's signal sets without any condition
-	// (a hint for a worker that is gone is harmless and expires); GetSignals reads them
-	// strongly consistently (zero Signals when there are none); RemoveSignals takes the
-	// given ids out, leaving any added meanwhile.
-	AddSignals(ctx context.Context, worker string, sig Signals) error
-	GetSignals(ctx context.Context, worker string) (Signals, error)
-	RemoveSignals(ctx context.Context, worker string, sig Signals) error
-
-	GetListSync(ctx context.Context) (ListSync, error)
-	// GetSweep returns the anti-entropy sweep's state (zero before the first write).
-	GetSweep(ctx context.Context) (Sweep, error)
-
-	Close() error
-}
 
 // Signals are the repo ids a worker is asked to fetch at once: Hook those a forge's
 // push webhook named, OwnerHook those a hook the forge marked as set on the repo's

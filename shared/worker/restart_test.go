@@ -14,6 +14,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
@@ -21,9 +22,9 @@ import (
 
 // onBackends runs test on a bolt store and on DynamoDB Local (skipped, saying why,
 // where it is not running).
-func onBackends(t *testing.T, test func(t *testing.T, open func(t *testing.T) store.Store)) {
+func onBackends(t *testing.T, test func(t *testing.T, open func(t *testing.T) storetest.Store)) {
 	t.Run("bolt", func(t *testing.T) {
-		test(t, func(t *testing.T) store.Store {
+		test(t, func(t *testing.T) storetest.Store {
 			st, err := bolt.OpenWith(filepath.Join(t.TempDir(), "s.db"), bolt.Options{NoSync: true})
 			if err != nil {
 				t.Fatal(err)
@@ -33,12 +34,12 @@ func onBackends(t *testing.T, test func(t *testing.T, open func(t *testing.T) st
 		})
 	})
 	t.Run("dynamodb-local", func(t *testing.T) {
-		test(t, func(t *testing.T) store.Store { return dynamotest.Table(t, "worker", dynamo.Config{}) })
+		test(t, func(t *testing.T) storetest.Store { return dynamotest.Table(t, "worker", dynamo.Config{}) })
 	})
 }
 
 // joinedOn registers worker w1 on st (its first run) and takes a coordinator's term.
-func joinedOn(t *testing.T, st store.Store, cfg worker.Config) (store.Store, *clock.Virtual, store.Election) {
+func joinedOn(t *testing.T, st storetest.Store, cfg worker.Config) (storetest.Store, *clock.Virtual, store.Election) {
 	t.Helper()
 	clk := clock.NewVirtual(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))
 	cfg.ID, cfg.Lease = "w1", 1<<62
@@ -79,7 +80,7 @@ func (c *counting) ReadOutbox(ctx context.Context, w string, after uint64, limit
 func (c *counting) reset() { c.getRepo, c.listed, c.entries = 0, 0, 0 }
 
 // assignMany gives w1 n new repos, each with its outbox entry, as a bulk add does.
-func assignMany(t *testing.T, st store.Store, term int64, n int) {
+func assignMany(t *testing.T, st storetest.Store, term int64, n int) {
 	t.Helper()
 	ctx := context.Background()
 	head := getHead(t, st)
@@ -102,7 +103,7 @@ func assignMany(t *testing.T, st store.Store, term int64, n int) {
 	}
 }
 
-func getHead(t *testing.T, st store.Store) uint64 {
+func getHead(t *testing.T, st storetest.Store) uint64 {
 	t.Helper()
 	w, err := st.GetWorker(context.Background(), "w1")
 	if err != nil {
@@ -119,7 +120,7 @@ func TestRestartUnderABacklogKeepsHeartbeating(t *testing.T) {
 	onBackends(t, testRestartUnderABacklog)
 }
 
-func testRestartUnderABacklog(t *testing.T, open func(t *testing.T) store.Store) {
+func testRestartUnderABacklog(t *testing.T, open func(t *testing.T) storetest.Store) {
 	const n, slice = 3000, 500
 	ctx := context.Background()
 	cfg := worker.Config{ReplaySlice: slice, HostRate: -1}
@@ -165,7 +166,7 @@ func TestCutWorkerResyncsOnceAndReplaysNothing(t *testing.T) {
 	onBackends(t, testCutWorker)
 }
 
-func testCutWorker(t *testing.T, open func(t *testing.T) store.Store) {
+func testCutWorker(t *testing.T, open func(t *testing.T) storetest.Store) {
 	const n = 1200
 	ctx := context.Background()
 	cfg := worker.Config{ReplaySlice: 100000, HostRate: -1}

@@ -7,15 +7,15 @@ import (
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/dynamotest"
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/sim"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/dynamo"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
 // chaosConfig is a fleet of four workers with a short grace, so restarts land both
 // inside it (the worker resumes its record) and after it (a new incarnation).
-func chaosConfig(st, check store.Store, skew time.Duration) sim.Config {
+func chaosConfig(st, check storetest.Store, skew time.Duration) sim.Config {
 	return sim.Config{
 		Seed: 99, Store: st, CheckStore: check, Workers: 4, Tick: 10 * time.Second,
 		Coordinator:         coordinator.Config{Warmup: coordinator.NoWarmup, Grace: 2 * time.Minute, SuspectAfter: 30 * time.Second},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/sim"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
@@ -21,7 +22,7 @@ import (
 // linearStore serialises elections and fenced writes so their order is observable, and
 // records any fenced write that lands while a newer term exists (invariant 1).
 type linearStore struct {
-	store.Store
+	storetest.Store
 	mu       sync.Mutex
 	maxTerm  int64
 	stale    []string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -13,7 +14,7 @@ var ErrInjected = errors.New("injected failure")
 
 // CountingStore wraps a Store, counts its writes by kind and can fail a chosen Apply.
 type CountingStore struct {
-	store.Store
+	storetest.Store
 	mu     sync.Mutex
 	writes map[string]int
 	gen    uint64
@@ -30,7 +31,7 @@ func (c *CountingStore) Injected() int {
 }
 
 // NewCountingStore wraps s.
-func NewCountingStore(s store.Store) *CountingStore {
+func NewCountingStore(s storetest.Store) *CountingStore {
 	return &CountingStore{Store: s, writes: map[string]int{}}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/sim"
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 	"github.com/mirrorfleet/mirrorfleet/shared/store/bolt"
@@ -21,7 +22,7 @@ const (
 	heartbeat = 10 * time.Second
 )
 
-func boltStore(t *testing.T) store.Store {
+func boltStore(t *testing.T) storetest.Store {
 	t.Helper()
 	s, err := bolt.OpenWith(filepath.Join(t.TempDir(), "fleet.db"), bolt.Options{NoSync: true})
 	if err != nil {

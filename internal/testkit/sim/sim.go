@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/clock"
 	"github.com/mirrorfleet/mirrorfleet/shared/coordinator"
 	"github.com/mirrorfleet/mirrorfleet/shared/ring"
@@ -26,13 +27,13 @@ import (
 // Config describes a simulated fleet.
 type Config struct {
 	Seed         uint64
-	Store        store.Store   // required: the backend under test
-	Start        time.Time     // virtual start time; default 2026-01-01
-	Step         time.Duration // granularity of simulated time; default 1 s
-	Tick         time.Duration // coordinator tick interval; default 10 s
-	Coordinators int           // default 1
-	Workers      int           // workers started at the beginning
-	FetchTime    time.Duration // simulated duration of one fetch; default 2 s
+	Store        storetest.Store // required: the backend under test
+	Start        time.Time       // virtual start time; default 2026-01-01
+	Step         time.Duration   // granularity of simulated time; default 1 s
+	Tick         time.Duration   // coordinator tick interval; default 10 s
+	Coordinators int             // default 1
+	Workers      int             // workers started at the beginning
+	FetchTime    time.Duration   // simulated duration of one fetch; default 2 s
 	Coordinator  coordinator.Config
 	Worker       worker.Config
 	Log          *slog.Logger // default: discard
@@ -46,7 +47,7 @@ type Config struct {
 	TolerateStoreErrors bool
 	// CheckStore, if set, is what the invariant checks read (Store may inject
 	// failures into what the fleet reads; the checks must see the truth).
-	CheckStore store.Store
+	CheckStore storetest.Store
 }
 
 // Node is one simulated worker process.
@@ -497,7 +498,7 @@ func (s *Sim) ownership() (map[string]store.Repo, error) {
 }
 
 // reader is the store the checks read.
-func (s *Sim) reader() store.Store {
+func (s *Sim) reader() storetest.Store {
 	if s.cfg.CheckStore != nil {
 		return s.cfg.CheckStore
 	}

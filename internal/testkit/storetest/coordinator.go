@@ -11,7 +11,7 @@ import (
 
 // Election, ring, list sync and the fenced Apply.
 
-func testEmptyStore(t *testing.T, s store.Store) {
+func testEmptyStore(t *testing.T, s Store) {
 	ctx := t.Context()
 	e, err := s.GetElection(ctx)
 	noErr(t, err, "GetElection")
@@ -62,7 +62,7 @@ func testEmptyStore(t *testing.T, s store.Store) {
 	}
 }
 
-func testCASElection(t *testing.T, s store.Store) {
+func testCASElection(t *testing.T, s Store) {
 	ctx := t.Context()
 	first := store.Election{Version: 42, Term: 1, VotedFor: "coord-a", LeaseUntil: t0.Add(15 * time.Second), LastCallTime: t0}
 	got, err := s.CASElection(ctx, 0, first)
@@ -91,7 +91,7 @@ func testCASElection(t *testing.T, s store.Store) {
 	equal(t, "stored second election", stored, second, normElection)
 }
 
-func testCASElectionRace(t *testing.T, s store.Store) {
+func testCASElectionRace(t *testing.T, s Store) {
 	ctx := t.Context()
 	for expect := range int64(2) { // from no record, then from an existing one
 		errs := race(32, func(i int) error {
@@ -118,7 +118,7 @@ func sampleRing(n int) store.Ring {
 	return r
 }
 
-func testPutRing(t *testing.T, s store.Store) {
+func testPutRing(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	mustApply(t, s, term, store.PutRing{Ring: sampleRing(1), ExpectVersion: 0})
@@ -166,7 +166,7 @@ func testPutRing(t *testing.T, s store.Store) {
 	equal(t, "second ring", got, want, normRing)
 }
 
-func testPutRingRace(t *testing.T, s store.Store) {
+func testPutRingRace(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	errs := race(32, func(i int) error {
@@ -180,7 +180,7 @@ func testPutRingRace(t *testing.T, s store.Store) {
 	equal(t, "ring after race", got, want, normRing)
 }
 
-func testPutListSync(t *testing.T, s store.Store) {
+func testPutListSync(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	first := store.ListSync{Version: 5, Commit: "abc123", AppliedAt: t0, Extra: []byte(`{"bad_lines":[3,9]}`)}
@@ -211,7 +211,7 @@ func testPutListSync(t *testing.T, s store.Store) {
 	equal(t, "second list sync", got, second, normListSync)
 }
 
-func testApplyFenced(t *testing.T, s store.Store) {
+func testApplyFenced(t *testing.T, s Store) {
 	ctx := t.Context()
 	claim(t, s, "w1")
 	r := createRepos(t, s, 1)[0]
@@ -250,7 +250,7 @@ func testApplyFenced(t *testing.T, s store.Store) {
 	}
 }
 
-func testApplyAtomic(t *testing.T, s store.Store) {
+func testApplyAtomic(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	claim(t, s, "w1")
@@ -320,7 +320,7 @@ func testApplyAtomic(t *testing.T, s store.Store) {
 	}
 }
 
-func testApplyTooLarge(t *testing.T, s store.Store) {
+func testApplyTooLarge(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	claim(t, s, "w1")
@@ -355,7 +355,7 @@ func testApplyTooLarge(t *testing.T, s store.Store) {
 }
 
 // A canceled context must fail the call without writing.
-func testCanceledContext(t *testing.T, s store.Store) {
+func testCanceledContext(t *testing.T, s Store) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := s.CASElection(ctx, 0, store.Election{Term: 1}); err == nil {
@@ -373,7 +373,7 @@ func testCanceledContext(t *testing.T, s store.Store) {
 // testStaleTermWritesNothing: once another coordinator took the next term, no write the
 // old leader can make lands — each kind of mutation alone, and the list sync's fenced
 // creates and deletes — and the current term's do.
-func testStaleTermWritesNothing(t *testing.T, s store.Store) {
+func testStaleTermWritesNothing(t *testing.T, s Store) {
 	ctx := t.Context()
 	old := lead(t, s)
 	claim(t, s, "w1")
@@ -432,7 +432,7 @@ func testStaleTermWritesNothing(t *testing.T, s store.Store) {
 }
 
 // testPutSweep: the anti-entropy sweep's state is a versioned singleton, fenced by term.
-func testPutSweep(t *testing.T, s store.Store) {
+func testPutSweep(t *testing.T, s Store) {
 	ctx := t.Context()
 	got, err := s.GetSweep(ctx)
 	noErr(t, err, "GetSweep")

@@ -15,7 +15,7 @@ import (
 
 // Repos, their listings and indexes.
 
-func testCreateRepo(t *testing.T, s store.Store) {
+func testCreateRepo(t *testing.T, s Store) {
 	ctx := t.Context()
 	r := newRepo(1)
 	got, created, err := s.CreateRepo(ctx, r)
@@ -54,7 +54,7 @@ func testCreateRepo(t *testing.T, s store.Store) {
 
 // testOneRepoPerMirrorPath: repo ids come from the mirror path, so URLs that would
 // share a mirror directory cannot both be stored, also when added at the same time.
-func testOneRepoPerMirrorPath(t *testing.T, s store.Store) {
+func testOneRepoPerMirrorPath(t *testing.T, s Store) {
 	ctx := t.Context()
 	mk := func(url string) store.Repo {
 		return store.Repo{ID: store.RepoID(url), URL: url, Source: store.SourceAPI, State: store.RepoPending, CreatedAt: t0}
@@ -106,7 +106,7 @@ func testOneRepoPerMirrorPath(t *testing.T, s store.Store) {
 	checkIndexes(t, s)
 }
 
-func testListReposPaging(t *testing.T, s store.Store) {
+func testListReposPaging(t *testing.T, s Store) {
 	ctx := t.Context()
 	rs := createRepos(t, s, 25)
 	byID := map[string]store.Repo{}
@@ -136,7 +136,7 @@ func testListReposPaging(t *testing.T, s store.Store) {
 	wantIDs(t, "ListRepos across a write", append(page, rest...), ids(rs))
 }
 
-func testListReposByOwner(t *testing.T, s store.Store) {
+func testListReposByOwner(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	rs := createRepos(t, s, 12)
@@ -180,7 +180,7 @@ func testListReposByOwner(t *testing.T, s store.Store) {
 
 // testListReposByOwnerRange reads arcs of the ring: every range of positions, ends
 // included, holds exactly the owner's repos whose RingPos lies in it, whatever the page.
-func testListReposByOwnerRange(t *testing.T, s store.Store) {
+func testListReposByOwnerRange(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	rs := createRepos(t, s, 30)
@@ -254,7 +254,7 @@ func testListReposByOwnerRange(t *testing.T, s store.Store) {
 // testListReposNeedingDecision pages through both parts of the index: pending repos
 // (waiting for an owner) apart from those that need an action, so a million pending
 // never delay a delete.
-func testListReposNeedingDecision(t *testing.T, s store.Store) {
+func testListReposNeedingDecision(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	rs := createRepos(t, s, 12)
@@ -300,7 +300,7 @@ func testListReposNeedingDecision(t *testing.T, s store.Store) {
 	checkIndexes(t, s, "w1", "w2")
 }
 
-func testAssignRepo(t *testing.T, s store.Store) {
+func testAssignRepo(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	r := createRepos(t, s, 1)[0]
@@ -362,7 +362,7 @@ func testAssignRepo(t *testing.T, s store.Store) {
 	wantUnchanged(t, "fetch report on a deleting repo", before, s)
 }
 
-func testDeleteRepo(t *testing.T, s store.Store) {
+func testDeleteRepo(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	rs := createRepos(t, s, 2)
@@ -390,7 +390,7 @@ func testDeleteRepo(t *testing.T, s store.Store) {
 	checkIndexes(t, s, "w1")
 }
 
-func testRequestDeleteAndSync(t *testing.T, s store.Store) {
+func testRequestDeleteAndSync(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	wantErr(t, s.RequestDelete(ctx, "r-none"), store.ErrNotFound, "RequestDelete of an unknown repo")
@@ -424,7 +424,7 @@ func testRequestDeleteAndSync(t *testing.T, s store.Store) {
 	wantIDs(t, "needing a decision", needing(t, s), ids(rs))
 }
 
-func testReportFetch(t *testing.T, s store.Store) {
+func testReportFetch(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	r := createRepos(t, s, 1)[0]
@@ -471,7 +471,7 @@ func testReportFetch(t *testing.T, s store.Store) {
 // A report that keeps the state (a backend may write it another way than a state change)
 // copies every field too, zero ones included; the poll statistics then move with the repo
 // so its next owner learns from them.
-func testReportFetchKeepingState(t *testing.T, s store.Store) {
+func testReportFetchKeepingState(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	r := createRepos(t, s, 1)[0]
@@ -511,7 +511,7 @@ func testReportFetchKeepingState(t *testing.T, s store.Store) {
 	checkIndexes(t, s, "w2")
 }
 
-func testHandBack(t *testing.T, s store.Store) {
+func testHandBack(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	r := createRepos(t, s, 1)[0]
@@ -534,7 +534,7 @@ func testHandBack(t *testing.T, s store.Store) {
 	checkIndexes(t, s, "w1")
 }
 
-func testCountRepos(t *testing.T, s store.Store) {
+func testCountRepos(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	rs := createRepos(t, s, 6)
@@ -555,7 +555,7 @@ func testCountRepos(t *testing.T, s store.Store) {
 	checkIndexes(t, s, "w1")
 }
 
-func wantCounts(t *testing.T, s store.Store, want map[store.RepoState]int) {
+func wantCounts(t *testing.T, s Store, want map[store.RepoState]int) {
 	t.Helper()
 	got, err := s.CountRepos(t.Context())
 	noErr(t, err, "CountRepos")
@@ -580,7 +580,7 @@ func allStates(ms ...map[store.RepoState]int) []store.RepoState {
 
 // testIndexesStayExact walks repos through every kind of write and checks after each
 // that the owner index, the needs-decision index and the counts match the repos.
-func testIndexesStayExact(t *testing.T, s store.Store) {
+func testIndexesStayExact(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	owners := []string{"w1", "w2", "w3", "w9"}
@@ -637,7 +637,7 @@ func testIndexesStayExact(t *testing.T, s store.Store) {
 
 // needing lists both parts of the needs-decision index, checking each holds only its
 // own; it returns them by id.
-func needing(t *testing.T, s store.Store) []store.Repo {
+func needing(t *testing.T, s Store) []store.Repo {
 	t.Helper()
 	var all []store.Repo
 	for _, need := range []store.Need{store.NeedAction, store.NeedOwner} {
@@ -661,7 +661,7 @@ func byPos(a, b store.Repo) int {
 }
 
 // checkIndexes derives what each index must hold from a full listing and compares.
-func checkIndexes(t *testing.T, s store.Store, owners ...string) {
+func checkIndexes(t *testing.T, s Store, owners ...string) {
 	t.Helper()
 	ctx := t.Context()
 	all := pageAll(t, "ListRepos", 3, func(c string) ([]store.Repo, string, error) { return s.ListRepos(ctx, c, 3) })

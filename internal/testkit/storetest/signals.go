@@ -9,7 +9,7 @@ import (
 
 // Signals (ADR 21): hints to a worker, beside the durable sync request.
 
-func getSignals(t *testing.T, s store.Store, worker string) store.Signals {
+func getSignals(t *testing.T, s Store, worker string) store.Signals {
 	t.Helper()
 	sig, err := s.GetSignals(t.Context(), worker)
 	noErr(t, err, "GetSignals("+worker+")")
@@ -29,7 +29,7 @@ func normSignals(s store.Signals) store.Signals {
 	return s
 }
 
-func testSignals(t *testing.T, s store.Store) {
+func testSignals(t *testing.T, s Store) {
 	ctx := t.Context()
 	if got := getSignals(t, s, "w-a"); !got.Empty() {
 		t.Fatalf("signals of a worker never signalled: %+v, want none", got)
@@ -82,7 +82,7 @@ func testSignals(t *testing.T, s store.Store) {
 }
 
 // Concurrent writers never lose each other's ids (the API Lambda's writes race).
-func testSignalsRace(t *testing.T, s store.Store) {
+func testSignalsRace(t *testing.T, s Store) {
 	const n = 16
 	errs := race(n, func(i int) error {
 		return s.AddSignals(t.Context(), "w-a", store.Signals{Hook: []string{fmt.Sprintf("r%02d", i)}})

@@ -10,7 +10,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
-func testListStalest(t *testing.T, s store.Store) {
+func testListStalest(t *testing.T, s Store) {
 	ctx := t.Context()
 	got, err := s.ListStalest(ctx, 5)
 	noErr(t, err, "ListStalest on an empty store")

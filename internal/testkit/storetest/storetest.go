@@ -1,10 +1,10 @@
-// Package storetest is the conformance suite every store.Store backend runs:
+// Package storetest is the conformance suite every store backend runs:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) store.Store { ... a fresh, empty store ... })
+//		storetest.Run(t, func(t *testing.T) storetest.Store { ... a fresh, empty store ... })
 //	}
 //
-// It only uses the store.Store interface, so it holds for bbolt and DynamoDB alike. It
+// It only uses the Store interface, so it holds for bbolt and DynamoDB alike. It
 // never puts two mutations on the same item in one Apply, which DynamoDB transactions
 // reject.
 package storetest
@@ -23,10 +23,10 @@ import (
 
 // Run runs the suite. newStore must return a fresh, empty store for each subtest and
 // arrange (with t.Cleanup) to close it.
-func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s store.Store)
+		fn   func(t *testing.T, s Store)
 	}{
 		{"EmptyStore", testEmptyStore},
 		{"CASElection", testCASElection},
@@ -78,7 +78,7 @@ var t0 = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.FixedZone("IST", 5*36
 // ---- fixtures ----
 
 // lead makes the test the leader at term 1 and returns the term.
-func lead(t *testing.T, s store.Store) int64 {
+func lead(t *testing.T, s Store) int64 {
 	t.Helper()
 	e, err := s.CASElection(t.Context(), 0, store.Election{Term: 1, VotedFor: "coord-a", LeaseUntil: t0.Add(15 * time.Second), LastCallTime: t0})
 	if err != nil {
@@ -87,14 +87,14 @@ func lead(t *testing.T, s store.Store) int64 {
 	return e.Term
 }
 
-func mustApply(t *testing.T, s store.Store, term int64, muts ...store.Mutation) {
+func mustApply(t *testing.T, s Store, term int64, muts ...store.Mutation) {
 	t.Helper()
 	if err := s.Apply(t.Context(), term, muts); err != nil {
 		t.Fatalf("Apply(%d, %+v): %v", term, muts, err)
 	}
 }
 
-func claim(t *testing.T, s store.Store, id string) store.Worker {
+func claim(t *testing.T, s Store, id string) store.Worker {
 	t.Helper()
 	w, err := s.ClaimSlot(t.Context(), store.Worker{ID: id, StartedAt: t0}, 64)
 	if err != nil {
@@ -103,7 +103,7 @@ func claim(t *testing.T, s store.Store, id string) store.Worker {
 	return w
 }
 
-func heartbeat(t *testing.T, s store.Store, id string, at time.Time) store.Worker {
+func heartbeat(t *testing.T, s Store, id string, at time.Time) store.Worker {
 	t.Helper()
 	w, err := s.Heartbeat(t.Context(), id, store.Heartbeat{At: at})
 	if err != nil {
@@ -124,7 +124,7 @@ func newRepo(i int) store.Repo {
 	return r
 }
 
-func createRepos(t *testing.T, s store.Store, n int) []store.Repo {
+func createRepos(t *testing.T, s Store, n int) []store.Repo {
 	t.Helper()
 	var rs []store.Repo
 	for i := range n {
@@ -137,7 +137,7 @@ func createRepos(t *testing.T, s store.Store, n int) []store.Repo {
 	return rs
 }
 
-func getRepo(t *testing.T, s store.Store, id string) store.Repo {
+func getRepo(t *testing.T, s Store, id string) store.Repo {
 	t.Helper()
 	r, err := s.GetRepo(t.Context(), id)
 	if err != nil {
@@ -146,7 +146,7 @@ func getRepo(t *testing.T, s store.Store, id string) store.Repo {
 	return r
 }
 
-func getWorker(t *testing.T, s store.Store, id string) store.Worker {
+func getWorker(t *testing.T, s Store, id string) store.Worker {
 	t.Helper()
 	w, err := s.GetWorker(t.Context(), id)
 	if err != nil {
@@ -155,7 +155,7 @@ func getWorker(t *testing.T, s store.Store, id string) store.Worker {
 	return w
 }
 
-func readOutbox(t *testing.T, s store.Store, worker string, after uint64, limit int) []store.OutboxEntry {
+func readOutbox(t *testing.T, s Store, worker string, after uint64, limit int) []store.OutboxEntry {
 	t.Helper()
 	es, err := s.ReadOutbox(t.Context(), worker, after, limit)
 	if err != nil {
@@ -319,7 +319,7 @@ type snapshot struct {
 	Counts   map[store.RepoState]int
 }
 
-func snap(t *testing.T, s store.Store) snapshot {
+func snap(t *testing.T, s Store) snapshot {
 	t.Helper()
 	ctx := t.Context()
 	var sn snapshot
@@ -354,7 +354,7 @@ func snap(t *testing.T, s store.Store) snapshot {
 	return sn
 }
 
-func wantUnchanged(t *testing.T, what string, before snapshot, s store.Store) {
+func wantUnchanged(t *testing.T, what string, before snapshot, s Store) {
 	t.Helper()
 	if after := snap(t, s); !reflect.DeepEqual(before, after) {
 		t.Fatalf("%s changed the store:\nbefore %+v\n after %+v", what, before, after)

@@ -12,7 +12,7 @@ import (
 
 // Worker membership, heartbeats and outboxes.
 
-func testClaimSlot(t *testing.T, s store.Store) {
+func testClaimSlot(t *testing.T, s Store) {
 	ctx := t.Context()
 	const maxSlots = 4
 	a := store.Worker{ID: "w-a", Slot: 99, StartedAt: t0, HeartbeatAt: t0, DiskTotal: 1 << 40}
@@ -72,7 +72,7 @@ func testClaimSlot(t *testing.T, s store.Store) {
 	}
 }
 
-func testClaimSlotRace(t *testing.T, s store.Store) {
+func testClaimSlotRace(t *testing.T, s Store) {
 	ctx := t.Context()
 	const n, maxSlots = 32, 20
 	slots := make([]int, n)
@@ -114,7 +114,7 @@ func testClaimSlotRace(t *testing.T, s store.Store) {
 	}
 }
 
-func testClaimSlotSameIDRace(t *testing.T, s store.Store) {
+func testClaimSlotSameIDRace(t *testing.T, s Store) {
 	ctx := t.Context()
 	errs := race(16, func(i int) error {
 		_, err := s.ClaimSlot(ctx, store.Worker{ID: "w-same", DiskTotal: int64(i)}, 64)
@@ -130,7 +130,7 @@ func testClaimSlotSameIDRace(t *testing.T, s store.Store) {
 	}
 }
 
-func testHeartbeat(t *testing.T, s store.Store) {
+func testHeartbeat(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	claimed := claim(t, s, "w1")
@@ -195,7 +195,7 @@ func testHeartbeat(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound, "GetWorker after a refused heartbeat")
 }
 
-func testLeave(t *testing.T, s store.Store) {
+func testLeave(t *testing.T, s Store) {
 	ctx := t.Context()
 	wantErr(t, s.Leave(ctx, "w-none"), store.ErrNotFound, "Leave of an unknown worker")
 	claim(t, s, "w1")
@@ -205,7 +205,7 @@ func testLeave(t *testing.T, s store.Store) {
 	equal(t, "worker after Leave", getWorker(t, s, "w1"), want, normWorker)
 }
 
-func testSetWorkerState(t *testing.T, s store.Store) {
+func testSetWorkerState(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	claim(t, s, "w1")
@@ -242,7 +242,7 @@ func testSetWorkerState(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound, "SetWorkerState created a worker")
 }
 
-func testDeleteWorker(t *testing.T, s store.Store) {
+func testDeleteWorker(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	claim(t, s, "w1")
@@ -294,7 +294,7 @@ func testDeleteWorker(t *testing.T, s store.Store) {
 	wantErr(t, err, store.ErrNotFound, "GetWorker after unconditional DeleteWorker")
 }
 
-func testOutbox(t *testing.T, s store.Store) {
+func testOutbox(t *testing.T, s Store) {
 	ctx := t.Context()
 	term := lead(t, s)
 	claim(t, s, "w1")
@@ -413,7 +413,7 @@ func testOutbox(t *testing.T, s store.Store) {
 // testWorkersVersion: every change of the membership moves the version, so a coordinator
 // that saw it unchanged may keep its plan; heartbeats and outbox writes do not, so a
 // live fleet's ticks can be quiet. A backend may say it keeps none.
-func testWorkersVersion(t *testing.T, s store.Store) {
+func testWorkersVersion(t *testing.T, s Store) {
 	ctx := t.Context()
 	version := func(what string) uint64 {
 		t.Helper()

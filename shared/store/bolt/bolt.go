@@ -1,4 +1,4 @@
-// Package bolt implements store.Store on a local bbolt file, for single-host fleets and
+// Package bolt implements the store (storetest.Store) on a local bbolt file, for single-host fleets and
 // tests. Every write is one bbolt read-write transaction; bbolt serialises those, so each
 // conditional write is checked and applied atomically. The files follow the DynamoDB
 // store's: election.go, apply.go, workers.go, repos.go, ring.go.
@@ -68,13 +68,11 @@ const layout = 3
 // SchemaVersion is the schema version of the file once opened: always this code's.
 func (s *Store) SchemaVersion() int64 { return layout }
 
-// Store is a store.Store backed by one bbolt file. It is safe for concurrent use.
+// Store is the store backed by one bbolt file. It is safe for concurrent use.
 type Store struct {
 	db    *bbolt.DB
 	cache bodyCache
 }
-
-var _ store.Store = (*Store)(nil)
 
 // Options tune a store.
 type Options struct {

@@ -22,7 +22,7 @@ func open(t *testing.T, path string) *bolt.Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
+	storetest.Run(t, func(t *testing.T) storetest.Store {
 		return open(t, filepath.Join(t.TempDir(), "fleet.db"))
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
@@ -46,17 +47,17 @@ func TestCreateReposIsCreateRepoInBulk(t *testing.T) {
 		t.Fatal("CreateRepos took an empty id")
 	}
 
-	reads := map[string]func(st store.Store) (any, error){
-		"counts": func(st store.Store) (any, error) { return st.CountRepos(ctx) },
-		"pending": func(st store.Store) (any, error) {
+	reads := map[string]func(st storetest.Store) (any, error){
+		"counts": func(st storetest.Store) (any, error) { return st.CountRepos(ctx) },
+		"pending": func(st storetest.Store) (any, error) {
 			rs, _, err := st.ListReposNeedingDecision(ctx, store.NeedOwner, "", 1000)
 			return rs, err
 		},
-		"all": func(st store.Store) (any, error) {
+		"all": func(st storetest.Store) (any, error) {
 			rs, _, err := st.ListRepos(ctx, "", 1000)
 			return rs, err
 		},
-		"stalest": func(st store.Store) (any, error) { return st.ListStalest(ctx, 1000) },
+		"stalest": func(st storetest.Store) (any, error) { return st.ListStalest(ctx, 1000) },
 	}
 	for name, read := range reads {
 		got, err := read(bulk)

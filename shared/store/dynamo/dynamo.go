@@ -1,4 +1,4 @@
-// Package dynamo implements store.Store on one DynamoDB table (docs/store-dynamodb.md).
+// Package dynamo implements the store (storetest.Store) on one DynamoDB table (docs/store-dynamodb.md).
 //
 // The table layout, the indexes and what each operation costs are described in
 // docs/store-dynamodb.md; why every coordinator write is fenced by the election term, and
@@ -29,8 +29,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
 // Config configures a Store.
@@ -57,15 +55,13 @@ type Config struct {
 // trims them at its next tick, so a week-old entry belongs to a worker long declared dead.
 const DefaultOutboxTTL = 7 * 24 * time.Hour
 
-// Store is a store.Store on one DynamoDB table. It is safe for concurrent use.
+// Store is the store on one DynamoDB table. It is safe for concurrent use.
 type Store struct {
 	db    *dynamodb.Client
 	table string
 	cfg   Config
 	ring  ringCache
 }
-
-var _ store.Store = (*Store)(nil)
 
 // New returns a Store on cfg.Table. It does not create the table: see CreateTable.
 func New(ctx context.Context, cfg Config) (*Store, error) {

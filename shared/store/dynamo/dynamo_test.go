@@ -24,7 +24,6 @@ import (
 	minidyn "github.com/truora/minidyn/server"
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/storetest"
-	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
 // endpointEnv names the DynamoDB Local endpoint `make unit` starts.
@@ -198,7 +197,7 @@ var minidynSkips = map[string]string{
 func TestConformanceMinidyn(t *testing.T) {
 	t.Parallel()
 	tr := minidynTier(t)
-	storetest.Run(t, func(t *testing.T) store.Store {
+	storetest.Run(t, func(t *testing.T) storetest.Store {
 		if why, ok := minidynSkips[path.Base(t.Name())]; ok {
 			t.Skip(why)
 		}
@@ -209,7 +208,7 @@ func TestConformanceMinidyn(t *testing.T) {
 func TestConformanceDynamoDBLocal(t *testing.T) {
 	t.Parallel()
 	tr := localTier(t)
-	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, tr.client, Config{}) })
+	storetest.Run(t, func(t *testing.T) storetest.Store { return newStore(t, tr.client, Config{}) })
 }
 
 // bothTiers runs fn against minidyn and, when it is running, DynamoDB Local.
