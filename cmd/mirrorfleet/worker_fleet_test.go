@@ -55,7 +55,7 @@ func (p *proc) exited() bool {
 	}
 }
 
-// Two worker processes on DynamoDB Local and a shared mirror root, a coordinator ticking
+// Two `mirrorfleet worker` processes on DynamoDB Local and a shared mirror root, a coordinator ticking
 // in the test: every repo gets mirrored; one worker is SIGKILLed; after the grace the
 // survivor owns every repo and follows new upstream commits; no repo is lost or owned
 // twice; SIGTERM then stops the survivor cleanly, with a goodbye.
@@ -65,6 +65,9 @@ func TestTwoWorkerProcessesSurviveAKill(t *testing.T) {
 		t.Skip("multi-process fleet test: skipped in -short mode")
 	}
 	srv := gittest.NewServer(t) // skips without git http-backend
+	// `mirrorfleet worker` is what the ECS task runs; the build (shared with the other
+	// tests of the binary) is not the fleet's time.
+	bin := binary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -72,8 +75,6 @@ func TestTwoWorkerProcessesSurviveAKill(t *testing.T) {
 	// DynamoDB Local keeps one database per access key and region: the workers use the
 	// test's pair.
 	creds := map[string]string{"AWS_ACCESS_KEY_ID": dynamotest.AccessKey, "AWS_SECRET_ACCESS_KEY": dynamotest.AccessKey, "AWS_REGION": dynamotest.Region}
-	bin := buildWorker(t)
-	t.Logf("%s: worker binary built", time.Since(start).Round(time.Millisecond))
 	st := dynamotest.Table(t, "mf_fleet", dynamo.Config{})
 	root := t.TempDir()
 	// Only to compute mirror paths; created before the workers start, as New clears
@@ -251,17 +252,6 @@ func waitFor(t *testing.T, ctx context.Context, what string, d time.Duration, co
 	}
 }
 
-// buildWorker builds this package's binary (the ECS entry point, not a test helper).
-func buildWorker(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "worker")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./worker: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // runCoordinator ticks a coordinator until the test ends, as the Lambda would on its
 // schedule, only faster.
 func runCoordinator(t *testing.T, ctx context.Context, st *dynamo.Store) {
@@ -311,7 +301,7 @@ func startWorker(t *testing.T, bin, id, ep, table, root string, creds map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin)
+	p.cmd = exec.Command(bin, "worker")
 	p.cmd.Stdout, p.cmd.Stderr = out, errf
 	p.cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + os.TempDir(),
