@@ -40,8 +40,11 @@ vet:
 
 # The CDK app is tested without -race: the race build of the CDK bindings alone takes
 # minutes, and jsii's own code is not what the race detector is for here.
+# The status page's browser tests need Chromium: scripts/chromium.sh installs it where
+# it can, and with MIRRORFLEET_CHROMIUM set the tests fail rather than skip without it.
 unit:
-	bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m $$($(GO) list ./... | grep -v /infra)
+	MIRRORFLEET_CHROMIUM=$${MIRRORFLEET_CHROMIUM:-$$(bash scripts/chromium.sh)} \
+		bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m $$($(GO) list ./... | grep -v /infra)
 
 # A short run of the fuzz targets, each against its real counterpart (the clone
 # detector against git upload-pack; ~10 s here). A count, not a duration: Go 1.26's

@@ -30,6 +30,7 @@ require (
 	github.com/truora/minidyn v0.7.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.48.0
+	golang.org/x/term v0.46.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
 )

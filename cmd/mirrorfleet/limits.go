@@ -15,7 +15,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/membudget"
 	"github.com/mirrorfleet/mirrorfleet/shared/mirror"
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 // limitFlags adds the flags of what an upstream or a client may make the fleet hold:
@@ -144,6 +144,5 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return term.IsTerminal(int(f.Fd()))
 }

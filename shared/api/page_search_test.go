@@ -190,10 +190,7 @@ func newBrowserSized(t *testing.T, w, h int) context.Context {
 
 func browser(t *testing.T, javascript bool, w, h int) context.Context {
 	t.Helper()
-	bin := findChromium()
-	if bin == "" {
-		t.Skip("chromium not installed: apt-get install chromium")
-	}
+	bin := chromium(t)
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),

@@ -16,26 +16,30 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/store"
 )
 
-// findChromium returns a Chromium or Chrome binary, or "" when none is installed.
-func findChromium() string {
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium"
+// chromium returns the Chromium or Chrome binary the browser tests drive:
+// $MIRRORFLEET_CHROMIUM (make unit sets it, and then a missing binary fails the test),
+// else one on PATH; without any the test skips.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("MIRRORFLEET_CHROMIUM"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("MIRRORFLEET_CHROMIUM: %v", err)
+		}
+		return bin
 	}
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
+	t.Skip("chromium not installed (apt-get install chromium; make unit installs it where it can)")
 	return ""
 }
 
 // TestStatusPage loads the status page in headless Chromium against a seeded store and
 // checks what it renders, then that it says so when the API goes away.
 func TestStatusPage(t *testing.T) {
-	bin := findChromium()
-	if bin == "" {
-		t.Skip("chromium not installed: apt-get install chromium")
-	}
+	bin := chromium(t)
 	e := newEnv(t, func(c *Config) { c.CloneBaseURL = "http://git.test" })
 	seedFleet(t, e)
 	wantCounts := map[store.RepoState]int{store.RepoOK: 5, store.RepoPending: 2, store.RepoFailing: 1, store.RepoGone: 1, store.RepoCloning: 3, store.RepoOverflow: 0, store.RepoDeleting: 1}
