@@ -148,28 +148,39 @@ func TestSimulatedOptimumMatchesTheClosedForm(t *testing.T) {
 	cfg := runConfig{Budget: 1, End: 170, Windows: []window{{30, 150}}}
 	up := pop.NewUpstream(5, cfg.End, 0, batch, targets)
 	r := run(pop, up, optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
-	want := analyticOptimum(pop, cfg.Budget*3000) * 24
-	if math.Abs(r.LagMeanH-want)/want > 0.15 {
+	want, _ := newOptimumAlloc(up, cfg.Windows[0], 0.5, nil).lag(cfg.Budget * 3000)
+	if math.Abs(r.LagMeanH-want)/want > 0.04 {
 		t.Fatalf("simulated optimum %.2f h, closed form %.2f h", r.LagMeanH, want)
 	}
 	if r.DormantPolls > 0.01 {
 		t.Fatalf("optimum spent %.3f of its polls on dormant repos", r.DormantPolls)
 	}
+	// Over the expected pushes, the closed form is (Σ√λ)²/(2·R·Σλ).
+	var sq, sum float64
+	for _, r := range pop.Rates {
+		sq += math.Sqrt(r)
+		sum += r
+	}
+	if expected := sq * sq / (2 * cfg.Budget * 3000 * sum) * 24; math.Abs(want-expected)/expected > 0.05 {
+		t.Fatalf("closed form over the window's pushes %.2f h, over the expected ones %.2f h", want, expected)
+	}
 }
 
+// The optimum of a drifting population follows each repo's rate as it changes: its lag
+// is the closed form's over the same pushes, each waiting half the period of its repo's
+// rate when it was pushed. A repo that stops is polled once more, for what it pushed
+// before (and no more).
 func TestDriftingOptimumFollowsEachRepoAtOnce(t *testing.T) {
 	pop := NewPopulation(3000, 5, targets)
 	cfg := runConfig{Budget: 1, End: 200, Windows: []window{{60, 180}}}
 	up := pop.NewUpstream(5, cfg.End, 0.1, batch, targets)
 	r := run(pop, up, optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
-	// It never polls a repo while it is dormant, and catches a woken repo's pushes as
-	// soon as a repo of its new rate would be: its lag is the stationary optimum's.
-	if r.DormantPolls != 0 {
-		t.Fatalf("drifting optimum spent %.3f of its polls on dormant repos", r.DormantPolls)
+	if r.DormantPolls > 0.01 || r.Censored != 0 {
+		t.Fatalf("drifting optimum spent %.3f of its polls on dormant repos, %d commits never fetched", r.DormantPolls, r.Censored)
 	}
-	steady := run(pop, pop.NewUpstream(5, cfg.End, 0, batch, targets), optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
-	if r.LagMeanH > 1.5*steady.LagMeanH || r.Commits == 0 {
-		t.Fatalf("drifting optimum's lag %.2f h, stationary %.2f h", r.LagMeanH, steady.LagMeanH)
+	want, _ := newOptimumAlloc(up, cfg.Windows[0], 0.5, nil).lag(cfg.Budget * 3000)
+	if math.Abs(r.LagMeanH-want)/want > 0.04 || r.Commits == 0 {
+		t.Fatalf("drifting optimum's lag %.2f h, closed form %.2f h", r.LagMeanH, want)
 	}
 }
 
@@ -285,17 +296,25 @@ func TestCostsAreMeasuredOnARealWorkerAndRealMirrors(t *testing.T) {
 // the silent repos take a larger share of the polls.
 func TestDriftBoundAgreesWithTheStationaryOne(t *testing.T) {
 	pop := NewPopulation(3000, 5, targets)
-	days := []float64{40, 60}
-	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, nil, rand.New(rand.NewPCG(5, 1)))
-	want := bound(pop, 50, 2, rand.New(rand.NewPCG(5, 2)))
+	w := window{40, 60}
+	up := pop.NewUpstream(5, 61, 0, batch, targets)
+	opt := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * 3000) }
+	steady := driftBound(pop, up, 1e-6, w, []float64{1}, opt, rand.New(rand.NewPCG(5, 1)))[0]
+	want := bound(pop, up, 50, w, []float64{1}, opt, 2, rand.New(rand.NewPCG(5, 2)))[0]
 	if math.Abs(steady.Ratio/want.Ratio-1) > 0.03 || math.Abs(steady.DormantPolls-want.DormantPolls) > 0.01 {
 		t.Fatalf("filtered bound without changes %.3f (dormant %.3f), stationary bound %.3f (dormant %.3f)",
 			steady.Ratio, steady.DormantPolls, want.Ratio, want.DormantPolls)
 	}
-	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, nil, rand.New(rand.NewPCG(5, 1)))
+	dup := pop.NewUpstream(5, 61, 0.1, batch, targets)
+	dopt := func(b float64) (float64, float64) { return newOptimumAlloc(dup, w, 0.5, nil).lag(b * 3000) }
+	drifting := driftBound(pop, dup, 0.1, w, []float64{1}, dopt, rand.New(rand.NewPCG(5, 1)))[0]
 	if drifting.Ratio < steady.Ratio*1.2 || drifting.DormantPolls < 2*steady.DormantPolls {
 		t.Fatalf("bound with drift %.3f (dormant %.3f), without %.3f (dormant %.3f): drift should cost",
 			drifting.Ratio, drifting.DormantPolls, steady.Ratio, steady.DormantPolls)
+	}
+	// The ratio is the lag over the closed-form optimum's at the same budget.
+	if m, _ := dopt(1); math.Abs(drifting.LagMeanH/m-drifting.Ratio) > 1e-12 {
+		t.Fatalf("bound %.3f h, ratio %.4f, optimum %.3f h", drifting.LagMeanH, drifting.Ratio, m)
 	}
 	t.Logf("bound %.3f without drift (stationary %.3f), %.3f with", steady.Ratio, want.Ratio, drifting.Ratio)
 }
@@ -304,11 +323,15 @@ func TestDriftBoundAgreesWithTheStationaryOne(t *testing.T) {
 // drift its bound is above 1 and above the same filter's without changes.
 func TestRealisticDriftBound(t *testing.T) {
 	pop := NewRealisticPopulation(3000, 5, targets, realism)
-	days := []float64{40, 60}
-	steady := driftBound(pop, pop.NewUpstream(5, 61, 0, batch, targets), 1e-6, days, nil, rand.New(rand.NewPCG(5, 1)))
-	drifting := driftBound(pop, pop.NewUpstream(5, 61, 0.1, batch, targets), 0.1, days, nil, rand.New(rand.NewPCG(5, 1)))
-	if steady.Ratio < 1 || drifting.Ratio < steady.Ratio*1.2 || math.IsNaN(drifting.Ratio) {
-		t.Fatalf("realistic bound %.3f with drift, %.3f without", drifting.Ratio, steady.Ratio)
+	w := window{40, 60}
+	ratio := func(perMonth float64) float64 {
+		up := pop.NewUpstream(5, 61, perMonth, batch, targets)
+		opt := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * 3000) }
+		return driftBound(pop, up, max(perMonth, 1e-6), w, []float64{1}, opt, rand.New(rand.NewPCG(5, 1)))[0].Ratio
 	}
-	t.Logf("realistic: bound %.3f without drift, %.3f with", steady.Ratio, drifting.Ratio)
+	steady, drifting := ratio(0), ratio(0.1)
+	if steady < 1 || drifting < steady*1.2 || math.IsNaN(drifting) {
+		t.Fatalf("realistic bound %.3f with drift, %.3f without", drifting, steady)
+	}
+	t.Logf("realistic: bound %.3f without drift, %.3f with", steady, drifting)
 }

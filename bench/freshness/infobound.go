@@ -122,93 +122,57 @@ func (t *rateTable) estimate(e evidence) float64 {
 }
 
 // infoBound is the bound at day for the upstream up (the draw of the population the
-// table t was not learned from). With signals given, it also returns the bound of each
-// (after the plain one, in order): signals[k](i) is the share of repo i's pushes that
-// polls must find (signalBound); every ratio is over the poll-only optimum.
-func infoBound(t *rateTable, up Upstream, day float64, signals ...func(i int) float64) []results.FreshnessBound {
+// table t was not learned from), over the pushes it made in w, at each budget (polls per
+// repo per day); opt is the closed-form optimum's mean and p99 lag of the same window at
+// a budget, which the ratios are over. With signal charges given, it also returns the
+// bound of each signal (after the plain one's, in order): polls find the pushes the
+// signal misses, with the budget its fetches leave.
+func infoBound(t *rateTable, up Upstream, day float64, w window, budgets []float64, opt optimumLags, charges ...signalCharge) []results.FreshnessBound {
 	est := make([]float64, len(up))
-	rates := make([]float64, len(up))
 	for i, l := range up {
-		rates[i], est[i] = l.RateAt(day), t.estimate(evidenceAt(l, day))
+		est[i] = t.estimate(evidenceAt(l, day))
 	}
-	optP99 := staticP99(rates, nil, func(i int) float64 { return math.Sqrt(rates[i]) })
+	g := func(exp float64, missed func(int) float64) []float64 {
+		out := make([]float64, len(up))
+		for i, e := range est {
+			m := 1.0
+			if missed != nil {
+				m = missed(i)
+			}
+			if m > 0 {
+				out[i] = math.Pow(m*e, exp)
+			}
+		}
+		return out
+	}
 	var out []results.FreshnessBound
-	for _, missed := range append([]func(int) float64{nil}, signals...) {
-		m := func(i int) float64 {
-			if missed == nil {
-				return 1
+	for _, c := range append([]signalCharge{{}}, charges...) {
+		sq := g(0.5, c.missed)
+		var sf, sdorm float64
+		for i, l := range up {
+			sf += sq[i]
+			if l.RateAt(day) == 0 {
+				sdorm += sq[i]
 			}
-			return missed(i)
 		}
-		var sf, slf, ssq, sdorm float64
-		for i, r := range rates {
-			ssq += math.Sqrt(r)
-			if m(i) == 0 {
-				continue // a signal that misses nothing: no polls, no lag from them
+		for _, b := range budgets {
+			polls := b * float64(len(up))
+			fetches := c.fetchesPerDay(w)
+			mean, p99 := lagOver(up, w, staticFreq(sq, polls-fetches), c.missed, c.delay, w.To)
+			om, op := opt(b)
+			x := results.FreshnessBound{Section: c.section, Evidence: "all", Budget: b, SeenDays: fetch.HistoryWindow.Hours()/24 + day,
+				LagMeanH: mean, Ratio: mean / om, DormantPolls: sdorm / sf, SignalFetchShare: fetches / polls}
+			if c.missed == nil {
+				x.P99 = p99 / op
+				_, p04 := lagOver(up, w, staticFreq(g(0.4, nil), polls), nil, 0, w.To)
+				x.P99Exp04 = p04 / op
 			}
-			f := math.Sqrt(m(i) * est[i])
-			sf += f
-			if r == 0 {
-				sdorm += f
-				continue
-			}
-			slf += m(i) * r / f
+			out = append(out, x)
 		}
-		x := results.FreshnessBound{Evidence: "all", SeenDays: fetch.HistoryWindow.Hours()/24 + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf}
-		if missed == nil {
-			x.P99 = staticP99(rates, m, func(i int) float64 { return math.Sqrt(est[i]) }) / optP99
-			x.P99Exp04 = staticP99(rates, m, func(i int) float64 { return math.Pow(est[i], 0.4) }) / optP99
-		}
-		out = append(out, x)
 	}
 	return out
 }
 
-// staticP99 is the p99 of the lag of the commits when repo i is polled periodically at a
-// frequency ∝ g(i) (one poll a day for all repos together: the figure is in those units,
-// so only ratios mean anything) and its pushes come at rates[i], of which polls must find
-// the share missed(i) (all when missed is nil): a missed push waits a uniform share of
-// the period, the others nothing.
-func staticP99(rates []float64, missed func(int) float64, g func(int) float64) float64 {
-	m := func(i int) float64 {
-		if missed == nil {
-			return 1
-		}
-		return missed(i)
-	}
-	total, sum := 0.0, 0.0
-	period := make([]float64, len(rates))
-	for i := range rates {
-		if m(i) > 0 {
-			total += g(i)
-		}
-		sum += rates[i]
-	}
-	hi := 0.0
-	for i := range rates {
-		if gi := g(i); gi > 0 && m(i) > 0 {
-			period[i] = total / gi
-			hi = max(hi, period[i])
-		}
-	}
-	// The share of commits still waiting at x falls as x grows: bisect for 1%.
-	late := func(x float64) float64 {
-		s := 0.0
-		for i, r := range rates {
-			if r > 0 && period[i] > x {
-				s += r * m(i) * (1 - x/period[i])
-			}
-		}
-		return s / sum
-	}
-	lo := 0.0
-	for range 60 {
-		mid := (lo + hi) / 2
-		if late(mid) > 0.01 {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return (lo + hi) / 2
-}
+// optimumLags is the closed-form optimum's mean and p99 lag (hours) of a window at a
+// budget (polls per repo per day).
+type optimumLags func(budget float64) (meanH, p99H float64)

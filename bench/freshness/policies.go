@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
@@ -44,8 +43,9 @@ type cloner interface {
 
 // rateFollower is a scheduler told when a repo's true rate changes (only the optimum).
 type rateFollower interface {
-	// rateChanged is the repo's new priority given the queue's front; ok=false: drop it.
-	rateChanged(i int, rate, front float64, rng *rand.Rand) (p float64, ok bool)
+	// rateChanged is the repo's new priority given the queue's front and its queued
+	// priority (queued=false: not in the queue); ok=false leaves the queue as it is.
+	rateChanged(i int, rate, front, queuedAt float64, queued bool, rng *rand.Rand) (p float64, ok bool)
 }
 
 func schedulers(up Upstream, rng *rand.Rand) []func() scheduler {
@@ -56,7 +56,6 @@ func schedulers(up Upstream, rng *rand.Rand) []func() scheduler {
 		func() scheduler { return production{priority.Rate{}} },
 		func() scheduler { return production{priority.Bayes{}} },
 		func() scheduler { return optimum{up: up} },
-		func() scheduler { return optimum{up: up, exp: 0.4} },
 	}
 }
 
@@ -134,29 +133,19 @@ func swhDays(offset int) float64 {
 
 // optimum knows every repo's true current rate and polls it periodically at a
 // frequency proportional to √λ; a repo that does not change is not polled until it
-// starts to (then at a random phase of its new period, as if it had always had it).
-//
-// With exp set it polls at f ∝ λ^exp instead (optimum04: exp 0.4, which gives up a
-// little of the mean for a shorter tail: slow repos get relatively more polls).
+// starts to (then at a random phase of its new period, as if it had always had it, or
+// at its poll already due if that comes first). A repo that stops keeps the poll it
+// had due, which fetches what it pushed before it stopped, and is then left alone. Its
+// closed form (optimumAlloc) is what the figures are read against; the simulation shows
+// the two agree.
 type optimum struct {
-	up  Upstream
-	exp float64 // 0: ½
+	up Upstream
 }
 
-func (s optimum) name() string {
-	if s.exp != 0 {
-		return fmt.Sprintf("optimum%02.0f", 10*s.exp)
-	}
-	return "optimum"
-}
+func (optimum) name() string { return "optimum" }
 
 // period is the polling period for rate r, in the queue's units.
-func (s optimum) period(r float64) float64 {
-	if s.exp != 0 {
-		return math.Pow(r, -s.exp)
-	}
-	return 1 / math.Sqrt(r)
-}
+func (optimum) period(r float64) float64 { return 1 / math.Sqrt(r) }
 
 func (s optimum) start(i int, rng *rand.Rand) float64 {
 	r := s.up[i].RateAt(0)
@@ -174,31 +163,26 @@ func (s optimum) next(i int, old float64, o seen) (float64, bool) {
 	return old + s.period(r), true
 }
 
-func (s optimum) rateChanged(_ int, rate, front float64, rng *rand.Rand) (float64, bool) {
+func (s optimum) rateChanged(_ int, rate, front, queuedAt float64, queued bool, rng *rand.Rand) (float64, bool) {
 	if rate == 0 {
 		return 0, false
 	}
-	return front + rng.Float64()*s.period(rate), true
-}
-
-// analyticOptimum is the mean lag in days of the optimum: (Σ√λ)² / (2·R·Σλ), R the
-// total polls per day.
-func analyticOptimum(pop Population, pollsPerDay float64) float64 {
-	var sq, sum float64
-	for _, r := range pop.Rates {
-		sq += math.Sqrt(r)
-		sum += r
+	p := front + rng.Float64()*s.period(rate)
+	if queued && queuedAt <= p {
+		return 0, false
 	}
-	return sq * sq / (2 * pollsPerDay * sum)
+	return p, true
 }
 
-// bound is the mean lag, over the optimum's, of the best static allocation knowing the
-// population's true prior and the exact number of pushes each repo made over the span a
-// worker could have seen at day: the first clone's history window plus day. Dormant
-// repos show only their silence since they were made. Each repo is drawn draws times.
-func bound(pop Population, day float64, draws int, rng *rand.Rand) results.FreshnessBound {
+// bound is the mean lag, over the closed-form optimum's, of the best static allocation
+// knowing the population's true prior and the exact number of pushes each repo made
+// over the span a worker could have seen at day: the first clone's history window plus
+// day. Dormant repos show only their silence since they were made. Each repo's count is
+// drawn draws times, and polled at the mean of their allocations; the lag is over the
+// pushes up made in w, at each budget.
+func bound(pop Population, up Upstream, day float64, w window, budgets []float64, opt optimumLags, draws int, rng *rand.Rand) []results.FreshnessBound {
 	const k = 400 // a fine grid of the true log-normal, and the dormant point
-	grid, w := activeGrid(pop, k, 5)
+	grid, wt := activeGrid(pop, k, 5)
 	dormant := targets.Dormant
 	posterior := func(n int, t float64) float64 {
 		top := math.Inf(-1)
@@ -213,14 +197,15 @@ func bound(pop Population, day float64, draws int, rng *rand.Rand) results.Fresh
 			den = dormant * math.Exp(-top)
 		}
 		for j, r := range grid {
-			x := w[j] * math.Exp(l[j]-top)
+			x := wt[j] * math.Exp(l[j]-top)
 			num += x * r
 			den += x
 		}
 		return num / den
 	}
 	window := fetch.HistoryWindow.Hours() / 24
-	var sf, slf, ssq, sdorm float64
+	g := make([]float64, len(pop.Rates))
+	var sf, sdorm float64
 	for i, r := range pop.Rates {
 		for range draws {
 			t := window + day
@@ -231,40 +216,45 @@ func bound(pop Population, day float64, draws int, rng *rand.Rand) results.Fresh
 			for x := rng.ExpFloat64(); x < r*t; x += rng.ExpFloat64() {
 				n++
 			}
-			f := math.Sqrt(posterior(n, t))
-			sf += f
-			if r == 0 {
-				sdorm += f
-			} else {
-				slf += r / f
-				ssq += math.Sqrt(r)
-			}
+			g[i] += math.Sqrt(posterior(n, t)) / float64(draws)
+		}
+		sf += g[i]
+		if r == 0 {
+			sdorm += g[i]
 		}
 	}
-	return results.FreshnessBound{SeenDays: window + day, Ratio: sf * slf / (ssq * ssq), DormantPolls: sdorm / sf}
+	var out []results.FreshnessBound
+	for _, b := range budgets {
+		mean, _ := lagOver(up, w, staticFreq(g, b*float64(len(up))), nil, 0, w.To)
+		om, _ := opt(b)
+		out = append(out, results.FreshnessBound{Budget: b, SeenDays: window + day, LagMeanH: mean, Ratio: mean / om, DormantPolls: sdorm / sf})
+	}
+	return out
 }
 
-// driftBound is bound for the drift section: the mean lag, over the optimum's, of the
-// best static allocation knowing the true model (the population's prior, that a repo
-// draws a new rate from it perMonth times a month) and the exact time of every push,
-// averaged over the days given. Each repo's belief is filtered forward from day 0 (the
-// history before it as in bound, counts drawn at the repo's first rate), so a repo that
-// woke up is known as soon as it pushes, and one that has not pushed since it woke is,
-// to anything but the optimum, one of the silent many.
+// driftBound is bound for the drift section: the mean lag, over the closed-form
+// optimum's, of the best allocation knowing the true model (the population's prior, that
+// a repo draws a new rate from it perMonth times a month) and the exact time of every
+// push, each day's allocation static, over the pushes made in w. Each repo's belief is
+// filtered forward from day 0 (the history before it as in bound, counts drawn at the
+// repo's first rate), so a repo that woke up is known as soon as it pushes, and one that
+// has not pushed since it woke is, to anything but the optimum, one of the silent many.
 //
 // On the realistic population the same filter is a bound for a policy that knows the
 // push counts (not the root, the age or the span): a repo's age is drawn independently
 // of its rate, so the counts over the span its history covers are judged by the same
 // prior; the span is the history window, or the repo's age when it is younger.
 //
-// missed, when not nil, is the share of repo i's pushes that polls must find
-// (signalBound); the ratio stays over the poll-only optimum.
-func driftBound(pop Population, up Upstream, perMonth float64, days []float64, missed func(i int) float64, rng *rand.Rand) results.FreshnessBound {
+// It returns the bound at each budget, then, for each signal charge given, the bound
+// with that signal (signalCharge: polls find the pushes it misses with the budget its
+// fetches leave), all from the same filtered beliefs; the ratios stay over the poll-only
+// optimum.
+func driftBound(pop Population, up Upstream, perMonth float64, w window, budgets []float64, opt optimumLags, rng *rand.Rand, charges ...signalCharge) []results.FreshnessBound {
 	const k = 48 // the log-normal on a grid, and the dormant point (index k)
 	var rate, weight, decay [k + 1]float64
-	r, w := activeGrid(pop, k, 4)
+	r, wt := activeGrid(pop, k, 4)
 	copy(rate[:], r)
-	copy(weight[:], w)
+	copy(weight[:], wt)
 	weight[k] = targets.Dormant
 	const dt = 0.25 // days per filter step
 	for j := range rate {
@@ -272,11 +262,11 @@ func driftBound(pop Population, up Upstream, perMonth float64, days []float64, m
 	}
 	rho := -math.Expm1(-perMonth / 30 * dt)
 	window := fetch.HistoryWindow.Hours() / 24
+	days := int(math.Ceil(w.To - w.From))
 
-	sf := make([]float64, len(days))
-	slf := make([]float64, len(days))
-	ssq := make([]float64, len(days))
-	sdorm := make([]float64, len(days))
+	// mean[i][d] is repo i's expected rate on day w.From+d, before that day's pushes.
+	mean := make([][]float32, len(up))
+	dormantAt := make([][]bool, len(up))
 	for i, l := range up {
 		// The belief at day 0, from the history a first clone lists.
 		var b [k + 1]float64
@@ -306,8 +296,11 @@ func driftBound(pop Population, up Upstream, perMonth float64, days []float64, m
 			}
 		}
 		normalise(b[:])
+		mean[i] = make([]float32, days)
+		dormantAt[i] = make([]bool, days)
 		next, now := 0, 0.0
-		for d, day := range days {
+		for d := range days {
+			day := w.From + float64(d)
 			for ; now < day; now += dt {
 				pushes := 0
 				for next < len(l.Pushes) && l.Pushes[next].At < now+dt {
@@ -315,7 +308,12 @@ func driftBound(pop Population, up Upstream, perMonth float64, days []float64, m
 					next++
 				}
 				for j := range b {
-					b[j] *= decay[j] * math.Pow(rate[j], float64(pushes))
+					b[j] *= decay[j]
+				}
+				if pushes > 0 {
+					for j := range b {
+						b[j] *= math.Pow(rate[j], float64(pushes))
+					}
 				}
 				normalise(b[:])
 				for j := range b {
@@ -326,30 +324,55 @@ func driftBound(pop Population, up Upstream, perMonth float64, days []float64, m
 			for j := range b {
 				m += b[j] * rate[j]
 			}
-			share := 1.0
-			if missed != nil {
-				share = missed(i)
-			}
-			r := l.RateAt(day)
-			ssq[d] += math.Sqrt(r)
-			if share == 0 {
-				continue // a signal that misses nothing: no polls, no lag from them
-			}
-			f := math.Sqrt(share * m)
-			sf[d] += f
-			if r > 0 {
-				slf[d] += share * r / f
-			} else {
-				sdorm[d] += f
-			}
+			mean[i][d] = float32(m)
+			dormantAt[i][d] = l.RateAt(day) == 0
 		}
 	}
-	var out results.FreshnessBound
-	for d := range days {
-		out.Ratio += sf[d] * slf[d] / (ssq[d] * ssq[d]) / float64(len(days))
-		out.DormantPolls += sdorm[d] / sf[d] / float64(len(days))
+	var out []results.FreshnessBound
+	for _, c := range append([]signalCharge{{}}, charges...) {
+		// Each day's allocation: f ∝ √(share missed · E[λ]).
+		g := func(i, d int) float64 {
+			m := 1.0
+			if c.missed != nil {
+				m = c.missed(i)
+			}
+			return math.Sqrt(m * float64(mean[i][d]))
+		}
+		sum := make([]float64, days)
+		dorm := 0.0
+		for d := range sum {
+			sd := 0.0
+			for i := range up {
+				sum[d] += g(i, d)
+				if dormantAt[i][d] {
+					sd += g(i, d)
+				}
+			}
+			dorm += sd / sum[d] / float64(days)
+		}
+		fetches := make([]float64, days)
+		share := 0.0
+		if c.fetches != nil {
+			for d := range fetches {
+				fetches[d] = c.fetches(w.From + float64(d) + 0.5)
+			}
+		}
+		for _, b := range budgets {
+			polls := b * float64(len(up))
+			freq := func(i int, day float64) float64 {
+				d := min(max(int(day-w.From), 0), days-1)
+				return (polls - fetches[d]) * g(i, d) / sum[d]
+			}
+			m, _ := lagOver(up, w, freq, c.missed, c.delay, w.To)
+			om, _ := opt(b)
+			share = 0
+			for _, f := range fetches {
+				share += f / polls / float64(days)
+			}
+			out = append(out, results.FreshnessBound{Section: c.section, Budget: b, SeenDays: window + (w.From+w.To)/2,
+				LagMeanH: m, Ratio: m / om, DormantPolls: dorm, SignalFetchShare: share})
+		}
 	}
-	out.SeenDays = window + days[len(days)/2]
 	return out
 }
 

@@ -216,3 +216,62 @@ func (s *signalled) next() (int, bool) {
 	s.queued[i] = false
 	return i, true
 }
+
+// signalCharge is what a signal leaves to the polls of a bound: the share of each repo's
+// pushes polls must find (nil: all of them), the fetches a day the signal's deliveries
+// take of the budget (nil: none), and how long a signalled push waits for its signal.
+type signalCharge struct {
+	section string
+	missed  func(i int) float64
+	fetches func(day float64) float64
+	delay   float64 // days
+}
+
+// fetchesPerDay is the signal's fetches a day, averaged over the window's days.
+func (c signalCharge) fetchesPerDay(w window) float64 {
+	if c.fetches == nil {
+		return 0
+	}
+	sum, n := 0.0, 0
+	for day := w.From + 0.5; day < w.To; day++ {
+		sum += c.fetches(day)
+		n++
+	}
+	return sum / float64(max(n, 1))
+}
+
+// charge is the signal's charge on a bound over the upstream up: a covered repo's
+// pushes reach the worker but for the lost hooks (nothing a feed covers is missed), each
+// delivery a fetch (a feed's probe names a repo once, however many pushes it made since
+// the last).
+func (s signals) charge(up Upstream, cov []bool) signalCharge {
+	loss := s.Loss
+	if s.Period > 0 {
+		loss = 0
+	}
+	return signalCharge{
+		section: s.Section,
+		missed: func(i int) float64 {
+			if cov[i] {
+				return loss
+			}
+			return 1
+		},
+		fetches: func(day float64) float64 {
+			sum := 0.0
+			for i, l := range up {
+				if !cov[i] {
+					continue
+				}
+				r := l.RateAt(day)
+				if s.Period > 0 {
+					sum += -math.Expm1(-r*s.Period) / s.Period
+				} else {
+					sum += (1 - loss) * r
+				}
+			}
+			return sum
+		},
+		delay: s.doc().DelayDays(),
+	}
+}

@@ -274,20 +274,26 @@ func TestRealisticPopulation(t *testing.T) {
 	}
 }
 
-// boundOf1 is the all-evidence bound on the draw of seed 1, learned from other draws.
-func boundOf1(draw func(uint64) Upstream, day float64, signals ...func(int) float64) []results.FreshnessBound {
-	return infoBound(learnTable(draw, 1, day), draw(1), day, signals...)
+// boundOf1 is the all-evidence bound on the draw of seed 1 at budget 1 over the pushes
+// of [day−10, day+10), learned from other draws.
+func boundOf1(draw func(uint64) Upstream, day float64, charges ...signalCharge) []results.FreshnessBound {
+	up := draw(1)
+	w := window{day - 10, day + 10}
+	opt := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * float64(len(up))) }
+	return infoBound(learnTable(draw, 1, day), up, day, w, []float64{1}, opt, charges...)
 }
 
 func TestInfoBound(t *testing.T) {
 	const n, day = 3000, 60.0
 	plain := func(seed uint64) Upstream {
-		return NewPopulation(n, seed, targets).NewUpstream(seed, day+1, 0, batch, targets)
+		return NewPopulation(n, seed, targets).NewUpstream(seed, day+11, 0, batch, targets)
 	}
 	real := func(seed uint64) Upstream {
-		return NewRealisticPopulation(n, seed, targets, realism).NewUpstream(seed, day+1, 0, batch, targets)
+		return NewRealisticPopulation(n, seed, targets, realism).NewUpstream(seed, day+11, 0, batch, targets)
 	}
-	counts := bound(NewPopulation(n, 1, targets), day, 2, rand.New(rand.NewPCG(1, 2)))
+	up, w := plain(1), window{day - 10, day + 10}
+	opt := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * n) }
+	counts := bound(NewPopulation(n, 1, targets), up, day, w, []float64{1}, opt, 2, rand.New(rand.NewPCG(1, 2)))[0]
 	p, r := boundOf1(plain, day)[0], boundOf1(real, day)[0]
 	t.Logf("plain: counts %.3f, all evidence %.3f (dormant polls %.3f); realistic: all evidence %.3f", counts.Ratio, p.Ratio, p.DormantPolls, r.Ratio)
 	// In the plain population the root flag tells dormant repos apart, so knowing it must
@@ -302,26 +308,21 @@ func TestInfoBound(t *testing.T) {
 
 // TestSignalBound: a signal that covers nothing leaves the bound as it is; hooks that
 // lose a share ℓ of the pushes of the repos they cover cut the lag, the more the more
-// they cover, and a feed (missing nothing) cuts it further; none goes under the share
-// of lag the uncovered repos alone would have with every poll.
+// they cover, and a feed (missing nothing) cuts it further; each is charged the polls
+// its fetches take.
 func TestSignalBound(t *testing.T) {
 	const n, day = 3000, 60.0
 	plain := func(seed uint64) Upstream {
-		return NewPopulation(n, seed, targets).NewUpstream(seed, day+1, 0, batch, targets)
+		return NewPopulation(n, seed, targets).NewUpstream(seed, day+11, 0, batch, targets)
 	}
+	up := plain(1)
 	org := orgs(n, 1)
-	share := func(cov []bool, m float64) func(int) float64 {
-		return func(i int) float64 {
-			if cov[i] {
-				return m
-			}
-			return 1
-		}
-	}
+	hooks := signals{Section: "h", Loss: 0.01, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400}
+	feed := signals{Section: "f", Period: 5.0 / (24 * 60)}
 	none, c30, c60 := make([]bool, n), covered(org, 1, 0.3), covered(org, 1, 0.6)
-	xs := boundOf1(plain, day, share(none, 0.01), share(c30, 0.01), share(c60, 0.01), share(c30, 0))
+	xs := boundOf1(plain, day, hooks.charge(up, none), hooks.charge(up, c30), hooks.charge(up, c60), feed.charge(up, c30))
 	t.Logf("plain %.3f, nothing covered %.3f, hooks 30%% %.3f, 60%% %.3f, feed 30%% %.3f", xs[0].Ratio, xs[1].Ratio, xs[2].Ratio, xs[3].Ratio, xs[4].Ratio)
-	if math.Abs(xs[1].Ratio-xs[0].Ratio) > 1e-12 {
+	if math.Abs(xs[1].Ratio-xs[0].Ratio) > 1e-12 || xs[1].SignalFetchShare != 0 {
 		t.Errorf("a signal covering nothing moved the bound: %.6f, plain %.6f", xs[1].Ratio, xs[0].Ratio)
 	}
 	if !(xs[2].Ratio < xs[0].Ratio && xs[3].Ratio < xs[2].Ratio && xs[4].Ratio < xs[2].Ratio) {
@@ -330,25 +331,45 @@ func TestSignalBound(t *testing.T) {
 	if xs[3].Ratio <= 0 || xs[4].Ratio <= 0 {
 		t.Errorf("a bound at or under zero: %.3f, %.3f", xs[3].Ratio, xs[4].Ratio)
 	}
+	// The signals' fetches are charged: the more a signal covers, the more of the budget
+	// it takes; without the charge the bound would be lower by that share.
+	if !(xs[2].SignalFetchShare > 0 && xs[3].SignalFetchShare > xs[2].SignalFetchShare) {
+		t.Errorf("signal fetches charged: %.4f at 30%%, %.4f at 60%%", xs[2].SignalFetchShare, xs[3].SignalFetchShare)
+	}
+	free := hooks.charge(up, c60)
+	free.fetches = nil
+	if y := boundOf1(plain, day, free)[1]; !(y.LagMeanH < xs[3].LagMeanH) {
+		t.Errorf("uncharged bound %.4f h, charged %.4f h", y.LagMeanH, xs[3].LagMeanH)
+	}
 }
 
-// TestStaticP99: one repo polled once a unit waits a uniform share of it; a repo whose
-// pushes a signal all announces takes no polls and adds no lag.
-func TestStaticP99(t *testing.T) {
-	one := func(int) float64 { return 1 }
-	if got := staticP99([]float64{1}, nil, one); math.Abs(got-0.99) > 1e-6 {
-		t.Errorf("one repo: p99 %.6f, want 0.99", got)
+// TestLagOver: one repo polled once a day waits a uniform share of it: half a day on
+// average, 0.99 of it at the p99; a repo whose pushes a signal all announces takes no
+// polls and waits the signal's delay.
+func TestLagOver(t *testing.T) {
+	var pushes []Push
+	for k := range 1000 {
+		pushes = append(pushes, Push{At: float64(k) / 100, Authored: []float64{0}})
 	}
-	half := func(i int) float64 { return float64(i) } // repo 0 fully signalled
-	if got := staticP99([]float64{1, 1}, half, one); math.Abs(got-0.98) > 1e-6 {
-		t.Errorf("half signalled: p99 %.6f, want 0.98", got)
+	up := Upstream{{Pushes: pushes, Regimes: []Regime{{0, 100}}}, {Pushes: pushes, Regimes: []Regime{{0, 100}}}}
+	w := window{0, 10}
+	daily := func(int, float64) float64 { return 1 }
+	mean, p99 := lagOver(up[:1], w, daily, nil, 0, 10)
+	if math.Abs(mean-12) > 1e-9 || math.Abs(p99-0.99*24) > 1e-6 {
+		t.Errorf("one repo polled daily: mean %.4f h, p99 %.4f h; want 12, 23.76", mean, p99)
 	}
-	// Polling the faster of two repos more shortens the tail the optimum has.
-	rates := []float64{1, 0.01}
-	sq := staticP99(rates, nil, func(i int) float64 { return math.Sqrt(rates[i]) })
-	flat := staticP99(rates, nil, one)
-	if !(sq > 0 && flat > 0 && sq != flat) {
-		t.Errorf("p99 √ %.4f, uniform %.4f", sq, flat)
+	// Repo 0 fully signalled (a minute's delay), repo 1 polled daily.
+	missed := func(i int) float64 { return float64(i) }
+	mean, p99 = lagOver(up, w, daily, missed, 1.0/1440, 10)
+	if want := (12 + 1.0/60) / 2; math.Abs(mean-want) > 1e-9 || math.Abs(p99-0.98*24) > 1e-6 {
+		t.Errorf("half signalled: mean %.4f h, p99 %.4f h; want %.4f, 23.52", mean, p99, want)
+	}
+	// The optimum of two repos at 100 and 1 pushes a day with 11 polls a day: f ∝ √λ,
+	// 10 and 1 a day; a push waits 1/(2f).
+	slow := Upstream{up[0], {Pushes: pushes[:10], Regimes: []Regime{{0, 1}}}}
+	mean, _ = newOptimumAlloc(slow, w, 0.5, nil).lag(11)
+	if want := (1000*0.05 + 10*0.5) / 1010 * 24; math.Abs(mean-want) > 1e-9 {
+		t.Errorf("optimum of two repos: %.6f h, want %.6f", mean, want)
 	}
 }
 
@@ -389,10 +410,13 @@ func TestTheBoundRunAsAPolicy(t *testing.T) {
 	steady, cold := learnTable(draw, 3, 75), learnTable(draw, 3, 15)
 	pol := &informed{up: up, tables: []dayTable{{15, func() *rateTable { return cold }}, {75, func() *rateTable { return steady }}}}
 	b := run(pop, up, pol, cfg, rand.New(rand.NewPCG(1, 2)))
-	opt := run(pop, up, optimum{up: up}, cfg, rand.New(rand.NewPCG(1, 2)))
-	static := infoBound(steady, up, 75)[0].Ratio
-	sim := b[0].LagMeanH / opt[0].LagMeanH
-	t.Logf("stationary: static bound %.3f, run as a policy %.3f; cold start %.3f", static, sim, b[1].LagMeanH/opt[1].LagMeanH)
+	w := cfg.Windows[0]
+	cf := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * n) }
+	static := infoBound(steady, up, 75, w, []float64{cfg.Budget}, cf)[0].Ratio
+	m, _ := cf(cfg.Budget)
+	sim := b[0].LagMeanH / m
+	cm, _ := newOptimumAlloc(up, cfg.Windows[1], 0.5, nil).lag(cfg.Budget * n)
+	t.Logf("stationary: static bound %.3f, run as a policy %.3f; cold start %.3f", static, sim, b[1].LagMeanH/cm)
 	if b[1].Censored != 0 || b[1].Commits == 0 {
 		t.Fatalf("cold start: %+v", b[1])
 	}

@@ -138,10 +138,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			if follower == nil {
 				continue
 			}
-			if p, ok := follower.rateChanged(c.repo, c.rate, q.Min(), rng); ok {
+			cur, queued := q.Priority(ids[c.repo])
+			if p, ok := follower.rateChanged(c.repo, c.rate, q.Min(), cur, queued, rng); ok {
 				q.Push(ids[c.repo], p, time.Time{})
-			} else {
-				q.Remove(ids[c.repo])
 			}
 		}
 		if learns && prior.Due(at(now), withEvidence) {

@@ -49,9 +49,17 @@ func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
 		}
 	}
 	if !slices.ContainsFunc(res.Goals, func(g results.FreshnessGoal) bool {
-		return g.Section == "coldstart" && g.Of == "bound of coldstart (all evidence, cloning blind)" && g.Value > 0 && g.Seeds == 2
+		return g.Section == "coldstart" && g.Of == boundName("coldstart", results.EvidenceCloned) && g.Value > 0 && g.Seeds == 2 && len(g.PerSeed) == 2
 	}) {
 		t.Error("no cold start goal against the bound that clones blind")
+	}
+	// Every goal of the table, each against one reference.
+	for _, g := range boundGoals {
+		if !slices.ContainsFunc(res.Goals, func(h results.FreshnessGoal) bool {
+			return h.Section == g.section && h.Of == boundName(g.section, g.evidence) && h.Target == g.target
+		}) {
+			t.Errorf("no goal for %s against %q", g.section, boundName(g.section, g.evidence))
+		}
 	}
 	// A seed's figures are its own: seed 1 run alone gives the figures it gave with seed 2.
 	var alone results.Freshness
@@ -92,8 +100,9 @@ func TestSpreadAndGoals(t *testing.T) {
 	}
 	seed := func(def, opt, ratio float64) results.Freshness {
 		return results.Freshness{Setup: results.FreshnessSetup{Budgets: []float64{0.5}},
-			Runs:  []results.FreshnessRun{{Policy: "bayes", Budget: 0.5, LagMeanH: def, LagP99H: 2 * def}, {Policy: "optimum", Budget: 0.5, LagMeanH: opt, LagP99H: 2 * opt}},
-			Bound: []results.FreshnessBound{{Section: "runs", Evidence: "all", Ratio: ratio}}}
+			Runs:    []results.FreshnessRun{{Policy: "bayes", Budget: 0.5, LagMeanH: def, LagP99H: 2 * def}},
+			Optimum: []results.FreshnessAnalytic{{Section: "runs", Policy: "optimum", Budget: 0.5, LagMeanH: opt, LagP99H: 2 * opt}},
+			Bound:   []results.FreshnessBound{{Section: "runs", Evidence: "all", Budget: 0.5, LagMeanH: ratio * opt, Ratio: ratio}}}
 	}
 	all := []results.Freshness{seed(10.3, 10, 1), seed(11, 10, 1)}
 	for k := range all {
@@ -105,11 +114,22 @@ func TestSpreadAndGoals(t *testing.T) {
 		t.Fatalf("no goal for runs: %+v", res.Goals)
 	}
 	g := res.Goals[i]
-	if math.Abs(g.Value-1.03) > 1e-12 || g.Seeds != 2 || math.Abs(g.Spread.Max-1.1) > 1e-12 || g.Met || g.MetMean {
+	if math.Abs(g.Value-1.03) > 1e-12 || g.Seeds != 2 || math.Abs(g.Spread.Max-1.1) > 1e-12 || g.Met || g.MetMean ||
+		len(g.PerSeed) != 2 || math.Abs(g.PerSeed[1]-1.1) > 1e-12 {
 		t.Fatalf("goal %+v", g)
 	}
 	if r := res.Runs[0]; r.Spread == nil || r.Spread.LagMeanH.Mean != 10.65 || all[0].Runs[0].Spread != nil {
 		t.Fatalf("row spread %+v (the first seed's own rows must stay as they were)", r.Spread)
+	}
+	// A seed's value is over its own bound: a seed whose bound is higher by as much as
+	// its lag meets the goal as well.
+	all = []results.Freshness{seed(10.3, 10, 1), seed(11.33, 10, 1.1)}
+	for k := range all {
+		all[k].Goals = goals(all[k])
+	}
+	res = withSpread(all)
+	if g := res.Goals[i]; math.Abs(g.Spread.Mean-1.03) > 1e-9 || !g.MetMean {
+		t.Fatalf("goal over each seed's own bound: %+v", g)
 	}
 }
 

@@ -229,10 +229,9 @@ type FreshnessGoal struct {
 	Budget  float64 `json:"budget"`
 	Target  float64 `json:"target"` // met at or below
 	Value   float64 `json:"value"`  // the first seed's
-	// Bound, for a goal against the poll-only optimum, is the least any policy could
-	// reach with what the fleet knows in the section (its bound with the signal, plus the
-	// signals' own delay), in Value's units, the first seed's: a target under it cannot
-	// be met by polling better.
+	// Bound, for a goal against an optimum, is the least any policy could reach with
+	// what the fleet knows in the section, in Value's units, the first seed's: a target
+	// under it cannot be met by polling better.
 	Bound float64 `json:"bound,omitempty"`
 	// Spread is over every seed run; Met says every seed met the target, MetMean that
 	// their mean did.
@@ -240,23 +239,32 @@ type FreshnessGoal struct {
 	Seeds   int           `json:"seeds"`
 	Met     bool          `json:"met"`
 	MetMean bool          `json:"met_mean"`
+	// PerSeed is each seed's value (in Setup.Seeds' order), against that seed's own
+	// reference.
+	PerSeed []float64 `json:"per_seed,omitempty"`
 }
 
-// FreshnessAnalytic is the closed-form optimum: periodic polls at f ∝ √λ give a mean
-// lag of (Σ√λ)² / (2·B·N·Σλ).
+// FreshnessAnalytic is the closed-form optimum of a section's window: periodic polls at
+// f ∝ √λ of each repo's rate at the time (∝ λ^0.4 for optimum04), B·N polls a day
+// shared over the repos then changing, the pushes the window saw each waiting half its
+// repo's period on average; with constant rates and expected pushes, a mean lag of
+// (Σ√λ)² / (2·B·N·Σλ).
 type FreshnessAnalytic struct {
+	Section  string         `json:"section,omitempty"`
+	Policy   string         `json:"policy,omitempty"` // optimum or optimum04
 	Budget   float64        `json:"budget"`
 	LagMeanH float64        `json:"lag_mean_h"`
+	LagP99H  float64        `json:"lag_p99_h,omitempty"`
 	Spread   *FreshnessStat `json:"spread,omitempty"` // over every seed run, when more than one was
 }
 
-// FreshnessBound is the mean lag, over the optimum's, of the best static allocation a
-// policy could make knowing the population's true prior and every push a repo made
-// over the span it could have seen (a first clone's history plus the polls): polls at
-// f ∝ √E[λ | pushes seen], a Monte Carlo over the population's distribution. Dormant
-// repos are known only by their silence. For drift, the belief is filtered forward from
-// the exact push times under the true model (the prior and its rate of changes), and the
-// ratio is averaged over three days of the window.
+// FreshnessBound is the mean lag of the best static allocation a policy could make
+// knowing the population's true prior and every push a repo made over the span it could
+// have seen (a first clone's history plus the polls): polls at f ∝ √E[λ | pushes seen],
+// in closed form over the pushes of its section's window. Dormant repos are known only
+// by their silence. For drift, the belief is filtered forward from the exact push times
+// under the true model (the prior and its rate of changes), and the allocation is each
+// day's. EvidenceCloned is simulated instead.
 type FreshnessBound struct {
 	Section string `json:"section"` // runs, coldstart or drift
 	// Evidence is what the bound knows of each repo: "" the exact push counts over what
@@ -264,12 +272,19 @@ type FreshnessBound struct {
 	// first clone reached the root, the span seen and the silence since the newest push;
 	// EvidenceCloned the same, run as a policy in the section's simulation.
 	Evidence string `json:"evidence,omitempty"`
-	// Budget is set on a bound measured at one budget (EvidenceCloned); the others are
-	// ratios of static allocations, the same at every budget.
-	Budget       float64 `json:"budget,omitempty"`
-	SeenDays     float64 `json:"seen_days"`
+	// Budget is the budget the bound was computed at (0 in results of before the
+	// bounds were per budget: a ratio, the same at every budget).
+	Budget   float64 `json:"budget,omitempty"`
+	SeenDays float64 `json:"seen_days"`
+	// LagMeanH is the bound's mean lag, hours, over the pushes its section's window saw:
+	// the reference of the goals read against it. Ratio is that over the closed-form
+	// optimum of the same window and budget (Freshness.Optimum).
+	LagMeanH     float64 `json:"lag_mean_h,omitempty"`
 	Ratio        float64 `json:"ratio"`
 	DormantPolls float64 `json:"dormant_poll_share"`
+	// SignalFetchShare, for a bound with a signal, is the share of the budget its
+	// signal's fetches take: the bound polls with the rest.
+	SignalFetchShare float64 `json:"signal_fetch_share,omitempty"`
 	// P99 is the p99 of the lag under the bound's allocation (periodic polls at
 	// f ∝ √E[λ | evidence]) over the optimum's (f ∝ √λ), and P99Exp04 that with
 	// f ∝ E[λ | evidence]^0.4, which trades a little mean for the tail: the least p99 the
@@ -285,6 +300,12 @@ type FreshnessBound struct {
 // before its first clone, and clones every repo at the default policy's pacing. It is
 // the bound that charges a fleet's first days what they cost: cloning blind.
 const EvidenceCloned = "all, cloned"
+
+// EvidenceRates is a signal section's optimum in closed form: it knows every repo's
+// current rate and which repos the signal covers, and polls each for the pushes the
+// signal misses with the budget the signal's fetches leave. Beside the section's bound
+// it is what estimating the rates costs.
+const EvidenceRates = "rates"
 
 // FreshnessPolicyDoc names and describes a policy for the report.
 type FreshnessPolicyDoc struct {
@@ -345,4 +366,15 @@ func (f *Freshness) BoundOf(section, evidence string, budget float64) (Freshness
 		}
 	}
 	return FreshnessBound{}, false
+}
+
+// OptimumOf is the closed-form optimum (policy optimum or optimum04) of section at
+// budget.
+func (f *Freshness) OptimumOf(section, policy string, budget float64) (FreshnessAnalytic, bool) {
+	for _, a := range f.Optimum {
+		if a.Section == section && a.Policy == policy && a.Budget == budget {
+			return a, true
+		}
+	}
+	return FreshnessAnalytic{}, false
 }
