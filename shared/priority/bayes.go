@@ -63,7 +63,7 @@ func (Bayes) Next(in Input) float64 {
 		// of a typical repo per failure.
 		return in.Old + float64(in.CloneFailCnt)*stepDays(prior.Mean())
 	}
-	rate := prior.guarded(in.Stats)
+	rate := prior.guarded(in.Stats, in.Memo)
 	step := stepDays(rate)
 	if in.Stats.Seconds < NewSpan.Seconds() {
 		step = newStepDays(rate)
@@ -72,16 +72,11 @@ func (Bayes) Next(in Input) float64 {
 }
 
 // guarded is the rate a cloned repo is polled for: its expected rate, raised by the
-// tail guard.
-func (p *Prior) guarded(s Stats) float64 {
-	b, _ := p.posterior(evidenceOf(s))
-	active := 0.0
-	for k, w := range b {
-		if gridRates[k] >= GuardRate/4 {
-			active += w
-		}
-	}
-	return max(b.mean(), GuardRate*active)
+// tail guard. m, when not nil, keeps the posterior for the repo's next score (Memo).
+func (p *Prior) guarded(s Stats, m *Memo) float64 {
+	var scratch view
+	v := p.view(s, m, &scratch)
+	return max(v.dot(ownHazard, &gridBelief), GuardRate*v.dot(ownHazard, &activeRates))
 }
 
 // stepDays is 1/√(changes per day), with the rate floored at MinRate.

@@ -58,6 +58,8 @@ type Prior struct {
 	Repos int
 	// At is when it was learned; zero for the built-in prior.
 	At time.Time
+	// tails keeps what walking a silence needs of this prior (silence.go); nil: none.
+	tails *tailCache
 }
 
 // DefaultPrior is what a worker believes before it has learned its own: a third of the
@@ -70,6 +72,8 @@ type Prior struct {
 func DefaultPrior() *Prior { return &defaultPrior }
 
 var defaultPrior = Prior{Weights: logNormal(1.0/3, math.Log(0.01), 2), Hazard: 0.001 / 30}
+
+func init() { defaultPrior.withTails() }
 
 // logNormal is a belief with share dormant on the dormant rate and the rest log-normal.
 func logNormal(dormant, mu, sigma float64) belief {
@@ -147,9 +151,72 @@ func likelihood(n, t float64) (l [gridSize]float64) {
 // A window of pushes is judged as a whole (a change at its start); a silence is walked
 // so that a change may have happened at any moment of it (see walk).
 func (p *Prior) posterior(e evidence) (b belief, changed float64) {
+	var l likelihoods
+	likelihoodsOf(e, &l)
 	var w weighed
-	p.weighAll(e, &w)
+	p.weigh(&l, &w)
 	return p.judge(&w, p.Hazard)
+}
+
+// likelihoods is what a repo's evidence says of each grid rate before any prior: the
+// Poisson likelihoods of its pushes before the current window, in it, and of both, and
+// the walk of its silence. They depend on the evidence alone, so a fit weighs them
+// under each round's weights without computing them again.
+type likelihoods struct {
+	silent         bool
+	class          int
+	winT           float64
+	old, win, both scaled
+	walk           silence // of a silence
+	oldN, oldT     float64 // the evidence old is of
+}
+
+// scaled is a likelihood as e^(l−top) at each rate, and top: the likelihoods of rates
+// more than negligible below the best are 0.
+type scaled struct {
+	e   belief
+	top float64
+}
+
+func scale(l *[gridSize]float64) (s scaled) {
+	s.top = math.Inf(-1)
+	for _, v := range l {
+		s.top = max(s.top, v)
+	}
+	for k, v := range l {
+		if d := v - s.top; d > -negligible {
+			s.e[k] = math.Exp(d)
+		}
+	}
+	return s
+}
+
+func likelihoodsOf(e evidence, l *likelihoods) {
+	l.class, l.winT = e.class, e.winT
+	lo := likelihood(e.oldN, e.oldT)
+	l.old = scale(&lo)
+	l.oldN, l.oldT = e.oldN, e.oldT
+	l.window(e)
+}
+
+// window sets l's likelihoods of the window of e; those before it are l's already.
+func (l *likelihoods) window(e evidence) {
+	l.class, l.winT = e.class, e.winT
+	if e.winN == 0 {
+		l.silent = true
+		if e.winT > 0 {
+			l.walk.cut(e.winT)
+		}
+		return
+	}
+	l.silent = false
+	lo := likelihood(e.oldN, e.oldT)
+	lw := likelihood(e.winN, e.winT)
+	var ls [gridSize]float64
+	for k := range gridSize {
+		ls[k] = lo[k] + lw[k]
+	}
+	l.win, l.both = scale(&lw), scale(&ls)
 }
 
 // weighed is the part of a posterior that does not depend on the hazard, so that
@@ -158,7 +225,7 @@ type weighed struct {
 	silent bool
 	// A silence: the belief before it, and its walk.
 	stay belief
-	walk silenceWalk
+	walk *silence
 	// A window of pushes: the beliefs if the repo stayed and if it changed, the log
 	// evidence of each explanation's parts, and the window's days.
 	win               belief
@@ -166,28 +233,21 @@ type weighed struct {
 	winT              float64
 }
 
-func (p *Prior) weighAll(e evidence, w *weighed) {
-	lo := likelihood(e.oldN, e.oldT)
-	weights := p.weightsOf(e.class)
-	if e.winN == 0 {
+// weigh weighs likelihoods under the prior's weights.
+func (p *Prior) weigh(l *likelihoods, w *weighed) {
+	weights := p.weightsOf(l.class)
+	w.winT = l.winT
+	if l.silent {
 		w.silent = true
-		w.stay, _ = weigh(weights, &lo)
-		w.winT = e.winT
-		if e.winT > 0 {
-			w.walk.steps(e.winT)
-		}
+		w.stay, _ = weigh(weights, &l.old)
+		w.walk = &l.walk
 		return
 	}
-	lw := likelihood(e.winN, e.winT)
-	var ls [gridSize]float64
-	for k := range gridSize {
-		ls[k] = lo[k] + lw[k]
-	}
 	// The repo's class weighs its evidence; after a change it is any repo.
-	w.stay, w.mStay = weigh(weights, &ls)
-	w.win, w.mWin = weigh(&p.Weights, &lw)
-	_, w.mOld = weigh(weights, &lo)
-	w.winT = e.winT
+	w.silent = false
+	w.stay, w.mStay = weigh(weights, &l.both)
+	w.win, w.mWin = weigh(&p.Weights, &l.win)
+	_, w.mOld = weigh(weights, &l.old)
 }
 
 // The classes of repos a prior weighs apart: what the first clone showed besides the
@@ -230,43 +290,52 @@ func (p *Prior) judge(w *weighed, hazard float64) (b belief, changed float64) {
 		if w.winT <= 0 {
 			return w.stay, 0
 		}
-		return p.walk(w.stay, &w.walk, hazard)
+		return p.walk(w.stay, w.walk, hazard)
 	}
-	pc := -math.Expm1(-hazard * w.winT)
-	if pc > 0 {
-		odds := math.Log(pc) + w.mOld + w.mWin - math.Log1p(-pc) - w.mStay
-		changed = 1 / (1 + math.Exp(-odds))
-	}
+	changed = windowChange(w, hazard)
 	for k := range gridSize {
 		b[k] = changed*w.win[k] + (1-changed)*w.stay[k]
 	}
 	return b, changed
 }
 
-// weigh returns the belief ∝ weights·e^l and log Σ weights·e^l. Rates whose likelihood
-// is below e^−negligible of the best are left out: their weight would be under 1e-20 of
-// it, and skipping their exponentials makes a posterior a good deal cheaper.
-func weigh(weights *belief, l *[gridSize]float64) (b belief, logSum float64) {
-	top := math.Inf(-1)
-	for k, v := range l {
-		if weights[k] > 0 {
-			top = max(top, v)
-		}
+// windowChange is the chance that a repo changed at the start of its window of pushes,
+// at hazard per day: with pc the chance of a change in the window, the odds are
+// pc/(1−pc) = e^(hazard·days) − 1 times the ratio of the evidence of the two
+// explanations.
+func windowChange(w *weighed, hazard float64) float64 {
+	return changeOdds(w, hazard, math.Exp(w.mStay-w.mOld-w.mWin))
+}
+
+// changeOdds is windowChange given e^−(log evidence of a change − of none).
+func changeOdds(w *weighed, hazard, against float64) float64 {
+	odds := math.Expm1(hazard * w.winT)
+	if !(odds > 0) {
+		return 0
 	}
-	sum := 0.0
-	for k, v := range l {
-		if d := v - top; d > -negligible {
-			b[k] = weights[k] * math.Exp(d)
-			sum += b[k]
-		}
+	return odds / (odds + against)
+}
+
+// weigh returns the belief ∝ weights·e^l and log Σ weights·e^l, from l scaled. Rates
+// whose likelihood is below e^−negligible of the best are left out: their weight would
+// be under 1e-20 of it, and skipping their exponentials makes a posterior a good deal
+// cheaper.
+func weigh(weights *belief, l *scaled) (b belief, logSum float64) {
+	var s0, s1 float64
+	for k := 0; k < gridSize; k += 2 {
+		b[k] = weights[k] * l.e[k]
+		b[k+1] = weights[k+1] * l.e[k+1]
+		s0 += b[k]
+		s1 += b[k+1]
 	}
-	if sum == 0 || math.IsInf(top, -1) {
+	sum := s0 + s1
+	if sum == 0 || math.IsInf(l.top, -1) {
 		return *weights, math.Inf(-1)
 	}
 	for k := range b {
 		b[k] /= sum
 	}
-	return b, top + math.Log(sum)
+	return b, l.top + math.Log(sum)
 }
 
 // negligible is how far below the best log-likelihood a rate is left out of a belief.
@@ -293,73 +362,6 @@ func decays(base [3]float64, f *belief) {
 
 // minDecay is the least decay over a step of a silence that is not taken as 0 (e^-69).
 const minDecay = 1e-30
-
-// silenceSteps is how finely a silence is cut to place a possible change in it: halves,
-// so the last step is 1/2^(silenceSteps−1) of it.
-const silenceSteps = 8
-
-// silenceWalk is a silence cut into its steps: each step's length and the decay
-// e^(−λ·step) of every grid rate over it. It depends on the silence alone, so the
-// candidate hazards of Scores share it.
-type silenceWalk struct {
-	step   [silenceSteps]float64
-	factor [silenceSteps]belief
-}
-
-// steps cuts a silence of days into halves towards the present (the last two equal).
-func (w *silenceWalk) steps(days float64) {
-	step := days / 2
-	var base [3]float64 // the first three rates' decays over step; halving it takes roots
-	for k := range base {
-		base[k] = math.Exp(-gridRates[k] * step)
-	}
-	for j := range silenceSteps {
-		if j > 0 && j < silenceSteps-1 {
-			step /= 2
-			for k := range base {
-				base[k] = math.Sqrt(base[k])
-			}
-		}
-		w.step[j] = step
-		if j == silenceSteps-1 {
-			w.factor[j] = w.factor[j-1] // the last two steps are equal
-			continue
-		}
-		decays(base, &w.factor[j])
-	}
-}
-
-// walk is the belief after a silence, from stay (the belief the evidence before it
-// gives), at hazard changes per day: the repo may have changed at any moment of the
-// silence, and after a change only the silence since constrains its new rate. The
-// silence is walked in steps that halve towards the present (a change is placed at a
-// step's start), so a repo silent for years keeps the chance of having woken up recently.
-func (p *Prior) walk(stay belief, w *silenceWalk, hazard float64) (belief, float64) {
-	var moved belief
-	total := 1.0 // of stay and moved: the belief is normalised at the end
-	for j := range silenceSteps {
-		factor := &w.factor[j]
-		rho := -math.Expm1(-hazard * w.step[j])
-		inject := rho * total // a change draws from Weights whatever the belief was
-		total = 0
-		for k := range gridSize {
-			moved[k] = factor[k] * ((1-rho)*moved[k] + inject*p.Weights[k])
-			stay[k] *= factor[k] * (1 - rho)
-			total += stay[k] + moved[k]
-		}
-	}
-	if total == 0 {
-		var b belief
-		b[0] = 1
-		return b, 1
-	}
-	changed := 0.0
-	for k := range gridSize {
-		stay[k] = (stay[k] + moved[k]) / total
-		changed += moved[k] / total
-	}
-	return stay, changed
-}
 
 // Rate is the expected current change rate of a repo, in pushes per day.
 func (p *Prior) Rate(s Stats) float64 {
@@ -389,7 +391,11 @@ type Scores struct {
 }
 
 // Add scores one successful poll of a repo whose stats were s before it.
-func (sc *Scores) Add(prior *Prior, s Stats, p Poll) {
+func (sc *Scores) Add(prior *Prior, s Stats, p Poll) { sc.AddWith(prior, s, p, nil) }
+
+// AddWith is Add reading the repo's posterior from m (Memo), which a decision on the
+// same stats and prior may have left there; m may be nil.
+func (sc *Scores) AddWith(prior *Prior, s Stats, p Poll, m *Memo) {
 	if prior == nil || p.Prev.IsZero() {
 		return
 	}
@@ -397,19 +403,13 @@ func (sc *Scores) Add(prior *Prior, s Stats, p Poll) {
 	if days <= 0 {
 		return
 	}
-	var w weighed
-	prior.weighAll(evidenceOf(s), &w)
+	var scratch view
+	v := prior.view(s, m, &scratch)
 	var stay belief // the chance of no push over the poll's interval, at each rate
-	for k, r := range gridRates {
-		stay[k] = math.Exp(-r * days)
-	}
-	for h, perMonth := range hazards {
-		b, _ := prior.judge(&w, perMonth/30)
-		quiet := 0.0
-		for k, w := range b {
-			quiet += w * stay[k]
-		}
-		quiet = min(max(quiet, 1e-9), 1-1e-9)
+	quietFor(days, &stay)
+	r := v.read(&stay)
+	for h := range hazards {
+		quiet := min(max(r.at(v, h), 1e-9), 1-1e-9)
 		if p.Changed {
 			sc.LogLik[h] += math.Log1p(-quiet)
 		} else {
@@ -458,25 +458,53 @@ func (sc *Scores) Fade() {
 // each class of first clone (classOf). Repos with no evidence are
 // skipped; base (nil: the default) is where EM starts.
 func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
+	return FitWith(stats, nil, base, now, sc)
+}
+
+// FitWith is Fit reading each repo's likelihoods from its Memo (memos[i] is stats[i]'s;
+// nil, or a nil entry: none), which keeps them while its stats do not change. The
+// likelihoods do not depend on the prior, so EM's rounds weigh the same ones.
+func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Scores) *Prior {
 	if base == nil {
 		base = DefaultPrior()
 	}
 	out := *base
 	out.Hazard = sc.hazard()
-	var ev []evidence
-	for _, s := range stats {
+	// Each repo with evidence, and its memo if any. Without one, its likelihoods are
+	// computed again each round: a worker keeps no memos, and holding them for the whole
+	// fit would cost it kilobytes per repo.
+	type item struct {
+		s Stats
+		m *Memo
+	}
+	var items []item
+	for i, s := range stats {
 		if e := evidenceOf(s); e.oldT+e.winT > 0 {
-			ev = append(ev, e)
+			it := item{s: s}
+			if memos != nil {
+				it.m = memos[i]
+			}
+			items = append(items, it)
 		}
 	}
-	out.Repos, out.At = len(ev), now
+	out.Repos, out.At = len(items), now
 	if !out.Classes {
 		for c := range out.ClassWeights {
 			out.ClassWeights[c] = out.Weights
 		}
 		out.Classes = true
 	}
-	for range fitRounds {
+	var (
+		w       weighed
+		scratch likelihoods
+	)
+	rounds := fitRounds
+	if base.Repos > 0 && float64(len(items)) < 1.25*float64(base.Repos)+8 {
+		// A refit of the same repos a week on: the prior it starts from is already
+		// fitted to them, and one round keeps it there.
+		rounds = 1
+	}
+	for range rounds {
 		// Each class and all repos together are shrunk towards the default by
 		// priorRepos pseudo-repos.
 		var all belief
@@ -487,10 +515,17 @@ func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 		for c := range sums {
 			sums[c] = all
 		}
-		for _, e := range ev {
-			b, _ := out.posterior(e)
+		for _, it := range items {
+			l := &scratch
+			if it.m != nil {
+				l = it.m.likelihoods(it.s)
+			} else {
+				likelihoodsOf(evidenceOf(it.s), l)
+			}
+			out.weigh(l, &w)
+			b, _ := out.judge(&w, out.Hazard)
 			for k := range gridSize {
-				sums[e.class][k] += b[k]
+				sums[l.class][k] += b[k]
 				all[k] += b[k]
 			}
 		}
@@ -499,7 +534,7 @@ func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 		}
 		out.Weights = normalised(all)
 	}
-	return &out
+	return out.withTails()
 }
 
 // normalised is b scaled to sum to 1.
@@ -514,8 +549,9 @@ func normalised(b belief) belief {
 	return b
 }
 
-// fitRounds is the EM iterations per Fit; a worker refits regularly and starts from its
-// last fit, so a few per round converge over time.
+// fitRounds is the EM iterations per Fit while a fleet's repos grow; a worker refits
+// regularly and starts from its last fit, so a few per round converge over time, and a
+// weekly refit of the same repos takes one.
 const fitRounds = 3
 
 // priorRepos is how many repos the default prior counts as in a fit: a worker that owns

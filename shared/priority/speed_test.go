@@ -6,14 +6,29 @@ import (
 	"time"
 )
 
-func TestDecaysAreTheExponentials(t *testing.T) {
-	for _, days := range []float64{0.001, 0.4, 3, 90, 2000, 40000} {
-		var w silenceWalk
-		w.steps(days)
-		for j, step := range w.step {
+// A silence is cut into steps that halve towards the present and add up to it: the
+// first is the repo's own, the others those of the silence rounded down to the grid,
+// kept with the prior; each step's decays are the exponentials.
+func TestASilenceIsCutIntoHalvingSteps(t *testing.T) {
+	for _, days := range []float64{0.004, 0.4, 1, 3, 90, 2000, 40000, 1e6} {
+		var s silence
+		s.cut(days)
+		tl := s.sh
+		steps := []float64{s.step0}
+		factors := []belief{s.f0}
+		for j := 1; j < silenceSteps; j++ {
+			steps = append(steps, tl.step[j])
+			factors = append(factors, tl.f[j])
+		}
+		total := 0.0
+		for j, step := range steps {
+			total += step
+			if j > 0 && j < silenceSteps-1 && math.Abs(step/steps[j+1]-2) > 1e-12 && j < silenceSteps-2 {
+				t.Errorf("days %g: step %d is %g, the next %g", days, j, step, steps[j+1])
+			}
 			for k, r := range gridRates {
 				want := math.Exp(-r * step)
-				got := w.factor[j][k]
+				got := factors[j][k]
 				if want < minDecay {
 					if got != 0 {
 						t.Errorf("days %g step %d rate %g: decay %g, want 0 below %g", days, j, r, got, minDecay)
@@ -25,8 +40,8 @@ func TestDecaysAreTheExponentials(t *testing.T) {
 				}
 			}
 		}
-		if w.step[silenceSteps-1] != w.step[silenceSteps-2] || math.Abs(w.step[0]-days/2) > 1e-12*days {
-			t.Errorf("days %g: steps %v", days, w.step)
+		if math.Abs(total-days) > 1e-9*days || steps[silenceSteps-1] != steps[silenceSteps-2] || steps[0] < days/2 || steps[0] > 0.52*days {
+			t.Errorf("days %g: steps %v add up to %g", days, steps, total)
 		}
 	}
 }
@@ -34,8 +49,10 @@ func TestDecaysAreTheExponentials(t *testing.T) {
 func TestScoresWeighEachHazardAsItsOwnPosterior(t *testing.T) {
 	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
 	for _, e := range []evidence{{oldN: 12, oldT: 800, winT: 40}, {oldN: 3, oldT: 200, winN: 2, winT: 15}, {oldT: 3000}} {
+		var l likelihoods
+		likelihoodsOf(e, &l)
 		var w weighed
-		prior.weighAll(e, &w)
+		prior.weigh(&l, &w)
 		for _, perMonth := range hazards {
 			q := *prior
 			q.Hazard = perMonth / 30
@@ -52,7 +69,7 @@ func BenchmarkPosteriorSilence(b *testing.B) {
 	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
 	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
 	for b.Loop() {
-		prior.guarded(s)
+		prior.guarded(s, nil)
 	}
 }
 
@@ -63,5 +80,62 @@ func BenchmarkScoresAdd(b *testing.B) {
 	var sc Scores
 	for b.Loop() {
 		sc.Add(prior, s, p)
+	}
+}
+
+// A view holds every candidate hazard's posterior and the prior's own: each is the
+// posterior judge gives at that hazard, and what a decision reads of it (dot) is read
+// off the same belief.
+func TestAViewIsEveryHazardsPosterior(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.02 / 30}
+	for _, e := range []evidence{{oldN: 12, oldT: 800, winT: 40}, {oldN: 3, oldT: 200, winN: 2, winT: 15}, {oldT: 3000},
+		{oldT: 3000, winT: 4000}, {oldN: 500, oldT: 300, winT: 90}, {winT: 0.01}} {
+		var v view
+		prior.viewOf(e, &v)
+		hs := prior.viewHazardsPerDay()
+		for h, hz := range hs {
+			q := *prior
+			q.Hazard = hz
+			want, wc := q.posterior(e)
+			got, gc := v.belief(h)
+			for k := range gridSize {
+				if math.Abs(got[k]-want[k]) > 1e-12+1e-9*want[k] {
+					t.Fatalf("%+v at %g a day, rate %g: %g, want %g", e, hz, gridRates[k], got[k], want[k])
+				}
+			}
+			if math.Abs(gc-wc) > 1e-9 {
+				t.Fatalf("%+v at %g a day: changed %g, want %g", e, hz, gc, wc)
+			}
+			if m := v.dot(h, &gridBelief); math.Abs(m-want.mean()) > 1e-9*want.mean() {
+				t.Fatalf("%+v at %g a day: mean %g, want %g", e, hz, m, want.mean())
+			}
+		}
+	}
+}
+
+// A Memo changes no result: a decision and the next poll's score with one are what they
+// are without, and a memo of other stats or another prior is not read.
+func TestAMemoIsOnlyASaving(t *testing.T) {
+	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
+	other := &Prior{Weights: logNormal(0.3, math.Log(0.05), 1.2), Hazard: 0.1 / 30}
+	var m Memo
+	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
+	for k, c := range []struct {
+		p *Prior
+		s Stats
+	}{{prior, s}, {prior, s}, {other, s}, {other, Stats{Events: 1, Exposure: 30 * 86400, WinEvents: 2, WinSeconds: 86400}}, {prior, s}} {
+		in := Input{Old: 1, Cloned: true, Stats: c.s, Prior: c.p}
+		want := (Bayes{}).Next(in)
+		in.Memo = &m
+		if got := (Bayes{}).Next(in); got != want {
+			t.Fatalf("step %d: next %v with a memo, %v without", k, got, want)
+		}
+		p := Poll{Prev: t0, Now: t0.Add(36 * time.Hour), Changed: k%2 == 0}
+		var with, without Scores
+		with.AddWith(c.p, c.s, p, &m)
+		without.Add(c.p, c.s, p)
+		if with != without {
+			t.Fatalf("step %d: scores %v with a memo, %v without", k, with, without)
+		}
 	}
 }

@@ -1,0 +1,238 @@
+package priority
+
+import (
+	"math"
+	"weak"
+)
+
+// A view is a repo's posterior under a prior at every candidate hazard of Scores and at
+// the prior's own, computed at once: a poll's decision reads the prior's, and the next
+// poll's score every candidate's. Each posterior is a mixture of a few beliefs that do
+// not depend on the hazard; a view keeps those and each hazard's weights, so what is
+// read of a posterior (its mean, its active share, its chance of a quiet interval) costs
+// a few dot products. It gives the posteriors walk and judge give, up to rounding.
+type view struct {
+	kind viewKind
+	// viewStay: the belief before a silence walked for no time.
+	// viewPushes: the beliefs if the repo stayed and if it changed at the window's start,
+	// and the chance of a change at each hazard.
+	stay, win belief
+	changed   [viewHazards]float64
+	// viewSilence: the walk of the silence as sums of fixed beliefs: the belief before
+	// it decayed over the whole silence (decayed), and the fleet's weights decayed from
+	// the start of each step to the end (fresh0 for the first step, the tail's for the
+	// others); each hazard weighs them (coefStay, coefFresh) over its total.
+	decayed, fresh0 belief
+	tail            *tail
+	coefStay        [viewHazards]float64
+	coefFresh       [viewHazards][silenceSteps]float64
+	total           [viewHazards]float64
+}
+
+type viewKind uint8
+
+const (
+	viewStay viewKind = iota
+	viewPushes
+	viewSilence
+)
+
+// viewHazards are the hazards a view holds: Scores' candidates, then the prior's own.
+const viewHazards = len(hazards) + 1
+
+// ownHazard is the index of the prior's own hazard in a view.
+const ownHazard = len(hazards)
+
+// viewOf computes the view of evidence e under p.
+func (p *Prior) viewOf(e evidence, v *view) {
+	var l likelihoods
+	likelihoodsOf(e, &l)
+	p.viewOfL(&l, v)
+}
+
+// viewOfL computes the view of likelihoods l under p.
+func (p *Prior) viewOfL(l *likelihoods, v *view) {
+	var w weighed
+	p.weigh(l, &w)
+	switch {
+	case !w.silent:
+		v.kind = viewPushes
+		v.stay, v.win = w.stay, w.win
+		against := math.Exp(w.mStay - w.mOld - w.mWin)
+		for h, hz := range p.viewHazardsPerDay() {
+			v.changed[h] = changeOdds(&w, hz, against)
+		}
+	case w.winT <= 0:
+		v.kind = viewStay
+		v.stay = w.stay
+	default:
+		v.kind = viewSilence
+		p.walkAll(w.stay, w.walk, v)
+	}
+}
+
+// viewHazardsPerDay are the hazards of a view, per day.
+func (p *Prior) viewHazardsPerDay() [viewHazards]float64 {
+	var hs [viewHazards]float64
+	for h, perMonth := range hazards {
+		hs[h] = perMonth / 30
+	}
+	hs[ownHazard] = p.Hazard
+	return hs
+}
+
+// dot is Σ b[k]·x[k] of the posterior at hazard h.
+func (v *view) dot(h int, x *belief) float64 {
+	r := v.read(x)
+	return r.at(v, h)
+}
+
+// reading is x read off the beliefs a view's posteriors are made of: each hazard's is
+// then a weighted sum of these.
+type reading struct {
+	stay, win, decayed float64
+	fresh              [silenceSteps]float64
+}
+
+func (v *view) read(x *belief) (r reading) {
+	switch v.kind {
+	case viewStay:
+		r.stay = dotOf(&v.stay, x)
+	case viewPushes:
+		r.stay, r.win = dotOf(&v.stay, x), dotOf(&v.win, x)
+	default:
+		r.decayed = dotOf(&v.decayed, x)
+		r.fresh[0] = dotOf(&v.fresh0, x)
+		for m := 1; m < silenceSteps; m++ {
+			switch x {
+			case &gridBelief:
+				r.fresh[m] = v.tail.rates[m]
+			case &activeRates:
+				r.fresh[m] = v.tail.active[m]
+			default:
+				r.fresh[m] = dotOf(&v.tail.fresh[m], x)
+			}
+		}
+		r.stay = x[0] // what is read when nothing survives the silence: dormant
+	}
+	return r
+}
+
+// at is the reading of the posterior at hazard h.
+func (r *reading) at(v *view, h int) float64 {
+	switch v.kind {
+	case viewStay:
+		return r.stay
+	case viewPushes:
+		c := v.changed[h]
+		return c*r.win + (1-c)*r.stay
+	}
+	if v.total[h] == 0 {
+		return r.stay
+	}
+	s := v.coefStay[h] * r.decayed
+	for m := range silenceSteps {
+		s += v.coefFresh[h][m] * r.fresh[m]
+	}
+	return s / v.total[h]
+}
+
+// belief is the posterior at hazard h, and the chance that the repo changed.
+func (v *view) belief(h int) (b belief, changed float64) {
+	switch v.kind {
+	case viewStay:
+		return v.stay, 0
+	case viewPushes:
+		c := v.changed[h]
+		for k := range gridSize {
+			b[k] = c*v.win[k] + (1-c)*v.stay[k]
+		}
+		return b, c
+	}
+	t := v.total[h]
+	if t == 0 {
+		b[0] = 1
+		return b, 1
+	}
+	moved := 0.0
+	for k := range gridSize {
+		m := v.coefFresh[h][0] * v.fresh0[k]
+		for j := 1; j < silenceSteps; j++ {
+			m += v.coefFresh[h][j] * v.tail.fresh[j][k]
+		}
+		b[k] = (v.coefStay[h]*v.decayed[k] + m) / t
+		moved += m / t
+	}
+	return b, moved
+}
+
+func dotOf(a, b *belief) float64 {
+	var s0, s1 float64 // two sums, so that the additions need not wait for one another
+	for k := 0; k < gridSize; k += 2 {
+		s0 += a[k] * b[k]
+		s1 += a[k+1] * b[k+1]
+	}
+	return s0 + s1
+}
+
+// activeRates marks the rates that count as active for the tail guard; gridBelief is
+// the rates: what a decision reads of a posterior.
+var activeRates = func() belief {
+	var b belief
+	for k, r := range gridRates {
+		if r >= GuardRate/4 {
+			b[k] = 1
+		}
+	}
+	return b
+}()
+
+var gridBelief = belief(gridRates)
+
+// quietFor sets q[k] to the chance of no push in days at each grid rate.
+func quietFor(days float64, q *belief) { decaysOver(days, q) }
+
+// Memo keeps what a repo's stats say between its polls: their likelihoods, which
+// depend on the stats alone, and the posterior a poll's decision computed from them,
+// which the next poll's score needs again if neither the stats nor the prior changed in
+// between; a fit reads the likelihoods of a repo whose stats did not change since the
+// last. It is only a saving: with or without one, every result is the same. A Memo is
+// one repo's; its zero value is empty. It does not keep the prior alive.
+type Memo struct {
+	stats Stats
+	lkOK  bool
+	lk    likelihoods
+	prior weak.Pointer[Prior] // the prior v is of; zero: none
+	v     view
+}
+
+// likelihoods are the likelihoods of s, from m when it holds them. Those of the
+// evidence before the window change only when a window settles: a poll that only adds to
+// the window computes the window's alone.
+func (m *Memo) likelihoods(s Stats) *likelihoods {
+	if m.lkOK && m.stats == s {
+		return &m.lk
+	}
+	e := evidenceOf(s)
+	if m.lkOK && m.lk.oldN == e.oldN && m.lk.oldT == e.oldT {
+		m.lk.window(e)
+	} else {
+		likelihoodsOf(e, &m.lk)
+	}
+	m.stats, m.lkOK, m.prior = s, true, weak.Pointer[Prior]{}
+	return &m.lk
+}
+
+// view is the view of s under p, from m when it holds it (m may be nil).
+func (p *Prior) view(s Stats, m *Memo, scratch *view) *view {
+	if m == nil {
+		p.viewOf(evidenceOf(s), scratch)
+		return scratch
+	}
+	l := m.likelihoods(s)
+	if m.prior.Value() != p {
+		p.viewOfL(l, &m.v)
+		m.prior = weak.Make(p)
+	}
+	return &m.v
+}
