@@ -24,6 +24,7 @@ type seen struct {
 	lastCommit float64 // day of the newest upstream commit seen (negative: before the run; −Inf: none)
 	stats      priority.Stats
 	prior      *priority.Prior // what the worker has learned of its repos
+	memo       *priority.Memo  // the repo's posterior between its polls (nil: none)
 }
 
 // scheduler decides each repo's next priority in the worker's virtual-time queue.
@@ -39,6 +40,14 @@ type scheduler interface {
 // (worker.Queue.PushNew); its start is not used.
 type cloner interface {
 	cloneStep() float64
+}
+
+// commitsReader is a scheduler whose decisions read the commit times of a repo's polls
+// (through the stats the worker folds them into, priority.Fold). For one that is not,
+// the simulation leaves the times out of the polls after the first clone, so folding
+// them costs little; the counts of polls are the same.
+type commitsReader interface {
+	readsCommits() bool
 }
 
 // rateFollower is a scheduler told when a repo's true rate changes (only the optimum).
@@ -78,13 +87,23 @@ type production struct{ p priority.Policy }
 
 func (s production) name() string { return s.p.Name() }
 
+// readsCommits: Rate reads only the counts of polls (what the polls saw), Cbrt only the
+// newest commit's time, which the fetch gives apart.
+func (s production) readsCommits() bool {
+	switch s.p.(type) {
+	case priority.Rate, priority.Cbrt:
+		return false
+	}
+	return true
+}
+
 // start is not used: production policies are cloners.
 func (s production) start(int, *rand.Rand) float64 { return 0 }
 
 func (s production) cloneStep() float64 { return worker.CloneStep(s.p, priority.DefaultPrior()) }
 
 func (s production) next(_ int, old float64, o seen) (float64, bool) {
-	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: o.stats, Prior: o.prior, Now: at(o.now)}
+	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: o.stats, Prior: o.prior, Now: at(o.now), Memo: o.memo}
 	if !math.IsInf(o.lastCommit, -1) {
 		in.LastCommitAt = at(o.lastCommit)
 	}

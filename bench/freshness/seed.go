@@ -186,7 +186,7 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 		}
 		for _, b := range o.budgets {
 			for _, mk := range schedulers(u.up, nil) {
-				if wanted(mk()) {
+				if s := mk(); wanted(s) && simulatedIn(s.name(), u.drift, u.realistic) {
 					sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, u.pop, u.up, u.drift, u.realistic, nil})
 				}
 			}
@@ -244,6 +244,22 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 	}
 	sr.runs = make([][]results.FreshnessRun, len(sr.jobs))
 	return sr
+}
+
+// simulatedIn says whether a policy is simulated in the sections of a population
+// (drifting or not, realistic or not). Every section has the production policies; the
+// references are closed forms (results.FreshnessAnalytic), and the optimum is also
+// simulated where its closed form is checked against it: the stationary and the drift
+// sections. Round-robin and Software Heritage's policy, which at these budgets is
+// round-robin, are simulated in the plain stationary sections only.
+func simulatedIn(policy string, drift, realistic bool) bool {
+	switch policy {
+	case "uniform", "swh":
+		return !drift && !realistic
+	case "optimum":
+		return drift || !realistic
+	}
+	return true
 }
 
 // tasks are the seed's simulations and references.

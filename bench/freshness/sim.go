@@ -61,16 +61,28 @@ type schedPolicy struct {
 	i          int
 	now        float64
 	lastCommit float64
+	memo       *priority.Memo // the repo's memo the decision leaves its posterior in (nil: none)
 }
 
 func (p *schedPolicy) Name() string { return p.s.name() }
 
 func (p *schedPolicy) Next(in priority.Input) float64 {
-	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior})
+	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior, memo: p.memo})
 	if !again {
 		return math.Inf(1)
 	}
 	return next
+}
+
+// memoPair is a repo's two memos: a decision leaves its posterior in one while the
+// poll's score reads the other, which the decision before left.
+type memoPair [2]priority.Memo
+
+func (m *memoPair) at(second bool) *priority.Memo {
+	if second {
+		return &m[1]
+	}
+	return &m[0]
 }
 
 // window is a measured stretch of days [From, To).
@@ -99,6 +111,10 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	}
 	changes := regimeChanges(up)
 	follower, _ := sched.(rateFollower)
+	commits := false
+	if r, ok := sched.(commitsReader); ok {
+		commits = r.readsCommits()
+	}
 
 	cursor := make([]int, n) // first push not mirrored yet
 	cloned := make([]bool, n)
@@ -117,6 +133,15 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	withEvidence := 0
 	var scores priority.Scores
 	learns := sched.name() == "bayes" // only it reads the prior; the others need not pay for it
+	// Each repo's posteriors between its polls (a saving only): the latest decision's
+	// (decided[i]) and the one before.
+	var (
+		memos   []memoPair
+		decided []bool
+	)
+	if learns {
+		memos, decided = make([]memoPair, n), make([]bool, n)
+	}
 
 	meters := make([]meter, len(cfg.Windows))
 	for k, w := range cfg.Windows {
@@ -144,13 +169,16 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			}
 		}
 		if learns && prior.Due(at(now), withEvidence) {
-			var all []priority.Stats
+			var (
+				all []priority.Stats
+				ms  []*priority.Memo
+			)
 			for i, r := range held {
 				if cloned[i] {
-					all = append(all, r.Rec.Stats)
+					all, ms = append(all, r.Rec.Stats), append(ms, memos[i].at(decided[i]))
 				}
 			}
-			prior = priority.Fit(all, prior, at(now), &scores)
+			prior = priority.FitWith(all, ms, prior, at(now), &scores)
 			scores.Fade()
 		}
 		var (
@@ -219,27 +247,38 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		wasCloned := cloned[i]
 		var res fetch.Result
 		if !cloned[i] {
-			times, since, root := historyAt(life, c, now)
 			lastCommit[i] = max(lastCommit[i], life.Newest)
+			times, since, root := historyAt(life, c, now)
 			res = fetch.Result{Cloned: true, Changed: true, Commits: commitsAt(times), HistorySince: at(since), HistoryFromRoot: root}
 			cloned[i] = true
 			withEvidence++
 		} else {
-			res = fetch.Result{Changed: len(brought) > 0, Commits: commitsAt(newCommits(brought))}
+			res = fetch.Result{Changed: len(brought) > 0}
+			if commits {
+				res.Commits = commitsAt(newCommits(brought))
+			}
 		}
 		if !math.IsInf(lastCommit[i], -1) {
 			res.LastCommitAt = at(lastCommit[i])
 		}
 		cursor[i] = c
 		// The worker's fetch: taken at old (a signalled repo answers its signal), a
-		// mirror there or not, and what it brought.
+		// mirror there or not, and what it brought. The decision leaves its posterior in
+		// the repo's other memo, so the score of this poll still reads the one the
+		// decision before it left.
 		pol.i, pol.now, pol.lastCommit = i, now, lastCommit[i]
+		if memos != nil {
+			pol.memo = memos[i].at(!decided[i])
+		}
 		v := cfg.view(sig, prior, i, now)
 		worker.Step(&wcfg, v, &held[i], worker.PollDue{Prio: old})
 		worker.Step(&wcfg, v, &held[i], worker.Checked{Cloned: wasCloned})
 		a := worker.Step(&wcfg, v, &held[i], worker.Fetched{Res: res})
 		if learns && a.Learn {
-			scores.Add(prior, a.Learning.Stats, a.Learning.Poll)
+			scores.AddWith(prior, a.Learning.Stats, a.Learning.Poll, memos[i].at(decided[i]))
+		}
+		if memos != nil {
+			decided[i] = !decided[i]
 		}
 		if sig != nil {
 			sig.loss.Count(a.Found)
