@@ -269,81 +269,18 @@ func bound(pop Population, up Upstream, day float64, w window, budgets []float64
 // fetches leave), all from the same filtered beliefs; the ratios stay over the poll-only
 // optimum.
 func driftBound(pop Population, up Upstream, perMonth float64, w window, budgets []float64, opt optimumLags, rng *rand.Rand, charges ...signalCharge) []results.FreshnessBound {
-	const k = 48 // the log-normal on a grid, and the dormant point (index k)
-	var rate, weight, decay [k + 1]float64
-	r, wt := activeGrid(pop, k, 4)
-	copy(rate[:], r)
-	copy(weight[:], wt)
-	weight[k] = targets.Dormant
-	const dt = 0.25 // days per filter step
-	for j := range rate {
-		decay[j] = math.Exp(-rate[j] * dt)
-	}
-	rho := -math.Expm1(-perMonth / 30 * dt)
 	window := fetch.HistoryWindow.Hours() / 24
 	days := int(math.Ceil(w.To - w.From))
-
+	f := newBeliefFilter(pop, up, perMonth, rng)
 	// mean[i][d] is repo i's expected rate on day w.From+d, before that day's pushes.
 	mean := make([][]float32, len(up))
 	dormantAt := make([][]bool, len(up))
 	for i, l := range up {
-		// The belief at day 0, from the history a first clone lists.
-		var b [k + 1]float64
-		n, t := 0, pop.Quiet[i]
-		if r := pop.Rates[i]; r > 0 {
-			t = window
-			if pop.Age != nil {
-				t = min(window, pop.Age[i]) // a young repo's history is all there is
-			}
-			for x := rng.ExpFloat64(); x < r*t; x += rng.ExpFloat64() {
-				n++
-			}
-		}
-		top := math.Inf(-1)
-		for j := range b {
-			if n > 0 && j == k {
-				continue
-			}
-			b[j] = float64(n)*math.Log(max(rate[j], 1e-300)) - rate[j]*t
-			top = max(top, b[j])
-		}
-		for j := range b {
-			if n > 0 && j == k {
-				b[j] = 0
-			} else {
-				b[j] = weight[j] * math.Exp(b[j]-top)
-			}
-		}
-		normalise(b[:])
 		mean[i] = make([]float32, days)
 		dormantAt[i] = make([]bool, days)
-		next, now := 0, 0.0
 		for d := range days {
 			day := w.From + float64(d)
-			for ; now < day; now += dt {
-				pushes := 0
-				for next < len(l.Pushes) && l.Pushes[next].At < now+dt {
-					pushes++
-					next++
-				}
-				for j := range b {
-					b[j] *= decay[j]
-				}
-				if pushes > 0 {
-					for j := range b {
-						b[j] *= math.Pow(rate[j], float64(pushes))
-					}
-				}
-				normalise(b[:])
-				for j := range b {
-					b[j] = (1-rho)*b[j] + rho*weight[j]
-				}
-			}
-			m := 0.0
-			for j := range b {
-				m += b[j] * rate[j]
-			}
-			mean[i][d] = float32(m)
+			mean[i][d] = float32(f.mean(i, day))
 			dormantAt[i][d] = l.RateAt(day) == 0
 		}
 	}
@@ -425,48 +362,4 @@ func activeGrid(pop Population, k int, width float64) (rates, weights []float64)
 		weights[j] *= (1 - targets.Dormant) / sum
 	}
 	return rates, weights
-}
-
-// informed is the all-evidence information bound run as a policy (bound "all, cloned"),
-// so that a section that starts from nothing charges the bound what it charges any
-// mirror: it clones every repo as the worker does, knowing nothing of a repo before its
-// first clone, at the default policy's pacing; then it polls each repo at
-// f ∝ √E[λ | evidence], from the table of its population's true model learned at the
-// measured day nearest the poll. Its evidence is the exact pushes up to the poll.
-type informed struct {
-	up     Upstream
-	tables []dayTable
-	clone  []cloneEvidence // each repo's first clone, on first use
-}
-
-// dayTable is a rate table and the day it was learned at; table learns it on first use.
-type dayTable struct {
-	day   float64
-	table func() *rateTable
-}
-
-func (*informed) name() string { return boundPolicy }
-
-// boundPolicy names the information bound run as a policy; its runs are bounds, not
-// rows of a section.
-const boundPolicy = "bound"
-
-func (*informed) start(int, *rand.Rand) float64 { return 0 }
-
-func (*informed) cloneStep() float64 { return production{defaultPolicy()}.cloneStep() }
-
-func (s *informed) next(i int, old float64, o seen) (float64, bool) {
-	if s.clone == nil {
-		s.clone = make([]cloneEvidence, len(s.up))
-		for k, l := range s.up {
-			s.clone[k] = clonedEvidence(l)
-		}
-	}
-	near := s.tables[0]
-	for _, t := range s.tables[1:] {
-		if math.Abs(t.day-o.now) < math.Abs(near.day-o.now) {
-			near = t
-		}
-	}
-	return old + 1/math.Sqrt(near.table().estimate(s.clone[i].at(s.up[i], o.now))), true
 }

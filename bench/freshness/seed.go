@@ -200,26 +200,36 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 			sr.tables[tableKey{real, day}] = sync.OnceValue(func() *rateTable { return learnTable(sr.draw(real, day), seed, day) })
 		}
 	}
-	// The all-evidence bound run as a policy, beside the stationary sections' policies.
-	for _, u := range []struct {
-		up   Upstream
-		real bool
-		pop  Population
-	}{{sr.steady, false, sr.pop}, {sr.realSteady, true, sr.real}} {
-		if u.up == nil {
-			continue
-		}
+	// Each section's information bound run as a policy, the reference of its goals: the
+	// all-evidence table in the stationary sections, the filter of push times in the
+	// drifting ones; with a signal, knowing which repos it covers.
+	tablesOf := func(real bool) []dayTable {
 		var tables []dayTable
 		for _, day := range []float64{d.cold / 2, d.warmup + d.window/2} {
-			tables = append(tables, dayTable{day, sr.tables[tableKey{u.real, day}]})
+			tables = append(tables, dayTable{day, sr.tables[tableKey{real, day}]})
 		}
-		mk := func() scheduler { return &informed{up: u.up, tables: tables} }
-		if !wanted(mk()) {
-			continue
+		return tables
+	}
+	boundOf := func(pop Population, up Upstream, drift, real bool, missed func(int) float64) func() scheduler {
+		if drift {
+			return func() scheduler { return &filtered{pop: pop, up: up, perMonth: o.drift, missed: missed} }
+		}
+		return func() scheduler { return &informed{up: up, tables: tablesOf(real), missed: missed} }
+	}
+	addBound := func(mk func() scheduler, pop Population, up Upstream, drift, real bool, sg *signals) {
+		if up == nil || !wanted(mk()) {
+			return
 		}
 		for _, b := range o.budgets {
-			sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, u.pop, u.up, false, u.real, nil})
+			sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, pop, up, drift, real, sg})
 		}
+	}
+	for _, u := range []struct {
+		pop         Population
+		up          Upstream
+		drift, real bool
+	}{{sr.pop, sr.steady, false, false}, {sr.pop, sr.drifting, true, false}, {sr.real, sr.realSteady, false, true}, {sr.real, sr.realDrifting, true, true}} {
+		addBound(boundOf(u.pop, u.up, u.drift, u.real, nil), u.pop, u.up, u.drift, u.real, nil)
 	}
 	if o.signals {
 		sr.setup.HookStretch, sr.setup.FeedStretch, sr.setup.SignalMemoryDays, sr.setup.OrgMeanRepos = hookStretch, feedStretch, signalMemory, 1+orgExtra
@@ -233,13 +243,14 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 				up = sr.drifting
 			}
 			sr.setup.Signals = append(sr.setup.Signals, sg.doc())
-			// The default policy; its references are closed forms (signalRefs).
 			for _, b := range o.budgets {
 				mk := func() scheduler { return production{defaultPolicy()} }
 				if wanted(mk()) {
 					sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, sr.pop, up, sg.Drift, false, &sg})
 				}
 			}
+			missed := sr.charges([]signals{sg}, up)[0].missed
+			addBound(boundOf(sr.pop, up, sg.Drift, false, missed), sr.pop, up, sg.Drift, false, &sg)
 		}
 	}
 	sr.runs = make([][]results.FreshnessRun, len(sr.jobs))
@@ -277,6 +288,9 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			rng := rand.New(rand.NewPCG(sr.seed, j.stream(s.name())))
 			if sw, ok := s.(*swh); ok {
 				sw.rng = rng
+			}
+			if f, ok := s.(*filtered); ok {
+				f.rng = rand.New(rand.NewPCG(sr.seed, j.stream("history")))
 			}
 			cfg := runConfig{Budget: j.budget, End: end, MinInterval: sr.setup.MinIntervalMin / (24 * 60),
 				Windows: []window{{d.warmup, d.warmup + d.window}}}
@@ -434,27 +448,43 @@ func (sr *seedRun) charges(sigs []signals, up Upstream) []signalCharge {
 	return out
 }
 
-// simBounds are the bound runs (informed) as bounds "all, cloned", one per section and
-// budget, over the closed-form optimum of the same section.
+// simBounds are the bounds run as policies, one per section and budget, over the
+// closed-form optimum of the same section.
 func (sr *seedRun) simBounds() []results.FreshnessBound {
 	var out []results.FreshnessBound
 	for _, j := range sr.jobs {
 		rs := sr.runs[j.k]
-		if len(rs) < 2 || rs[0].Policy != boundPolicy {
+		if len(rs) == 0 || rs[0].Policy != boundPolicy {
 			continue
 		}
-		names := [2]string{"runs", "coldstart"}
-		if j.realistic {
-			names = [2]string{"runs_realistic", "coldstart_realistic"}
+		var names []string
+		switch {
+		case j.signal != nil:
+			names = []string{j.signal.Section}
+		case j.drift && j.realistic:
+			names = []string{"drift_realistic"}
+		case j.drift:
+			names = []string{"drift"}
+		case j.realistic:
+			names = []string{"runs_realistic", "coldstart_realistic"}
+		default:
+			names = []string{"runs", "coldstart"}
 		}
-		seen := [2]float64{sr.o.days.warmup + sr.o.days.window/2, sr.o.days.cold / 2}
+		evidence := results.EvidenceCloned
+		if j.drift {
+			evidence = results.EvidenceFiltered
+		}
+		seen := []float64{sr.o.days.warmup + sr.o.days.window/2, sr.o.days.cold / 2}
 		for k, name := range names {
 			om, op := sr.opt(name)(j.budget)
-			x := results.FreshnessBound{Section: name, Evidence: results.EvidenceCloned, Budget: j.budget,
+			x := results.FreshnessBound{Section: name, Evidence: evidence, Budget: j.budget,
 				SeenDays: sr.setup.HistoryWindowDays + seen[k], LagMeanH: rs[k].LagMeanH, Ratio: rs[k].LagMeanH / om,
 				DormantPolls: rs[k].DormantPolls}
 			if op > 0 {
 				x.P99 = rs[k].LagP99H / op
+			}
+			if rs[k].Polls > 0 {
+				x.SignalFetchShare = float64(rs[k].SignalFetches) / float64(rs[k].Polls)
 			}
 			out = append(out, x)
 		}

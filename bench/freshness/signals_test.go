@@ -428,3 +428,53 @@ func TestTheBoundRunAsAPolicy(t *testing.T) {
 		t.Errorf("cold start %.2f h, uniform's %.2f h", b[1].LagMeanH, uni[1].LagMeanH)
 	}
 }
+
+// TestTheDriftBoundRunAsAPolicy: the filter of push times run as a policy clones every
+// repo first, fetches every push, and comes within range of its closed form; with a
+// feed that covers some repos it never polls them once cloned, their pushes fetched by
+// the feed alone.
+func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
+	const n = 2000
+	pop := NewPopulation(n, 3, targets)
+	cfg := runConfig{Budget: 0.5, End: 160, MinInterval: 5.0 / (24 * 60), Windows: []window{{100, 140}}}
+	up := pop.NewUpstream(3, cfg.End, 0.1, batch, targets)
+	pol := &filtered{pop: pop, up: up, perMonth: 0.1, rng: rand.New(rand.NewPCG(3, 7))}
+	r := run(pop, up, pol, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	w := cfg.Windows[0]
+	opt := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * n) }
+	closed := driftBound(pop, up, 0.1, w, []float64{cfg.Budget}, opt, rand.New(rand.NewPCG(3, 7)))[0]
+	t.Logf("run as a policy %.2f h, closed form %.2f h", r.LagMeanH, closed.LagMeanH)
+	if r.Censored != 0 || r.Commits == 0 || r.LagMeanH < 0.8*closed.LagMeanH || r.LagMeanH > 1.4*closed.LagMeanH {
+		t.Fatalf("the filter run as a policy: %+v; closed form %.2f h", r, closed.LagMeanH)
+	}
+	feed := signals{Section: "feed", Share: 0.7, Period: 5.0 / (24 * 60)}
+	cfg.Signal, cfg.Orgs = &feed, orgs(n, 3)
+	cfg.Covered = covered(cfg.Orgs, 3, feed.Share)
+	cfg.Deliveries = feed.deliveries(up, cfg.Covered, ownerLevel(cfg.Orgs, 3), cfg.End, rand.New(rand.NewPCG(3, 8)))
+	missed := feed.charge(up, cfg.Covered).missed
+	covPolls := 0
+	pol = &filtered{pop: pop, up: up, perMonth: 0.1, missed: missed, rng: rand.New(rand.NewPCG(3, 7))}
+	cov := &countingCovered{filtered: pol, covered: cfg.Covered, polls: &covPolls}
+	rf := run(pop, up, cov, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	if rf.Censored != 0 || rf.SignalFetches == 0 || rf.LagMeanH >= r.LagMeanH/2 {
+		t.Fatalf("with a feed: %+v", rf)
+	}
+	if covPolls != 0 {
+		t.Fatalf("%d polls of covered repos after their clone", covPolls)
+	}
+}
+
+// countingCovered counts the steps a filtered bound asks for covered repos.
+type countingCovered struct {
+	*filtered
+	covered []bool
+	polls   *int
+}
+
+func (c *countingCovered) next(i int, old float64, o seen) (float64, bool) {
+	p, ok := c.filtered.next(i, old, o)
+	if ok && c.covered[i] {
+		*c.polls++
+	}
+	return p, ok
+}

@@ -111,6 +111,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	}
 	changes := regimeChanges(up)
 	follower, _ := sched.(rateFollower)
+	_, aware := sched.(coverageAware)
 	commits := false
 	if r, ok := sched.(commitsReader); ok {
 		commits = r.readsCommits()
@@ -279,6 +280,11 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		}
 		if memos != nil {
 			decided[i] = !decided[i]
+		}
+		if st := held[i].Rec.PollStretch; aware && st > 1 && a.Queue.Op == worker.QueueAt {
+			// A bound allocates its covered repos' polls itself: the worker's fall-back
+			// stretch is taken back off its step.
+			a.Queue.Prio = old + (a.Queue.Prio-old)/st
 		}
 		if sig != nil {
 			sig.loss.Count(a.Found)

@@ -17,11 +17,11 @@ var (
 		section, evidence string
 		target            float64
 	}{
-		{"runs", "all", 1.03}, {"runs_realistic", "all", 1.03},
+		{"runs", results.EvidenceCloned, 1.03}, {"runs_realistic", results.EvidenceCloned, 1.03},
 		{"coldstart", results.EvidenceCloned, 1.03}, {"coldstart_realistic", results.EvidenceCloned, 1.03},
-		{"drift", "", 1.05}, {"drift_realistic", "", 1.05},
-		{"hooks30", "all", 1.03}, {"hooks60", "all", 1.05}, {"feed", "all", 1.04},
-		{"hooks30_drift", "", 1.10}, {"hooks60_drift", "", 1.10}, {"feed_drift", "", 1.10},
+		{"drift", results.EvidenceFiltered, 1.05}, {"drift_realistic", results.EvidenceFiltered, 1.05},
+		{"hooks30", results.EvidenceCloned, 1.03}, {"hooks60", results.EvidenceCloned, 1.05}, {"feed", results.EvidenceCloned, 1.04},
+		{"hooks30_drift", results.EvidenceFiltered, 1.10}, {"hooks60_drift", results.EvidenceFiltered, 1.10}, {"feed_drift", results.EvidenceFiltered, 1.10},
 	}
 	p99Goals  = []string{"runs", "coldstart", "runs_realistic", "coldstart_realistic"}
 	p99Target = 1.2
@@ -32,18 +32,22 @@ const goalBudget = 0.5
 
 // boundName names a bound as a goal's reference.
 func boundName(section, evidence string) string {
-	i := sectionIndex(section)
-	switch {
-	case evidence == results.EvidenceCloned:
-		return "bound of " + section + ": all evidence, cloning blind; simulated"
-	case evidence == "all" && i >= 0:
-		return "bound of " + section + ": all evidence and the signal's coverage, its fetches charged; closed form"
-	case evidence == "all":
-		return "bound of " + section + ": all evidence; closed form"
-	case i >= 0:
-		return "bound of " + section + ": push times under the true model and the signal's coverage, its fetches charged; closed form"
+	what := "all evidence"
+	switch evidence {
+	case results.EvidenceFiltered, "":
+		what = "push times under the true model"
+	case results.EvidenceRates:
+		what = "every rate"
 	}
-	return "bound of " + section + ": push times under the true model; closed form"
+	if sectionIndex(section) >= 0 {
+		what += " and the signal's coverage"
+	}
+	how := "closed form"
+	switch evidence {
+	case results.EvidenceCloned, results.EvidenceFiltered:
+		how = "run as a policy that clones blind, simulated"
+	}
+	return "bound of " + section + ": " + what + "; " + how
 }
 
 // goals are one seed's figures against the goals, each over that seed's own reference

@@ -102,7 +102,7 @@ func TestSpreadAndGoals(t *testing.T) {
 		return results.Freshness{Setup: results.FreshnessSetup{Budgets: []float64{0.5}},
 			Runs:    []results.FreshnessRun{{Policy: "bayes", Budget: 0.5, LagMeanH: def, LagP99H: 2 * def}},
 			Optimum: []results.FreshnessAnalytic{{Section: "runs", Policy: "optimum", Budget: 0.5, LagMeanH: opt, LagP99H: 2 * opt}},
-			Bound:   []results.FreshnessBound{{Section: "runs", Evidence: "all", Budget: 0.5, LagMeanH: ratio * opt, Ratio: ratio}}}
+			Bound:   []results.FreshnessBound{{Section: "runs", Evidence: results.EvidenceCloned, Budget: 0.5, LagMeanH: ratio * opt, Ratio: ratio}}}
 	}
 	all := []results.Freshness{seed(10.3, 10, 1), seed(11, 10, 1)}
 	for k := range all {

@@ -270,7 +270,8 @@ type FreshnessBound struct {
 	// Evidence is what the bound knows of each repo: "" the exact push counts over what
 	// a worker could have seen (and, for drift, their times); "all" also whether the
 	// first clone reached the root, the span seen and the silence since the newest push;
-	// EvidenceCloned the same, run as a policy in the section's simulation.
+	// EvidenceCloned the same, run as a policy in the section's simulation;
+	// EvidenceFiltered the drift bound so run; EvidenceRates a signal section's optimum.
 	Evidence string `json:"evidence,omitempty"`
 	// Budget is the budget the bound was computed at (0 in results of before the
 	// bounds were per budget: a ratio, the same at every budget).
@@ -300,6 +301,11 @@ type FreshnessBound struct {
 // before its first clone, and clones every repo at the default policy's pacing. It is
 // the bound that charges a fleet's first days what they cost: cloning blind.
 const EvidenceCloned = "all, cloned"
+
+// EvidenceFiltered is the drift bound run as a policy in a section's simulation: each
+// repo's belief filtered from the exact time of every push under the true model, up to
+// each poll; it clones every repo blind as EvidenceCloned does.
+const EvidenceFiltered = "push times, cloned"
 
 // EvidenceRates is a signal section's optimum in closed form: it knows every repo's
 // current rate and which repos the signal covers, and polls each for the pushes the
