@@ -21,15 +21,12 @@ func (Bayes) Name() string { return "bayes" }
 
 // The tail guard. MinRate is the least rate any repo is polled for, in pushes per day,
 // so no wait grows without bound: a push in 270 years, a tenth of the grid's slowest
-// active rate. At 1e-4 the floor alone gave the dormant half of a forge 9% of the
-// polls (the information bound gives them 3–4%); at 1e-5 they take 7%, and the
-// benchmark's mean and p99 both gain. A repo that may wake is held above the floor by
-// the hazard of waking the fleet learns, not by the floor. GuardRate keeps the probably-active slow repos, which
-// set the tail, from being starved by the doubt a silence casts on them: a repo polled
-// for rate λ is polled at least for GuardRate·P(λ ≥ GuardRate/4), a push in 200 days
-// times the chance that it pushes at least once in 800. On the benchmark it shortens
-// the p99 by a tenth to a fifth against 2e-3 (a push in 500 days), for under 1% of the
-// mean.
+// active rate. A higher floor spends on the dormant repos the polls that the hazard of
+// waking, which the fleet learns, already gives them (ADR 17 and bench/REPORT.md, section
+// 1, have the figures). GuardRate keeps the probably-active slow repos, which set the
+// tail, from being starved by the doubt a silence casts on them: a repo polled for rate
+// λ is polled at least for GuardRate·P(λ ≥ GuardRate/4), a push in 200 days times the
+// chance that it pushes at least once in 800.
 const (
 	MinRate   = 1e-5
 	GuardRate = 5e-3
@@ -37,14 +34,12 @@ const (
 
 // A repo's first weeks after its clone. Its rate is then known only from the history
 // the clone showed, and the belief is at its widest: the p99 of a cold start is made of
-// slow active repos believed dormant, their rate underrated five to twentyfold. While a
+// slow active repos believed dormant, their rate underrated several times over. While a
 // repo's polls cover less than NewSpan (Stats.Seconds, which decays with HalfLife: about
 // its first seven weeks), its step is rate^−NewExp, flatter than √, so the slow repos are
-// polled more (the two steps agree at a push a day). On the benchmark's cold start of
-// the realistic population this takes the p99 from 1.44× the known-rate optimum's to
-// 1.12× over five seeds, for about 1% of the mean; after NewSpan, √ (the mean's
-// optimum) is back, so a fleet that has run a while pays nothing for it. An exponent of
-// 0.4 gained no more p99 and cost 3–4% of the mean.
+// polled more (the two steps agree at a push a day). After NewSpan, √ (the mean's
+// optimum) is back, so a fleet that has run a while pays nothing for it. What it gains
+// in the cold start's p99 and costs in its mean: ADR 17 and bench/REPORT.md, section 1.
 const (
 	NewSpan = 30 * 24 * time.Hour
 	NewExp  = 0.45

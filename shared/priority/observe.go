@@ -115,11 +115,9 @@ func (s Stats) history(p Poll, prior *Prior) Stats {
 // commit times of its history (in order): its first Window, and on while its pushes
 // come less than a Window apart, for at most MaxMaking. A repo is mostly made in a run
 // of work and then kept at its own pace or left; a fixed first Window counted the end
-// of a longer run as the pushes of a repo that keeps going, and the dormant repos'
-// share of the polls was twice what their history tells (the benchmark's plain
-// population, where every repo that reaches its root is dormant: 6.2% against 2.7%;
-// 4.0% with the run). The cap keeps a busy young repo's evidence: past it, its pushes
-// are its rate.
+// of a longer run as the pushes of a repo that keeps going, and the dormant repos got
+// far more polls than their history tells (ADR 17 has the figures). The cap keeps a
+// busy young repo's evidence: past it, its pushes are its rate.
 func making(times []time.Time, root time.Time) time.Time {
 	end := root.Add(Window)
 	for _, t := range times {

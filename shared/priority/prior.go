@@ -380,11 +380,12 @@ var hazards = [...]float64{0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3}
 // finding a push or not. Of all a prior's parts the hazard is the one the repos' own
 // evidence cannot tell (a silence fits a repo that stayed dormant and one that changed
 // to dormant alike); the surprise of a silent repo's push can. Every poll is scored
-// (every poll whose time the push did not choose: the worker's step, worker.Step): a poll's score tells
-// the candidates apart by little, and scoring one in eight left a
-// new fleet's hazard (or one that faded its scores) to chance, several times the truth,
-// with a dormant repo's polls growing with it. A score costs a posterior per candidate,
-// about 13 µs, nothing beside the fetch.
+// (every poll whose time the push did not choose: the worker's step, worker.Step): a
+// poll's score tells the candidates apart by little, and scoring one in eight left a new
+// fleet's hazard (or one that faded its scores) to chance, several times the truth, with
+// a dormant repo's polls growing with it. A score reads every candidate's posterior off
+// the repo's view, which the decision on the poll before computed (Memo): a few dot
+// products beside the fetch (its cost: bench/results/freshness.json, costs).
 type Scores struct {
 	LogLik [len(hazards)]float64
 	Polls  float64
