@@ -63,7 +63,16 @@ func Fold(s Stats, p Poll, prior *Prior) Stats {
 	if p.Changed && n == 0 {
 		n = 1 // refs moved without new commits (a tag, a reset): still a change to catch
 	}
-	return s.window(float64(n), interval.Seconds(), prior)
+	return s.window(float64(n), interval.Seconds(), quietAfter(p.Commits, p.Now, interval), prior)
+}
+
+// quietAfter is how much of a poll's interval came after its last push, as its commits
+// tell (their newest; with none to tell, none of it).
+func quietAfter(commits []time.Time, now time.Time, interval time.Duration) float64 {
+	if len(commits) == 0 {
+		return 0
+	}
+	return min(max(now.Sub(slices.MaxFunc(commits, time.Time.Compare)), 0), interval).Seconds()
 }
 
 // history replays a first clone's listing of the history through the windows.
@@ -104,7 +113,7 @@ func (s Stats) history(p Poll, prior *Prior) Stats {
 		for n < len(times) && (!times[n].After(to) || to.Equal(p.Now)) {
 			n++
 		}
-		s = s.window(float64(Sessions(times[:n])), to.Sub(from).Seconds(), prior)
+		s = s.window(float64(Sessions(times[:n])), to.Sub(from).Seconds(), quietAfter(times[:n], to, to.Sub(from)), prior)
 		times = times[n:]
 		from = to
 	}
@@ -134,33 +143,71 @@ func making(times []time.Time, root time.Time) time.Time {
 // MaxMaking bounds the making of a repo (making).
 const MaxMaking = 4 * Window
 
-// window adds n pushes over seconds to the current window and settles it once it is
-// full and holds a push: judged a change of behaviour, it replaces the older evidence;
-// else it joins it (which fades with OldHalfLife). A silence is never cut into windows:
-// it grows until the next push, so a repo that went quiet is judged on the whole of it,
-// and that push opens a window of its own, so a repo that wakes up is judged on what
-// came after the silence.
-func (s Stats) window(n, seconds float64, prior *Prior) Stats {
+// window adds n pushes over seconds to the current window, the last of them quiet
+// seconds before its end, and settles it once it is full and holds a push: judged a
+// change of behaviour, it replaces the older evidence; else it joins it (which fades
+// with OldHalfLife). A silence is never cut into windows: it grows until the next push,
+// so a repo that went quiet is judged on the whole of it, and that push opens a window
+// of its own, so a repo that wakes up is judged on what came after the silence.
+//
+// A repo that goes quiet is detected at once, not when a fortnight's window fills: a
+// window whose quiet after its last push the repo's pace makes unlikely
+// (quietSurprises) is settled at that push, and the quiet goes on as the silence that
+// follows, which the posterior walks for a change.
+func (s Stats) window(n, seconds, quiet float64, prior *Prior) Stats {
 	if n > 0 && s.WinEvents == 0 && s.WinSeconds >= Window.Seconds() {
 		s = s.settle(prior)
 	}
+	switch {
+	case n > 0:
+		s.WinQuiet = quiet
+	case s.WinEvents > 0:
+		s.WinQuiet += seconds
+	}
 	s.WinEvents += n
 	s.WinSeconds += seconds
-	if s.WinEvents > 0 && s.WinSeconds >= Window.Seconds() {
+	if s.WinEvents > 0 && (s.WinSeconds >= Window.Seconds() || s.quietSurprises()) {
 		s = s.settle(prior)
 	}
 	return s
 }
 
+// surprising is the chance below which a quiet is taken as a change of pace: a repo
+// that kept its pace is as quiet once in a hundred times, and then only has its window
+// settled early, which its posterior weighs as any other.
+const surprising = 0.01
+
+// minPaceSeconds is the least time a pace is read over (a day): a repo seen for less has
+// no pace to surprise.
+const minPaceSeconds = 86400
+
+// quietSurprises reports whether the window's quiet after its last push is unlikely at
+// the repo's pace: the pushes its evidence up to that push gives (less half a push, so
+// that a push or two make little pace) would have made m in the quiet, and
+// e^−m < surprising.
+func (s Stats) quietSurprises() bool {
+	t := s.Exposure + s.WinSeconds - s.WinQuiet
+	if s.WinQuiet <= 0 || t < minPaceSeconds {
+		return false
+	}
+	return (s.Events+s.WinEvents-0.5)/t*s.WinQuiet > -math.Log(surprising)
+}
+
+// settle closes the window at its last push (judged, as window says), and the quiet
+// after that push opens the next window, a silence.
 func (s Stats) settle(prior *Prior) Stats {
+	quiet := min(s.WinQuiet, s.WinSeconds)
+	if s.WinEvents == 0 {
+		quiet = 0
+	}
 	if _, changed := prior.posterior(evidenceOf(s)); changed > 0.5 {
-		s.Events, s.Exposure = s.WinEvents, s.WinSeconds
+		s.Events, s.Exposure = s.WinEvents, s.WinSeconds-quiet
 	} else {
 		keep := math.Exp2(-s.WinSeconds / OldHalfLife.Seconds())
 		s.Events = s.Events*keep + s.WinEvents
-		s.Exposure = s.Exposure*keep + s.WinSeconds
+		s.Exposure = s.Exposure*keep + s.WinSeconds - quiet
 	}
-	s.WinEvents, s.WinSeconds = 0, 0
+	s.WinEvents, s.WinSeconds, s.WinQuiet = 0, quiet, 0
 	return s
 }
 

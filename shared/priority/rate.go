@@ -22,6 +22,7 @@ type Stats struct {
 	Exposure   float64 `json:"s,omitempty"`  // seconds those cover (decayed alike)
 	WinEvents  float64 `json:"we,omitempty"` // pushes seen in the current window
 	WinSeconds float64 `json:"ws,omitempty"` // seconds the current window covers so far
+	WinQuiet   float64 `json:"wq,omitempty"` // seconds of the current window since its last push
 	// Root: the first clone's history reached the repo's first commit, which the prior
 	// weighs apart (Prior.Classes).
 	Root bool `json:"r,omitempty"`
