@@ -86,14 +86,12 @@ func share(missed func(int) float64, i int) float64 {
 // belief is filtered forward under the true model (the population's prior, and that a
 // repo draws a new rate from it perMonth times a month) from the exact time of every
 // push, as driftBound does, up to each poll; it polls the repo at
-// f ∝ √(missed·E[λ | belief]).
+// f ∝ √(missed·E[λ | belief]). The beliefs' means (means) depend on the upstream alone,
+// so the runs at every budget and with every signal share them.
 type filtered struct {
-	pop      Population
-	up       Upstream
-	perMonth float64
-	missed   func(i int) float64
-	rng      *rand.Rand // the history counts' draws, on first use
-	f        *beliefFilter
+	up     Upstream
+	means  func() *filterMeans
+	missed func(i int) float64
 }
 
 func (*filtered) name() string { return boundPolicy }
@@ -105,14 +103,37 @@ func (*filtered) start(int, *rand.Rand) float64 { return 0 }
 func (*filtered) cloneStep() float64 { return production{defaultPolicy()}.cloneStep() }
 
 func (s *filtered) next(i int, old float64, o seen) (float64, bool) {
-	if s.f == nil {
-		s.f = newBeliefFilter(s.pop, s.up, s.perMonth, s.rng)
-	}
-	r := s.f.mean(i, o.now) * share(s.missed, i)
+	r := s.means().at(i, o.now) * share(s.missed, i)
 	if r <= 0 {
 		return 0, false
 	}
 	return old + 1/math.Sqrt(r), true
+}
+
+// filterMeans is every repo's expected rate under its filtered belief at each step of
+// filterStep days, up to end.
+type filterMeans struct {
+	steps int
+	mean  [][]float32
+}
+
+// newFilterMeans filters every repo of up to end (beliefFilter).
+func newFilterMeans(pop Population, up Upstream, perMonth, end float64, rng *rand.Rand) *filterMeans {
+	f := newBeliefFilter(pop, up, perMonth, rng)
+	m := &filterMeans{steps: int(math.Ceil(end/filterStep)) + 1, mean: make([][]float32, len(up))}
+	for i := range up {
+		m.mean[i] = make([]float32, m.steps)
+		for k := range m.steps {
+			m.mean[i][k] = float32(f.mean(i, float64(k)*filterStep))
+		}
+	}
+	return m
+}
+
+// at is repo i's expected rate at day: its belief's at the first step not before it.
+func (m *filterMeans) at(i int, day float64) float64 {
+	k := min(max(int(math.Ceil(day/filterStep)), 0), m.steps-1)
+	return float64(m.mean[i][k])
 }
 
 // filterGrid is the log-normal on a grid of filterRates rates, and the dormant point
@@ -189,17 +210,21 @@ func (f *beliefFilter) advance(i int, day float64) {
 			pushes++
 			f.next[i]++
 		}
+		sum := 0.0
 		for j := range b {
 			b[j] *= f.decay[j]
-		}
-		if pushes > 0 {
-			for j := range b {
+			if pushes > 0 {
 				b[j] *= math.Pow(f.rate[j], float64(pushes))
 			}
+			sum += b[j]
 		}
-		normalise(b[:])
+		// Normalised, then a change draws from the weights.
+		keep := 1 - f.rho
+		if sum > 0 {
+			keep /= sum
+		}
 		for j := range b {
-			b[j] = (1-f.rho)*b[j] + f.rho*f.weight[j]
+			b[j] = keep*b[j] + f.rho*f.weight[j]
 		}
 	}
 }

@@ -186,7 +186,7 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 		}
 		for _, b := range o.budgets {
 			for _, mk := range schedulers(u.up, nil) {
-				if s := mk(); wanted(s) && simulatedIn(s.name(), u.drift, u.realistic) {
+				if s := mk(); wanted(s) && simulatedIn(s.name(), u.drift, u.realistic) && (seed == o.seeds[0] || !comparison(s.name())) {
 					sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, u.pop, u.up, u.drift, u.realistic, nil})
 				}
 			}
@@ -210,9 +210,19 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 		}
 		return tables
 	}
+	filters := map[bool]func() *filterMeans{} // by population (realistic or not): shared by every budget and signal
+	for _, real := range []bool{false, true} {
+		pop, up := sr.pop, sr.drifting
+		if real {
+			pop, up = sr.real, sr.realDrifting
+		}
+		filters[real] = sync.OnceValue(func() *filterMeans {
+			return newFilterMeans(pop, up, o.drift, end, rand.New(rand.NewPCG(seed, 0xf17)))
+		})
+	}
 	boundOf := func(pop Population, up Upstream, drift, real bool, missed func(int) float64) func() scheduler {
 		if drift {
-			return func() scheduler { return &filtered{pop: pop, up: up, perMonth: o.drift, missed: missed} }
+			return func() scheduler { return &filtered{up: up, means: filters[real], missed: missed} }
 		}
 		return func() scheduler { return &informed{up: up, tables: tablesOf(real), missed: missed} }
 	}
@@ -273,6 +283,17 @@ func simulatedIn(policy string, drift, realistic bool) bool {
 	return true
 }
 
+// comparison says whether a policy is one the default is compared with, not a reference:
+// over several seeds those run on the first alone (their rows are its), and the spread
+// over the seeds is the default policy's, the optimum's and the bounds'.
+func comparison(policy string) bool {
+	switch policy {
+	case "uniform", "swh", "cbrt", "rate":
+		return true
+	}
+	return false
+}
+
 // tasks are the seed's simulations and references.
 func (sr *seedRun) tasks(log *slog.Logger) []task {
 	o, d := sr.o, sr.o.days
@@ -288,9 +309,6 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			rng := rand.New(rand.NewPCG(sr.seed, j.stream(s.name())))
 			if sw, ok := s.(*swh); ok {
 				sw.rng = rng
-			}
-			if f, ok := s.(*filtered); ok {
-				f.rng = rand.New(rand.NewPCG(sr.seed, j.stream("history")))
 			}
 			cfg := runConfig{Budget: j.budget, End: end, MinInterval: sr.setup.MinIntervalMin / (24 * 60),
 				Windows: []window{{d.warmup, d.warmup + d.window}}}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
@@ -438,7 +440,8 @@ func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
 	pop := NewPopulation(n, 3, targets)
 	cfg := runConfig{Budget: 0.5, End: 160, MinInterval: 5.0 / (24 * 60), Windows: []window{{100, 140}}}
 	up := pop.NewUpstream(3, cfg.End, 0.1, batch, targets)
-	pol := &filtered{pop: pop, up: up, perMonth: 0.1, rng: rand.New(rand.NewPCG(3, 7))}
+	means := sync.OnceValue(func() *filterMeans { return newFilterMeans(pop, up, 0.1, cfg.End, rand.New(rand.NewPCG(3, 7))) })
+	pol := &filtered{up: up, means: means}
 	r := run(pop, up, pol, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	w := cfg.Windows[0]
 	opt := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * n) }
@@ -453,7 +456,7 @@ func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
 	cfg.Deliveries = feed.deliveries(up, cfg.Covered, ownerLevel(cfg.Orgs, 3), cfg.End, rand.New(rand.NewPCG(3, 8)))
 	missed := feed.charge(up, cfg.Covered).missed
 	covPolls := 0
-	pol = &filtered{pop: pop, up: up, perMonth: 0.1, missed: missed, rng: rand.New(rand.NewPCG(3, 7))}
+	pol = &filtered{up: up, means: means, missed: missed}
 	cov := &countingCovered{filtered: pol, covered: cfg.Covered, polls: &covPolls}
 	rf := run(pop, up, cov, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	if rf.Censored != 0 || rf.SignalFetches == 0 || rf.LagMeanH >= r.LagMeanH/2 {
@@ -461,6 +464,66 @@ func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
 	}
 	if covPolls != 0 {
 		t.Fatalf("%d polls of covered repos after their clone", covPolls)
+	}
+}
+
+// TestTheFilteredBoundReadsItsFilterAtEachStep: the drift bound run as a policy reads
+// each repo's belief, filtered once for every budget and signal, as the filter has it at
+// the first step not before the poll; every belief stays a distribution, a repo that
+// wakes up is believed faster once its first push is filtered, and a run leaves the
+// shared beliefs as it found them.
+func TestTheFilteredBoundReadsItsFilterAtEachStep(t *testing.T) {
+	const n, end = 400, 120.0
+	pop := NewPopulation(n, 4, targets)
+	up := pop.NewUpstream(4, end, 0.1, batch, targets)
+	m := newFilterMeans(pop, up, 0.1, end, rand.New(rand.NewPCG(4, 9)))
+	f := newBeliefFilter(pop, up, 0.1, rand.New(rand.NewPCG(4, 9))) // the same history draws
+	rng := rand.New(rand.NewPCG(4, 10))
+	for day := 0.0; day < end+5; day += rng.Float64() * 3 {
+		for i := range up {
+			want := f.mean(i, min(day, end)) // the filter steps to the first step not before day
+			if got := m.at(i, day); got != float64(float32(want)) {
+				t.Fatalf("repo %d at day %.3f: means %g, filter %g", i, day, got, want)
+			}
+			sum := 0.0
+			for _, w := range f.b[i] {
+				sum += w
+			}
+			if math.Abs(sum-1) > 1e-9 {
+				t.Fatalf("repo %d at day %.3f: belief sums to %g", i, day, sum)
+			}
+		}
+	}
+	woke := 0
+	for i, l := range up {
+		for k, r := range l.Regimes[1:] {
+			if l.Regimes[k].Rate != 0 || r.Rate == 0 || r.From < 10 {
+				continue
+			}
+			// The first push after it woke, if it came before the next change.
+			p := slices.IndexFunc(l.Pushes, func(p Push) bool { return p.At >= r.From })
+			if p < 0 || (k+2 < len(l.Regimes) && l.Pushes[p].At >= l.Regimes[k+2].From) || l.Pushes[p].At+2*filterStep > end {
+				continue
+			}
+			before, after := m.at(i, r.From-filterStep), m.at(i, l.Pushes[p].At+filterStep)
+			if !(after > 2*before) {
+				t.Errorf("repo %d woke at day %.1f, pushed at %.2f: believed %.2g before, %.2g after", i, r.From, l.Pushes[p].At, before, after)
+			}
+			woke++
+		}
+	}
+	if woke == 0 {
+		t.Fatal("no repo woke up")
+	}
+	// Two runs sharing the beliefs give what a run on beliefs of its own gives.
+	cfg := runConfig{Budget: 0.5, End: end, MinInterval: 5.0 / (24 * 60), Windows: []window{{60, 100}}}
+	shared := func() *filterMeans { return m }
+	first := run(pop, up, &filtered{up: up, means: shared}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	again := run(pop, up, &filtered{up: up, means: shared}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	own := func() *filterMeans { return newFilterMeans(pop, up, 0.1, end, rand.New(rand.NewPCG(4, 9))) }
+	alone := run(pop, up, &filtered{up: up, means: sync.OnceValue(own)}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	if first.Commits == 0 || first != again || first != alone {
+		t.Fatalf("runs on shared beliefs %+v and %+v, on their own %+v", first, again, alone)
 	}
 }
 
