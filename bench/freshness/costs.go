@@ -50,8 +50,10 @@ func measureCosts(ctx context.Context, log *slog.Logger) (results.FreshnessCosts
 	poll := priority.Poll{Prev: now.Add(-6 * time.Hour), Now: now, Changed: true,
 		Commits: []time.Time{now.Add(-time.Hour), now.Add(-70 * time.Minute), now.Add(-30 * time.Hour)}}
 	c.FoldNs = nsPerOp(func() { priority.Fold(stats[len(stats)/3], poll, prior) })
+	var sc priority.Scores
+	c.ScoreNs = nsPerOp(func() { sc.Add(prior, stats[len(stats)/3], poll) })
 	c.FitMs = nsPerOp(func() { priority.Fit(stats, prior, now, nil) }) / 1e6
-	log.Info("worker costs", "bytes_per_repo", c.BytesPerRepo, "next_ns", c.NextNs, "fold_ns", c.FoldNs, "fit_ms", c.FitMs)
+	log.Info("worker costs", "bytes_per_repo", c.BytesPerRepo, "next_ns", c.NextNs, "fold_ns", c.FoldNs, "score_ns", c.ScoreNs, "fit_ms", c.FitMs)
 	if c.Walks, err = measureWalks(ctx, log, walkRepos); err != nil {
 		return c, fmt.Errorf("commit walks: %w", err)
 	}

@@ -117,10 +117,11 @@ type FreshnessCosts struct {
 	// (with the policy's stats), heap bytes over ReposMeasured repos.
 	BytesPerRepo  float64         `json:"bytes_per_repo"`
 	ReposMeasured int             `json:"repos_measured"`
-	NextNs        float64         `json:"next_ns"` // one priority decision
-	FoldNs        float64         `json:"fold_ns"` // folding a poll that brought commits into the stats
-	FitMs         float64         `json:"fit_ms"`  // learning the prior from ReposMeasured repos
-	Walks         []FreshnessWalk `json:"walks"`   // reading commit times from a real mirror
+	NextNs        float64         `json:"next_ns"`            // one priority decision
+	FoldNs        float64         `json:"fold_ns"`            // folding a poll that brought commits into the stats
+	ScoreNs       float64         `json:"score_ns,omitempty"` // scoring a poll for the hazard, as a worker does (no Memo)
+	FitMs         float64         `json:"fit_ms"`             // learning the prior from ReposMeasured repos
+	Walks         []FreshnessWalk `json:"walks"`              // reading commit times from a real mirror
 }
 
 // FreshnessWalk is the cost of the mirror's commit walks on one generated repository.
