@@ -437,7 +437,7 @@ func testReportFetch(t *testing.T, s Store) {
 		LastFetchAt: t0.Add(time.Hour), LastSuccessAt: t0.Add(time.Hour + 1), LastChangeAt: t0.Add(time.Hour + 2), LastCommitAt: t0.Add(-time.Hour),
 		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
 		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
-			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25, Root: true, Young: true},
+			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25, WinQuiet: 86400 * 1.5, Root: true, Young: true},
 		PollStretch: 4.5, RefsDigest: "0123456789abcdef0123456789abcdef",
 	}
 	before := snap(t, s)
