@@ -50,8 +50,6 @@ func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 	for _, want := range []string{
 		"## 1. Freshness",
 		"| **`bayes` (default)** | about bayes | knows bayes |",
-		// goals at 0.5: runs 6.5/6.1, p99 26/24.4; coldstart the same ratio; drift 26/7.6
-		"| 0.5 | 1.07 ✅ | 1.07 ✅ | 1.07 ✅ | 1.07 ✅ | 3.42 ❌ | 1.07 ✅ |",
 		"| **`bayes`** | 6.50 (1.07) | 1.62 (1.07) |",
 		"| **`bayes` (default)** | 6.50 | 1.07 |",
 		"51.7%", "12,345", "13.1%",
@@ -163,7 +161,9 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 	v.Setup.Seed, v.Setup.Seeds = 1, []uint64{1, 2, 3}
 	v.Goals = []results.FreshnessGoal{
 		{Goal: "mean / bound", Section: "runs", Of: "bound of runs (all evidence)", Budget: 0.5, Target: 1.03, Value: 1.02, Seeds: 3,
-			Spread: results.FreshnessStat{Mean: 1.025, SD: 0.004, Min: 1.02, Max: 1.031}, MetMean: true},
+			Spread: results.FreshnessStat{Mean: 1.025, SD: 0.004, Min: 1.02, Max: 1.031}, MetMean: true, PerSeed: []float64{1.02, 1.024, 1.031}},
+		{Goal: "mean / bound", Section: "runs", Of: "bound of runs (all evidence)", Budget: 1, Target: 1.03, Value: 1.04, Seeds: 1,
+			Spread: results.FreshnessStat{Mean: 1.04, Min: 1.04, Max: 1.04}, PerSeed: []float64{1.04}},
 		{Goal: "mean / poll-only optimum", Section: "feed", Of: "optimum of runs", Budget: 0.5, Target: 0.15, Value: 0.12, Bound: 0.097, Seeds: 3,
 			Spread: results.FreshnessStat{Mean: 0.121, SD: 0.002, Min: 0.119, Max: 0.123}, Met: true, MetMean: true},
 		{Goal: "mean / bound", Section: "drift", Of: "bound of drift", Budget: 0.5, Target: 1.05, Value: 1.2, Seeds: 3,
@@ -176,11 +176,17 @@ func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
 		"| mean / bound | runs | bound of runs (all evidence) | 0.5 | ≤ 1.03 | 1 | 1.020 | 1.025 ± 0.004 (1.020–1.031) | ✅ on average, ❌ at worst 1.031 |",
 		"| mean / poll-only optimum | feed | optimum of runs | 0.5 | ≤ 0.15 | 0.097 | 0.120 | 0.121 ± 0.002 (0.119–0.123) | ✅ every seed |",
 		"| mean / bound | drift | bound of drift | 0.5 | ≤ 1.05 | 1 | 1.200 | 1.210 ± 0.010 (1.200–1.220) | ❌ |",
+		// The goals as the issue states them: the mean over the seeds, each seed's, the
+		// other budgets'.
+		"| section | goal | reference | mean | per seed | met | other budgets |",
+		"| runs | ≤ 1.03× (mean / bound, 0.5 polls/repo/day) | bound of runs (all evidence) | 1.025 | 1.020, 1.024, 1.031 | ✅ | 1: 1.04 ❌ |",
+		"| runs | ≤ 1.03× (mean / bound, 1 polls/repo/day) | bound of runs (all evidence) | 1.040 (one seed) | 1.040 | ❌ | 0.5: 1.02 ✅ |",
+		"| drift | ≤ 1.05× (mean / bound, 0.5 polls/repo/day) | bound of drift | 1.210 | — | ❌ | — |",
 	)
 	// The study over seeds in a file of its own, at a smaller scale: its goals, said so.
 	small := v
 	small.Setup.Repos = v.Setup.Repos / 5
-	small.Goals = small.Goals[1:2]
+	small.Goals = small.Goals[2:3]
 	small.Bound = slices.Clone(v.Bound)
 	for k := range small.Bound {
 		small.Bound[k].Ratio = 1.5 // the smaller fleet's bounds are its own
