@@ -93,10 +93,13 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 			return "", v.Meta, fmt.Errorf("freshness: policy %s not measured", need)
 		}
 	}
+	simulated := freshClosedFormOptimum(&v)
 	secs := freshSections(v)
 	real := freshRealisticSections(v)
+	// Every section has the default policy and the optimum; the policies it is compared
+	// with are simulated where the results say (a table shows "—" elsewhere).
 	for _, s := range append(slices.Clone(secs), real...) {
-		for _, n := range names {
+		for _, n := range []string{def, freshOpt} {
 			for _, b := range s.budgets {
 				if _, ok := s.runs[n][b]; !ok {
 					return "", v.Meta, fmt.Errorf("freshness: no %s run of %s at budget %g", s.key, n, b)
@@ -118,7 +121,7 @@ func freshnessSection(r *Report) (string, results.Meta, error) {
 	var sections []section
 	for _, s := range append(slices.Clone(secs), real...) {
 		sections = append(sections, section{Key: s.key, Title: s.title, Budgets: s.budgets,
-			Rows: freshSectionRows(v, s, def), ClosedForm: s.key == "runs", Closed: freshClosedForm(v, s)})
+			Rows: freshSectionRows(v, s, def), ClosedForm: len(simulated[s.key]) > 0, Closed: freshSimulatedOptimum(s, simulated[s.key])})
 	}
 	var costs *results.FreshnessCosts
 	if v.Costs.Policy != "" {
@@ -231,33 +234,74 @@ type freshRow struct {
 	Cells  []string
 }
 
-// freshSectionRows are every policy's mean and p99 lag at every budget of a section.
+// freshClosedFormOptimum makes the closed-form optimum (results.FreshnessAnalytic) the
+// optimum row of every section it covers: the one reference every "× the optimum"
+// figure divides by, as the bounds' figures do. It returns the simulated optimum's runs
+// it replaced, by section and budget (where the optimum was simulated).
+func freshClosedFormOptimum(v *results.Freshness) map[string]map[float64]results.FreshnessRun {
+	sim := map[string]map[float64]results.FreshnessRun{}
+	for _, a := range v.Optimum {
+		if a.Policy != freshOpt && a.Policy != "" {
+			continue
+		}
+		sec := v.Section(a.Section)
+		if sec == nil {
+			continue
+		}
+		k := slices.IndexFunc(*sec, func(x results.FreshnessRun) bool { return x.Policy == freshOpt && x.Budget == a.Budget })
+		if k < 0 {
+			*sec = append(*sec, results.FreshnessRun{Policy: freshOpt, Budget: a.Budget})
+			k = len(*sec) - 1
+		} else {
+			if sim[a.Section] == nil {
+				sim[a.Section] = map[float64]results.FreshnessRun{}
+			}
+			sim[a.Section][a.Budget] = (*sec)[k]
+		}
+		(*sec)[k].LagMeanH = a.LagMeanH
+		if a.LagP99H > 0 {
+			(*sec)[k].LagP99H = a.LagP99H
+		}
+	}
+	return sim
+}
+
+// freshSectionRows are every policy's mean and p99 lag at every budget of a section
+// ("—" where it was not simulated).
 func freshSectionRows(v results.Freshness, s freshSection, def string) []freshRow {
 	var rows []freshRow
 	for _, d := range v.Policies {
 		row := freshRow{Policy: freshPolicy(d.Name, d.Name == def, false)}
 		for _, b := range s.budgets {
-			x, o := s.runs[d.Name][b], s.runs[freshOpt][b]
-			row.Cells = append(row.Cells, fmt.Sprintf("%.2f (%.2f)", x.LagMeanH, x.LagMeanH/o.LagMeanH))
+			x, ok := s.runs[d.Name][b]
+			if o := s.runs[freshOpt][b]; ok {
+				row.Cells = append(row.Cells, fmt.Sprintf("%.2f (%.2f)", x.LagMeanH, x.LagMeanH/o.LagMeanH))
+			} else {
+				row.Cells = append(row.Cells, "—")
+			}
 		}
 		for _, b := range s.budgets {
-			x, o := s.runs[d.Name][b], s.runs[freshOpt][b]
-			row.Cells = append(row.Cells, fmt.Sprintf("%.1f (%.2f)", x.LagP99H, x.LagP99H/o.LagP99H))
+			x, ok := s.runs[d.Name][b]
+			if o := s.runs[freshOpt][b]; ok {
+				row.Cells = append(row.Cells, fmt.Sprintf("%.1f (%.2f)", x.LagP99H, x.LagP99H/o.LagP99H))
+			} else {
+				row.Cells = append(row.Cells, "—")
+			}
 		}
 		rows = append(rows, row)
 	}
 	return rows
 }
 
-// freshClosedForm is the stationary optimum's closed form at each budget, beside the
-// simulated optimum.
-func freshClosedForm(v results.Freshness, s freshSection) []string {
+// freshSimulatedOptimum is the simulated optimum's mean lag at each budget (over the
+// closed form, the section's optimum row), where it was simulated.
+func freshSimulatedOptimum(s freshSection, sim map[float64]results.FreshnessRun) []string {
 	var cells []string
 	for _, b := range s.budgets {
-		for _, a := range v.Optimum {
-			if a.Budget == b {
-				cells = append(cells, fmt.Sprintf("%.2f (%.2f)", a.LagMeanH, a.LagMeanH/s.runs[freshOpt][b].LagMeanH))
-			}
+		if x, ok := sim[b]; ok {
+			cells = append(cells, fmt.Sprintf("%.2f (%.2f)", x.LagMeanH, x.LagMeanH/s.runs[freshOpt][b].LagMeanH))
+		} else {
+			cells = append(cells, "—")
 		}
 	}
 	return cells
@@ -325,7 +369,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 	}
 	runs, cold, drift := secs[0].runs, secs[1].runs, secs[2].runs
 	ours, opt := runs[def][b], runs[freshOpt][b]
-	if x, ok := v.BoundOf("runs", "", 0); ok {
+	if x, ok := v.BoundOf("runs", "", b); ok {
 		md = append(md, fmt.Sprintf("**Stationary.** `%s` is at %.2f× the optimum at %g polls/repo/day; it spends %.1f%% of "+
 			"its polls on repos that never change (the optimum none), which alone costs 1/(1 − %.3f) = %.2f×. Those polls "+
 			"are not waste a worker could avoid: a repo silent for a few years is, to anything but the optimum, as likely "+
@@ -337,7 +381,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			x.SeenDays, x.Ratio, 100*x.DormantPolls, def,
 			100*(ours.LagMeanH/opt.LagMeanH/x.Ratio-1)))
 	}
-	if x, ok := v.BoundOf("coldstart", "", 0); ok {
+	if x, ok := v.BoundOf("coldstart", "", b); ok {
 		c, co := cold[def][b], cold[freshOpt][b]
 		lo := v.Setup.Budgets[0]
 		md = append(md, fmt.Sprintf("**Cold start.** A new fleet must clone every repo before it knows anything of it; at B polls "+
@@ -346,7 +390,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			"optimum at %g, %.2f× at %g. The bound with a perfect prior after %.0f days of history is %.2f×, before the "+
 			"first pass is counted.", 1/lo, lo, def, c.LagMeanH/co.LagMeanH, b,
 			cold[def][lo].LagMeanH/cold[freshOpt][lo].LagMeanH, lo, x.SeenDays, x.Ratio))
-		all, ok1 := v.BoundOf("coldstart", "all", 0)
+		all, ok1 := v.BoundOf("coldstart", "all", b)
 		blind, ok2 := v.BoundOf("coldstart", results.EvidenceCloned, b)
 		if ok1 && ok2 && co.LagMeanH > 0 {
 			md[len(md)-1] += fmt.Sprintf(" With everything a first clone shows, the static bound is %.2f×; run as a policy "+
@@ -387,7 +431,7 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			rest, f, lower, lower/do.LagMeanH, def, d.LagMeanH/do.LagMeanH,
 			100*d.LearnedHazardPerMonth, 100*v.Setup.DriftPerMonth, 24*p99, 100*do.FirstPushShare, 24*p99,
 			100*do.FirstPushShare, need, p99Verdict(need)))
-		if x, ok := v.BoundOf("drift", "", 0); ok {
+		if x, ok := v.BoundOf("drift", "", b); ok {
 			md = append(md, fmt.Sprintf("**Drift, measured bound.** A policy that knew the true model (the population's prior, "+
 				"and that a repo draws a new rate from it %.0f%% of months) and the exact time of every push, its belief "+
 				"filtered forward from the first clone, allocating f ∝ √E[λ | pushes], would be at **%.2f×** the "+

@@ -7,12 +7,7 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/bench/internal/results"
 )
 
-// freshSignalGoals are the default policy's mean lag with change signals, over the
-// poll-only optimum of the section without them (runs or drift), at freshSignalBudget.
-var freshSignalGoals = map[string]float64{
-	"hooks30": 0.6, "hooks60": 0.25, "hooks30_drift": 0.85, "hooks60_drift": 0.3, "feed": 0.15, "feed_drift": 0.15,
-}
-
+// freshSignalBudget is the budget the bounds are read at.
 const freshSignalBudget = 0.5
 
 // freshSignalRow is one signal section at one budget: the default policy and the optimum
@@ -22,12 +17,12 @@ type freshSignalRow struct {
 	Budget                float64
 	Mean, P99             float64 // the default policy's, hours
 	OverPollOnly          float64 // its mean over the poll-only optimum of the same population
-	OptOverPollOnly       float64 // the optimum's with the same signals, likewise
+	OptOverPollOnly       float64 // the optimum's that knows the rates and the coverage, likewise (closed form)
 	CommitShare           float64 // of the commits, made in repos that send the signal
 	SignalLag, SilentLag  float64 // mean lag of those commits and of the others, hours
 	DormantPolls          float64
 	SignalFetches, Polls  int
-	Goal                  string // "" unless a goal is set at this budget
+	Goal                  string // its goal over its signal bound at this budget ("" when none is)
 }
 
 // freshSignalRows reads the signal sections; none when the results hold none.
@@ -61,11 +56,15 @@ func freshSignalRows(v results.Freshness, def string) ([]freshSignalRow, error) 
 				P99: ours.LagP99H, OverPollOnly: ours.LagMeanH / poll.LagMeanH, CommitShare: ours.SignallingCommitShare,
 				SignalLag: ours.SignallingLagMeanH, SilentLag: ours.SilentLagMeanH, DormantPolls: ours.DormantPolls,
 				SignalFetches: ours.SignalFetches, Polls: ours.Polls}
-			if o, ok := got[freshOpt][b]; ok {
-				r.OptOverPollOnly = o.LagMeanH / poll.LagMeanH
+			for _, x := range v.Bound {
+				if x.Section == s.Section && x.Evidence == results.EvidenceRates && x.Budget == b {
+					r.OptOverPollOnly = x.Ratio
+				}
 			}
-			if g, ok := freshSignalGoals[s.Section]; ok && b == freshSignalBudget {
-				r.Goal = mark(r.OverPollOnly, r.OverPollOnly <= g) + fmt.Sprintf(" (≤ %g)", g)
+			for _, g := range v.Goals {
+				if g.Section == s.Section && g.Budget == b && g.Goal == "mean / bound" {
+					r.Goal = mark(g.Value, g.Value <= g.Target) + fmt.Sprintf(" (≤ %g× its bound)", g.Target)
+				}
 			}
 			rows = append(rows, r)
 		}

@@ -72,9 +72,9 @@ func TestFreshnessSectionShowsTheJSONsNumbers(t *testing.T) {
 
 func TestFreshnessSectionRefusesMissingRunsAndAnUnmarkedDefault(t *testing.T) {
 	for name, spoil := range map[string]func(*results.Freshness){
-		"missing run":    func(v *results.Freshness) { v.Runs = v.Runs[1:] },
+		"missing run":    func(v *results.Freshness) { v.Runs = withoutRun(v.Runs, "bayes", 0.5) },
 		"missing drift":  func(v *results.Freshness) { v.Drift = v.Drift[:len(v.Drift)-1] },
-		"missing cold":   func(v *results.Freshness) { v.ColdStart = v.ColdStart[2:] },
+		"missing cold":   func(v *results.Freshness) { v.ColdStart = withoutRun(v.ColdStart, "optimum", 2) },
 		"no default":     func(v *results.Freshness) { v.Policies[4].Default = false },
 		"no rate policy": func(v *results.Freshness) { v.Policies = append(v.Policies[:3], v.Policies[4:]...) },
 	} {
@@ -96,18 +96,22 @@ func TestFreshnessSignalSectionsReadTheirRows(t *testing.T) {
 		{Section: "feed_drift", Kind: "feed", Share: 0.7, PeriodMin: 5, Drift: true},
 	}
 	for _, b := range v.Setup.Budgets {
-		// hooks30 at 0.5: 3.05 h over the stationary optimum's 6.1 h = 0.50 (goal 0.6: met);
-		// feed_drift at 0.5: 1.52 h over the drift optimum's 7.6 h = 0.20 (goal 0.15: not met).
-		v.Hooks30 = append(v.Hooks30, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 3.05 * 0.5 / b, SignallingCommitShare: 0.31},
-			results.FreshnessRun{Policy: "optimum", Budget: b, LagMeanH: 2.44 * 0.5 / b})
+		// hooks30 at 0.5: 3.05 h over the stationary optimum's 6.1 h = 0.50, the optimum
+		// that knows the rates and the coverage 0.40;
+		// feed_drift at 0.5: 1.52 h over the drift optimum's 7.6 h = 0.20.
+		v.Hooks30 = append(v.Hooks30, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 3.05 * 0.5 / b, SignallingCommitShare: 0.31})
+		v.Bound = append(v.Bound, results.FreshnessBound{Section: "hooks30", Evidence: results.EvidenceRates, Budget: b, Ratio: 0.4})
 		v.FeedDrift = append(v.FeedDrift, results.FreshnessRun{Policy: "bayes", Budget: b, LagMeanH: 1.52 * 0.5 / b})
 	}
+	// Their goals, over their bounds, at 0.5.
+	v.Goals = append(v.Goals, results.FreshnessGoal{Goal: "mean / bound", Section: "hooks30", Budget: 0.5, Target: 1.03, Value: 1.02},
+		results.FreshnessGoal{Goal: "mean / bound", Section: "feed_drift", Budget: 0.5, Target: 1.1, Value: 1.2})
 	dir := t.TempDir()
 	md := renderFreshness(t, dir, v)
 	wantAll(t, md,
-		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 0.5 | 3.05 | 0.50 | 0.50 ✅ (≤ 0.6) | 0.40 | 31% |",
+		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 0.5 | 3.05 | 0.50 | 1.02 ✅ (≤ 1.03× its bound) | 0.40 | 31% |",
 		"| hooks30 | 30% of repos, 1–10 s, 1% lost | 2 | 0.76 | 0.50 | — |",
-		"| feed_drift | 70% of repos, probed every 5 min | 0.5 | 1.52 | 0.20 | 0.20 ❌ (≤ 0.15) |",
+		"| feed_drift | 70% of repos, probed every 5 min | 0.5 | 1.52 | 0.20 | 1.20 ❌ (≤ 1.1× its bound) |",
 		"(10× before anything is counted)",
 		"A share 0.5 of the hooked organizations set one hook on the organization",
 		"once hooks of 2 of its repos came",
@@ -149,11 +153,21 @@ func TestFreshnessRealisticSections(t *testing.T) {
 		// cold start p99 26/24.4; realistic 26·1.2/24.4
 		"in a repo's first 30 days of polls `bayes` steps it by rate^−0.45, flatter than √: the cold start's p99 is 1.07× the optimum's at 0.5, 1.28× in the realistic population.",
 	)
-	// A realistic section missing a policy's run is an error.
-	v.RunsRealistic = v.RunsRealistic[1:]
-	if _, err := freshnessFrom(t, dir, v); err == nil {
-		t.Error("a realistic section with a run missing was reported")
+	// A policy the default is compared with may be simulated in some sections only: "—"
+	// elsewhere. A realistic section missing the default policy's run is an error.
+	v.RunsRealistic = withoutRun(v.RunsRealistic, "cbrt", 0.5)
+	if md, err := freshnessFrom(t, dir, v); err != nil || !strings.Contains(md, "| `cbrt` | — |") {
+		t.Errorf("a comparison not simulated in a section is not shown as such (err %v)", err)
 	}
+	v.RunsRealistic = withoutRun(v.RunsRealistic, "bayes", 0.5)
+	if _, err := freshnessFrom(t, dir, v); err == nil {
+		t.Error("a realistic section with the default's run missing was reported")
+	}
+}
+
+// withoutRun is rs without policy's run at budget.
+func withoutRun(rs []results.FreshnessRun, policy string, budget float64) []results.FreshnessRun {
+	return slices.DeleteFunc(slices.Clone(rs), func(r results.FreshnessRun) bool { return r.Policy == policy && r.Budget == budget })
 }
 
 func TestFreshnessGoalsOverTheSeeds(t *testing.T) {
@@ -241,4 +255,22 @@ func wantAll(t *testing.T, md string, wants ...string) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
+}
+
+// TestFreshnessDividesByTheClosedFormOptimum: a section's figures are over its
+// closed-form optimum, the one reference of the bounds too; the simulated optimum is
+// shown beside it, over the same reference.
+func TestFreshnessDividesByTheClosedFormOptimum(t *testing.T) {
+	v := freshFixture()
+	v.Optimum = []results.FreshnessAnalytic{{Section: "runs", Policy: "optimum", Budget: 0.5, LagMeanH: 6.5, LagP99H: 26},
+		{Section: "runs", Policy: "optimum", Budget: 2, LagMeanH: 1.625, LagP99H: 6.5},
+		{Section: "runs_realistic", Policy: "optimum", Budget: 0.5, LagMeanH: 6.5, LagP99H: 26},
+		{Section: "runs_realistic", Policy: "optimum", Budget: 2, LagMeanH: 1.625, LagP99H: 6.5}}
+	v.RunsRealistic = withoutRun(withoutRun(v.RunsRealistic, "optimum", 0.5), "optimum", 2)
+	md, err := freshnessFrom(t, t.TempDir(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bayes 6.5 h over the closed form's 6.5; the simulated optimum's 6.1 over it.
+	wantAll(t, md, "| **`bayes`** | 6.50 (1.00) |", "| optimum, simulated (the optimum row is its closed form, (Σ√λ)²/(2·B·N·Σλ) over the window's pushes) | 6.10 (0.94) |")
 }
