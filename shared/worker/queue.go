@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"container/heap"
 	"math"
 	"time"
 
@@ -12,10 +11,11 @@ import (
 // it owns, plus a holding heap of repos that may not be fetched before a given time
 // (per-repo minimum interval, back-off, Retry-After). It is not safe for concurrent use.
 type Queue struct {
-	ready   readyHeap
-	waiting waitHeap
-	held    heldHeap // the waiting repos again, by priority: Min must not put a repo behind them
+	ready   qheap // eligible repos, by priority
+	waiting qheap // held repos, by the time they become eligible
+	held    qheap // the waiting repos again, by priority: Min must not put a repo behind them
 	items   map[string]*qitem
+	free    *qitem // items no longer queued, for reuse
 	seq     int64
 	front   int64   // front pushes so far
 	fronts  int     // items queued by PushFront and not yet popped or removed
@@ -26,14 +26,38 @@ type qitem struct {
 	id        string
 	priority  float64
 	notBefore time.Time
-	seq       int64 // FIFO among equal priorities; far below zero: pushed to the front
-	index     int   // position in whichever heap holds it; -1 when popped
-	hindex    int   // position in held while waiting
+	seq       int64  // FIFO among equal priorities; far below zero: pushed to the front
+	pos       [2]int // position in ready or waiting (posQueue), and in held (posHeld)
 	inReady   bool
+	next      *qitem // in the free list
 }
 
 // NewQueue returns an empty queue.
-func NewQueue() *Queue { return &Queue{items: map[string]*qitem{}} }
+func NewQueue() *Queue {
+	return &Queue{items: map[string]*qitem{}, waiting: qheap{byTime: true}, held: qheap{which: posHeld}}
+}
+
+// The slots of qitem.pos.
+const (
+	posQueue = iota
+	posHeld
+)
+
+// newItem is a cleared item, reused when one is free.
+func (q *Queue) newItem() *qitem {
+	it := q.free
+	if it == nil {
+		return new(qitem)
+	}
+	q.free, *it = it.next, qitem{}
+	return it
+}
+
+// freeItem keeps an item no longer queued for reuse.
+func (q *Queue) freeItem(it *qitem) {
+	*it = qitem{next: q.free}
+	q.free = it
+}
 
 // Len is the number of queued repos (not counting those popped and in flight).
 func (q *Queue) Len() int { return len(q.items) }
@@ -46,11 +70,11 @@ func (q *Queue) Has(id string) bool { _, ok := q.items[id]; return ok }
 // that is smaller. Pushing at Min puts a repo next in line.
 func (q *Queue) Min() float64 {
 	m := q.last
-	if len(q.ready) > 0 {
-		m = min(m, q.ready[0].priority)
+	if len(q.ready.e) > 0 {
+		m = min(m, q.ready.e[0].priority)
 	}
-	if len(q.held) > 0 {
-		m = min(m, q.held[0].priority)
+	if len(q.held.e) > 0 {
+		m = min(m, q.held.e[0].priority)
 	}
 	return m
 }
@@ -90,17 +114,18 @@ func (q *Queue) PushNew(id string, step float64) {
 
 func (q *Queue) push(id string, priority float64, notBefore time.Time, seq int64) {
 	q.Remove(id)
-	it := &qitem{id: id, priority: priority, notBefore: notBefore, seq: seq}
+	it := q.newItem()
+	it.id, it.priority, it.notBefore, it.seq = id, priority, notBefore, seq
 	if seq < 0 {
 		q.fronts++
 	}
 	q.items[id] = it
 	if notBefore.IsZero() {
 		it.inReady = true
-		heap.Push(&q.ready, it)
+		q.ready.push(it)
 	} else {
-		heap.Push(&q.waiting, it)
-		heap.Push(&q.held, it)
+		q.waiting.push(it)
+		q.held.push(it)
 	}
 }
 
@@ -115,11 +140,12 @@ func (q *Queue) Remove(id string) bool {
 		q.fronts--
 	}
 	if it.inReady {
-		heap.Remove(&q.ready, it.index)
+		q.ready.remove(it.pos[posQueue])
 	} else {
-		heap.Remove(&q.waiting, it.index)
-		heap.Remove(&q.held, it.hindex)
+		q.waiting.remove(it.pos[posQueue])
+		q.held.remove(it.pos[posHeld])
 	}
+	q.freeItem(it)
 	return true
 }
 
@@ -151,98 +177,150 @@ func (q *Queue) Ahead(id string) (n int, notBefore time.Time, ok bool) {
 // Peek returns the repo Pop would return at now, leaving it queued.
 func (q *Queue) Peek(now time.Time) (id string, priority float64, ok bool) {
 	q.release(now)
-	if len(q.ready) == 0 {
+	if len(q.ready.e) == 0 {
 		return "", 0, false
 	}
-	return q.ready[0].id, q.ready[0].priority, true
+	return q.ready.e[0].it.id, q.ready.e[0].priority, true
 }
 
 // Pop removes and returns the repo with the smallest priority among those eligible at now.
 func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 	q.release(now)
-	if len(q.ready) == 0 {
+	if len(q.ready.e) == 0 {
 		return "", 0, false
 	}
-	it := heap.Pop(&q.ready).(*qitem)
+	it := q.ready.remove(0)
 	delete(q.items, it.id)
 	if it.seq < 0 {
 		q.fronts--
 	}
 	q.last = it.priority
-	return it.id, it.priority, true
+	id, priority = it.id, it.priority
+	q.freeItem(it)
+	return id, priority, true
 }
 
 // release makes the held repos eligible at now ready.
 func (q *Queue) release(now time.Time) {
-	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {
-		it := heap.Pop(&q.waiting).(*qitem)
-		heap.Remove(&q.held, it.hindex)
+	for len(q.waiting.e) > 0 && !q.waiting.e[0].it.notBefore.After(now) {
+		it := q.waiting.remove(0)
+		q.held.remove(it.pos[posHeld])
 		it.inReady = true
-		heap.Push(&q.ready, it)
+		q.ready.push(it)
 	}
 }
 
 // NextEligible is when the earliest held repo becomes eligible (zero if one is ready now
 // or the queue is empty; ok=false when nothing is queued).
 func (q *Queue) NextEligible() (time.Time, bool) {
-	if len(q.ready) > 0 {
+	if len(q.ready.e) > 0 {
 		return time.Time{}, true
 	}
-	if len(q.waiting) > 0 {
-		return q.waiting[0].notBefore, true
+	if len(q.waiting.e) > 0 {
+		return q.waiting.e[0].it.notBefore, true
 	}
 	return time.Time{}, false
 }
 
-type readyHeap []*qitem
-
-func (h readyHeap) Len() int { return len(h) }
-func (h readyHeap) Less(i, j int) bool {
-	if h[i].priority != h[j].priority {
-		return h[i].priority < h[j].priority
-	}
-	return h[i].seq < h[j].seq
+// qheap is one of a queue's heaps, four-ary (shallower than binary: a pop, the fetch
+// loop's commonest step, compares more per level but walks half as many). Its entries
+// keep their item's priority and seq beside it, so that ordering by them reads no item.
+// Each item records its position in it (qitem.pos[which]). Every order a queue pops by
+// is total (seq breaks ties), so the heap's shape never shows.
+type qheap struct {
+	e      []qentry
+	byTime bool // by notBefore, then seq; else by priority, then seq
+	which  int  // the item's position slot this heap keeps
 }
-func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *readyHeap) Push(x any)   { it := x.(*qitem); it.index = len(*h); *h = append(*h, it) }
-func (h *readyHeap) Pop() any     { return popLast((*[]*qitem)(h)) }
 
-type waitHeap []*qitem
-
-func (h waitHeap) Len() int { return len(h) }
-func (h waitHeap) Less(i, j int) bool {
-	if !h[i].notBefore.Equal(h[j].notBefore) {
-		return h[i].notBefore.Before(h[j].notBefore)
-	}
-	return h[i].seq < h[j].seq
+type qentry struct {
+	priority float64
+	seq      int64
+	it       *qitem
 }
-func (h waitHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *waitHeap) Push(x any)   { it := x.(*qitem); it.index = len(*h); *h = append(*h, it) }
-func (h *waitHeap) Pop() any     { return popLast((*[]*qitem)(h)) }
 
-// heldHeap orders the waiting repos by priority (its own index: they are in waitHeap too).
-type heldHeap []*qitem
+const qarity = 4
 
-func (h heldHeap) Len() int           { return len(h) }
-func (h heldHeap) Less(i, j int) bool { return h[i].priority < h[j].priority }
-func (h heldHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].hindex = i; h[j].hindex = j }
-func (h *heldHeap) Push(x any)        { it := x.(*qitem); it.hindex = len(*h); *h = append(*h, it) }
-func (h *heldHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	it.hindex = -1
+func (h *qheap) less(a, b *qentry) bool {
+	if h.byTime {
+		return lessByTime(a, b)
+	}
+	if a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	return a.seq < b.seq
+}
+
+func lessByTime(a, b *qentry) bool {
+	if !a.it.notBefore.Equal(b.it.notBefore) {
+		return a.it.notBefore.Before(b.it.notBefore)
+	}
+	return a.seq < b.seq
+}
+
+// set puts x at i.
+func (h *qheap) set(i int, x qentry) {
+	h.e[i] = x
+	x.it.pos[h.which] = i
+}
+
+func (h *qheap) push(it *qitem) {
+	h.e = append(h.e, qentry{})
+	h.up(len(h.e)-1, qentry{priority: it.priority, seq: it.seq, it: it})
+}
+
+// remove takes out the entry at i and returns its item.
+func (h *qheap) remove(i int) *qitem {
+	n := len(h.e) - 1
+	it := h.e[i].it
+	last := h.e[n]
+	h.e[n] = qentry{}
+	h.e = h.e[:n]
+	if i < n {
+		if i > 0 && h.less(&last, &h.e[(i-1)/qarity]) {
+			h.up(i, last)
+		} else {
+			h.down(i, last)
+		}
+	}
+	it.pos[h.which] = -1
 	return it
 }
 
-func popLast(h *[]*qitem) any {
-	old := *h
-	it := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	it.index = -1
-	return it
+// up places x at the hole j or above it.
+func (h *qheap) up(j int, x qentry) {
+	for j > 0 {
+		i := (j - 1) / qarity
+		if !h.less(&x, &h.e[i]) {
+			break
+		}
+		h.set(j, h.e[i])
+		j = i
+	}
+	h.set(j, x)
+}
+
+// down places x at the hole i or below it.
+func (h *qheap) down(i int, x qentry) {
+	n := len(h.e)
+	for {
+		c := qarity*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		for k := c + 1; k < min(c+qarity, n); k++ {
+			if h.less(&h.e[k], &h.e[m]) {
+				m = k
+			}
+		}
+		if !h.less(&h.e[m], &x) {
+			break
+		}
+		h.set(i, h.e[m])
+		i = m
+	}
+	h.set(i, x)
 }
 
 // CloneStep is the step policy gives a repo not cloned yet: what one failed clone adds
