@@ -219,8 +219,11 @@ func Sessions(times []time.Time) int {
 	if len(times) == 0 {
 		return 0
 	}
-	ts := slices.Clone(times)
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	ts := times
+	if !slices.IsSortedFunc(ts, time.Time.Compare) { // a fetch lists them in order, mostly
+		ts = slices.Clone(times)
+		slices.SortFunc(ts, time.Time.Compare)
+	}
 	n := 1
 	for i := 1; i < len(ts); i++ {
 		if ts[i].Sub(ts[i-1]) > SessionGap {

@@ -155,7 +155,7 @@ func (p *Prior) posterior(e evidence) (b belief, changed float64) {
 	likelihoodsOf(e, &l)
 	var w weighed
 	p.weigh(&l, &w)
-	return p.judge(&w, p.Hazard)
+	return p.judge(&l, &w, p.Hazard)
 }
 
 // likelihoods is what a repo's evidence says of each grid rate before any prior: the
@@ -223,9 +223,8 @@ func (l *likelihoods) window(e evidence) {
 // Scores weighs a repo's evidence once for all its candidate hazards.
 type weighed struct {
 	silent bool
-	// A silence: the belief before it, and its walk.
+	// A silence: the belief before it (its walk is the likelihoods').
 	stay belief
-	walk *silence
 	// A window of pushes: the beliefs if the repo stayed and if it changed, the log
 	// evidence of each explanation's parts, and the window's days.
 	win               belief
@@ -240,7 +239,6 @@ func (p *Prior) weigh(l *likelihoods, w *weighed) {
 	if l.silent {
 		w.silent = true
 		w.stay, _ = weigh(weights, &l.old)
-		w.walk = &l.walk
 		return
 	}
 	// The repo's class weighs its evidence; after a change it is any repo.
@@ -284,13 +282,13 @@ func (p *Prior) weightsOf(class int) *belief {
 	return &p.ClassWeights[class]
 }
 
-// judge is the posterior of weighed evidence at hazard per day.
-func (p *Prior) judge(w *weighed, hazard float64) (b belief, changed float64) {
+// judge is the posterior of likelihoods l, weighed as w, at hazard per day.
+func (p *Prior) judge(l *likelihoods, w *weighed, hazard float64) (b belief, changed float64) {
 	if w.silent {
 		if w.winT <= 0 {
 			return w.stay, 0
 		}
-		return p.walk(w.stay, w.walk, hazard)
+		return p.walk(w.stay, &l.walk, hazard)
 	}
 	changed = windowChange(w, hazard)
 	for k := range gridSize {
@@ -524,7 +522,7 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 				likelihoodsOf(evidenceOf(it.s), l)
 			}
 			out.weigh(l, &w)
-			b, _ := out.judge(&w, out.Hazard)
+			b, _ := out.judge(l, &w, out.Hazard)
 			for k := range gridSize {
 				sums[l.class][k] += b[k]
 				all[k] += b[k]

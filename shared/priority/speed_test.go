@@ -57,7 +57,7 @@ func TestScoresWeighEachHazardAsItsOwnPosterior(t *testing.T) {
 			q := *prior
 			q.Hazard = perMonth / 30
 			want, wc := q.posterior(e)
-			got, gc := prior.judge(&w, perMonth/30)
+			got, gc := prior.judge(&l, &w, perMonth/30)
 			if got != want || gc != wc {
 				t.Errorf("%+v at %g a month: %v %v, want %v %v", e, perMonth, got.mean(), gc, want.mean(), wc)
 			}

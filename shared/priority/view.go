@@ -67,7 +67,7 @@ func (p *Prior) viewOfL(l *likelihoods, v *view) {
 		v.stay = w.stay
 	default:
 		v.kind = viewSilence
-		p.walkAll(w.stay, w.walk, v)
+		p.walkAll(w.stay, &l.walk, v)
 	}
 }
 
