@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"container/heap"
 	"math"
 	"time"
 
@@ -11,9 +12,9 @@ import (
 // it owns, plus a holding heap of repos that may not be fetched before a given time
 // (per-repo minimum interval, back-off, Retry-After). It is not safe for concurrent use.
 type Queue struct {
-	ready   qheap // eligible repos, by priority
-	waiting qheap // held repos, by the time they become eligible
-	held    qheap // the waiting repos again, by priority: Min must not put a repo behind them
+	ready   qheap    // eligible repos, by priority
+	waiting waitHeap // held repos, by the time they become eligible (few: a plain heap)
+	held    qheap    // the waiting repos again, by priority: Min must not put a repo behind them
 	items   map[string]*qitem
 	free    *qitem // items no longer queued, for reuse
 	seq     int64
@@ -34,7 +35,7 @@ type qitem struct {
 
 // NewQueue returns an empty queue.
 func NewQueue() *Queue {
-	return &Queue{items: map[string]*qitem{}, waiting: qheap{byTime: true}, held: qheap{which: posHeld}}
+	return &Queue{items: map[string]*qitem{}, held: qheap{which: posHeld}}
 }
 
 // The slots of qitem.pos.
@@ -124,7 +125,7 @@ func (q *Queue) push(id string, priority float64, notBefore time.Time, seq int64
 		it.inReady = true
 		q.ready.push(it)
 	} else {
-		q.waiting.push(it)
+		heap.Push(&q.waiting, it)
 		q.held.push(it)
 	}
 }
@@ -142,7 +143,7 @@ func (q *Queue) Remove(id string) bool {
 	if it.inReady {
 		q.ready.remove(it.pos[posQueue])
 	} else {
-		q.waiting.remove(it.pos[posQueue])
+		heap.Remove(&q.waiting, it.pos[posQueue])
 		q.held.remove(it.pos[posHeld])
 	}
 	q.freeItem(it)
@@ -202,8 +203,8 @@ func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 
 // release makes the held repos eligible at now ready.
 func (q *Queue) release(now time.Time) {
-	for len(q.waiting.e) > 0 && !q.waiting.e[0].it.notBefore.After(now) {
-		it := q.waiting.remove(0)
+	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {
+		it := heap.Pop(&q.waiting).(*qitem)
 		q.held.remove(it.pos[posHeld])
 		it.inReady = true
 		q.ready.push(it)
@@ -216,21 +217,21 @@ func (q *Queue) NextEligible() (time.Time, bool) {
 	if len(q.ready.e) > 0 {
 		return time.Time{}, true
 	}
-	if len(q.waiting.e) > 0 {
-		return q.waiting.e[0].it.notBefore, true
+	if len(q.waiting) > 0 {
+		return q.waiting[0].notBefore, true
 	}
 	return time.Time{}, false
 }
 
-// qheap is one of a queue's heaps, four-ary (shallower than binary: a pop, the fetch
-// loop's commonest step, compares more per level but walks half as many). Its entries
-// keep their item's priority and seq beside it, so that ordering by them reads no item.
-// Each item records its position in it (qitem.pos[which]). Every order a queue pops by
-// is total (seq breaks ties), so the heap's shape never shows.
+// qheap is a queue's heap by priority, then seq (ready, held), four-ary: shallower than
+// binary, as a pop, the fetch loop's commonest step, compares more per level but walks
+// half as many. Its entries keep their item's priority and seq beside it, so that
+// ordering them reads no item. Each item records its position in it
+// (qitem.pos[which]). The order is total (seq breaks ties), so the heap's shape never
+// shows in what is popped.
 type qheap struct {
-	e      []qentry
-	byTime bool // by notBefore, then seq; else by priority, then seq
-	which  int  // the item's position slot this heap keeps
+	e     []qentry
+	which int // the item's position slot this heap keeps
 }
 
 type qentry struct {
@@ -242,20 +243,34 @@ type qentry struct {
 const qarity = 4
 
 func (h *qheap) less(a, b *qentry) bool {
-	if h.byTime {
-		return lessByTime(a, b)
-	}
 	if a.priority != b.priority {
 		return a.priority < b.priority
 	}
 	return a.seq < b.seq
 }
 
-func lessByTime(a, b *qentry) bool {
-	if !a.it.notBefore.Equal(b.it.notBefore) {
-		return a.it.notBefore.Before(b.it.notBefore)
+// waitHeap orders the waiting repos by when they become eligible, then seq.
+type waitHeap []*qitem
+
+func (h waitHeap) Len() int { return len(h) }
+func (h waitHeap) Less(i, j int) bool {
+	if !h[i].notBefore.Equal(h[j].notBefore) {
+		return h[i].notBefore.Before(h[j].notBefore)
 	}
-	return a.seq < b.seq
+	return h[i].seq < h[j].seq
+}
+func (h waitHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].pos[posQueue], h[j].pos[posQueue] = i, j
+}
+func (h *waitHeap) Push(x any) { it := x.(*qitem); it.pos[posQueue] = len(*h); *h = append(*h, it) }
+func (h *waitHeap) Pop() any {
+	old := *h
+	it := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	it.pos[posQueue] = -1
+	return it
 }
 
 // set puts x at i.
