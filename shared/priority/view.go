@@ -74,12 +74,18 @@ func (p *Prior) viewOfL(l *likelihoods, v *view) {
 // viewHazardsPerDay are the hazards of a view, per day.
 func (p *Prior) viewHazardsPerDay() [viewHazards]float64 {
 	var hs [viewHazards]float64
-	for h, perMonth := range hazards {
-		hs[h] = perMonth / 30
-	}
+	copy(hs[:], hazardsPerDay[:])
 	hs[ownHazard] = p.Hazard
 	return hs
 }
+
+// hazardsPerDay are the candidate hazards, per day.
+var hazardsPerDay = func() (hs [len(hazards)]float64) {
+	for h, perMonth := range hazards {
+		hs[h] = perMonth / 30
+	}
+	return hs
+}()
 
 // dot is Σ b[k]·x[k] of the posterior at hazard h.
 func (v *view) dot(h int, x *belief) float64 {
