@@ -98,11 +98,9 @@ type window struct{ From, To float64 }
 func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.Rand) []results.FreshnessRun {
 	n := len(pop.Rates)
 	ids := make([]string, n)
-	index := make(map[string]int, n)
 	q := worker.NewQueue()
 	for i := range n {
 		ids[i] = strconv.Itoa(i)
-		index[ids[i]] = i
 		if c, ok := sched.(cloner); ok {
 			q.PushNew(ids[i], c.cloneStep()) // as a worker queues repos added in bulk
 		} else {
@@ -211,7 +209,10 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			}
 			continue
 		}
-		i := index[id]
+		i, err := strconv.Atoi(id) // ids[i] is i in decimal: cheaper than a map
+		if err != nil {
+			panic(err)
+		}
 		life := up[i]
 		c := cursor[i]
 		for c < len(life.Pushes) && life.Pushes[c].At <= now {
