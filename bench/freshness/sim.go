@@ -219,13 +219,16 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			c++
 		}
 		brought := life.Pushes[cursor[i]:c]
-		rate := life.RateAt(now)
+		rate := math.NaN() // read only when a window measures the poll
 		for k := range meters {
 			m := &meters[k]
 			if now >= m.ws && now < m.we {
 				m.run.Polls++
 				if signaled {
 					m.run.SignalFetches++
+				}
+				if math.IsNaN(rate) {
+					rate = life.RateAt(now)
 				}
 				if rate == 0 {
 					m.dormantPolls++
