@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -84,19 +85,9 @@ func lagOver(up Upstream, w window, freq pollFreq, missed func(int) float64, del
 
 // pushesIn are the pushes of l made in w.
 func pushesIn(l RepoLife, w window) []Push {
-	a, _ := slices.BinarySearchFunc(l.Pushes, w.From, func(p Push, t float64) int { return cmpFloat(p.At, t) })
-	b, _ := slices.BinarySearchFunc(l.Pushes, w.To, func(p Push, t float64) int { return cmpFloat(p.At, t) })
+	a, _ := slices.BinarySearchFunc(l.Pushes, w.From, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
+	b, _ := slices.BinarySearchFunc(l.Pushes, w.To, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
 	return l.Pushes[a:b]
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // optimumAlloc is the optimum's allocation over w: each repo polled at a frequency

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -117,21 +118,11 @@ func freshnessFrom(dir string) (freshnessRuns, error) {
 			out.Runs = append(out.Runs, r)
 		}
 	}
-	slices.SortFunc(out.Runs, func(a, b freshnessRun) int { return cmpFloat(a.Budget, b.Budget) })
+	slices.SortFunc(out.Runs, func(a, b freshnessRun) int { return cmp.Compare(a.Budget, b.Budget) })
 	if len(out.Runs) == 0 {
 		return out, fmt.Errorf("%s: no run of the default policy", path)
 	}
 	return out, nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // at is the freshness at budget: a run's own where one was made at it, else the two

@@ -511,12 +511,7 @@ func (c *client) removeAll(ctx context.Context, args []string, file string, yes 
 		r.ID = out.ID
 		results = append(results, r)
 		if len(items) > bulkChunk && (i+1)%100 == 0 {
-			progress := fmt.Sprintf("deleted %d/%d (%d refused)", i+1, len(items), failed)
-			if tty {
-				fmt.Fprint(c.errOut, "\r"+progress)
-			} else {
-				fmt.Fprintln(c.errOut, progress)
-			}
+			c.progress(tty, fmt.Sprintf("deleted %d/%d (%d refused)", i+1, len(items), failed))
 		}
 	}
 	if len(items) > bulkChunk && tty {
@@ -539,6 +534,16 @@ func (c *client) removeAll(ctx context.Context, args []string, file string, yes 
 	}
 	fmt.Fprintf(c.out, "%d deleting (records and mirrors go within seconds), %d not deleted\n", len(items)-failed, failed)
 	return err
+}
+
+// progress writes a bulk command's progress: over one line on a terminal, a line per
+// step into a log or a pipe.
+func (c *client) progress(tty bool, line string) {
+	if tty {
+		fmt.Fprint(c.errOut, "\r"+line)
+		return
+	}
+	fmt.Fprintln(c.errOut, line)
 }
 
 func (c *client) add(ctx context.Context, urls []string, file string) error {
@@ -564,12 +569,7 @@ func (c *client) add(ctx context.Context, urls []string, file string) error {
 		all.Results = append(all.Results, resp.Results...)
 		all.Created, all.Exists, all.Errors = all.Created+resp.Created, all.Exists+resp.Exists, all.Errors+resp.Errors
 		if len(urls) > bulkChunk {
-			progress := fmt.Sprintf("added %d/%d (%d new, %d existing, %d refused)", end, len(urls), all.Created, all.Exists, all.Errors)
-			if tty {
-				fmt.Fprint(c.errOut, "\r"+progress)
-			} else {
-				fmt.Fprintln(c.errOut, progress)
-			}
+			c.progress(tty, fmt.Sprintf("added %d/%d (%d new, %d existing, %d refused)", end, len(urls), all.Created, all.Exists, all.Errors))
 		}
 	}
 	if len(urls) > bulkChunk && tty {
