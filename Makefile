@@ -40,10 +40,12 @@ vet:
 
 # The CDK app is tested without -race: the race build of the CDK bindings alone takes
 # minutes, and jsii's own code is not what the race detector is for here.
-# The status page's browser tests need Chromium: scripts/chromium.sh installs it where
-# it can, and with MIRRORFLEET_CHROMIUM set the tests fail rather than skip without it.
+# The status page's browser tests need Chromium and the file-call tests strace:
+# scripts/need.sh installs them where it can, and with MIRRORFLEET_CHROMIUM and
+# MIRRORFLEET_STRACE set those tests fail rather than skip without them.
 unit:
-	MIRRORFLEET_CHROMIUM=$${MIRRORFLEET_CHROMIUM:-$$(bash scripts/chromium.sh)} \
+	MIRRORFLEET_CHROMIUM=$${MIRRORFLEET_CHROMIUM:-$$(bash scripts/need.sh chromium chromium chromium-browser google-chrome)} \
+	MIRRORFLEET_STRACE=$${MIRRORFLEET_STRACE:-$$(bash scripts/need.sh strace strace)} \
 		bash scripts/with-dynamodb-local.sh $(GO) test -race -timeout 12m $$($(GO) list ./... | grep -v /infra)
 
 # A short run of the fuzz targets, each against its real counterpart (the clone

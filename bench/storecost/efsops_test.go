@@ -29,9 +29,7 @@ func TestMain(m *testing.M) {
 // fetch write data and create files, maintenance locks and lists, a served clone
 // reads), and the metered bytes are at least the minimums of the operations counted.
 func TestEFSOpsFromSystemCalls(t *testing.T) {
-	if _, err := fstrace.Strace(); err != nil {
-		t.Skip(err)
-	}
+	fstrace.ForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ops, packBytes, err := measureEFSOps(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), 2)

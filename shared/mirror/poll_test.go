@@ -167,9 +167,7 @@ func stracedPolls(spec string) error {
 // markers no call names a path under the root. The same record shows a sync without
 // the digest reading the mirror, so the record would see the polls if they did.
 func TestNoChangePollMakesNoFileCall(t *testing.T) {
-	if _, err := fstrace.Strace(); err != nil {
-		t.Skip(err)
-	}
+	fstrace.ForTest(t)
 	_, _, m, tg := syncedBasic(t, "traced", Config{})
 	digest := mustSync(t, m, tg).RefsDigest
 	marks := t.TempDir()

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // Call is one system call on a file or a descriptor.
@@ -44,6 +45,24 @@ func Strace() (string, error) {
 		return "", fmt.Errorf("strace is not installed (apt-get install strace): %w", err)
 	}
 	return p, nil
+}
+
+// ForTest is the strace binary for a test: $MIRRORFLEET_STRACE when set (make unit sets
+// it, and then a missing binary fails the test), else strace on PATH; without either
+// the test skips, saying what is missing.
+func ForTest(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv("MIRRORFLEET_STRACE"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			tb.Fatalf("MIRRORFLEET_STRACE: %v", err)
+		}
+		return p
+	}
+	p, err := Strace()
+	if err != nil {
+		tb.Skip(err)
+	}
+	return p
 }
 
 // Args are strace's arguments that record the file and descriptor calls of the

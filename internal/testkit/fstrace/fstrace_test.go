@@ -69,9 +69,7 @@ func TestParse(t *testing.T) {
 // A real record: a shell that reads one file and lists a directory between two marks
 // is seen doing exactly that, and nothing of the files it leaves alone.
 func TestRecordOfARealProcess(t *testing.T) {
-	if _, err := Strace(); err != nil {
-		t.Skip(err)
-	}
+	ForTest(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	if err := os.MkdirAll(filepath.Join(root, "sub"), 0o755); err != nil {
