@@ -35,6 +35,10 @@ type silence struct {
 	sh    *shape
 	step0 float64
 	f0    belief
+	// live is how many rates, from the slowest, the first step leaves any weight on
+	// (even, for the loops that take rates in pairs): the faster ones decay to 0 in it
+	// and stay 0, so a walk need not multiply or add them.
+	live int
 }
 
 // cut sets s to the walk of a silence of days (> 0).
@@ -49,6 +53,11 @@ func (s *silence) cut(days float64) {
 	s.step0 = days - sq/2
 	decaysOver(s.step0, &s.f0)
 	s.sh = shapeOf(s.q)
+	s.live = gridSize
+	for s.live > 0 && s.f0[s.live-1] == 0 {
+		s.live--
+	}
+	s.live += s.live % 2
 }
 
 // decaysOver sets f[k] to e^(−gridRates[k]·days).
@@ -105,15 +114,15 @@ func newShape(q int) *shape {
 
 // tail is what walking a silence at every hazard of a view needs past its first step,
 // under a prior: the shape, the fleet's weights decayed from the start of step m to the
-// end (fresh), the sums of the weights decayed over steps m…j (omega), what fresh reads
-// of the rates and of the active ones, and each hazard's chance of a change in each step
-// (rho). Entries [0] are the first step's: unused.
+// end (fresh), the sums of the weights decayed over steps m…j (omega[j][m]), what fresh
+// reads of the rates and of the active ones, and each hazard's chance of a change in
+// each step (rho) and of none (1−rho). Entries [0] are the first step's: unused.
 type tail struct {
 	*shape
-	fresh         [silenceSteps]belief
-	omega         [silenceSteps][silenceSteps]float64
-	rates, active [silenceSteps]float64
-	rhoByStep     [silenceSteps][viewHazards]float64
+	fresh                 [silenceSteps]belief
+	omega                 [silenceSteps][silenceSteps]float64
+	rates, active         [silenceSteps]float64
+	rhoByStep, keepByStep [silenceSteps][viewHazards]float64
 }
 
 // tailCache keeps a prior's tails by grid point. It belongs to the prior it was made
@@ -154,6 +163,7 @@ func (p *Prior) fillTail(t *tail, q int) {
 	for h, hz := range p.viewHazardsPerDay() {
 		for j := 1; j < silenceSteps; j++ {
 			t.rhoByStep[j][h] = -math.Expm1(-hz * t.step[j])
+			t.keepByStep[j][h] = 1 - t.rhoByStep[j][h]
 		}
 	}
 	for m := silenceSteps - 1; m >= 1; m-- {
@@ -174,7 +184,7 @@ func (p *Prior) fillTail(t *tail, q int) {
 				s0 += v[k]
 				s1 += v[k+1]
 			}
-			t.omega[m][j] = s0 + s1
+			t.omega[j][m] = s0 + s1
 		}
 	}
 }
@@ -233,6 +243,9 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 	// sigma[j]: Σ stay·Π_{i≤j} f_i; omega0[j]: Σ W·Π_{0≤i≤j} f_i.
 	var sigma, omega0 [n]float64
 	a, b := stay, p.Weights
+	live := s.live // past it a and b are 0 after the first step
+	clear(a[live:])
+	clear(b[live:])
 	for j := range n {
 		f := &t.f[j]
 		if j == 0 {
@@ -240,7 +253,7 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 		}
 		// Two sums each, so that the additions need not wait for one another.
 		var sa0, sa1, sb0, sb1 float64
-		for k := 0; k < gridSize; k += 2 {
+		for k := 0; k < live; k += 2 {
 			a[k] *= f[k]
 			a[k+1] *= f[k+1]
 			b[k] *= f[k]
@@ -256,34 +269,38 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 	// Every hazard's totals step by step: the hazards innermost, so that their chains of
 	// products and sums, independent of one another, overlap.
 	hs := p.viewHazardsPerDay()
-	var rho0 [viewHazards]float64
+	var rho0, keep0 [viewHazards]float64
 	for h, hz := range hs {
 		rho0[h] = -math.Expm1(-hz * s.step0)
+		keep0[h] = 1 - rho0[h]
 	}
 	var keep, total [viewHazards]float64
+	var coef [viewHazards][n]float64
 	for h := range viewHazards {
 		keep[h], total[h] = 1, 1
 	}
 	for j := range n {
-		rho := &rho0
+		rho, stays := &rho0, &keep0
 		if j > 0 {
-			rho = &t.rhoByStep[j]
+			rho, stays = &t.rhoByStep[j], &t.keepByStep[j]
 		}
+		omega := &t.omega[j]
 		for h := range viewHazards {
-			// carry[m]: what step m's change weighs after step j.
+			// c[m]: what step m's change weighs after step j.
 			inject := rho[h] * total[h]
-			keep[h] *= 1 - rho[h]
-			c := &v.coefFresh[h]
+			st := stays[h]
+			keep[h] *= st
+			c := &coef[h]
 			for m := range j {
-				c[m] *= 1 - rho[h]
+				c[m] *= st
 			}
 			c[j] = inject
 			tot := keep[h]*sigma[j] + c[0]*omega0[j]
 			for m := 1; m <= j; m++ {
-				tot += c[m] * t.omega[m][j]
+				tot += c[m] * omega[m]
 			}
 			total[h] = tot
 		}
 	}
-	v.coefStay, v.total = keep, total
+	v.coefStay, v.coefFresh, v.total = keep, coef, total
 }

@@ -139,3 +139,28 @@ func TestAMemoIsOnlyASaving(t *testing.T) {
 		}
 	}
 }
+
+// A decision on a silence that grows at every poll: the view is computed anew from the
+// memo's likelihoods, at every hazard.
+func BenchmarkViewSilence(b *testing.B) {
+	prior := (&Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}).withTails()
+	var m Memo
+	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
+	for i := 0; b.Loop(); i++ {
+		s.WinSeconds = float64(40*24+i%1000) * 3600
+		prior.guarded(s, &m)
+	}
+}
+
+// A score that reads the posterior its poll's decision left in the memo.
+func BenchmarkScoresAddWith(b *testing.B) {
+	prior := (&Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}).withTails()
+	var m Memo
+	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
+	prior.guarded(s, &m)
+	p := Poll{Prev: t0, Now: t0.Add(48 * time.Hour)}
+	var sc Scores
+	for b.Loop() {
+		sc.AddWith(prior, s, p, &m)
+	}
+}
