@@ -3,6 +3,7 @@ package priority
 import (
 	"math"
 	"sync/atomic"
+	"weak"
 )
 
 // silenceSteps is how finely a silence is cut to place a possible change in it: halves,
@@ -125,10 +126,13 @@ type tail struct {
 	rhoByStep, keepByStep [silenceSteps][viewHazards]float64
 }
 
-// tailCache keeps a prior's tails by grid point. It belongs to the prior it was made
-// for (owner): a copy of a prior, changed or not, makes its own.
+// tailCache keeps a prior's tails by grid point, and a weak reference to it (self), as
+// memos name their prior, made once: weak.Make looks its pointer up at every call. It
+// belongs to the prior it was made for (owner): a copy of a prior, changed or not,
+// makes its own.
 type tailCache struct {
 	owner *Prior
+	self  weak.Pointer[Prior]
 	slots [tailEnd - tailFirst]atomic.Pointer[tail]
 }
 
@@ -154,8 +158,17 @@ func (p *Prior) tailOf(q int) *tail {
 
 // withTails gives p a cache of tails of its own; p must not change after.
 func (p *Prior) withTails() *Prior {
-	p.tails = &tailCache{owner: p}
+	p.tails = &tailCache{owner: p, self: weak.Make(p)}
 	return p
+}
+
+// ref is a weak reference to p: weak references compare equal when made from the same
+// prior.
+func (p *Prior) ref() weak.Pointer[Prior] {
+	if c := p.tails; c != nil && c.owner == p {
+		return c.self
+	}
+	return weak.Make(p)
 }
 
 func (p *Prior) fillTail(t *tail, q int) {

@@ -236,9 +236,9 @@ func (p *Prior) view(s Stats, m *Memo, scratch *view) *view {
 		return scratch
 	}
 	l := m.likelihoods(s)
-	if m.prior.Value() != p {
+	if ref := p.ref(); m.prior != ref {
 		p.viewOfL(l, &m.v)
-		m.prior = weak.Make(p)
+		m.prior = ref
 	}
 	return &m.v
 }
