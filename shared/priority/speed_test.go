@@ -118,12 +118,23 @@ func TestAViewIsEveryHazardsPosterior(t *testing.T) {
 func TestAMemoIsOnlyASaving(t *testing.T) {
 	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
 	other := &Prior{Weights: logNormal(0.3, math.Log(0.05), 1.2), Hazard: 0.1 / 30}
+	kept := &Prior{Weights: logNormal(0.4, math.Log(0.01), 1.4), Hazard: 0.03 / 30, Classes: true}
+	kept.ClassWeights = [classes]belief{kept.Weights, logNormal(0.8, math.Log(0.001), 1), kept.Weights}
+	kept.withTails()
+	copied := *kept
 	var m Memo
 	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
+	grown, longer := s, s
+	grown.WinSeconds, longer.WinSeconds = 41*86400, 45*86400
+	root := longer
+	root.Root = true
 	for k, c := range []struct {
 		p *Prior
 		s Stats
-	}{{prior, s}, {prior, s}, {other, s}, {other, Stats{Events: 1, Exposure: 30 * 86400, WinEvents: 2, WinSeconds: 86400}}, {prior, s}} {
+	}{{prior, s}, {prior, s}, {other, s}, {other, Stats{Events: 1, Exposure: 30 * 86400, WinEvents: 2, WinSeconds: 86400}}, {prior, s},
+		// A silence that grows, under a prior that keeps its tails, a copy of it, and a
+		// class of its own.
+		{kept, s}, {kept, grown}, {&copied, longer}, {kept, longer}, {kept, root}, {prior, root}} {
 		in := Input{Old: 1, Cloned: true, Stats: c.s, Prior: c.p}
 		want := (Bayes{}).Next(in)
 		in.Memo = &m

@@ -47,20 +47,20 @@ const ownHazard = len(hazards)
 func (p *Prior) viewOf(e evidence, v *view) {
 	var l likelihoods
 	likelihoodsOf(e, &l)
-	p.viewOfL(&l, v)
+	var w weighed
+	p.weigh(&l, &w)
+	p.viewOfWeighed(&l, &w, v)
 }
 
-// viewOfL computes the view of likelihoods l under p.
-func (p *Prior) viewOfL(l *likelihoods, v *view) {
-	var w weighed
-	p.weigh(l, &w)
+// viewOfWeighed computes the view of likelihoods l weighed under p as w.
+func (p *Prior) viewOfWeighed(l *likelihoods, w *weighed, v *view) {
 	switch {
 	case !w.silent:
 		v.kind = viewPushes
 		v.stay, v.win = w.stay, w.win
 		against := math.Exp(w.mStay - w.mOld - w.mWin)
 		for h, hz := range p.viewHazardsPerDay() {
-			v.changed[h] = changeOdds(&w, hz, against)
+			v.changed[h] = changeOdds(w, hz, against)
 		}
 	case w.winT <= 0:
 		v.kind = viewStay
@@ -204,12 +204,22 @@ func quietFor(days float64, q *belief) { decaysOver(days, q) }
 // between; a fit reads the likelihoods of a repo whose stats did not change since the
 // last. It is only a saving: with or without one, every result is the same. A Memo is
 // one repo's; its zero value is empty. It does not keep the prior alive.
+//
+// It also keeps the belief before a silence (weighed from the likelihoods before the
+// window), which stays the same while the silence grows and the prior does not change.
 type Memo struct {
+	// What a poll checks first, together: a memo is read from memory that other repos'
+	// polls have long since left.
 	stats Stats
 	lkOK  bool
-	lk    likelihoods
 	prior weak.Pointer[Prior] // the prior v is of; zero: none
 	v     view
+	lk    likelihoods
+	// stay is the belief before the window under stayOf, for class stayClass; stayOf
+	// zero: none.
+	stay      belief
+	stayOf    weak.Pointer[Prior]
+	stayClass int
 }
 
 // likelihoods are the likelihoods of s, from m when it holds them. Those of the
@@ -224,6 +234,7 @@ func (m *Memo) likelihoods(s Stats) *likelihoods {
 		m.lk.window(e)
 	} else {
 		likelihoodsOf(e, &m.lk)
+		m.stayOf = weak.Pointer[Prior]{}
 	}
 	m.stats, m.lkOK, m.prior = s, true, weak.Pointer[Prior]{}
 	return &m.lk
@@ -236,9 +247,20 @@ func (p *Prior) view(s Stats, m *Memo, scratch *view) *view {
 		return scratch
 	}
 	l := m.likelihoods(s)
-	if ref := p.ref(); m.prior != ref {
-		p.viewOfL(l, &m.v)
-		m.prior = ref
+	ref := p.ref()
+	if m.prior == ref {
+		return &m.v
 	}
+	var w weighed
+	if l.silent && m.stayOf == ref && m.stayClass == l.class {
+		w = weighed{silent: true, stay: m.stay, winT: l.winT}
+	} else {
+		p.weigh(l, &w)
+		if l.silent {
+			m.stay, m.stayOf, m.stayClass = w.stay, ref, l.class
+		}
+	}
+	p.viewOfWeighed(l, &w, &m.v)
+	m.prior = ref
 	return &m.v
 }
