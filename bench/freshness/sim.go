@@ -74,17 +74,6 @@ func (p *schedPolicy) Next(in priority.Input) float64 {
 	return next
 }
 
-// memoPair is a repo's two memos: a decision leaves its posterior in one while the
-// poll's score reads the other, which the decision before left.
-type memoPair [2]priority.Memo
-
-func (m *memoPair) at(second bool) *priority.Memo {
-	if second {
-		return &m[1]
-	}
-	return &m[0]
-}
-
 // window is a measured stretch of days [From, To).
 type window struct{ From, To float64 }
 
@@ -132,14 +121,10 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	withEvidence := 0
 	var scores priority.Scores
 	learns := sched.name() == "bayes" // only it reads the prior; the others need not pay for it
-	// Each repo's posteriors between its polls (a saving only): the latest decision's
-	// (decided[i]) and the one before.
-	var (
-		memos   []memoPair
-		decided []bool
-	)
+	// Each repo's posteriors between its polls (a saving only).
+	var memos []priority.Memo
 	if learns {
-		memos, decided = make([]memoPair, n), make([]bool, n)
+		memos = make([]priority.Memo, n)
 	}
 
 	meters := make([]meter, len(cfg.Windows))
@@ -174,7 +159,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			)
 			for i, r := range held {
 				if cloned[i] {
-					all, ms = append(all, r.Rec.Stats), append(ms, memos[i].at(decided[i]))
+					all, ms = append(all, r.Rec.Stats), append(ms, &memos[i])
 				}
 			}
 			prior = priority.FitWith(all, ms, prior, at(now), &scores)
@@ -269,21 +254,18 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		cursor[i] = c
 		// The worker's fetch: taken at old (a signalled repo answers its signal), a
 		// mirror there or not, and what it brought. The decision leaves its posterior in
-		// the repo's other memo, so the score of this poll still reads the one the
-		// decision before it left.
+		// the repo's memo beside the one the decision before it left, which the score of
+		// this poll reads.
 		pol.i, pol.now, pol.lastCommit = i, now, lastCommit[i]
 		if memos != nil {
-			pol.memo = memos[i].at(!decided[i])
+			pol.memo = &memos[i]
 		}
 		v := cfg.view(sig, prior, i, now)
 		worker.Step(&wcfg, v, &held[i], worker.PollDue{Prio: old})
 		worker.Step(&wcfg, v, &held[i], worker.Checked{Cloned: wasCloned})
 		a := worker.Step(&wcfg, v, &held[i], worker.Fetched{Res: res})
 		if learns && a.Learn {
-			scores.AddWith(prior, a.Learning.Stats, a.Learning.Poll, memos[i].at(decided[i]))
-		}
-		if memos != nil {
-			decided[i] = !decided[i]
+			scores.AddWith(prior, a.Learning.Stats, a.Learning.Poll, &memos[i])
 		}
 		if st := held[i].Rec.PollStretch; aware && st > 1 && a.Queue.Op == worker.QueueAt {
 			// A bound allocates its covered repos' polls itself: the worker's fall-back

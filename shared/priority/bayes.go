@@ -70,7 +70,7 @@ func (Bayes) Next(in Input) float64 {
 // tail guard. m, when not nil, keeps the posterior for the repo's next score (Memo).
 func (p *Prior) guarded(s Stats, m *Memo) float64 {
 	var scratch view
-	v := p.view(s, m, &scratch)
+	v := p.view(s, m, true, &scratch)
 	return max(v.dot(ownHazard, &gridBelief), GuardRate*v.dot(ownHazard, &activeRates))
 }
 

@@ -403,7 +403,7 @@ func (sc *Scores) AddWith(prior *Prior, s Stats, p Poll, m *Memo) {
 		return
 	}
 	var scratch view
-	v := prior.view(s, m, &scratch)
+	v := prior.view(s, m, false, &scratch)
 	var stay belief // the chance of no push over the poll's interval, at each rate
 	quietFor(days, &stay)
 	r := v.read(&stay)

@@ -175,3 +175,37 @@ func BenchmarkScoresAddWith(b *testing.B) {
 		sc.AddWith(prior, s, p, &m)
 	}
 }
+
+// As a worker polls: each poll's decision on the stats after it, then its score on the
+// stats before, which the decision on the poll before left in the memo; the prior
+// changes on the way. With the memo, every decision and score is what it is without.
+func TestAMemoServesEachPollsScore(t *testing.T) {
+	priors := []*Prior{
+		(&Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}).withTails(),
+		(&Prior{Weights: logNormal(0.3, math.Log(0.05), 1.2), Hazard: 0.1 / 30}).withTails(),
+	}
+	var m Memo
+	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
+	now := t0
+	for k := range 40 {
+		prior := priors[k/15%2]
+		before := s
+		p := Poll{Prev: now, Now: now.Add(36 * time.Hour), Changed: k%7 == 3}
+		if p.Changed {
+			p.Commits = []time.Time{p.Now.Add(-time.Hour)}
+		}
+		s, now = Fold(s, p, prior), p.Now
+		in := Input{Old: 1, Cloned: true, Stats: s, Prior: prior}
+		want := (Bayes{}).Next(in)
+		in.Memo = &m
+		if got := (Bayes{}).Next(in); got != want {
+			t.Fatalf("poll %d: next %v with a memo, %v without", k, got, want)
+		}
+		var with, without Scores
+		with.AddWith(prior, before, p, &m)
+		without.Add(prior, before, p)
+		if with != without {
+			t.Fatalf("poll %d: scores %v with a memo, %v without", k, with, without)
+		}
+	}
+}

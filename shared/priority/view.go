@@ -199,27 +199,35 @@ var gridBelief = belief(gridRates)
 func quietFor(days float64, q *belief) { decaysOver(days, q) }
 
 // Memo keeps what a repo's stats say between its polls: their likelihoods, which
-// depend on the stats alone, and the posterior a poll's decision computed from them,
-// which the next poll's score needs again if neither the stats nor the prior changed in
-// between; a fit reads the likelihoods of a repo whose stats did not change since the
-// last. It is only a saving: with or without one, every result is the same. A Memo is
-// one repo's; its zero value is empty. It does not keep the prior alive.
-//
-// It also keeps the belief before a silence (weighed from the likelihoods before the
-// window), which stays the same while the silence grows and the prior does not change.
+// depend on the stats alone, and the posteriors the latest two decisions computed from
+// them: a poll's score reads the one the decision on the poll before left (unless the
+// prior changed in between), while the poll's own decision leaves the other. A fit
+// reads the likelihoods of a repo whose stats did not change since its last decision.
+// It also keeps the belief before a silence, weighed from the likelihoods before the
+// window, which stays the same while the silence grows under one prior. It is only a
+// saving: with or without one, every result is the same. A Memo is one repo's; its
+// zero value is empty. It does not keep the prior alive.
 type Memo struct {
-	// What a poll checks first, together: a memo is read from memory that other repos'
-	// polls have long since left.
+	// What a poll checks first comes first, together: a memo is read from memory that
+	// other repos' polls have long since left.
+	views [2]keptView
+	last  int // views[last] is the latest decision's
 	stats Stats
 	lkOK  bool
-	prior weak.Pointer[Prior] // the prior v is of; zero: none
-	v     view
-	lk    likelihoods
+	lk    likelihoods // of stats, when lkOK
 	// stay is the belief before the window under stayOf, for class stayClass; stayOf
 	// zero: none.
 	stay      belief
 	stayOf    weak.Pointer[Prior]
 	stayClass int
+}
+
+// keptView is a decision's view, with the stats and the prior it is of (prior zero:
+// none).
+type keptView struct {
+	stats Stats
+	prior weak.Pointer[Prior]
+	v     view
 }
 
 // likelihoods are the likelihoods of s, from m when it holds them. Those of the
@@ -236,21 +244,31 @@ func (m *Memo) likelihoods(s Stats) *likelihoods {
 		likelihoodsOf(e, &m.lk)
 		m.stayOf = weak.Pointer[Prior]{}
 	}
-	m.stats, m.lkOK, m.prior = s, true, weak.Pointer[Prior]{}
+	m.stats, m.lkOK = s, true
 	return &m.lk
 }
 
-// view is the view of s under p, from m when it holds it (m may be nil).
-func (p *Prior) view(s Stats, m *Memo, scratch *view) *view {
+// view is the view of s under p: m's, when it keeps it (m may be nil). Else it is
+// computed, and a decision's (keep) is kept in m for the next poll's score in place of
+// the decision's before; a score's, which nothing reads again, is left in scratch.
+func (p *Prior) view(s Stats, m *Memo, keep bool, scratch *view) *view {
 	if m == nil {
 		p.viewOf(evidenceOf(s), scratch)
 		return scratch
 	}
-	l := m.likelihoods(s)
 	ref := p.ref()
-	if m.prior == ref {
-		return &m.v
+	for i := range m.views {
+		if k := &m.views[i]; k.prior == ref && k.stats == s {
+			return &k.v
+		}
 	}
+	v := scratch
+	if keep {
+		m.last = 1 - m.last
+		k := &m.views[m.last]
+		k.stats, k.prior, v = s, ref, &k.v
+	}
+	l := m.likelihoods(s)
 	var w weighed
 	if l.silent && m.stayOf == ref && m.stayClass == l.class {
 		w = weighed{silent: true, stay: m.stay, winT: l.winT}
@@ -260,7 +278,6 @@ func (p *Prior) view(s Stats, m *Memo, scratch *view) *view {
 			m.stay, m.stayOf, m.stayClass = w.stay, ref, l.class
 		}
 	}
-	p.viewOfWeighed(l, &w, &m.v)
-	m.prior = ref
-	return &m.v
+	p.viewOfWeighed(l, &w, v)
+	return v
 }
