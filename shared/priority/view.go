@@ -210,24 +210,23 @@ func quietFor(days float64, q *belief) { decaysOver(days, q) }
 type Memo struct {
 	// What a poll checks first comes first, together: a memo is read from memory that
 	// other repos' polls have long since left.
-	views [2]keptView
-	last  int // views[last] is the latest decision's
+	of    [2]viewKey // what views[i] is of
+	last  int        // views[last] is the latest decision's
 	stats Stats
 	lkOK  bool
-	lk    likelihoods // of stats, when lkOK
-	// stay is the belief before the window under stayOf, for class stayClass; stayOf
-	// zero: none.
-	stay      belief
+	// The belief before the window (stay) is of the prior stayOf (zero: none) and
+	// class stayClass.
 	stayOf    weak.Pointer[Prior]
 	stayClass int
+	views     [2]view
+	lk        likelihoods // of stats, when lkOK
+	stay      belief
 }
 
-// keptView is a decision's view, with the stats and the prior it is of (prior zero:
-// none).
-type keptView struct {
+// viewKey is what a decision's view is of: stats, under a prior (zero: none).
+type viewKey struct {
 	stats Stats
 	prior weak.Pointer[Prior]
-	v     view
 }
 
 // likelihoods are the likelihoods of s, from m when it holds them. Those of the
@@ -257,16 +256,15 @@ func (p *Prior) view(s Stats, m *Memo, keep bool, scratch *view) *view {
 		return scratch
 	}
 	ref := p.ref()
-	for i := range m.views {
-		if k := &m.views[i]; k.prior == ref && k.stats == s {
-			return &k.v
+	for i := range m.of {
+		if of := &m.of[i]; of.prior == ref && of.stats == s {
+			return &m.views[i]
 		}
 	}
 	v := scratch
 	if keep {
 		m.last = 1 - m.last
-		k := &m.views[m.last]
-		k.stats, k.prior, v = s, ref, &k.v
+		m.of[m.last], v = viewKey{s, ref}, &m.views[m.last]
 	}
 	l := m.likelihoods(s)
 	var w weighed
