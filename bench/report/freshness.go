@@ -177,16 +177,24 @@ func freshPolicy(name string, bold, def bool) freshPolicyName {
 
 // freshGoalTableRow is one goal as the issue states it: its section, its target and the
 // reference it divides by, the mean over the seeds and each seed's figure (against
-// that seed's own reference), and the other budgets' figures (the first seed's).
+// that seed's own reference), and the other budgets' figures.
 type freshGoalTableRow struct {
 	Section, Goal, Of, Mean, PerSeed, Met, Others string
 }
 
-// freshGoalTable is the goals of the study over seeds (seeds), at its budget, with the
-// other budgets' figures from the fleet's results (v).
+// goalBudget is the budget the goals are set at; the others are reported beside them.
+const goalBudget = 0.5
+
+// freshGoalTable is the goals of the study over seeds (seeds) at goalBudget (at every
+// budget it ran, if not that one), with the other budgets' figures beside each: their
+// mean over the seeds where the study ran them, else the fleet's results' (v, one seed).
 func freshGoalTable(seeds, v results.Freshness) []freshGoalTableRow {
+	atGoal := slices.ContainsFunc(seeds.Goals, func(g results.FreshnessGoal) bool { return g.Budget == goalBudget })
 	var rows []freshGoalTableRow
 	for _, g := range seeds.Goals {
+		if atGoal && g.Budget != goalBudget {
+			continue
+		}
 		r := freshGoalTableRow{Section: g.Section, Goal: fmt.Sprintf("≤ %g× (%s, %g polls/repo/day)", g.Target, g.Goal, g.Budget), Of: g.Of,
 			Mean: fmt.Sprintf("%.3f", g.Spread.Mean)}
 		if g.Seeds < 2 {
@@ -206,19 +214,32 @@ func freshGoalTable(seeds, v results.Freshness) []freshGoalTableRow {
 		default:
 			r.Met = "❌"
 		}
-		var others []string
-		for _, o := range v.Goals {
-			if o.Section == g.Section && o.Goal == g.Goal && o.Budget != g.Budget {
-				others = append(others, fmt.Sprintf("%g: %s", o.Budget, mark(o.Value, o.Value <= o.Target)))
-			}
+		r.Others = otherBudgets(g, seeds.Goals, true)
+		if r.Others == "" {
+			r.Others = otherBudgets(g, v.Goals, false)
 		}
-		r.Others = strings.Join(others, "; ")
 		if r.Others == "" {
 			r.Others = "—"
 		}
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// otherBudgets lists goal g's figures at the budgets of gs other than its own: the
+// mean over the seeds (mean), or the value.
+func otherBudgets(g results.FreshnessGoal, gs []results.FreshnessGoal, mean bool) string {
+	var others []string
+	for _, o := range gs {
+		if o.Section == g.Section && o.Goal == g.Goal && o.Budget != g.Budget {
+			x := o.Value
+			if mean && o.Seeds > 1 {
+				x = o.Spread.Mean
+			}
+			others = append(others, fmt.Sprintf("%g: %s", o.Budget, mark(x, x <= o.Target)))
+		}
+	}
+	return strings.Join(others, "; ")
 }
 
 // mark formats a ratio with whether its goal is met.
