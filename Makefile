@@ -96,16 +96,17 @@ smoke:
 	@test -n "$(SMOKE_URL)" || { echo "make smoke needs SMOKE_URL=<the fleet's API URL>: http://127.0.0.1:8080 for make run, the stack's ApiUrl output after cdk deploy (with SMOKE_AWS=1)" >&2; exit 2; }
 	$(GO) run ./cmd/mirrorfleet smoke --api "$(SMOKE_URL)" --repo "$(SMOKE_REPO)" $(if $(SMOKE_TOKEN),--token "$(SMOKE_TOKEN)") $(if $(SMOKE_AWS),--aws)
 
-## bench: every benchmark, then bench/REPORT.md and its charts from the results (several hours on 2 idle cores; freshness's grid over four budgets and five seeds at 10,000 repos, about 3 CPU-hours, and ticklatency's 1M-repo cells are most of it)
+## bench: every benchmark, then bench/REPORT.md and its charts from the results (hours on 2 idle cores: freshness's grid over four budgets and five seeds at 10,000 repos, and ticklatency's 1M-repo cells, are most of it)
 # Run one after another: the figures include wall times, which a parallel run would distort.
+# freshness writes the grid (freshness_seeds.json) and its first seed alone
+# (freshness.json, with the worker-side costs) from one run.
 # storecost reads maintenance.json and freshness.json (its EFS read figures, change
 # rates and each budget's freshness), so both run before it; it counts EFS operations
 # under strace.
 BENCH_RESULTS := bench/results
 bench:
 	rm -rf $(BENCH_RESULTS) bench/plots bench/REPORT.md
-	$(GO) run ./bench/freshness -out $(BENCH_RESULTS)
-	$(GO) run ./bench/freshness -out $(BENCH_RESULTS) -name freshness_seeds -repos 10000 -seeds 1-5 -budgets 0.25,0.5,1,2 -costs=false
+	$(GO) run ./bench/freshness -out $(BENCH_RESULTS) -name freshness_seeds -first freshness -repos 10000 -seeds 1-5 -budgets 0.25,0.5,1,2
 	$(GO) run ./bench/placement -out $(BENCH_RESULTS)
 	$(GO) run ./bench/fetchcost -out $(BENCH_RESULTS)
 	$(GO) run ./bench/maintenance -out $(BENCH_RESULTS)

@@ -26,6 +26,7 @@ import (
 func main() {
 	out := flag.String("out", "bench/results", "directory for the results")
 	name := flag.String("name", "freshness", "results file name: freshness (the fleet at scale, every budget) or freshness_seeds (the study over seeds)")
+	first := flag.String("first", "", "also write the first seed's results alone under this name, as a run of that seed alone writes them (with the costs): one run gives the study over seeds and the fleet's figures")
 	repos := flag.Int("repos", 10000, "simulated upstream repos")
 	seed := flag.Uint64("seed", 1, "random seed (when -seeds is not given)")
 	seeds := flag.String("seeds", "", "seeds to run, e.g. 1-5 or 1,3: the results are the first seed's, with the spread over all")
@@ -64,19 +65,38 @@ func main() {
 		log.Error("bad -seeds", "err", err)
 		os.Exit(2)
 	}
-	res := measure(log, options{n: *repos, seeds: ss, budgets: bs, days: days{*warmup, *window, *drain, *cold}, parallel: *parallel,
+	all := measure(log, options{n: *repos, seeds: ss, budgets: bs, days: days{*warmup, *window, *drain, *cold}, parallel: *parallel,
 		only: *only, drift: *drift, signals: *sigs, realism: *realistic})
+	files := map[string]results.Freshness{}
+	costsTo := *name
+	if *first != "" && *first != *name {
+		files[*first], costsTo = alone(all[0]), *first
+	}
+	files[*name] = withSpread(all)
 	if *costs {
-		if res.Costs, err = measureCosts(context.Background(), log); err != nil {
+		f := files[costsTo]
+		if f.Costs, err = measureCosts(context.Background(), log); err != nil {
 			log.Error("costs", "err", err)
 			os.Exit(1)
 		}
+		files[costsTo] = f
 	}
-	res.Meta.Finish()
-	if err := results.Write(*out, *name, res); err != nil {
-		log.Error("write", "err", err)
-		os.Exit(1)
+	for fn, res := range files {
+		res.Meta = all[0].Meta
+		res.Meta.Finish()
+		if err := results.Write(*out, fn, res); err != nil {
+			log.Error("write", "err", err)
+			os.Exit(1)
+		}
 	}
+}
+
+// alone is one seed's results as a run of that seed alone gives them: its goals over
+// that seed only. The goals are copied: withSpread writes over a seed's own.
+func alone(r results.Freshness) results.Freshness {
+	r.Goals = slices.Clone(r.Goals)
+	r.Setup.Seeds = []uint64{r.Setup.Seed}
+	return withSpread([]results.Freshness{r})
 }
 
 // parseSeeds reads "1-5" or "1,3,4"; "" is just seed.
@@ -143,10 +163,10 @@ type task struct {
 	do   func()
 }
 
-// measure runs every seed's sections on one pool and returns the first seed's results,
-// with the spread over all seeds (results.FreshnessSpread) on each row, bound and goal.
-// A seed's figures depend on the seed alone, not on the pool or the order it ran in.
-func measure(log *slog.Logger, o options) results.Freshness {
+// measure runs every seed's sections on one pool and returns each seed's results (in
+// o.seeds' order), the first with the measurement's metadata. A seed's figures depend
+// on the seed alone, not on the pool or the order it ran in.
+func measure(log *slog.Logger, o options) []results.Freshness {
 	meta := results.Collect()
 	var (
 		seeds []*seedRun
@@ -180,9 +200,8 @@ func measure(log *slog.Logger, o options) results.Freshness {
 	for k, sr := range seeds {
 		all[k] = sr.result()
 	}
-	res := withSpread(all)
-	res.Meta = meta
-	return res
+	all[0].Meta = meta
+	return all
 }
 
 // progress reports a long measurement as its tasks finish: how many, and the time

@@ -17,13 +17,7 @@ func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
 		drift: 0.1, signals: true, realism: true}
 	encode := func(parallel int, seeds []uint64) []byte {
 		o.parallel, o.seeds = parallel, seeds
-		res := measure(log, o)
-		res.Meta = results.Meta{}
-		b, err := json.Marshal(res)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return encoded(t, withSpread(measure(log, o)))
 	}
 	one, four := encode(1, []uint64{1, 2}), encode(4, []uint64{1, 2})
 	if string(one) != string(four) {
@@ -70,10 +64,16 @@ func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
 			t.Errorf("no goal for %s against %q", g.section, boundName(g.section, g.evidence))
 		}
 	}
-	// A seed's figures are its own: seed 1 run alone gives the figures it gave with seed 2.
+	// A seed's figures are its own: seed 1 run alone gives the figures it gave with seed 2,
+	// and what -first writes of a run of both is that run of seed 1 alone, byte for byte.
+	seed1 := encode(2, []uint64{1})
 	var alone results.Freshness
-	if err := json.Unmarshal(encode(2, []uint64{1}), &alone); err != nil {
+	if err := json.Unmarshal(seed1, &alone); err != nil {
 		t.Fatal(err)
+	}
+	o.parallel, o.seeds = 2, []uint64{1, 2}
+	if first := encoded(t, alone1(measure(log, o))); string(first) != string(seed1) {
+		t.Error("the first seed's results of a run of two are not those of a run of it alone")
 	}
 	for _, name := range results.Sections {
 		for k, r := range *alone.Section(name) {
@@ -97,6 +97,24 @@ func TestTheSameSeedGivesTheSameResultsWhateverThePool(t *testing.T) {
 			}
 		}
 	}
+}
+
+// encoded is res as JSON, without its metadata (the time it took, the machine).
+func encoded(t *testing.T, res results.Freshness) []byte {
+	t.Helper()
+	res.Meta = results.Meta{}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// alone1 is the first seed's results alone, after the study over all was made of them.
+func alone1(all []results.Freshness) results.Freshness {
+	first := alone(all[0])
+	withSpread(all)
+	return first
 }
 
 func TestSpreadAndGoals(t *testing.T) {
