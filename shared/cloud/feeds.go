@@ -19,14 +19,18 @@ import (
 	"github.com/mirrorfleet/mirrorfleet/shared/worker"
 )
 
-// workerFeeds builds the worker's feed runner (ADR 28): the tokens read once from the
-// Secrets Manager secret cfg.ForgeTokensARN (HOST=TOKEN lines), then the sources of
-// cfg.Feeds; the feeds that stop covering are counted on rec. Nil without feeds.
+// workerFeeds builds the worker's feed runner (ADR 28): the tokens read from the
+// Secrets Manager secret cfg.ForgeTokensARN (HOST=TOKEN lines) at start, where a
+// secret that cannot be read or parsed stops the worker, and again at most once per
+// secrets.DefaultTTL while it runs, so a rotated token is taken up without a restart;
+// then the sources of cfg.Feeds. The feeds that stop covering are counted on rec. Nil
+// without feeds.
 func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger, rec feeds.Recorder) (*feeds.Runner, error) {
 	if len(cfg.Feeds) == 0 {
 		return nil, nil
 	}
 	tokens := map[string]string{}
+	var read func(context.Context) (map[string]string, error)
 	if cfg.ForgeTokensARN != "" {
 		client := cfg.SecretsManager
 		if client == nil {
@@ -36,12 +40,21 @@ func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger, rec fe
 			}
 			client = secretsmanager.NewFromConfig(awsCfg)
 		}
-		v, err := secrets.New(client, cfg.ForgeTokensARN, 0, nil).Get(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvForgeTokensARN, err)
+		cache := secrets.New(client, cfg.ForgeTokensARN, 0, nil)
+		read = func(ctx context.Context) (map[string]string, error) {
+			v, err := cache.Get(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", EnvForgeTokensARN, err)
+			}
+			tokens, err := feeds.ParseTokens(strings.Split(v, "\n"))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", EnvForgeTokensARN, err)
+			}
+			return tokens, nil
 		}
-		if tokens, err = feeds.ParseTokens(strings.Split(v, "\n")); err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvForgeTokensARN, err)
+		var err error
+		if tokens, err = read(ctx); err != nil {
+			return nil, err
 		}
 	}
 	period := cfg.FeedEvery
@@ -61,7 +74,7 @@ func workerFeeds(ctx context.Context, cfg WorkerConfig, log *slog.Logger, rec fe
 	}
 	log.Info("feeds", "feeds", len(ps), "every", period, "tokens", len(tokens))
 	r := feeds.NewRunner(ps, clock.Real{}, log)
-	r.Metrics = rec
+	r.Metrics, r.Tokens = rec, read
 	return r, nil
 }
 

@@ -151,3 +151,29 @@ func TestWorkerConfigFeeds(t *testing.T) {
 		t.Fatalf("bad feed and period: %v", err)
 	}
 }
+
+// The feeds' runner reads the tokens' secret again through a cache: a rotated token is
+// taken up while the worker runs, and a tick within the cache's time costs no call.
+func TestWorkerFeedsReadTheirTokensAgain(t *testing.T) {
+	sm := secretsfake.New()
+	defer sm.Close()
+	arn := sm.Put("forge-tokens", "codeberg.org=tok-1\n")
+	client := secretsmanager.New(secretsmanager.Options{Region: "us-east-1", BaseEndpoint: aws.String(sm.URL()),
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")})
+	r, err := workerFeeds(t.Context(), WorkerConfig{Feeds: []string{"gitea=https://codeberg.org"}, ForgeTokensARN: arn, SecretsManager: client},
+		slog.New(slog.DiscardHandler), nil)
+	if err != nil || r == nil || r.Tokens == nil {
+		t.Fatalf("runner %v, err %v: no tokens to read again", r, err)
+	}
+	toks, err := r.Tokens(t.Context())
+	if err != nil || toks["codeberg.org"] != "tok-1" || sm.Calls() != 1 {
+		t.Errorf("tokens %v (%v) after %d calls, want tok-1 from the start's read", toks, err, sm.Calls())
+	}
+	// At start, a secret that is not HOST=TOKEN lines stops the worker, naming the
+	// setting.
+	sm.Put("forge-tokens", "not a token line")
+	if _, err := workerFeeds(t.Context(), WorkerConfig{Feeds: []string{"gitea=https://codeberg.org"}, ForgeTokensARN: arn, SecretsManager: client},
+		slog.New(slog.DiscardHandler), nil); err == nil || !strings.Contains(err.Error(), EnvForgeTokensARN) {
+		t.Errorf("a bad secret at start: %v", err)
+	}
+}

@@ -119,8 +119,8 @@ type WorkerConfig struct {
 	// on; empty: events go nowhere.
 	EventBus string
 	// Feeds are the forges' change feeds the worker probes for its own repos (KIND=URL
-	// each; ADR 28), every FeedEvery; their tokens are read at start from the Secrets
-	// Manager secret ForgeTokensARN (HOST=TOKEN lines).
+	// each; ADR 28), every FeedEvery; their tokens are read from the Secrets Manager
+	// secret ForgeTokensARN (HOST=TOKEN lines) at start and again while it runs.
 	Feeds          []string
 	FeedEvery      time.Duration
 	ForgeTokensARN string

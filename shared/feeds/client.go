@@ -17,7 +17,8 @@ import (
 const MaxBody = 8 << 20
 
 // ErrAuth: the forge refused the credential (401, or 403 that is not a rate limit). The
-// feed stops until it is reconfigured; its repos are polled as if it did not exist.
+// feed stops until it has a new token (Runner.Tokens) or the worker restarts; its repos
+// are polled as if it did not exist.
 var ErrAuth = errors.New("forge refused the credential")
 
 // RateLimited: the forge asked to be left alone until Until.
@@ -87,7 +88,7 @@ func (p *Prober) do(ctx context.Context, req *http.Request) (answer, error) {
 	req = req.WithContext(ctx)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "mirrorfleet-feeds")
-	if t := p.src.Token; t != "" {
+	if t := p.token; t != "" {
 		switch p.src.Kind {
 		case GitLab:
 			req.Header.Set("PRIVATE-TOKEN", t)

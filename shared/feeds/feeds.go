@@ -87,13 +87,21 @@ func ParseSource(spec string, tokens map[string]string) (Source, error) {
 		return Source{}, fmt.Errorf("feed %q: only a GitLab feed takes a group path; %s feeds list the whole instance", spec, s.Kind)
 	}
 	s.Token = tokens[u.Hostname()]
-	if s.Kind == GitHub && s.Token == "" {
-		return Source{}, fmt.Errorf("feed %q: GitHub's GraphQL API needs a token: --forge-token %s=TOKEN", spec, u.Hostname())
-	}
-	if s.Token != "" && u.Scheme != "https" {
-		return Source{}, fmt.Errorf("feed %q: a token is never sent over plain http; use https", spec)
+	if err := s.takes(s.Token); err != nil {
+		return Source{}, fmt.Errorf("feed %q: %w", spec, err)
 	}
 	return s, nil
+}
+
+// takes says why the feed cannot be probed with token tok ("": none), if it cannot.
+func (s Source) takes(tok string) error {
+	if s.Kind == GitHub && tok == "" {
+		return fmt.Errorf("GitHub's GraphQL API needs a token: --forge-token %s=TOKEN", s.Web.Hostname())
+	}
+	if tok != "" && s.Web.Scheme != "https" {
+		return fmt.Errorf("a token is never sent over plain http; use https")
+	}
+	return nil
 }
 
 // ParseTokens reads --forge-token values and lines of a token file, HOST=TOKEN each

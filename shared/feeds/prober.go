@@ -19,6 +19,7 @@ import (
 // probes a feed, every Period.
 type Prober struct {
 	src    Source
+	token  string // src.Token, or the one that replaced it (Runner.Tokens)
 	client *http.Client
 	clock  clock.Clock
 
@@ -60,7 +61,7 @@ const MaxChanges = 5000
 func New(src Source, client *http.Client, clk clock.Clock, period time.Duration) *Prober {
 	c := *client
 	c.CheckRedirect = keepHome
-	return &Prober{src: src, client: &c, clock: clk, since: clk.Now().Add(-period - Overlap),
+	return &Prober{src: src, token: src.Token, client: &c, clock: clk, since: clk.Now().Add(-period - Overlap),
 		seen: map[string]time.Time{}, etags: map[string]string{}, remaining: -1, maxPages: MaxPages, period: period}
 }
 

@@ -43,6 +43,10 @@ type Runner struct {
 	log     *slog.Logger
 	// Metrics, if set, counts the feeds that stop covering (metrics.FeedsUncovered).
 	Metrics Recorder
+	// Tokens, if set, gives the feeds' tokens by host again before each tick (a cache
+	// of where they are kept: read it at most every few minutes), so a rotated token is
+	// taken up without a restart, and a feed that refused the old one is probed again.
+	Tokens func(context.Context) (map[string]string, error)
 
 	probes, changes, rechecked, errs, rateLimited atomic.Int64
 	rechecks                                      recheckQueue // Tick's own
@@ -50,7 +54,7 @@ type Runner struct {
 
 // feedState is what Covered and Stats read of one feed.
 type feedState struct {
-	stopped atomic.Bool  // refused its credential: stopped until reconfigured
+	stopped atomic.Bool  // refused its credential: stopped until it has a new one
 	failing atomic.Int64 // probes that failed in a row
 }
 
@@ -117,6 +121,7 @@ func (r *Runner) Stats() Stats {
 // ask about: GitHub's), then hands the changes and the second looks that are due to sink.
 // A feed's error is logged and counted; the others go on.
 func (r *Runner) Tick(ctx context.Context, repos func(Source) []string, sink func(context.Context, []Change)) {
+	r.takeTokens(ctx)
 	var out []Change
 	for i, p := range r.probers {
 		f := r.state[i]
@@ -143,6 +148,37 @@ func (r *Runner) Tick(ctx context.Context, repos func(Source) []string, sink fun
 	}
 }
 
+// takeTokens gives each feed its host's token from Tokens where it changed. A feed
+// that refused its credential is probed again with a new one. A read that fails, or a
+// token a feed cannot take (none for GitHub, one over plain http), leaves the feeds'
+// tokens as they were; tokens are never logged.
+func (r *Runner) takeTokens(ctx context.Context) {
+	if r.Tokens == nil {
+		return
+	}
+	tokens, err := r.Tokens(ctx)
+	if err != nil {
+		r.log.Warn("feed tokens not read again; the feeds keep theirs", "err", err)
+		return
+	}
+	for i, p := range r.probers {
+		tok := tokens[p.src.Web.Hostname()]
+		if tok == p.token {
+			continue
+		}
+		if err := p.src.takes(tok); err != nil {
+			r.log.Warn("feed keeps its token: the new one cannot be used", "feed", p.src, "err", err)
+			continue
+		}
+		p.token = tok
+		if r.state[i].stopped.Swap(false) {
+			r.log.Info("feed has a new token; probing it again", "feed", p.src)
+		} else {
+			r.log.Info("feed has a new token", "feed", p.src)
+		}
+	}
+}
+
 // note counts one probe of feed p and logs what went wrong.
 func (r *Runner) note(p *Prober, f *feedState, changes int, err error) {
 	r.probes.Add(1)
@@ -160,7 +196,7 @@ func (r *Runner) note(p *Prober, f *feedState, changes int, err error) {
 	case errors.Is(err, ErrAuth):
 		f.stopped.Store(true)
 		r.errs.Add(1)
-		r.log.Error("feed refused its credential; its repos are polled as usual until it is reconfigured", "feed", p.src, "err", err)
+		r.log.Error("feed refused its credential; its repos are polled as usual until it has a new one", "feed", p.src, "err", err)
 		return
 	case errors.As(err, &rl):
 		r.rateLimited.Add(1)

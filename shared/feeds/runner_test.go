@@ -2,8 +2,10 @@ package feeds
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,5 +68,52 @@ func TestRunnerDeliversChangesAndSecondLooks(t *testing.T) {
 	}
 	if s := r.Stats(); s.FeedsStopped != 1 || s.Errors != 1 {
 		t.Errorf("stats after the refusal %+v", s)
+	}
+
+	// The rotated token is taken up where the tokens are kept: the stopped feed is
+	// probed again with it and covers again. A read that fails, or a token a feed cannot
+	// take, leaves the tokens as they were.
+	var logs strings.Builder
+	r.log = slog.New(slog.NewTextHandler(&logs, nil))
+	kept := map[string]string{"127.0.0.1": "glpat"}
+	var readErr error
+	r.Tokens = func(context.Context) (map[string]string, error) { return kept, readErr }
+	kept["127.0.0.1"] = "rotated"
+	readErr = errors.New("secrets manager unreachable")
+	clk.Advance(5 * time.Minute)
+	r.Tick(context.Background(), none, sink)
+	if len(gl.requests) != n || r.Covered(gl.srv.URL+"/g/busy") {
+		t.Error("a feed took a token from a read that failed")
+	}
+	readErr = nil
+	gl.add("g/woke", clk.Now().Add(-time.Minute))
+	got = nil
+	clk.Advance(5 * time.Minute)
+	r.Tick(context.Background(), none, sink)
+	if len(gl.requests) == n || !r.Covered(gl.srv.URL+"/g/busy") || r.Stats().FeedsStopped != 0 {
+		t.Fatalf("the feed did not take its rotated token: %d requests, stats %+v", len(gl.requests)-n, r.Stats())
+	}
+	if !slices.ContainsFunc(got, func(c Change) bool { return strings.HasSuffix(c.URL, "/g/woke") }) {
+		t.Errorf("a change after the rotation not delivered: %v", got)
+	}
+	// No token reaches the logs.
+	if strings.Contains(logs.String(), "rotated") || strings.Contains(logs.String(), "glpat") {
+		t.Errorf("a token in the logs:\n%s", logs.String())
+	}
+}
+
+func TestRunnerKeepsATokenItCannotReplace(t *testing.T) {
+	gh := newFakeGitHub(t, "ghp_old", 5000, t0.Add(time.Hour))
+	clk := clock.NewVirtual(t0)
+	p := New(source(t, "github="+gh.srv.URL, map[string]string{"127.0.0.1": "ghp_old"}), gh.srv.Client(), clk, DefaultPeriod)
+	var logs strings.Builder
+	r := NewRunner([]*Prober{p}, clk, slog.New(slog.NewTextHandler(&logs, nil)))
+	r.Tokens = func(context.Context) (map[string]string, error) { return map[string]string{"other.example": "x"}, nil }
+	r.Tick(context.Background(), func(Source) []string { return nil }, func(context.Context, []Change) {})
+	if p.token != "ghp_old" || !strings.Contains(logs.String(), "GitHub's GraphQL API needs a token") {
+		t.Errorf("a GitHub feed lost its token to a list without its host (token %q):\n%s", p.token, logs.String())
+	}
+	if r.Stats().FeedsStopped != 0 {
+		t.Error("the feed stopped")
 	}
 }
