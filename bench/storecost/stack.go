@@ -119,24 +119,20 @@ func stackInputsFrom(f stackfacts.Facts, context string, statusClasses float64) 
 		errs = append(errs, fmt.Errorf("the worker's %s: %w", deployenv.Fetchers, err))
 	}
 	st.Fetchers = float64(fetchers)
-	st.ScrubDays = worker.DefaultConfig().ScrubEvery.Hours() / 24
-	st.MaintainDays = worker.DefaultConfig().MaintainEvery.Hours() / 24
-	if v := st.Workers.Env[deployenv.MaintainEvery]; v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("the worker's %s %q: not a period", deployenv.MaintainEvery, v))
-		} else {
-			st.MaintainDays = d.Hours() / 24
+	// periodDays is the worker's setting key in days, def where the template leaves it.
+	periodDays := func(key string, def time.Duration) float64 {
+		d := def
+		if v := st.Workers.Env[key]; v != "" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("the worker's %s %q: not a period", key, v))
+				d = def
+			}
 		}
+		return d.Hours() / 24
 	}
-	if v := st.Workers.Env[deployenv.ScrubEvery]; v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("the worker's %s %q: not a period", deployenv.ScrubEvery, v))
-		} else {
-			st.ScrubDays = d.Hours() / 24
-		}
-	}
+	st.MaintainDays = periodDays(deployenv.MaintainEvery, worker.DefaultConfig().MaintainEvery)
+	st.ScrubDays = periodDays(deployenv.ScrubEvery, worker.DefaultConfig().ScrubEvery)
 	st.ScrubChangedOnly = st.Workers.Env[deployenv.ScrubChanged] == "true"
 	if v := st.Workers.Env[deployenv.PollBudget]; v != "" {
 		b, err := strconv.ParseFloat(v, 64)
