@@ -65,11 +65,15 @@ func main() {
 		log.Error("bad -seeds", "err", err)
 		os.Exit(2)
 	}
+	if *first != "" && *first == *name {
+		log.Error("bad -first: it names the file -name writes; give the first seed's file a name of its own", "name", *name)
+		os.Exit(2)
+	}
 	all := measure(log, options{n: *repos, seeds: ss, budgets: bs, days: days{*warmup, *window, *drain, *cold}, parallel: *parallel,
 		only: *only, drift: *drift, signals: *sigs, realism: *realistic})
 	files := map[string]results.Freshness{}
 	costsTo := *name
-	if *first != "" && *first != *name {
+	if *first != "" {
 		files[*first], costsTo = alone(all[0]), *first
 	}
 	files[*name] = withSpread(all)
