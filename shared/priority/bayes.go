@@ -58,7 +58,13 @@ func (Bayes) Next(in Input) float64 {
 		// of a typical repo per failure.
 		return in.Old + float64(in.CloneFailCnt)*stepDays(prior.Mean())
 	}
-	rate := prior.guarded(in.Stats, in.Memo)
+	var rate float64
+	if in.Stats.Belief.IsZero() { // stats kept before beliefs were, until their next poll
+		rate = prior.guarded(in.Stats, in.Memo)
+	} else {
+		b := in.Stats.Belief.get()
+		rate = beliefRate(&b)
+	}
 	step := stepDays(rate)
 	if in.Stats.Seconds < NewSpan.Seconds() {
 		step = newStepDays(rate)

@@ -55,10 +55,22 @@ func Fold(s Stats, p Poll, prior *Prior) Stats {
 		if s.Exposure > 0 || s.WinSeconds > 0 {
 			return s // a clone again (the mirror was lost): what the polls saw is worth more
 		}
-		return s.history(p, prior)
+		s = s.history(p, prior)
+		b, _ := prior.posterior(evidenceOf(s))
+		s.Belief.set(&b)
+		return s
 	}
 	interval := max(p.Now.Sub(p.Prev), 0)
-	s = s.upgraded().Observe(interval, p.Changed)
+	s = s.upgraded()
+	// The belief is filtered over the poll; stats kept before beliefs were start one
+	// from their evidence.
+	b := s.Belief.get()
+	if s.Belief.IsZero() {
+		b, _ = prior.posterior(evidenceOf(s))
+	}
+	prior.filter(&b, p.Prev, p.Now, p.Commits, p.Changed)
+	s.Belief.set(&b)
+	s = s.Observe(interval, p.Changed)
 	n := Sessions(p.Commits)
 	if p.Changed && n == 0 {
 		n = 1 // refs moved without new commits (a tag, a reset): still a change to catch

@@ -28,6 +28,9 @@ type Stats struct {
 	Root bool `json:"r,omitempty"`
 	// Young: the first commit Root reached was under YoungAge old at the first clone.
 	Young bool `json:"y,omitempty"`
+	// Belief is the Bayes policy's belief about the repo's current rate as of its last
+	// poll (filtered forward: Belief).
+	Belief Belief `json:"b,omitzero"`
 }
 
 // Observe folds in one successful poll that came interval after the previous one.

@@ -29,6 +29,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mirrorfleet/mirrorfleet/shared/priority"
 )
 
 // Config configures a Store.
@@ -362,4 +364,13 @@ func (d *decoder) t(a string) time.Time {
 		d.fail(a, raw, err)
 	}
 	return t
+}
+
+func (d *decoder) belief(a string) priority.Belief {
+	raw := getB(d.m, a)
+	b, err := priority.BeliefFromBytes(raw)
+	if err != nil {
+		d.fail(a, fmt.Sprintf("%x", raw), err)
+	}
+	return b
 }

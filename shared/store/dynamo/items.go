@@ -70,6 +70,7 @@ const (
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
 	rEvents, rExposure, rWinEvents, rWinSeconds, rWinQuiet          = "st_e", "st_s", "st_we", "st_ws", "st_wq"
 	rRoot, rYoung                                                   = "st_r", "st_y" // 1 when the first clone reached the root; and it was young
+	rBelief                                                         = "st_b"         // priority.Stats.Belief, as Belief.Bytes; absent when unset
 	rStretch                                                        = "stretch"      // store.Repo.PollStretch; absent when zero
 	rUpstream                                                       = "up"           // store.Repo.Upstream; absent when empty
 	rRefs                                                           = "refs"         // store.Repo.RefsDigest; absent when empty
@@ -146,6 +147,9 @@ func repoItem(r store.Repo, rev int64) (item, error) {
 			m[a.name] = av
 		}
 	}
+	if b := r.Stats.Belief.Bytes(); b != nil {
+		m[rBelief] = avB(b)
+	}
 	if r.SyncRequested {
 		m[rSync] = avBool(true)
 	}
@@ -198,7 +202,7 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		LastError:     d.s(rErr),
 		Stats: priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled),
 			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds),
-			WinQuiet: d.f64(rWinQuiet), Root: d.f64(rRoot) > 0, Young: d.f64(rYoung) > 0},
+			WinQuiet: d.f64(rWinQuiet), Root: d.f64(rRoot) > 0, Young: d.f64(rYoung) > 0, Belief: d.belief(rBelief)},
 		PollStretch: d.f64(rStretch),
 		RefsDigest:  d.s(rRefs),
 	}

@@ -431,6 +431,11 @@ func (s *Store) reportFetchFast(ctx context.Context, id, owner string, epoch int
 	} else {
 		removes = append(removes, x.n(rRefs))
 	}
+	if b := rep.Stats.Belief.Bytes(); b != nil {
+		sets = append(sets, x.eq(rBelief, avB(b)))
+	} else {
+		removes = append(removes, x.n(rBelief))
+	}
 	// Like the full write: a zero statistic is absent, so a stale one must go.
 	for _, a := range statAttrs(rep.Stats, rep.PollStretch) {
 		av, ok, err := statValue(a.v)
