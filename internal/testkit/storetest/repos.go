@@ -437,7 +437,8 @@ func testReportFetch(t *testing.T, s Store) {
 		LastFetchAt: t0.Add(time.Hour), LastSuccessAt: t0.Add(time.Hour + 1), LastChangeAt: t0.Add(time.Hour + 2), LastCommitAt: t0.Add(-time.Hour),
 		CloneFailCnt: 1, FetchFailCnt: 2, SizeBytes: 5 << 30, LastError: "slow remote",
 		Stats: priority.Stats{Polls: 12.375, Changes: 3.0625, Seconds: 1.5e6 + 0.25,
-			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25, WinQuiet: 86400 * 1.5, Root: true, Young: true},
+			Events: 41.5, Exposure: 9.1e7 + 0.5, WinEvents: 2, WinSeconds: 86400 * 3.25, WinQuiet: 86400 * 1.5, Root: true, Young: true,
+			Belief: someBelief(1)},
 		PollStretch: 4.5, RefsDigest: "0123456789abcdef0123456789abcdef",
 	}
 	before := snap(t, s)
@@ -482,7 +483,8 @@ func testReportFetchKeepingState(t *testing.T, s Store) {
 			Events: 7.75, Exposure: 1.58e8, WinEvents: 1, WinSeconds: 3600}}
 	for i, st := range []priority.Stats{
 		rep.Stats,
-		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6, Events: 8.5, Exposure: 1.59e8, WinSeconds: 7200.25, Root: true},
+		{Polls: 13.1, Changes: 4.2, Seconds: 1.6e6, Events: 8.5, Exposure: 1.59e8, WinSeconds: 7200.25, Root: true, Belief: someBelief(2)},
+		{Polls: 13.2, Changes: 4.2, Seconds: 1.6e6, Events: 8.5, Exposure: 1.59e8, WinSeconds: 7300, Root: true, Belief: someBelief(30)},
 		{Polls: 2, Seconds: 7200, WinSeconds: 86400 * 20, Root: true, Young: true},
 		{Polls: 1, Seconds: 3600.5, Exposure: 3.2e8},
 		{Polls: 2.5e-90, Changes: 1e-3, Seconds: 7e9, Events: 1e-95, WinEvents: 3},
@@ -701,4 +703,14 @@ func checkIndexes(t *testing.T, s Store, owners ...string) {
 		}
 	}
 	wantCounts(t, s, counts)
+}
+
+// someBelief is a repo's belief after a first clone whose history shows pushes a day
+// apart for days days: a belief as a worker stores it.
+func someBelief(days int) priority.Belief {
+	var commits []time.Time
+	for d := range days {
+		commits = append(commits, t0.Add(-time.Duration(d+1)*24*time.Hour))
+	}
+	return priority.Fold(priority.Stats{}, priority.Poll{Now: t0, Changed: true, Commits: commits, Since: t0.Add(-365 * 24 * time.Hour)}, nil).Belief
 }

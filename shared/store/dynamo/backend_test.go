@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -473,6 +474,25 @@ func TestRepoStatsEncoding(t *testing.T) {
 	r.Stats = priority.Stats{Polls: math.NaN()}
 	if _, err := repoItem(r, 1); err == nil {
 		t.Fatal("NaN stats accepted")
+	}
+
+	// A belief is one binary attribute, read back bit for bit; one that is not a
+	// belief fails the read with the attribute named.
+	r.Stats = priority.Fold(priority.Stats{}, priority.Poll{Now: time.Unix(1_700_000_000, 0), Changed: true,
+		Commits: []time.Time{time.Unix(1_699_900_000, 0)}}, nil)
+	it, err = repoItem(r, 1)
+	mustNoErr(t, err, "repoItem")
+	if b, ok := it[rBelief].(*types.AttributeValueMemberB); !ok || len(b.Value) != len(r.Stats.Belief.Bytes()) {
+		t.Fatalf("belief stored as %#v", it[rBelief])
+	}
+	got, _, err := decodeRepo(it)
+	mustNoErr(t, err, "decodeRepo")
+	if got.Stats != r.Stats {
+		t.Fatalf("stats %+v read back as %+v", r.Stats, got.Stats)
+	}
+	it[rBelief] = avB([]byte{1, 2, 3})
+	if _, _, err := decodeRepo(it); err == nil || !strings.Contains(err.Error(), rBelief) {
+		t.Fatalf("a belief of 3 bytes read with error %v, want one naming %s", err, rBelief)
 	}
 }
 

@@ -1,0 +1,214 @@
+package priority
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+var day0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func days(d float64) time.Duration { return time.Duration(d * 24 * float64(time.Hour)) }
+
+// polled folds polls every step days from from to to, a push an hour before each poll
+// when pushing; it returns the stats and the day of the last poll.
+func polled(s Stats, from, to time.Time, step float64, pushing bool, p *Prior) (Stats, time.Time) {
+	prev := from
+	for now := from.Add(days(step)); !now.After(to); now = now.Add(days(step)) {
+		poll := Poll{Prev: prev, Now: now, Changed: pushing}
+		if pushing {
+			poll.Commits = []time.Time{now.Add(-time.Hour)}
+		}
+		s = Fold(s, poll, p)
+		prev = now
+	}
+	return s, prev
+}
+
+func rateOf(s Stats) float64 {
+	b := s.Belief.get()
+	return beliefRate(&b)
+}
+
+// A repo quiet for years that pushes is believed awake at the poll that shows it: its
+// rate is that of a repo that changed behaviour and pushed once, not of a dormant one;
+// the windowed evidence alone moves it far less until its window is judged.
+func TestABeliefWakesAtThePollThatShowsIt(t *testing.T) {
+	p := DefaultPrior()
+	s := Fold(Stats{}, Poll{Now: day0, Since: day0.Add(-days(365)), LastCommitAt: day0.Add(-days(5 * 365))}, p)
+	s, last := polled(s, day0, day0.Add(days(360)), 60, false, p)
+	asleep := rateOf(s)
+	now := last.Add(days(60))
+	woke := Fold(s, Poll{Prev: last, Now: now, Changed: true, Commits: []time.Time{now.Add(-days(2))}}, p)
+	awake := rateOf(woke)
+	windowed := p.guarded(woke, nil)
+	t.Logf("rate asleep %.3g/day, after the push %.3g/day (windowed evidence: %.3g/day)", asleep, awake, windowed)
+	if awake < 20*asleep {
+		t.Fatalf("a push after years of quiet moved the rate from %.3g to %.3g a day only", asleep, awake)
+	}
+	if awake < 2*windowed {
+		t.Fatalf("the belief after the push (%.3g/day) is no quicker than the windowed evidence (%.3g/day)", awake, windowed)
+	}
+	// The decision is the belief's.
+	if got, want := (Bayes{}).Next(Input{Cloned: true, Stats: woke, Prior: p}), stepDays(awake); got != want {
+		t.Fatalf("Bayes steps %v days after the push, want the belief's %v", got, want)
+	}
+}
+
+// A repo that pushed daily and falls silent loses its rate as the silence grows.
+func TestABeliefSlowsAsASilenceGrows(t *testing.T) {
+	p := DefaultPrior()
+	s := Fold(Stats{}, Poll{Now: day0, Since: day0.Add(-days(365)), Changed: true, Commits: []time.Time{day0.Add(-time.Hour)}}, p)
+	s, last := polled(s, day0, day0.Add(days(120)), 1, true, p)
+	busy := rateOf(s)
+	s, last = polled(s, last, last.Add(days(14)), 1, false, p)
+	twoWeeks := rateOf(s)
+	s, _ = polled(s, last, last.Add(days(60)), 1, false, p)
+	later := rateOf(s)
+	t.Logf("rate pushing daily %.3g/day, after two quiet weeks %.3g, after ten %.3g", busy, twoWeeks, later)
+	if busy < 0.5 || twoWeeks > busy/4 || later > twoWeeks/2 {
+		t.Fatalf("rates %.3g, %.3g, %.3g a day: want a daily pusher's rate to fall with its silence", busy, twoWeeks, later)
+	}
+}
+
+// Whatever the polls, a belief stays a probability: no NaN, nothing negative, summing
+// to 1, even across a silence no rate of it survives.
+func TestABeliefStaysAProbability(t *testing.T) {
+	p := DefaultPrior()
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(what string, b belief) {
+		t.Helper()
+		sum := 0.0
+		for _, v := range b {
+			if !(v >= 0) {
+				t.Fatalf("%s: belief holds %v", what, v)
+			}
+			sum += v
+		}
+		if math.Abs(sum-1) > 1e-9 {
+			t.Fatalf("%s: belief sums to %v", what, sum)
+		}
+	}
+	for range 200 {
+		var b belief
+		b[rng.IntN(gridSize)] = 1
+		from := day0
+		for range 20 {
+			now := from.Add(days(math.Exp(rng.NormFloat64() * 3)))
+			var commits []time.Time
+			for range rng.IntN(4) {
+				commits = append(commits, from.Add(time.Duration(rng.Int64N(int64(now.Sub(from))+1))))
+			}
+			p.filter(&b, from, now, commits, len(commits) > 0)
+			check("after random polls", b)
+			from = now
+		}
+	}
+	var fast belief
+	fast[gridSize-1] = 1
+	p.filter(&fast, day0, day0.Add(days(3650)), nil, false)
+	check("a fast belief after ten quiet years", fast)
+	if fast.mean() > 0.01 {
+		t.Fatalf("a repo pushing 26 times a day, then quiet for ten years, believed at %.3g a day", fast.mean())
+	}
+}
+
+// A poll's commits are pushes as Sessions counts them, each at its newest commit, and
+// none outside the poll's interval.
+func TestPushTimes(t *testing.T) {
+	h := func(x float64) time.Time { return day0.Add(time.Duration(x * float64(time.Hour))) }
+	got := pushTimes([]time.Time{h(30), h(1), h(2), h(20), h(-5)}, h(0), h(25))
+	// 1 and 2 are one push; -5 (six hours before 1) is one before the interval, and
+	// 30 one after it: both are clamped to it.
+	want := []time.Time{h(0), h(2), h(20), h(25)}
+	if len(got) != len(want) {
+		t.Fatalf("push times %v, want %v", got, want)
+	}
+	for k := range want {
+		if !got[k].Equal(want[k]) {
+			t.Fatalf("push times %v, want %v", got, want)
+		}
+	}
+	if n := Sessions([]time.Time{h(30), h(1), h(2), h(20), h(-5)}); n != 4 {
+		t.Fatalf("Sessions = %d: the sessions changed, see pushTimes", n)
+	}
+}
+
+// A belief is stored in 152 bytes and read back bit for bit, in its binary form and in
+// JSON; what is not a belief is refused with an error.
+func TestBeliefStoredForm(t *testing.T) {
+	s := Fold(Stats{}, Poll{Now: day0, Changed: true, Commits: []time.Time{day0.Add(-days(3)), day0.Add(-days(1))}}, nil)
+	if s.Belief.IsZero() {
+		t.Fatal("a first clone left no belief")
+	}
+	raw := s.Belief.Bytes()
+	if len(raw) != beliefBytes {
+		t.Fatalf("stored belief of %d bytes", len(raw))
+	}
+	back, err := BeliefFromBytes(raw)
+	if err != nil || back != s.Belief {
+		t.Fatalf("belief read back as %v, %v", back, err)
+	}
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Stats
+	if err := json.Unmarshal(js, &got); err != nil || got != s {
+		t.Fatalf("stats %s read back as %+v, %v", js, got, err)
+	}
+	if js, _ := json.Marshal(Stats{Polls: 1}); strings.Contains(string(js), `"b"`) {
+		t.Fatalf("stats without a belief stored one: %s", js)
+	}
+	if b, err := BeliefFromBytes(nil); err != nil || !b.IsZero() {
+		t.Fatalf("no bytes read as %v, %v; want no belief", b, err)
+	}
+	bad := func(what string, data []byte) {
+		t.Helper()
+		if _, err := BeliefFromBytes(data); err == nil {
+			t.Fatalf("%s read as a belief", what)
+		}
+	}
+	bad("3 bytes", []byte{1, 2, 3})
+	for _, v := range []float32{float32(math.NaN()), -0.5, 2} {
+		var b Belief
+		b[0], b[1] = v, 1
+		bad(fmt.Sprint("a belief holding ", v), b.Bytes())
+	}
+	var none Belief
+	none[3] = 1e-3
+	bad("a belief summing to 0.001", none.Bytes())
+	if err := json.Unmarshal([]byte(`{"b":"AAEC"}`), &got); err == nil {
+		t.Fatal("stats with a 3-byte belief read")
+	}
+}
+
+// Stats kept before beliefs were are polled for their windowed evidence, and their next
+// poll starts a belief from it.
+func TestStatsWithoutABeliefStartOneAtTheirNextPoll(t *testing.T) {
+	p := DefaultPrior()
+	s := Fold(Stats{}, Poll{Now: day0, Since: day0.Add(-days(365)), Changed: true, Commits: []time.Time{day0.Add(-days(10)), day0.Add(-days(40))}}, p)
+	s.Belief = Belief{}
+	in := Input{Old: 1, Cloned: true, Stats: s, Prior: p}
+	if s.Seconds >= NewSpan.Seconds() {
+		t.Fatalf("a first clone's stats cover %v s of polls", s.Seconds)
+	}
+	if got, want := (Bayes{}).Next(in), 1+newStepDays(p.guarded(s, nil)); got != want {
+		t.Fatalf("Next without a belief = %v, want the windowed evidence's %v", got, want)
+	}
+	next := Fold(s, Poll{Prev: day0, Now: day0.Add(days(1))}, p)
+	if next.Belief.IsZero() {
+		t.Fatal("a poll of stats without a belief left none")
+	}
+	started, _ := p.posterior(evidenceOf(s))
+	p.filter(&started, day0, day0.Add(days(1)), nil, false)
+	var want Belief
+	want.set(&started)
+	if next.Belief != want {
+		t.Fatalf("belief %v, want the evidence's posterior filtered over the poll %v", next.Belief, want)
+	}
+}
