@@ -24,7 +24,6 @@ type seen struct {
 	lastCommit float64 // day of the newest upstream commit seen (negative: before the run; −Inf: none)
 	stats      priority.Stats
 	prior      *priority.Prior // what the worker has learned of its repos
-	memo       *priority.Memo  // the repo's posterior between its polls (nil: none)
 }
 
 // scheduler decides each repo's next priority in the worker's virtual-time queue.
@@ -103,7 +102,7 @@ func (s production) start(int, *rand.Rand) float64 { return 0 }
 func (s production) cloneStep() float64 { return worker.CloneStep(s.p, priority.DefaultPrior()) }
 
 func (s production) next(_ int, old float64, o seen) (float64, bool) {
-	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: o.stats, Prior: o.prior, Now: at(o.now), Memo: o.memo}
+	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: o.stats, Prior: o.prior, Now: at(o.now)}
 	if !math.IsInf(o.lastCommit, -1) {
 		in.LastCommitAt = at(o.lastCommit)
 	}

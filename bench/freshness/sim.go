@@ -61,13 +61,12 @@ type schedPolicy struct {
 	i          int
 	now        float64
 	lastCommit float64
-	memo       *priority.Memo // the repo's memo the decision leaves its posterior in (nil: none)
 }
 
 func (p *schedPolicy) Name() string { return p.s.name() }
 
 func (p *schedPolicy) Next(in priority.Input) float64 {
-	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior, memo: p.memo})
+	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior})
 	if !again {
 		return math.Inf(1)
 	}
@@ -121,7 +120,8 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	withEvidence := 0
 	var scores priority.Scores
 	learns := sched.name() == "bayes" // only it reads the prior; the others need not pay for it
-	// Each repo's posteriors between its polls (a saving only).
+	// What each repo's stats say between its polls, for its scores and the fits (a
+	// saving only).
 	var memos []priority.Memo
 	if learns {
 		memos = make([]priority.Memo, n)
@@ -253,13 +253,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		}
 		cursor[i] = c
 		// The worker's fetch: taken at old (a signalled repo answers its signal), a
-		// mirror there or not, and what it brought. The decision leaves its posterior in
-		// the repo's memo beside the one the decision before it left, which the score of
-		// this poll reads.
+		// mirror there or not, and what it brought; the poll's score reads the repo's
+		// memo.
 		pol.i, pol.now, pol.lastCommit = i, now, lastCommit[i]
-		if memos != nil {
-			pol.memo = &memos[i]
-		}
 		v := cfg.view(sig, prior, i, now)
 		worker.Step(&wcfg, v, &held[i], worker.PollDue{Prio: old})
 		worker.Step(&wcfg, v, &held[i], worker.Checked{Cloned: wasCloned})

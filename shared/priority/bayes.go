@@ -8,8 +8,9 @@ import (
 // Bayes is the empirical-Bayes change-rate policy. A repo's current rate of pushes is
 // estimated from what its fetches brought (bursts of new commits, by their times), the
 // history its first clone showed, and the fleet's prior (Input.Prior): a repo known
-// little of starts at the fleet's best guess, and one whose recent pushes contradict its
-// past (a dormant repo waking up) is believed to have changed as soon as a poll sees it.
+// little of starts at the fleet's best guess, and its belief (Belief) is filtered at
+// each poll, so one whose recent pushes contradict its past (a dormant repo waking up)
+// is believed to have changed as soon as a poll sees it.
 // The step is 1/√rate, as for Rate (f ∝ √λ minimises the mean lag for a fixed budget),
 // raised by the tail guard (MinRate, GuardRate) so that no repo's wait grows without
 // bound and slow repos that are probably active are not starved; in a repo's first
@@ -60,7 +61,7 @@ func (Bayes) Next(in Input) float64 {
 	}
 	var rate float64
 	if in.Stats.Belief.IsZero() { // stats kept before beliefs were, until their next poll
-		rate = prior.guarded(in.Stats, in.Memo)
+		rate = prior.guarded(in.Stats)
 	} else {
 		b := in.Stats.Belief.get()
 		rate = beliefRate(&b)
@@ -72,11 +73,11 @@ func (Bayes) Next(in Input) float64 {
 	return in.Old + float64(in.FetchFailCnt+1)*step
 }
 
-// guarded is the rate a cloned repo is polled for: its expected rate, raised by the
-// tail guard. m, when not nil, keeps the posterior for the repo's next score (Memo).
-func (p *Prior) guarded(s Stats, m *Memo) float64 {
+// guarded is the rate a cloned repo without a belief is polled for: its windowed
+// posterior's expected rate, raised by the tail guard.
+func (p *Prior) guarded(s Stats) float64 {
 	var scratch view
-	v := p.view(s, m, true, &scratch)
+	v := p.view(s, nil, &scratch)
 	return max(v.dot(ownHazard, &gridBelief), GuardRate*v.dot(ownHazard, &activeRates))
 }
 

@@ -302,17 +302,17 @@ func TestTheTailGuardLiftsProbablyActiveSlowRepos(t *testing.T) {
 	// Two pushes in three years, the latest 300 days ago: slow, and probably
 	// not dead.
 	slow := Stats{Events: 2, Exposure: 800 * 86400, WinSeconds: 300 * 86400}
-	if r, g := prior.Rate(slow), prior.guarded(slow, nil); !(r < GuardRate/2) || g < GuardRate/2 || g <= r {
+	if r, g := prior.Rate(slow), prior.guarded(slow); !(r < GuardRate/2) || g < GuardRate/2 || g <= r {
 		t.Fatalf("slow repo: expected %.2g pushes/day, polled for %.2g; want the guard near %.2g", r, g, GuardRate)
 	}
 	// A repo silent for eight years is left to its own estimate.
 	dead := Stats{WinSeconds: 8 * 365 * 86400}
-	if r, g := prior.Rate(dead), prior.guarded(dead, nil); g > 2*r && g > 2*MinRate {
+	if r, g := prior.Rate(dead), prior.guarded(dead); g > 2*r && g > 2*MinRate {
 		t.Fatalf("dead repo: expected %.2g, polled for %.2g", r, g)
 	}
 	// A busy repo is polled for its own rate.
 	busy := Stats{Events: 100, Exposure: 100 * 86400}
-	if r, g := prior.Rate(busy), prior.guarded(busy, nil); math.Abs(r-g) > 1e-12*r {
+	if r, g := prior.Rate(busy), prior.guarded(busy); math.Abs(r-g) > 1e-12*r {
 		t.Fatalf("busy repo: expected %.3g, polled for %.3g", r, g)
 	}
 }

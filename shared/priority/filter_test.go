@@ -45,7 +45,7 @@ func TestABeliefWakesAtThePollThatShowsIt(t *testing.T) {
 	now := last.Add(days(60))
 	woke := Fold(s, Poll{Prev: last, Now: now, Changed: true, Commits: []time.Time{now.Add(-days(2))}}, p)
 	awake := rateOf(woke)
-	windowed := p.guarded(woke, nil)
+	windowed := p.guarded(woke)
 	t.Logf("rate asleep %.3g/day, after the push %.3g/day (windowed evidence: %.3g/day)", asleep, awake, windowed)
 	if awake < 20*asleep {
 		t.Fatalf("a push after years of quiet moved the rate from %.3g to %.3g a day only", asleep, awake)
@@ -197,7 +197,7 @@ func TestStatsWithoutABeliefStartOneAtTheirNextPoll(t *testing.T) {
 	if s.Seconds >= NewSpan.Seconds() {
 		t.Fatalf("a first clone's stats cover %v s of polls", s.Seconds)
 	}
-	if got, want := (Bayes{}).Next(in), 1+newStepDays(p.guarded(s, nil)); got != want {
+	if got, want := (Bayes{}).Next(in), 1+newStepDays(p.guarded(s)); got != want {
 		t.Fatalf("Next without a belief = %v, want the windowed evidence's %v", got, want)
 	}
 	next := Fold(s, Poll{Prev: day0, Now: day0.Add(days(1))}, p)

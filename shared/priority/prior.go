@@ -382,8 +382,8 @@ var hazards = [...]float64{0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3}
 // poll's score tells the candidates apart by little, and scoring one in eight left a new
 // fleet's hazard (or one that faded its scores) to chance, several times the truth, with
 // a dormant repo's polls growing with it. A score reads every candidate's posterior off
-// the repo's view, which the decision on the poll before computed (Memo): a few dot
-// products beside the fetch (its cost: bench/results/freshness.json, costs).
+// the repo's view, computed once for all of them from what the repo's Memo keeps (its
+// cost: bench/results/freshness.json, costs).
 type Scores struct {
 	LogLik [len(hazards)]float64
 	Polls  float64
@@ -392,8 +392,8 @@ type Scores struct {
 // Add scores one successful poll of a repo whose stats were s before it.
 func (sc *Scores) Add(prior *Prior, s Stats, p Poll) { sc.AddWith(prior, s, p, nil) }
 
-// AddWith is Add reading the repo's posterior from m (Memo), which a decision on the
-// same stats and prior may have left there; m may be nil.
+// AddWith is Add reading the repo's likelihoods and its belief before a silence from m
+// (Memo); m may be nil.
 func (sc *Scores) AddWith(prior *Prior, s Stats, p Poll, m *Memo) {
 	if prior == nil || p.Prev.IsZero() {
 		return
@@ -403,7 +403,7 @@ func (sc *Scores) AddWith(prior *Prior, s Stats, p Poll, m *Memo) {
 		return
 	}
 	var scratch view
-	v := prior.view(s, m, false, &scratch)
+	v := prior.view(s, m, &scratch)
 	var stay belief // the chance of no push over the poll's interval, at each rate
 	quietFor(days, &stay)
 	r := v.read(&stay)

@@ -26,10 +26,6 @@ type Input struct {
 	Stats        Stats     // what the polls have seen so far, this one included
 	Prior        *Prior    // what the fleet's repos say of rates; nil: DefaultPrior
 	Now          time.Time
-	// Memo, when not nil, is the repo's Memo: Bayes leaves there the posterior it read,
-	// which the repo's next score reads again (Scores.AddWith). Optional: no result
-	// depends on it.
-	Memo *Memo
 }
 
 // Policy computes the next priority of a repo.

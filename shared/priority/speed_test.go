@@ -69,7 +69,7 @@ func BenchmarkPosteriorSilence(b *testing.B) {
 	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
 	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
 	for b.Loop() {
-		prior.guarded(s, nil)
+		prior.guarded(s)
 	}
 }
 
@@ -113,8 +113,8 @@ func TestAViewIsEveryHazardsPosterior(t *testing.T) {
 	}
 }
 
-// A Memo changes no result: a decision and the next poll's score with one are what they
-// are without, and a memo of other stats or another prior is not read.
+// A Memo changes no result: a score with one is what it is without, and what a memo
+// keeps of other stats or another prior is not read.
 func TestAMemoIsOnlyASaving(t *testing.T) {
 	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
 	other := &Prior{Weights: logNormal(0.3, math.Log(0.05), 1.2), Hazard: 0.1 / 30}
@@ -135,12 +135,6 @@ func TestAMemoIsOnlyASaving(t *testing.T) {
 		// A silence that grows, under a prior that keeps its tails, a copy of it, and a
 		// class of its own.
 		{kept, s}, {kept, grown}, {&copied, longer}, {kept, longer}, {kept, root}, {prior, root}} {
-		in := Input{Old: 1, Cloned: true, Stats: c.s, Prior: c.p}
-		want := (Bayes{}).Next(in)
-		in.Memo = &m
-		if got := (Bayes{}).Next(in); got != want {
-			t.Fatalf("step %d: next %v with a memo, %v without", k, got, want)
-		}
 		p := Poll{Prev: t0, Now: t0.Add(36 * time.Hour), Changed: k%2 == 0}
 		var with, without Scores
 		with.AddWith(c.p, c.s, p, &m)
@@ -151,24 +145,26 @@ func TestAMemoIsOnlyASaving(t *testing.T) {
 	}
 }
 
-// A decision on a silence that grows at every poll: the view is computed anew from the
-// memo's likelihoods, at every hazard.
+// The view of a silence that grows at every poll: computed anew from the memo's
+// likelihoods and its belief before the silence, at every hazard.
 func BenchmarkViewSilence(b *testing.B) {
 	prior := (&Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}).withTails()
-	var m Memo
+	var (
+		m Memo
+		v view
+	)
 	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
 	for i := 0; b.Loop(); i++ {
 		s.WinSeconds = float64(40*24+i%1000) * 3600
-		prior.guarded(s, &m)
+		prior.view(s, &m, &v)
 	}
 }
 
-// A score that reads the posterior its poll's decision left in the memo.
+// A score of a poll whose stats the memo already holds the likelihoods of.
 func BenchmarkScoresAddWith(b *testing.B) {
 	prior := (&Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}).withTails()
 	var m Memo
 	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
-	prior.guarded(s, &m)
 	p := Poll{Prev: t0, Now: t0.Add(48 * time.Hour)}
 	var sc Scores
 	for b.Loop() {
@@ -176,9 +172,9 @@ func BenchmarkScoresAddWith(b *testing.B) {
 	}
 }
 
-// As a worker polls: each poll's decision on the stats after it, then its score on the
-// stats before, which the decision on the poll before left in the memo; the prior
-// changes on the way. With the memo, every decision and score is what it is without.
+// As a worker polls: each poll's score on the stats before it, from the repo's memo,
+// and a fit of the stats after it, also from the memo; the prior changes on the way.
+// With the memo, every score and fit is what it is without.
 func TestAMemoServesEachPollsScore(t *testing.T) {
 	priors := []*Prior{
 		(&Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}).withTails(),
@@ -195,17 +191,18 @@ func TestAMemoServesEachPollsScore(t *testing.T) {
 			p.Commits = []time.Time{p.Now.Add(-time.Hour)}
 		}
 		s, now = Fold(s, p, prior), p.Now
-		in := Input{Old: 1, Cloned: true, Stats: s, Prior: prior}
-		want := (Bayes{}).Next(in)
-		in.Memo = &m
-		if got := (Bayes{}).Next(in); got != want {
-			t.Fatalf("poll %d: next %v with a memo, %v without", k, got, want)
-		}
 		var with, without Scores
 		with.AddWith(prior, before, p, &m)
 		without.Add(prior, before, p)
 		if with != without {
 			t.Fatalf("poll %d: scores %v with a memo, %v without", k, with, without)
+		}
+		if k%5 == 4 {
+			fitWith := FitWith([]Stats{s}, []*Memo{&m}, prior, now, &with)
+			fit := Fit([]Stats{s}, prior, now, &without)
+			if fitWith.Weights != fit.Weights || fitWith.ClassWeights != fit.ClassWeights || fitWith.Hazard != fit.Hazard {
+				t.Fatalf("poll %d: fit with a memo %+v, without %+v", k, fitWith.Weights, fit.Weights)
+			}
 		}
 	}
 }

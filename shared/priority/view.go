@@ -199,34 +199,20 @@ var gridBelief = belief(gridRates)
 func quietFor(days float64, q *belief) { decaysOver(days, q) }
 
 // Memo keeps what a repo's stats say between its polls: their likelihoods, which
-// depend on the stats alone, and the posteriors the latest two decisions computed from
-// them: a poll's score reads the one the decision on the poll before left (unless the
-// prior changed in between), while the poll's own decision leaves the other. A fit
-// reads the likelihoods of a repo whose stats did not change since its last decision.
-// It also keeps the belief before a silence, weighed from the likelihoods before the
-// window, which stays the same while the silence grows under one prior. It is only a
-// saving: with or without one, every result is the same. A Memo is one repo's; its
-// zero value is empty. It does not keep the prior alive.
+// depend on the stats alone (those before the window change only when a window
+// settles), and the belief before a silence, weighed from the likelihoods before the
+// window, which stays the same while the silence grows under one prior. A score and a
+// fit read them. It is only a saving: with or without one, every result is the same. A
+// Memo is one repo's; its zero value is empty. It does not keep the prior alive.
 type Memo struct {
-	// What a poll checks first comes first, together: a memo is read from memory that
-	// other repos' polls have long since left.
-	of    [2]viewKey // what views[i] is of
-	last  int        // views[last] is the latest decision's
 	stats Stats
 	lkOK  bool
 	// The belief before the window (stay) is of the prior stayOf (zero: none) and
 	// class stayClass.
 	stayOf    weak.Pointer[Prior]
 	stayClass int
-	views     [2]view
 	lk        likelihoods // of stats, when lkOK
 	stay      belief
-}
-
-// viewKey is what a decision's view is of: stats, under a prior (zero: none).
-type viewKey struct {
-	stats Stats
-	prior weak.Pointer[Prior]
 }
 
 // likelihoods are the likelihoods of s, from m when it holds them. Those of the
@@ -247,25 +233,13 @@ func (m *Memo) likelihoods(s Stats) *likelihoods {
 	return &m.lk
 }
 
-// view is the view of s under p: m's, when it keeps it (m may be nil). Else it is
-// computed, and a decision's (keep) is kept in m for the next poll's score in place of
-// the decision's before; a score's, which nothing reads again, is left in scratch.
-func (p *Prior) view(s Stats, m *Memo, keep bool, scratch *view) *view {
+// view is the view of s under p, in v, from what m keeps (m may be nil).
+func (p *Prior) view(s Stats, m *Memo, v *view) *view {
 	if m == nil {
-		p.viewOf(evidenceOf(s), scratch)
-		return scratch
+		p.viewOf(evidenceOf(s), v)
+		return v
 	}
 	ref := p.ref()
-	for i := range m.of {
-		if of := &m.of[i]; of.prior == ref && of.stats == s {
-			return &m.views[i]
-		}
-	}
-	v := scratch
-	if keep {
-		m.last = 1 - m.last
-		m.of[m.last], v = viewKey{s, ref}, &m.views[m.last]
-	}
 	l := m.likelihoods(s)
 	var w weighed
 	if l.silent && m.stayOf == ref && m.stayClass == l.class {
