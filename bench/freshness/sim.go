@@ -65,6 +65,17 @@ type schedPolicy struct {
 
 func (p *schedPolicy) Name() string { return p.s.name() }
 
+// ReadsBelief is whether the scheduler is a worker policy that reads the repos' beliefs
+// (priority.BeliefReader): the others do not pay for them.
+func (p *schedPolicy) ReadsBelief() bool {
+	if pr, ok := p.s.(production); ok {
+		if r, ok := pr.p.(priority.BeliefReader); ok {
+			return r.ReadsBelief()
+		}
+	}
+	return false
+}
+
 func (p *schedPolicy) Next(in priority.Input) float64 {
 	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior})
 	if !again {

@@ -20,6 +20,9 @@ type Bayes struct{}
 // Name identifies the policy in configuration.
 func (Bayes) Name() string { return "bayes" }
 
+// ReadsBelief is true: Bayes decides on the repo's filtered belief.
+func (Bayes) ReadsBelief() bool { return true }
+
 // The tail guard. MinRate is the least rate any repo is polled for, in pushes per day,
 // so no wait grows without bound: a push in 270 years, a tenth of the grid's slowest
 // active rate. A higher floor spends on the dormant repos the polls that the hazard of

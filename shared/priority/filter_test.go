@@ -212,3 +212,28 @@ func TestStatsWithoutABeliefStartOneAtTheirNextPoll(t *testing.T) {
 		t.Fatalf("belief %v, want the evidence's posterior filtered over the poll %v", next.Belief, want)
 	}
 }
+
+// FoldEvidence is Fold without the belief: the same evidence, and no belief kept, even
+// one the stats had.
+func TestFoldEvidenceKeepsNoBelief(t *testing.T) {
+	p := DefaultPrior()
+	clone := Poll{Now: day0, Since: day0.Add(-days(365)), Changed: true, Commits: []time.Time{day0.Add(-days(3)), day0.Add(-days(20))}}
+	poll := Poll{Prev: day0, Now: day0.Add(days(2)), Changed: true, Commits: []time.Time{day0.Add(days(1))}}
+	with, without := Fold(Stats{}, clone, p), FoldEvidence(Stats{}, clone, p)
+	if with.Belief.IsZero() || !without.Belief.IsZero() {
+		t.Fatalf("clone: belief %v with Fold, %v with FoldEvidence", with.Belief, without.Belief)
+	}
+	with.Belief = Belief{}
+	if with != without {
+		t.Fatalf("clone: evidence %+v with Fold, %+v with FoldEvidence", with, without)
+	}
+	kept := Fold(Stats{}, clone, p)
+	next, evidence := Fold(kept, poll, p), FoldEvidence(kept, poll, p)
+	if !evidence.Belief.IsZero() {
+		t.Fatal("FoldEvidence kept a belief the stats had")
+	}
+	next.Belief = Belief{}
+	if next != evidence {
+		t.Fatalf("poll: evidence %+v with Fold, %+v with FoldEvidence", next, evidence)
+	}
+}

@@ -47,7 +47,23 @@ const (
 // it. The first clone's history is folded in the same way, as if the repo had been
 // polled every Window since the history's beginning (or since its last commit, for a
 // repo quieter than that).
-func Fold(s Stats, p Poll, prior *Prior) Stats {
+func Fold(s Stats, p Poll, prior *Prior) Stats { return fold(s, p, prior, true) }
+
+// FoldEvidence is Fold for a policy that reads no belief (BeliefReader): the stats'
+// belief is left out (unset), so a policy that reads one later starts it from the
+// evidence.
+func FoldEvidence(s Stats, p Poll, prior *Prior) Stats { return fold(s, p, prior, false) }
+
+// BeliefReader is a policy whose decisions read a repo's belief (Stats.Belief), which
+// Fold keeps and FoldEvidence does not.
+type BeliefReader interface {
+	ReadsBelief() bool
+}
+
+func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
+	if !filtered {
+		s.Belief = Belief{}
+	}
 	if prior == nil {
 		prior = DefaultPrior()
 	}
@@ -56,20 +72,24 @@ func Fold(s Stats, p Poll, prior *Prior) Stats {
 			return s // a clone again (the mirror was lost): what the polls saw is worth more
 		}
 		s = s.history(p, prior)
-		b, _ := prior.posterior(evidenceOf(s))
-		s.Belief.set(&b)
+		if filtered {
+			b, _ := prior.posterior(evidenceOf(s))
+			s.Belief.set(&b)
+		}
 		return s
 	}
 	interval := max(p.Now.Sub(p.Prev), 0)
 	s = s.upgraded()
-	// The belief is filtered over the poll; stats kept before beliefs were start one
-	// from their evidence.
-	b := s.Belief.get()
-	if s.Belief.IsZero() {
-		b, _ = prior.posterior(evidenceOf(s))
+	if filtered {
+		// The belief is filtered over the poll; stats kept without one start it from
+		// their evidence.
+		b := s.Belief.get()
+		if s.Belief.IsZero() {
+			b, _ = prior.posterior(evidenceOf(s))
+		}
+		prior.filter(&b, p.Prev, p.Now, p.Commits, p.Changed)
+		s.Belief.set(&b)
 	}
-	prior.filter(&b, p.Prev, p.Now, p.Commits, p.Changed)
-	s.Belief.set(&b)
 	s = s.Observe(interval, p.Changed)
 	n := Sessions(p.Commits)
 	if p.Changed && n == 0 {

@@ -569,7 +569,7 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts) outcome {
 			}
 		}
 		o.Poll, o.Polled = poll, true
-		rec.Stats = priority.Fold(rec.Stats, poll, prior)
+		rec.Stats = fold(cfg.Policy, rec.Stats, poll, prior)
 		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
 		rec.LastFetchAt, rec.LastSuccessAt = now, now
 		if res.Changed {
@@ -681,4 +681,14 @@ func commitTimes(cs []fetch.Commit) []time.Time {
 		out[i] = c.Time()
 	}
 	return out
+}
+
+// fold adds a poll to a repo's stats, with the belief the policy reads (priority.Fold)
+// or, for a policy that reads none, without it (priority.FoldEvidence): filtering a
+// belief nobody reads would be paid at every poll.
+func fold(p priority.Policy, s priority.Stats, poll priority.Poll, prior *priority.Prior) priority.Stats {
+	if r, ok := p.(priority.BeliefReader); ok && r.ReadsBelief() {
+		return priority.Fold(s, poll, prior)
+	}
+	return priority.FoldEvidence(s, poll, prior)
 }
