@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -99,16 +98,21 @@ func (b *Belief) set(in *belief) {
 	}
 }
 
-// filter moves belief b over a poll's interval, from to now, through the pushes its
-// commits tell (sessions, each at its newest commit; a change with no new commit is a
-// push at now) under p.
-func (p *Prior) filter(b *belief, from, now time.Time, commits []time.Time, changed bool) {
+// filter moves belief b over a poll's interval, from to now, through its pushes (bursts
+// of its commits, in order; a change with no new commit is a push at now) under p. A
+// push dated outside the interval (a commit made before the poll before, pushed since)
+// is taken at its nearer end.
+func (p *Prior) filter(b *belief, from, now time.Time, pushes []time.Time, changed bool) {
 	at := from
-	pushes := pushTimes(commits, from, now)
 	if changed && len(pushes) == 0 {
-		pushes = append(pushes, now)
+		pushes = []time.Time{now}
 	}
 	for _, t := range pushes {
+		if t.Before(from) {
+			t = from
+		} else if t.After(now) {
+			t = now
+		}
 		p.filterQuiet(b, t.Sub(at).Hours()/24)
 		at = t
 		for k := range gridSize {
@@ -117,33 +121,6 @@ func (p *Prior) filter(b *belief, from, now time.Time, commits []time.Time, chan
 		normalise(b)
 	}
 	p.filterQuiet(b, now.Sub(at).Hours()/24)
-}
-
-// pushTimes are the pushes a poll's commits tell, in order: commits less than SessionGap
-// apart are one push, at the newest of them, and none is before from or after now.
-func pushTimes(commits []time.Time, from, now time.Time) []time.Time {
-	if len(commits) == 0 {
-		return nil
-	}
-	ts := commits
-	if !slices.IsSortedFunc(ts, time.Time.Compare) {
-		ts = slices.Clone(commits)
-		slices.SortFunc(ts, time.Time.Compare)
-	}
-	var out []time.Time
-	for i, t := range ts {
-		if t.Before(from) {
-			t = from
-		} else if t.After(now) {
-			t = now
-		}
-		if i > 0 && ts[i].Sub(ts[i-1]) <= SessionGap {
-			out[len(out)-1] = t
-			continue
-		}
-		out = append(out, t)
-	}
-	return out
 }
 
 // filterQuiet moves b over days without a push. The quiet is cut into steps that

@@ -117,14 +117,14 @@ func TestABeliefStaysAProbability(t *testing.T) {
 	}
 }
 
-// A poll's commits are pushes as Sessions counts them, each at its newest commit, and
-// none outside the poll's interval.
+// A poll's commits are pushes as Sessions counts them, each at its newest commit; the
+// filter takes one dated outside the poll's interval at its nearer end.
 func TestPushTimes(t *testing.T) {
 	h := func(x float64) time.Time { return day0.Add(time.Duration(x * float64(time.Hour))) }
-	got := pushTimes([]time.Time{h(30), h(1), h(2), h(20), h(-5)}, h(0), h(25))
-	// 1 and 2 are one push; -5 (six hours before 1) is one before the interval, and
-	// 30 one after it: both are clamped to it.
-	want := []time.Time{h(0), h(2), h(20), h(25)}
+	commits := []time.Time{h(30), h(1), h(2), h(20), h(-5)}
+	got := bursts(commits)
+	// 1 and 2 are one push; -5 is six hours before 1.
+	want := []time.Time{h(-5), h(2), h(20), h(30)}
 	if len(got) != len(want) {
 		t.Fatalf("push times %v, want %v", got, want)
 	}
@@ -133,8 +133,15 @@ func TestPushTimes(t *testing.T) {
 			t.Fatalf("push times %v, want %v", got, want)
 		}
 	}
-	if n := Sessions([]time.Time{h(30), h(1), h(2), h(20), h(-5)}); n != 4 {
-		t.Fatalf("Sessions = %d: the sessions changed, see pushTimes", n)
+	if n := Sessions(commits); n != len(want) {
+		t.Fatalf("Sessions = %d, want %d", n, len(want))
+	}
+	p := DefaultPrior()
+	b, clamped := p.Weights, p.Weights
+	p.filter(&b, h(0), h(25), got, true)
+	p.filter(&clamped, h(0), h(25), []time.Time{h(0), h(2), h(20), h(25)}, true)
+	if b != clamped {
+		t.Fatalf("pushes outside the interval filtered to %v, want them at its ends: %v", b, clamped)
 	}
 }
 

@@ -80,6 +80,7 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 	}
 	interval := max(p.Now.Sub(p.Prev), 0)
 	s = s.upgraded()
+	pushes := bursts(p.Commits)
 	if filtered {
 		// The belief is filtered over the poll; stats kept without one start it from
 		// their evidence.
@@ -87,11 +88,11 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 		if s.Belief.IsZero() {
 			b, _ = prior.posterior(evidenceOf(s))
 		}
-		prior.filter(&b, p.Prev, p.Now, p.Commits, p.Changed)
+		prior.filter(&b, p.Prev, p.Now, pushes, p.Changed)
 		s.Belief.set(&b)
 	}
 	s = s.Observe(interval, p.Changed)
-	n := Sessions(p.Commits)
+	n := len(pushes)
 	if p.Changed && n == 0 {
 		n = 1 // refs moved without new commits (a tag, a reset): still a change to catch
 	}
@@ -247,20 +248,26 @@ func (s Stats) settle(prior *Prior) Stats {
 // apart are one push. A push may carry commits authored over days, and two pushes an
 // hour apart look like one, so it is an estimate; the allocation only needs rates up to
 // a common factor, which this is on average.
-func Sessions(times []time.Time) int {
+func Sessions(times []time.Time) int { return len(bursts(times)) }
+
+// bursts are the pushes commit times tell (Sessions), in order, each at its newest
+// commit.
+func bursts(times []time.Time) []time.Time {
 	if len(times) == 0 {
-		return 0
+		return nil
 	}
 	ts := times
 	if !slices.IsSortedFunc(ts, time.Time.Compare) { // a fetch lists them in order, mostly
 		ts = slices.Clone(times)
 		slices.SortFunc(ts, time.Time.Compare)
 	}
-	n := 1
+	out := []time.Time{ts[0]}
 	for i := 1; i < len(ts); i++ {
 		if ts[i].Sub(ts[i-1]) > SessionGap {
-			n++
+			out = append(out, ts[i])
+		} else {
+			out[len(out)-1] = ts[i]
 		}
 	}
-	return n
+	return out
 }
