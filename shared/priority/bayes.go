@@ -66,7 +66,8 @@ func (Bayes) Next(in Input) float64 {
 	if in.Stats.Belief.IsZero() { // stats kept before beliefs were, until their next poll
 		rate = prior.guarded(in.Stats)
 	} else {
-		b := in.Stats.Belief.get()
+		sp := in.Stats.Belief.get()
+		b := sp.read(prior.weightsOf(classOf(in.Stats)), &prior.Weights)
 		rate = beliefRate(&b)
 	}
 	step := stepDays(rate)

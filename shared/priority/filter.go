@@ -18,47 +18,70 @@ import (
 // beside it (Stats) is what a prior is learned from (Fit) and what a belief starts from
 // at a repo's first clone. Its zero value is unset: a repo folded before beliefs were
 // kept, whose next poll starts one from its evidence.
-type Belief [gridSize]float32
+//
+// It is kept as two likelihoods, not yet weighed by any prior, so that a prior learned
+// later weighs what the repo showed (a fleet's first repos are cloned under the default
+// prior; a weighed belief would keep its mark for as long as the repo stays quiet):
+// Stay, what the repo showed if its behaviour never changed, which the repo's class
+// weights weigh, and Moved, what it showed since a change, which the fleet's weights a
+// change draws from weigh. The belief is classWeights·Stay + Weights·Moved, scaled to
+// sum to 1.
+type Belief struct {
+	Stay, Moved [gridSize]float32
+}
 
 // IsZero reports whether b is unset.
 func (b Belief) IsZero() bool { return b == Belief{} }
 
-// beliefBytes is the stored size of a belief: each rate's probability as a float32.
-const beliefBytes = 4 * gridSize
+// beliefBytes is the stored size of a belief: Stay then Moved, each rate's value as a
+// float32.
+const beliefBytes = 2 * 4 * gridSize
 
-// Bytes is b's stored form: its probabilities as little-endian float32s; nil when unset.
+// legacyBeliefBytes is the size of a belief stored already weighed, before the split:
+// it is read as unset, and the repo's next poll starts one from its evidence.
+const legacyBeliefBytes = 4 * gridSize
+
+// maxLikelihood bounds a stored value: a likelihood scaled so that the belief sums to
+// 1, so at most 1 over the least weight it is divided by (minSplitWeight).
+const maxLikelihood = 1 / minSplitWeight
+
+// Bytes is b's stored form: Stay then Moved as little-endian float32s; nil when unset.
 func (b Belief) Bytes() []byte {
 	if b.IsZero() {
 		return nil
 	}
 	out := make([]byte, 0, beliefBytes)
-	for _, v := range b {
-		out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+	for _, part := range [...]*[gridSize]float32{&b.Stay, &b.Moved} {
+		for _, v := range part {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+		}
 	}
 	return out
 }
 
-// BeliefFromBytes reads a belief Bytes stored; empty is unset. A belief that is not
-// one (wrong size, a value that is not a probability, nothing left) is an error.
+// BeliefFromBytes reads a belief Bytes stored; empty, or one stored before the split,
+// is unset. A belief that is not one (wrong size, a value out of range, nothing left)
+// is an error.
 func BeliefFromBytes(data []byte) (Belief, error) {
 	var b Belief
-	if len(data) == 0 {
+	switch len(data) {
+	case 0, legacyBeliefBytes:
 		return b, nil
-	}
-	if len(data) != beliefBytes {
+	case beliefBytes:
+	default:
 		return b, fmt.Errorf("priority: belief of %d bytes, want %d", len(data), beliefBytes)
 	}
-	sum := 0.0
-	for k := range b {
-		v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*k:]))
-		if !(v >= 0 && v <= 1) {
-			return Belief{}, fmt.Errorf("priority: belief holds %v, not a probability", v)
+	for i, part := range [...]*[gridSize]float32{&b.Stay, &b.Moved} {
+		for k := range part {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(data[4*(i*gridSize+k):]))
+			if !(v >= 0 && v <= maxLikelihood) {
+				return Belief{}, fmt.Errorf("priority: belief holds %v, out of [0, %g]", v, maxLikelihood)
+			}
+			part[k] = v
 		}
-		b[k] = v
-		sum += float64(v)
 	}
-	if sum < 0.5 || sum > 1.5 {
-		return Belief{}, fmt.Errorf("priority: belief sums to %v, not 1", sum)
+	if b.IsZero() {
+		return Belief{}, fmt.Errorf("priority: belief holds nothing")
 	}
 	return b, nil
 }
@@ -82,27 +105,87 @@ func (b *Belief) UnmarshalJSON(data []byte) error {
 	return err
 }
 
-func (b *Belief) get() (out belief) {
-	for k, v := range b {
-		out[k] = float64(v)
-	}
-	return out
+// split is a belief in its two parts (Belief), in the arithmetic's precision.
+type split struct {
+	stay, moved belief
 }
 
-func (b *Belief) set(in *belief) {
-	for k, v := range in {
-		b[k] = float32(v)
+func (b *Belief) get() (sp split) {
+	for k := range gridSize {
+		sp.stay[k], sp.moved[k] = float64(b.Stay[k]), float64(b.Moved[k])
+	}
+	return sp
+}
+
+func (b *Belief) set(sp *split) {
+	for k := range gridSize {
+		b.Stay[k] = float32(min(sp.stay[k], maxLikelihood))
+		b.Moved[k] = float32(min(sp.moved[k], maxLikelihood))
 	}
 	if b.IsZero() { // cannot happen for a normalised belief; kept set regardless
-		b[0] = 1
+		b.Stay[0], b.Moved[0] = 1, 1
 	}
 }
 
-// filter moves belief b over a poll's interval, from to now, through its pushes (bursts
-// of its commits, in order; a change with no new commit is a push at now) under p. A
-// push dated outside the interval (a commit made before the poll before, pushed since)
-// is taken at its nearer end.
-func (p *Prior) filter(b *belief, from, now time.Time, pushes []time.Time, changed bool) {
+// splitOf is belief b, of a repo of class weights wc in a fleet of weights wf, as
+// likelihoods: what it holds at a rate its class weighs at all is taken as shown under
+// no change; the rest as shown since one.
+func splitOf(b, wc, wf *belief) (sp split) {
+	for k := range gridSize {
+		switch {
+		case wc[k] >= minSplitWeight:
+			sp.stay[k] = b[k] / wc[k]
+		case wf[k] >= minSplitWeight:
+			sp.moved[k] = b[k] / wf[k]
+		}
+	}
+	return sp
+}
+
+// minSplitWeight is the least weight splitOf divides by, so that no likelihood grows
+// past what a float32 holds.
+const minSplitWeight = 1e-20
+
+// weighed is sp's belief under class weights wc and fleet weights wf, and its sum.
+func (sp *split) weighed(wc, wf *belief) (b belief, sum float64) {
+	for k := range gridSize {
+		b[k] = wc[k]*sp.stay[k] + wf[k]*sp.moved[k]
+		sum += b[k]
+	}
+	return b, sum
+}
+
+// read is the belief sp holds under class weights wc and fleet weights wf: normalised.
+func (sp *split) read(wc, wf *belief) belief {
+	b, sum := sp.weighed(wc, wf)
+	if !(sum > 0) {
+		b = belief{}
+		b[0] = 1
+		return b
+	}
+	scaleBelief(&b, sum)
+	return b
+}
+
+// scale divides both parts by sum, dropping what is too small to matter.
+func (sp *split) scale(sum float64) {
+	scaleBelief(&sp.stay, sum)
+	scaleBelief(&sp.moved, sum)
+}
+
+// dormant sets sp to the dormant rate alone, under class weights wc and fleet weights
+// wf.
+func (sp *split) dormant(wc, wf *belief) {
+	var one belief
+	one[0] = 1
+	*sp = splitOf(&one, wc, wf)
+}
+
+// filter moves belief sp of a repo of class weights wc over a poll's interval, from to
+// now, through its pushes (bursts of its commits, in order; a change with no new commit
+// is a push at now) under p. A push dated outside the interval (a commit made before
+// the poll before, pushed since) is taken at its nearer end.
+func (p *Prior) filter(sp *split, wc *belief, from, now time.Time, pushes []time.Time, changed bool) {
 	at := from
 	if changed && len(pushes) == 0 {
 		pushes = []time.Time{now}
@@ -113,21 +196,27 @@ func (p *Prior) filter(b *belief, from, now time.Time, pushes []time.Time, chang
 		} else if t.After(now) {
 			t = now
 		}
-		p.filterQuiet(b, t.Sub(at).Hours()/24)
+		p.filterQuiet(sp, wc, t.Sub(at).Hours()/24)
 		at = t
 		for k := range gridSize {
-			b[k] *= gridRates[k]
+			sp.stay[k] *= gridRates[k]
+			sp.moved[k] *= gridRates[k]
 		}
-		normalise(b)
+		if _, sum := sp.weighed(wc, &p.Weights); sum > 0 {
+			sp.scale(sum)
+		} else {
+			sp.dormant(wc, &p.Weights)
+		}
 	}
-	p.filterQuiet(b, now.Sub(at).Hours()/24)
+	p.filterQuiet(sp, wc, now.Sub(at).Hours()/24)
 }
 
-// filterQuiet moves b over days without a push. The quiet is cut into steps that
+// filterQuiet moves sp over days without a push. The quiet is cut into steps that
 // halve towards its end (the last two equal), so a long one keeps the chance of a recent
 // change; a change in a step is placed at its middle: the old rate was quiet for the
-// half before, the new one for the half after.
-func (p *Prior) filterQuiet(b *belief, days float64) {
+// half before, the new one for the half after. A change draws from the fleet's weights:
+// it moves its share of the belief into Moved.
+func (p *Prior) filterQuiet(sp *split, wc *belief, days float64) {
 	if !(days > 0) {
 		return
 	}
@@ -135,30 +224,32 @@ func (p *Prior) filterQuiet(b *belief, days float64) {
 	var half [maxQuietSteps]belief
 	halfDecays(days, steps, &half)
 	hazard := p.Hazard
+	st, mv, wf := &sp.stay, &sp.moved, &p.Weights
 	for j := range steps {
 		step := days / math.Exp2(float64(min(j+1, steps-1)))
 		h := &half[j]
 		rho := -math.Expm1(-hazard * step)
 		var b0, b1 float64 // the chance the old rate was quiet up to a change at mid-step
 		for k := 0; k < gridSize; k += 2 {
-			b0 += b[k] * h[k]
-			b1 += b[k+1] * h[k+1]
+			b0 += (wc[k]*st[k] + wf[k]*mv[k]) * h[k]
+			b1 += (wc[k+1]*st[k+1] + wf[k+1]*mv[k+1]) * h[k+1]
 		}
 		inject := rho * (b0 + b1)
 		var s0, s1 float64
 		for k := 0; k < gridSize; k += 2 {
-			b[k] = h[k] * ((1-rho)*b[k]*h[k] + inject*p.Weights[k])
-			b[k+1] = h[k+1] * ((1-rho)*b[k+1]*h[k+1] + inject*p.Weights[k+1])
-			s0 += b[k]
-			s1 += b[k+1]
+			st[k] *= (1 - rho) * h[k] * h[k]
+			st[k+1] *= (1 - rho) * h[k+1] * h[k+1]
+			mv[k] = h[k] * ((1-rho)*mv[k]*h[k] + inject)
+			mv[k+1] = h[k+1] * ((1-rho)*mv[k+1]*h[k+1] + inject)
+			s0 += wc[k]*st[k] + wf[k]*mv[k]
+			s1 += wc[k+1]*st[k+1] + wf[k+1]*mv[k+1]
 		}
 		sum := s0 + s1
 		if !(sum > 0) {
-			*b = belief{}
-			b[0] = 1 // nothing left at any rate: only the dormant could be this quiet
+			sp.dormant(wc, wf) // nothing left at any rate: only the dormant could be this quiet
 			return
 		}
-		scaleBelief(b, sum)
+		sp.scale(sum)
 	}
 }
 

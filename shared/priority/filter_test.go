@@ -30,7 +30,9 @@ func polled(s Stats, from, to time.Time, step float64, pushing bool, p *Prior) (
 }
 
 func rateOf(s Stats) float64 {
-	b := s.Belief.get()
+	sp := s.Belief.get()
+	p := DefaultPrior()
+	b := sp.read(p.weightsOf(classOf(s)), &p.Weights)
 	return beliefRate(&b)
 }
 
@@ -79,23 +81,28 @@ func TestABeliefSlowsAsASilenceGrows(t *testing.T) {
 // to 1, even across a silence no rate of it survives.
 func TestABeliefStaysAProbability(t *testing.T) {
 	p := DefaultPrior()
+	w := p.weightsOf(classRoot)
+	other := logNormal(0.6, math.Log(0.1), 1.5)
 	rng := rand.New(rand.NewPCG(1, 2))
-	check := func(what string, b belief) {
+	check := func(what string, sp split) {
 		t.Helper()
-		sum := 0.0
-		for _, v := range b {
-			if !(v >= 0) {
-				t.Fatalf("%s: belief holds %v", what, v)
+		for k := range gridSize {
+			if !(sp.stay[k] >= 0 && sp.moved[k] >= 0) {
+				t.Fatalf("%s: belief holds %v, %v", what, sp.stay[k], sp.moved[k])
 			}
-			sum += v
 		}
-		if math.Abs(sum-1) > 1e-9 {
+		if _, sum := sp.weighed(w, &p.Weights); math.Abs(sum-1) > 1e-9 {
 			t.Fatalf("%s: belief sums to %v", what, sum)
+		}
+		b := sp.read(&other, &p.Weights)
+		if math.Abs(sumOf(&b)-1) > 1e-9 {
+			t.Fatalf("%s: belief read under other weights sums to %v", what, sumOf(&b))
 		}
 	}
 	for range 200 {
 		var b belief
 		b[rng.IntN(gridSize)] = 1
+		sp := splitOf(&b, w, &p.Weights)
 		from := day0
 		for range 20 {
 			now := from.Add(days(math.Exp(rng.NormFloat64() * 3)))
@@ -103,17 +110,18 @@ func TestABeliefStaysAProbability(t *testing.T) {
 			for range rng.IntN(4) {
 				commits = append(commits, from.Add(time.Duration(rng.Int64N(int64(now.Sub(from))+1))))
 			}
-			p.filter(&b, from, now, commits, len(commits) > 0)
-			check("after random polls", b)
+			p.filter(&sp, w, from, now, commits, len(commits) > 0)
+			check("after random polls", sp)
 			from = now
 		}
 	}
 	var fast belief
 	fast[gridSize-1] = 1
-	p.filter(&fast, day0, day0.Add(days(3650)), nil, false)
-	check("a fast belief after ten quiet years", fast)
-	if fast.mean() > 0.01 {
-		t.Fatalf("a repo pushing 26 times a day, then quiet for ten years, believed at %.3g a day", fast.mean())
+	sp := splitOf(&fast, w, &p.Weights)
+	p.filter(&sp, w, day0, day0.Add(days(3650)), nil, false)
+	check("a fast belief after ten quiet years", sp)
+	if b := sp.read(w, &p.Weights); b.mean() > 0.01 {
+		t.Fatalf("a repo pushing 26 times a day, then quiet for ten years, believed at %.3g a day", b.mean())
 	}
 }
 
@@ -137,16 +145,18 @@ func TestPushTimes(t *testing.T) {
 		t.Fatalf("Sessions = %d, want %d", n, len(want))
 	}
 	p := DefaultPrior()
-	b, clamped := p.Weights, p.Weights
-	p.filter(&b, h(0), h(25), got, true)
-	p.filter(&clamped, h(0), h(25), []time.Time{h(0), h(2), h(20), h(25)}, true)
+	b := splitOf(&p.Weights, &p.Weights, &p.Weights)
+	clamped := b
+	p.filter(&b, &p.Weights, h(0), h(25), got, true)
+	p.filter(&clamped, &p.Weights, h(0), h(25), []time.Time{h(0), h(2), h(20), h(25)}, true)
 	if b != clamped {
 		t.Fatalf("pushes outside the interval filtered to %v, want them at its ends: %v", b, clamped)
 	}
 }
 
-// A belief is stored in 152 bytes and read back bit for bit, in its binary form and in
-// JSON; what is not a belief is refused with an error.
+// A belief is stored in 304 bytes and read back bit for bit, in its binary form and in
+// JSON; one stored before the split (152 bytes) is read as unset; what is not a belief
+// is refused with an error.
 func TestBeliefStoredForm(t *testing.T) {
 	s := Fold(Stats{}, Poll{Now: day0, Changed: true, Commits: []time.Time{day0.Add(-days(3)), day0.Add(-days(1))}}, nil)
 	if s.Belief.IsZero() {
@@ -180,15 +190,18 @@ func TestBeliefStoredForm(t *testing.T) {
 			t.Fatalf("%s read as a belief", what)
 		}
 	}
+	if b, err := BeliefFromBytes(raw[:legacyBeliefBytes]); err != nil || !b.IsZero() {
+		t.Fatalf("a belief stored before the split read as %v, %v; want it unset", b, err)
+	}
 	bad("3 bytes", []byte{1, 2, 3})
-	for _, v := range []float32{float32(math.NaN()), -0.5, 2} {
+	for _, v := range []float32{float32(math.NaN()), -0.5, float32(math.Inf(1)), 2 * maxLikelihood} {
 		var b Belief
-		b[0], b[1] = v, 1
+		b.Moved[0], b.Stay[1] = v, 1
+		bad(fmt.Sprint("a belief holding ", v), b.Bytes())
+		b.Moved[0], b.Stay[0] = 1, v
 		bad(fmt.Sprint("a belief holding ", v), b.Bytes())
 	}
-	var none Belief
-	none[3] = 1e-3
-	bad("a belief summing to 0.001", none.Bytes())
+	bad("a belief of zeros", make([]byte, beliefBytes))
 	if err := json.Unmarshal([]byte(`{"b":"AAEC"}`), &got); err == nil {
 		t.Fatal("stats with a 3-byte belief read")
 	}
@@ -211,8 +224,10 @@ func TestStatsWithoutABeliefStartOneAtTheirNextPoll(t *testing.T) {
 	if next.Belief.IsZero() {
 		t.Fatal("a poll of stats without a belief left none")
 	}
-	started, _ := p.posterior(evidenceOf(s))
-	p.filter(&started, day0, day0.Add(days(1)), nil, false)
+	b, _ := p.posterior(evidenceOf(s))
+	w := p.weightsOf(classOf(s))
+	started := splitOf(&b, w, &p.Weights)
+	p.filter(&started, w, day0, day0.Add(days(1)), nil, false)
 	var want Belief
 	want.set(&started)
 	if next.Belief != want {
@@ -242,5 +257,42 @@ func TestFoldEvidenceKeepsNoBelief(t *testing.T) {
 	next.Belief = Belief{}
 	if next != evidence {
 		t.Fatalf("poll: evidence %+v with Fold, %+v with FoldEvidence", next, evidence)
+	}
+}
+
+func sumOf(b *belief) (s float64) {
+	for _, v := range b {
+		s += v
+	}
+	return s
+}
+
+// A belief is weighed by the prior it is read under: what a repo showed under no
+// change counts the same whichever prior was current when it was shown, so a repo
+// cloned under the default prior is read, once the fleet has learned its own, as if it
+// had been cloned under that. (With no hazard, nothing in it came from a change.)
+func TestABeliefIsReadUnderTheNewestPrior(t *testing.T) {
+	first := Prior{Weights: logNormal(1.0/3, math.Log(0.01), 2)}
+	learned := Prior{Weights: logNormal(0.6, math.Log(0.1), 1.5)}
+	history := func(p *Prior) Stats {
+		s := Fold(Stats{}, Poll{Now: day0, Since: day0.Add(-days(365)), Changed: true,
+			Commits: []time.Time{day0.Add(-days(30)), day0.Add(-days(200))}}, p)
+		s, last := polled(s, day0, day0.Add(days(40)), 10, false, p)
+		return Fold(s, Poll{Prev: last, Now: last.Add(days(10)), Changed: true, Commits: []time.Time{last.Add(days(4))}}, p)
+	}
+	read := func(s Stats, p *Prior) belief {
+		sp := s.Belief.get()
+		return sp.read(p.weightsOf(classOf(s)), &p.Weights)
+	}
+	then, now := history(&first), history(&learned)
+	got, want, old := read(then, &learned), read(now, &learned), read(then, &first)
+	t.Logf("rate under the first prior %.4g/day; read under the learned one %.4g; filtered under it %.4g", old.mean(), got.mean(), want.mean())
+	for k := range gridSize {
+		if math.Abs(got[k]-want[k]) > 1e-5*max(want[k], 1e-3) {
+			t.Fatalf("rate %d: %v read under the learned prior, %v filtered under it", k, got[k], want[k])
+		}
+	}
+	if math.Abs(old.mean()-want.mean()) < 0.1*want.mean() {
+		t.Fatalf("the two priors give the same rate, %v and %v: the test tells nothing", old.mean(), want.mean())
 	}
 }

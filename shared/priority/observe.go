@@ -74,7 +74,8 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 		s = s.history(p, prior)
 		if filtered {
 			b, _ := prior.posterior(evidenceOf(s))
-			s.Belief.set(&b)
+			sp := splitOf(&b, prior.weightsOf(classOf(s)), &prior.Weights)
+			s.Belief.set(&sp)
 		}
 		return s
 	}
@@ -84,12 +85,14 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 	if filtered {
 		// The belief is filtered over the poll; stats kept without one start it from
 		// their evidence.
-		b := s.Belief.get()
+		w := prior.weightsOf(classOf(s))
+		sp := s.Belief.get()
 		if s.Belief.IsZero() {
-			b, _ = prior.posterior(evidenceOf(s))
+			b, _ := prior.posterior(evidenceOf(s))
+			sp = splitOf(&b, w, &prior.Weights)
 		}
-		prior.filter(&b, p.Prev, p.Now, pushes, p.Changed)
-		s.Belief.set(&b)
+		prior.filter(&sp, w, p.Prev, p.Now, pushes, p.Changed)
+		s.Belief.set(&sp)
 	}
 	s = s.Observe(interval, p.Changed)
 	n := len(pushes)
