@@ -296,3 +296,31 @@ func TestABeliefIsReadUnderTheNewestPrior(t *testing.T) {
 		t.Fatalf("the two priors give the same rate, %v and %v: the test tells nothing", old.mean(), want.mean())
 	}
 }
+
+// Fit weighs a repo's filtered belief, not its windowed evidence, when it has one: the
+// fleet's repos that a poll has just shown woke up count as awake at once.
+func TestFitReadsTheFilteredBelief(t *testing.T) {
+	p := DefaultPrior()
+	// Repos whose windowed evidence shows a year of silence, and whose belief, filtered
+	// through the pushes of their last polls, a push a day.
+	var stats []Stats
+	for range 300 {
+		s := Stats{Events: 0, Exposure: 365 * 86400, WinSeconds: 10 * 86400}
+		awake := splitOf(&p.Weights, &p.Weights, &p.Weights)
+		for d := range 10 {
+			at := day0.Add(days(float64(d)))
+			p.filter(&awake, &p.Weights, at, at.Add(days(1)), []time.Time{at.Add(12 * time.Hour)}, true)
+		}
+		s.Belief.set(&awake)
+		stats = append(stats, s)
+	}
+	withBeliefs := Fit(stats, nil, day0, nil)
+	for i := range stats {
+		stats[i].Belief = Belief{}
+	}
+	windowed := Fit(stats, nil, day0, nil)
+	t.Logf("fitted mean rate %.3g/day from the beliefs, %.3g from the windowed evidence", withBeliefs.Mean(), windowed.Mean())
+	if withBeliefs.Mean() < 0.3 || windowed.Mean() > 0.05 {
+		t.Fatalf("fitted mean %.3g/day with the beliefs of a push a day, %.3g/day on a year of silence", withBeliefs.Mean(), windowed.Mean())
+	}
+}

@@ -454,8 +454,11 @@ func (sc *Scores) Fade() {
 // scores (nil: the default's), then the rate weights by EM as the fleet's average belief
 // about its repos' current rates (the nonparametric maximum-likelihood mixture on the
 // grid), shrunk towards the default by priorRepos pseudo-repos, for all repos and for
-// each class of first clone (classOf). Repos with no evidence are
-// skipped; base (nil: the default) is where EM starts.
+// each class of first clone (classOf). A repo's belief about its current rate is its
+// filtered one (Belief) when it has one, read under the weights of the round: it knows
+// of a change at the poll that showed it, where the windowed posterior, which repos
+// without one give, waits for the window to be judged and blurs old rates with new.
+// Repos with no evidence are skipped; base (nil: the default) is where EM starts.
 func Fit(stats []Stats, base *Prior, now time.Time, sc *Scores) *Prior {
 	return FitWith(stats, nil, base, now, sc)
 }
@@ -515,16 +518,23 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 			sums[c] = all
 		}
 		for _, it := range items {
-			l := &scratch
-			if it.m != nil {
-				l = it.m.likelihoods(it.s)
+			class := classOf(it.s)
+			var b belief
+			if !it.s.Belief.IsZero() {
+				sp := it.s.Belief.get()
+				b = sp.read(out.weightsOf(class), &out.Weights)
 			} else {
-				likelihoodsOf(evidenceOf(it.s), l)
+				l := &scratch
+				if it.m != nil {
+					l = it.m.likelihoods(it.s)
+				} else {
+					likelihoodsOf(evidenceOf(it.s), l)
+				}
+				out.weigh(l, &w)
+				b, _ = out.judge(l, &w, out.Hazard)
 			}
-			out.weigh(l, &w)
-			b, _ := out.judge(l, &w, out.Hazard)
 			for k := range gridSize {
-				sums[l.class][k] += b[k]
+				sums[class][k] += b[k]
 				all[k] += b[k]
 			}
 		}
