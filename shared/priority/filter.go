@@ -225,8 +225,11 @@ func (p *Prior) filterQuiet(sp *split, wc *belief, days float64) {
 	halfDecays(days, steps, &half)
 	hazard := p.Hazard
 	st, mv, wf := &sp.stay, &sp.moved, &p.Weights
+	step := days // halved before each step but the last, which equals the one before
 	for j := range steps {
-		step := days / math.Exp2(float64(min(j+1, steps-1)))
+		if j < steps-1 {
+			step /= 2
+		}
 		h := &half[j]
 		rho := -math.Expm1(-hazard * step)
 		var b0, b1 float64 // the chance the old rate was quiet up to a change at mid-step
@@ -274,10 +277,12 @@ func normalise(b *belief) bool {
 }
 
 // scaleBelief divides b by sum, and drops the probabilities too small to matter, which
-// would otherwise sink into subnormal numbers, whose arithmetic is very slow.
+// would otherwise sink into subnormal numbers, whose arithmetic is very slow. It
+// multiplies by the inverse: a filter scales at every step.
 func scaleBelief(b *belief, sum float64) {
+	inv := 1 / sum
 	for k := range b {
-		if b[k] /= sum; b[k] < minBelief {
+		if b[k] *= inv; b[k] < minBelief {
 			b[k] = 0
 		}
 	}
@@ -290,6 +295,16 @@ const minBelief = 1e-200
 // the tail guard.
 func beliefRate(b *belief) float64 {
 	return max(dotOf(b, &gridBelief), GuardRate*dotOf(b, &activeRates))
+}
+
+// rate is beliefRate of the belief sp holds under class weights wc and fleet weights wf
+// (read), scaling the rate rather than the belief.
+func (sp *split) rate(wc, wf *belief) float64 {
+	b, sum := sp.weighed(wc, wf)
+	if !(sum > 0) {
+		return 0 // dormant
+	}
+	return beliefRate(&b) / sum
 }
 
 // quietSteps is how many steps filterQuiet cuts a quiet of days into.

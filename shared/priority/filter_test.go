@@ -32,8 +32,7 @@ func polled(s Stats, from, to time.Time, step float64, pushing bool, p *Prior) (
 func rateOf(s Stats) float64 {
 	sp := s.Belief.get()
 	p := DefaultPrior()
-	b := sp.read(p.weightsOf(classOf(s)), &p.Weights)
-	return beliefRate(&b)
+	return sp.rate(p.weightsOf(classOf(s)), &p.Weights)
 }
 
 // A repo quiet for years that pushes is believed awake at the poll that shows it: its

@@ -206,3 +206,14 @@ func TestAMemoServesEachPollsScore(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFilterPoll is one poll's filter: a few days' quiet, then a push.
+func BenchmarkFilterPoll(b *testing.B) {
+	p := DefaultPrior()
+	sp := splitOf(&p.Weights, &p.Weights, &p.Weights)
+	push := []time.Time{day0.Add(days(2.5))}
+	for b.Loop() {
+		p.filter(&sp, &p.Weights, day0, day0.Add(days(3)), push, true)
+		p.filter(&sp, &p.Weights, day0, day0.Add(days(5)), nil, false)
+	}
+}
