@@ -263,19 +263,6 @@ const (
 	maxQuietSteps    = 10
 )
 
-// normalise scales b to sum to 1; false when it sums to 0.
-func normalise(b *belief) bool {
-	s := 0.0
-	for _, v := range b {
-		s += v
-	}
-	if !(s > 0) {
-		return false
-	}
-	scaleBelief(b, s)
-	return true
-}
-
 // scaleBelief divides b by sum, and drops the probabilities too small to matter, which
 // would otherwise sink into subnormal numbers, whose arithmetic is very slow. It
 // multiplies by the inverse: a filter scales at every step.
