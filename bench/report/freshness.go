@@ -396,11 +396,11 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 			"are not waste a worker could avoid: a repo silent for a few years is, to anything but the optimum, as likely "+
 			"a slow repo as a dead one. The bound: a policy that knew the population's true prior and the exact number of "+
 			"pushes of every repo over the %.0f days it could have seen (history and polls), allocating f ∝ √E[λ | pushes], "+
-			"would be at **%.2f×** the optimum, with %.1f%% of its polls on dormant repos; `%s` is %.1f%% above that "+
+			"would be at **%.2f×** the optimum, with %.1f%% of its polls on dormant repos; `%s` is %s that "+
 			"bound (estimating the prior, counting pushes from commit times, allowing for changes of behaviour).",
 			def, ours.LagMeanH/opt.LagMeanH, b, 100*ours.DormantPolls, ours.DormantPolls, 1/(1-ours.DormantPolls),
 			x.SeenDays, x.Ratio, 100*x.DormantPolls, def,
-			100*(ours.LagMeanH/opt.LagMeanH/x.Ratio-1)))
+			againstBound(ours.LagMeanH/opt.LagMeanH/x.Ratio)))
 	}
 	if x, ok := v.BoundOf("coldstart", "", b); ok {
 		c, co := cold[def][b], cold[freshOpt][b]
@@ -458,9 +458,9 @@ func freshExplain(v results.Freshness, secs []freshSection, def string) []string
 				"filtered forward from the first clone, allocating f ∝ √E[λ | pushes], would be at **%.2f×** the "+
 				"optimum, with %.1f%% of its polls on repos that are dormant (a repo that woke up and has not pushed yet "+
 				"looks like the silent many; the same filter without changes gives the stationary bound). `%s` is at "+
-				"%.2f× at %g, %.1f%% above that bound, spending %.1f%% of its polls on dormant repos.",
+				"%.2f× at %g, %s that bound, spending %.1f%% of its polls on dormant repos.",
 				100*v.Setup.DriftPerMonth, x.Ratio, 100*x.DormantPolls, def, d.LagMeanH/do.LagMeanH, b,
-				100*(d.LagMeanH/do.LagMeanH/x.Ratio-1), 100*d.DormantPolls))
+				againstBound(d.LagMeanH/do.LagMeanH/x.Ratio), 100*d.DormantPolls))
 		}
 	}
 	st := v.Setup
@@ -488,4 +488,14 @@ func p99Verdict(need float64) string {
 	}
 	return fmt.Sprintf("leaving %.0f%% of the polls for every other repo, so the mean would be at least the optimum's "+
 		"other lag ÷ %.2f", 100*(1-need), 1-need)
+}
+
+// againstBound says where a policy at ratio times a static bound stands: above it, or
+// below it (a policy learns from its own polls as it goes, which a static allocation
+// does not).
+func againstBound(ratio float64) string {
+	if ratio < 1 {
+		return fmt.Sprintf("%.1f%% below", 100*(1-ratio))
+	}
+	return fmt.Sprintf("%.1f%% above", 100*(ratio-1))
 }
