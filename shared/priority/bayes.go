@@ -67,7 +67,7 @@ func (Bayes) Next(in Input) float64 {
 		rate = prior.guarded(in.Stats)
 	} else {
 		sp := in.Stats.Belief.get()
-		rate = sp.rate(prior.weightsOf(classOf(in.Stats)), &prior.Weights)
+		rate = sp.rate(prior.weightsOf(classOf(&in.Stats)), &prior.Weights)
 	}
 	step := stepDays(rate)
 	if in.Stats.Seconds < NewSpan.Seconds() {

@@ -110,7 +110,7 @@ func TestPollsAddPushesAndTimeToTheWindow(t *testing.T) {
 	}
 	// Stats written before pushes were counted read as evidence.
 	old := Stats{Polls: 20, Changes: 4, Seconds: 40 * 86400}
-	if e := evidenceOf(old); e.oldN != 4 || e.oldT != 40 {
+	if e := evidenceOf(&old); e.oldN != 4 || e.oldT != 40 {
 		t.Fatalf("old stats read as %+v", e)
 	}
 }

@@ -32,7 +32,7 @@ func polled(s Stats, from, to time.Time, step float64, pushing bool, p *Prior) (
 func rateOf(s Stats) float64 {
 	sp := s.Belief.get()
 	p := DefaultPrior()
-	return sp.rate(p.weightsOf(classOf(s)), &p.Weights)
+	return sp.rate(p.weightsOf(classOf(&s)), &p.Weights)
 }
 
 // A repo quiet for years that pushes is believed awake at the poll that shows it: its
@@ -223,8 +223,8 @@ func TestStatsWithoutABeliefStartOneAtTheirNextPoll(t *testing.T) {
 	if next.Belief.IsZero() {
 		t.Fatal("a poll of stats without a belief left none")
 	}
-	b, _ := p.posterior(evidenceOf(s))
-	w := p.weightsOf(classOf(s))
+	b, _ := p.posterior(evidenceOf(&s))
+	w := p.weightsOf(classOf(&s))
 	started := splitOf(&b, w, &p.Weights)
 	p.filter(&started, w, day0, day0.Add(days(1)), nil, false)
 	var want Belief
@@ -281,7 +281,7 @@ func TestABeliefIsReadUnderTheNewestPrior(t *testing.T) {
 	}
 	read := func(s Stats, p *Prior) belief {
 		sp := s.Belief.get()
-		return sp.read(p.weightsOf(classOf(s)), &p.Weights)
+		return sp.read(p.weightsOf(classOf(&s)), &p.Weights)
 	}
 	then, now := history(&first), history(&learned)
 	got, want, old := read(then, &learned), read(now, &learned), read(then, &first)

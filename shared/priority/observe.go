@@ -71,35 +71,36 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 		if s.Exposure > 0 || s.WinSeconds > 0 {
 			return s // a clone again (the mirror was lost): what the polls saw is worth more
 		}
-		s = s.history(p, prior)
+		s.history(p, prior)
 		if filtered {
-			b, _ := prior.posterior(evidenceOf(s))
-			sp := splitOf(&b, prior.weightsOf(classOf(s)), &prior.Weights)
+			b, _ := prior.posterior(evidenceOf(&s))
+			sp := splitOf(&b, prior.weightsOf(classOf(&s)), &prior.Weights)
 			s.Belief.set(&sp)
 		}
 		return s
 	}
 	interval := max(p.Now.Sub(p.Prev), 0)
-	s = s.upgraded()
+	s.upgrade()
 	pushes := bursts(p.Commits)
 	if filtered {
 		// The belief is filtered over the poll; stats kept without one start it from
 		// their evidence.
-		w := prior.weightsOf(classOf(s))
+		w := prior.weightsOf(classOf(&s))
 		sp := s.Belief.get()
 		if s.Belief.IsZero() {
-			b, _ := prior.posterior(evidenceOf(s))
+			b, _ := prior.posterior(evidenceOf(&s))
 			sp = splitOf(&b, w, &prior.Weights)
 		}
 		prior.filter(&sp, w, p.Prev, p.Now, pushes, p.Changed)
 		s.Belief.set(&sp)
 	}
-	s = s.Observe(interval, p.Changed)
+	s.observe(interval, p.Changed)
 	n := len(pushes)
 	if p.Changed && n == 0 {
 		n = 1 // refs moved without new commits (a tag, a reset): still a change to catch
 	}
-	return s.window(float64(n), interval.Seconds(), quietAfter(p.Commits, p.Now, interval), prior)
+	s.window(float64(n), interval.Seconds(), quietAfter(p.Commits, p.Now, interval), prior)
+	return s
 }
 
 // quietAfter is how much of a poll's interval came after its last push, as its commits
@@ -112,7 +113,7 @@ func quietAfter(commits []time.Time, now time.Time, interval time.Duration) floa
 }
 
 // history replays a first clone's listing of the history through the windows.
-func (s Stats) history(p Poll, prior *Prior) Stats {
+func (s *Stats) history(p Poll, prior *Prior) {
 	s.Root = p.FromRoot
 	since := p.Now
 	if !p.Since.IsZero() && p.Since.Before(p.Now) {
@@ -149,11 +150,10 @@ func (s Stats) history(p Poll, prior *Prior) Stats {
 		for n < len(times) && (!times[n].After(to) || to.Equal(p.Now)) {
 			n++
 		}
-		s = s.window(float64(Sessions(times[:n])), to.Sub(from).Seconds(), quietAfter(times[:n], to, to.Sub(from)), prior)
+		s.window(float64(Sessions(times[:n])), to.Sub(from).Seconds(), quietAfter(times[:n], to, to.Sub(from)), prior)
 		times = times[n:]
 		from = to
 	}
-	return s
 }
 
 // making is when the making of a repo whose first commit is at root ended, from the
@@ -190,9 +190,9 @@ const MaxMaking = 4 * Window
 // window whose quiet after its last push the repo's pace makes unlikely
 // (quietSurprises) is settled at that push, and the quiet goes on as the silence that
 // follows, which the posterior walks for a change.
-func (s Stats) window(n, seconds, quiet float64, prior *Prior) Stats {
+func (s *Stats) window(n, seconds, quiet float64, prior *Prior) {
 	if n > 0 && s.WinEvents == 0 && s.WinSeconds >= Window.Seconds() {
-		s = s.settle(prior)
+		s.settle(prior)
 	}
 	switch {
 	case n > 0:
@@ -203,9 +203,8 @@ func (s Stats) window(n, seconds, quiet float64, prior *Prior) Stats {
 	s.WinEvents += n
 	s.WinSeconds += seconds
 	if s.WinEvents > 0 && (s.WinSeconds >= Window.Seconds() || s.quietSurprises()) {
-		s = s.settle(prior)
+		s.settle(prior)
 	}
-	return s
 }
 
 // surprising is the chance below which a quiet is taken as a change of pace: a repo
@@ -221,7 +220,7 @@ const minPaceSeconds = 86400
 // the repo's pace: the pushes its evidence up to that push gives (less half a push, so
 // that a push or two make little pace) would have made m in the quiet, and
 // e^−m < surprising.
-func (s Stats) quietSurprises() bool {
+func (s *Stats) quietSurprises() bool {
 	t := s.Exposure + s.WinSeconds - s.WinQuiet
 	if s.WinQuiet <= 0 || t < minPaceSeconds {
 		return false
@@ -231,7 +230,7 @@ func (s Stats) quietSurprises() bool {
 
 // settle closes the window at its last push (judged, as window says), and the quiet
 // after that push opens the next window, a silence.
-func (s Stats) settle(prior *Prior) Stats {
+func (s *Stats) settle(prior *Prior) {
 	quiet := min(s.WinQuiet, s.WinSeconds)
 	if s.WinEvents == 0 {
 		quiet = 0
@@ -244,7 +243,6 @@ func (s Stats) settle(prior *Prior) Stats {
 		s.Exposure = s.Exposure*keep + s.WinSeconds - quiet
 	}
 	s.WinEvents, s.WinSeconds, s.WinQuiet = 0, quiet, 0
-	return s
 }
 
 // Sessions counts the bursts in a set of commit times: commits less than SessionGap

@@ -122,18 +122,25 @@ type evidence struct {
 	class      int     // classOf the first clone's history
 }
 
-func evidenceOf(s Stats) evidence {
-	s = s.upgraded()
-	return evidence{oldN: s.Events, oldT: s.Exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400, class: classOf(s)}
+// evidenceOf reads s's evidence (upgraded, unchanged).
+func evidenceOf(s *Stats) evidence {
+	events, exposure := s.Events, s.Exposure
+	if s.needsUpgrade() {
+		events, exposure = s.Changes, s.Seconds
+	}
+	return evidence{oldN: events, oldT: exposure / 86400, winN: s.WinEvents, winT: s.WinSeconds / 86400, class: classOf(s)}
 }
 
-// upgraded reads stats written before pushes were counted: the polls' changes are the
+// upgrade reads stats written before pushes were counted: the polls' changes are the
 // evidence before the window.
-func (s Stats) upgraded() Stats {
-	if s.Exposure == 0 && s.WinSeconds == 0 && s.Events == 0 && s.Seconds > 0 {
+func (s *Stats) upgrade() {
+	if s.needsUpgrade() {
 		s.Events, s.Exposure = s.Changes, s.Seconds
 	}
-	return s
+}
+
+func (s *Stats) needsUpgrade() bool {
+	return s.Exposure == 0 && s.WinSeconds == 0 && s.Events == 0 && s.Seconds > 0
 }
 
 // likelihood is log(λ^n·e^(−λt)) at every grid rate.
@@ -263,7 +270,7 @@ const (
 const YoungAge = 365 * 24 * time.Hour
 
 // classOf is the class of a repo's stats.
-func classOf(s Stats) int {
+func classOf(s *Stats) int {
 	switch {
 	case s.Root && s.Young:
 		return classYoung
@@ -363,7 +370,7 @@ const minDecay = 1e-30
 
 // Rate is the expected current change rate of a repo, in pushes per day.
 func (p *Prior) Rate(s Stats) float64 {
-	b, _ := p.posterior(evidenceOf(s))
+	b, _ := p.posterior(evidenceOf(&s))
 	return b.mean()
 }
 
@@ -476,11 +483,12 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 	// computed again each round: a worker keeps no memos, and holding them for the whole
 	// fit would cost it kilobytes per repo.
 	type item struct {
-		s Stats
+		s *Stats
 		m *Memo
 	}
 	var items []item
-	for i, s := range stats {
+	for i := range stats {
+		s := &stats[i]
 		if e := evidenceOf(s); e.oldT+e.winT > 0 {
 			it := item{s: s}
 			if memos != nil {
@@ -526,7 +534,7 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 			} else {
 				l := &scratch
 				if it.m != nil {
-					l = it.m.likelihoods(it.s)
+					l = it.m.likelihoods(*it.s)
 				} else {
 					likelihoodsOf(evidenceOf(it.s), l)
 				}

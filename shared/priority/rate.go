@@ -35,6 +35,11 @@ type Stats struct {
 
 // Observe folds in one successful poll that came interval after the previous one.
 func (s Stats) Observe(interval time.Duration, changed bool) Stats {
+	s.observe(interval, changed)
+	return s
+}
+
+func (s *Stats) observe(interval time.Duration, changed bool) {
 	if interval < 0 {
 		interval = 0
 	}
@@ -45,7 +50,6 @@ func (s Stats) Observe(interval time.Duration, changed bool) Stats {
 		s.Changes++
 	}
 	s.Seconds = s.Seconds*keep + interval.Seconds()
-	return s
 }
 
 // Rate estimates the repo's changes per second. quiet is how long the repo is known to

@@ -222,7 +222,7 @@ func (m *Memo) likelihoods(s Stats) *likelihoods {
 	if m.lkOK && m.stats == s {
 		return &m.lk
 	}
-	e := evidenceOf(s)
+	e := evidenceOf(&s)
 	if m.lkOK && m.lk.oldN == e.oldN && m.lk.oldT == e.oldT {
 		m.lk.window(e)
 	} else {
@@ -236,7 +236,7 @@ func (m *Memo) likelihoods(s Stats) *likelihoods {
 // view is the view of s under p, in v, from what m keeps (m may be nil).
 func (p *Prior) view(s Stats, m *Memo, v *view) *view {
 	if m == nil {
-		p.viewOf(evidenceOf(s), v)
+		p.viewOf(evidenceOf(&s), v)
 		return v
 	}
 	ref := p.ref()

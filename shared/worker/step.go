@@ -550,9 +550,11 @@ type outcome struct {
 func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts) outcome {
 	now, ferr := f.Now, f.Err
 	kind := kindOf(ferr)
-	prev := f.Rec
-	rec := prev
-	o := outcome{Write: f.Unwritten, NotBefore: now.Add(max(cfg.MinInterval, 0))}
+	// The record is changed in the outcome itself, read as it was in f: copies of a
+	// record are a large share of a poll's cost.
+	prev := &f.Rec
+	o := outcome{Rec: f.Rec, Write: f.Unwritten, NotBefore: now.Add(max(cfg.MinInterval, 0))}
+	rec := &o.Rec
 	res := f.Res
 	switch {
 	case ferr == nil:
@@ -652,7 +654,6 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts) outcome {
 		rec.Priority = f.OldPrio + (rec.Priority-f.OldPrio)*f.Stretch
 		rec.PollStretch = f.Stretch
 	}
-	o.Rec = rec
 	return o
 }
 
