@@ -173,6 +173,12 @@ func (sp *split) scale(sum float64) {
 	scaleBelief(&sp.moved, sum)
 }
 
+// started is the belief s's evidence gives: its windowed posterior under p, split.
+func (p *Prior) started(s *Stats) split {
+	b, _ := p.posterior(evidenceOf(s))
+	return splitOf(&b, p.weightsOf(classOf(s)), &p.Weights)
+}
+
 // dormant sets sp to the dormant rate alone, under class weights wc and fleet weights
 // wf.
 func (sp *split) dormant(wc, wf *belief) {

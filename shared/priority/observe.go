@@ -73,8 +73,7 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 		}
 		s.history(p, prior)
 		if filtered {
-			b, _ := prior.posterior(evidenceOf(&s))
-			sp := splitOf(&b, prior.weightsOf(classOf(&s)), &prior.Weights)
+			sp := prior.started(&s)
 			s.Belief.set(&sp)
 		}
 		return s
@@ -85,13 +84,11 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 	if filtered {
 		// The belief is filtered over the poll; stats kept without one start it from
 		// their evidence.
-		w := prior.weightsOf(classOf(&s))
 		sp := s.Belief.get()
 		if s.Belief.IsZero() {
-			b, _ := prior.posterior(evidenceOf(&s))
-			sp = splitOf(&b, w, &prior.Weights)
+			sp = prior.started(&s)
 		}
-		prior.filter(&sp, w, p.Prev, p.Now, pushes, p.Changed)
+		prior.filter(&sp, prior.weightsOf(classOf(&s)), p.Prev, p.Now, pushes, p.Changed)
 		s.Belief.set(&sp)
 	}
 	s.observe(interval, p.Changed)

@@ -534,7 +534,7 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 			} else {
 				l := &scratch
 				if it.m != nil {
-					l = it.m.likelihoods(*it.s)
+					l = it.m.likelihoods(it.s)
 				} else {
 					likelihoodsOf(evidenceOf(it.s), l)
 				}

@@ -199,37 +199,37 @@ var gridBelief = belief(gridRates)
 func quietFor(days float64, q *belief) { decaysOver(days, q) }
 
 // Memo keeps what a repo's stats say between its polls: their likelihoods, which
-// depend on the stats alone (those before the window change only when a window
-// settles), and the belief before a silence, weighed from the likelihoods before the
+// depend on the stats' evidence alone (those before the window change only when a
+// window settles; the belief beside it changes at every poll and is no part of it), and the belief before a silence, weighed from the likelihoods before the
 // window, which stays the same while the silence grows under one prior. A score and a
 // fit read them. It is only a saving: with or without one, every result is the same. A
 // Memo is one repo's; its zero value is empty. It does not keep the prior alive.
 type Memo struct {
-	stats Stats
-	lkOK  bool
+	e    evidence // what lk is of, when lkOK
+	lkOK bool
 	// The belief before the window (stay) is of the prior stayOf (zero: none) and
 	// class stayClass.
 	stayOf    weak.Pointer[Prior]
 	stayClass int
-	lk        likelihoods // of stats, when lkOK
+	lk        likelihoods // of e, when lkOK
 	stay      belief
 }
 
 // likelihoods are the likelihoods of s, from m when it holds them. Those of the
 // evidence before the window change only when a window settles: a poll that only adds to
 // the window computes the window's alone.
-func (m *Memo) likelihoods(s Stats) *likelihoods {
-	if m.lkOK && m.stats == s {
+func (m *Memo) likelihoods(s *Stats) *likelihoods {
+	e := evidenceOf(s)
+	if m.lkOK && m.e == e {
 		return &m.lk
 	}
-	e := evidenceOf(&s)
 	if m.lkOK && m.lk.oldN == e.oldN && m.lk.oldT == e.oldT {
 		m.lk.window(e)
 	} else {
 		likelihoodsOf(e, &m.lk)
 		m.stayOf = weak.Pointer[Prior]{}
 	}
-	m.stats, m.lkOK = s, true
+	m.e, m.lkOK = e, true
 	return &m.lk
 }
 
@@ -240,7 +240,7 @@ func (p *Prior) view(s Stats, m *Memo, v *view) *view {
 		return v
 	}
 	ref := p.ref()
-	l := m.likelihoods(s)
+	l := m.likelihoods(&s)
 	var w weighed
 	if l.silent && m.stayOf == ref && m.stayClass == l.class {
 		w = weighed{silent: true, stay: m.stay, winT: l.winT}
