@@ -272,7 +272,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		worker.Step(&wcfg, v, &held[i], worker.Checked{Cloned: wasCloned})
 		a := worker.Step(&wcfg, v, &held[i], worker.Fetched{Res: res})
 		if learns && a.Learn {
-			scores.AddWith(prior, a.Learning.Stats, a.Learning.Poll, &memos[i])
+			scores.AddWith(prior, a.Learning.Evidence, a.Learning.Poll, &memos[i])
 		}
 		if st := held[i].Rec.PollStretch; aware && st > 1 && a.Queue.Op == worker.QueueAt {
 			// A bound allocates its covered repos' polls itself: the worker's fall-back

@@ -80,7 +80,7 @@ func (Bayes) Next(in Input) float64 {
 // posterior's expected rate, raised by the tail guard.
 func (p *Prior) guarded(s Stats) float64 {
 	var scratch view
-	v := p.view(s, nil, &scratch)
+	v := p.view(evidenceOf(&s), nil, &scratch)
 	return max(v.dot(ownHazard, &gridBelief), GuardRate*v.dot(ownHazard, &activeRates))
 }
 

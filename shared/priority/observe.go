@@ -47,12 +47,24 @@ const (
 // it. The first clone's history is folded in the same way, as if the repo had been
 // polled every Window since the history's beginning (or since its last commit, for a
 // repo quieter than that).
-func Fold(s Stats, p Poll, prior *Prior) Stats { return fold(s, p, prior, true) }
+func Fold(s Stats, p Poll, prior *Prior) Stats {
+	s.Fold(p, prior)
+	return s
+}
+
+// Fold is Fold in place.
+func (s *Stats) Fold(p Poll, prior *Prior) { s.fold(p, prior, true) }
 
 // FoldEvidence is Fold for a policy that reads no belief (BeliefReader): the stats'
 // belief is left out (unset), so a policy that reads one later starts it from the
 // evidence.
-func FoldEvidence(s Stats, p Poll, prior *Prior) Stats { return fold(s, p, prior, false) }
+func FoldEvidence(s Stats, p Poll, prior *Prior) Stats {
+	s.FoldEvidence(p, prior)
+	return s
+}
+
+// FoldEvidence is FoldEvidence in place.
+func (s *Stats) FoldEvidence(p Poll, prior *Prior) { s.fold(p, prior, false) }
 
 // BeliefReader is a policy whose decisions read a repo's belief (Stats.Belief), which
 // Fold keeps and FoldEvidence does not.
@@ -60,7 +72,7 @@ type BeliefReader interface {
 	ReadsBelief() bool
 }
 
-func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
+func (s *Stats) fold(p Poll, prior *Prior, filtered bool) {
 	if !filtered {
 		s.Belief = Belief{}
 	}
@@ -69,14 +81,14 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 	}
 	if p.Prev.IsZero() {
 		if s.Exposure > 0 || s.WinSeconds > 0 {
-			return s // a clone again (the mirror was lost): what the polls saw is worth more
+			return // a clone again (the mirror was lost): what the polls saw is worth more
 		}
 		s.history(p, prior)
 		if filtered {
-			sp := prior.started(&s)
+			sp := prior.started(s)
 			s.Belief.set(&sp)
 		}
-		return s
+		return
 	}
 	interval := max(p.Now.Sub(p.Prev), 0)
 	s.upgrade()
@@ -86,9 +98,9 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 		// their evidence.
 		sp := s.Belief.get()
 		if s.Belief.IsZero() {
-			sp = prior.started(&s)
+			sp = prior.started(s)
 		}
-		prior.filter(&sp, prior.weightsOf(classOf(&s)), p.Prev, p.Now, pushes, p.Changed)
+		prior.filter(&sp, prior.weightsOf(classOf(s)), p.Prev, p.Now, pushes, p.Changed)
 		s.Belief.set(&sp)
 	}
 	s.observe(interval, p.Changed)
@@ -97,7 +109,6 @@ func fold(s Stats, p Poll, prior *Prior, filtered bool) Stats {
 		n = 1 // refs moved without new commits (a tag, a reset): still a change to catch
 	}
 	s.window(float64(n), interval.Seconds(), quietAfter(p.Commits, p.Now, interval), prior)
-	return s
 }
 
 // quietAfter is how much of a poll's interval came after its last push, as its commits

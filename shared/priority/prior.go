@@ -122,6 +122,13 @@ type evidence struct {
 	class      int     // classOf the first clone's history
 }
 
+// Evidence is what a repo's stats say of its pushes, all a poll's score reads of them
+// (Scores.AddWith): a few numbers, where the stats also carry a belief.
+type Evidence struct{ e evidence }
+
+// Evidence is what s says of the repo's pushes.
+func (s *Stats) Evidence() Evidence { return Evidence{evidenceOf(s)} }
+
 // evidenceOf reads s's evidence (upgraded, unchanged).
 func evidenceOf(s *Stats) evidence {
 	events, exposure := s.Events, s.Exposure
@@ -397,11 +404,11 @@ type Scores struct {
 }
 
 // Add scores one successful poll of a repo whose stats were s before it.
-func (sc *Scores) Add(prior *Prior, s Stats, p Poll) { sc.AddWith(prior, s, p, nil) }
+func (sc *Scores) Add(prior *Prior, s Stats, p Poll) { sc.AddWith(prior, s.Evidence(), p, nil) }
 
-// AddWith is Add reading the repo's likelihoods and its belief before a silence from m
-// (Memo); m may be nil.
-func (sc *Scores) AddWith(prior *Prior, s Stats, p Poll, m *Memo) {
+// AddWith is Add of a repo whose stats showed e before the poll, reading its
+// likelihoods and its belief before a silence from m (Memo); m may be nil.
+func (sc *Scores) AddWith(prior *Prior, e Evidence, p Poll, m *Memo) {
 	if prior == nil || p.Prev.IsZero() {
 		return
 	}
@@ -410,7 +417,7 @@ func (sc *Scores) AddWith(prior *Prior, s Stats, p Poll, m *Memo) {
 		return
 	}
 	var scratch view
-	v := prior.view(s, m, &scratch)
+	v := prior.view(e.e, m, &scratch)
 	var stay belief // the chance of no push over the poll's interval, at each rate
 	quietFor(days, &stay)
 	r := v.read(&stay)
@@ -534,7 +541,7 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 			} else {
 				l := &scratch
 				if it.m != nil {
-					l = it.m.likelihoods(it.s)
+					l = it.m.likelihoods(evidenceOf(it.s))
 				} else {
 					likelihoodsOf(evidenceOf(it.s), l)
 				}

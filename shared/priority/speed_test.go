@@ -137,7 +137,7 @@ func TestAMemoIsOnlyASaving(t *testing.T) {
 		{kept, s}, {kept, grown}, {&copied, longer}, {kept, longer}, {kept, root}, {prior, root}} {
 		p := Poll{Prev: t0, Now: t0.Add(36 * time.Hour), Changed: k%2 == 0}
 		var with, without Scores
-		with.AddWith(c.p, c.s, p, &m)
+		with.AddWith(c.p, c.s.Evidence(), p, &m)
 		without.Add(c.p, c.s, p)
 		if with != without {
 			t.Fatalf("step %d: scores %v with a memo, %v without", k, with, without)
@@ -156,7 +156,7 @@ func BenchmarkViewSilence(b *testing.B) {
 	s := Stats{Events: 12, Exposure: 800 * 86400, WinSeconds: 40 * 86400}
 	for i := 0; b.Loop(); i++ {
 		s.WinSeconds = float64(40*24+i%1000) * 3600
-		prior.view(s, &m, &v)
+		prior.view(evidenceOf(&s), &m, &v)
 	}
 }
 
@@ -168,7 +168,7 @@ func BenchmarkScoresAddWith(b *testing.B) {
 	p := Poll{Prev: t0, Now: t0.Add(48 * time.Hour)}
 	var sc Scores
 	for b.Loop() {
-		sc.AddWith(prior, s, p, &m)
+		sc.AddWith(prior, s.Evidence(), p, &m)
 	}
 }
 
@@ -192,7 +192,7 @@ func TestAMemoServesEachPollsScore(t *testing.T) {
 		}
 		s, now = Fold(s, p, prior), p.Now
 		var with, without Scores
-		with.AddWith(prior, before, p, &m)
+		with.AddWith(prior, before.Evidence(), p, &m)
 		without.Add(prior, before, p)
 		if with != without {
 			t.Fatalf("poll %d: scores %v with a memo, %v without", k, with, without)

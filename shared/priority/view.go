@@ -218,8 +218,7 @@ type Memo struct {
 // likelihoods are the likelihoods of s, from m when it holds them. Those of the
 // evidence before the window change only when a window settles: a poll that only adds to
 // the window computes the window's alone.
-func (m *Memo) likelihoods(s *Stats) *likelihoods {
-	e := evidenceOf(s)
+func (m *Memo) likelihoods(e evidence) *likelihoods {
 	if m.lkOK && m.e == e {
 		return &m.lk
 	}
@@ -233,14 +232,14 @@ func (m *Memo) likelihoods(s *Stats) *likelihoods {
 	return &m.lk
 }
 
-// view is the view of s under p, in v, from what m keeps (m may be nil).
-func (p *Prior) view(s Stats, m *Memo, v *view) *view {
+// view is the view of evidence e under p, in v, from what m keeps (m may be nil).
+func (p *Prior) view(e evidence, m *Memo, v *view) *view {
 	if m == nil {
-		p.viewOf(evidenceOf(&s), v)
+		p.viewOf(e, v)
 		return v
 	}
 	ref := p.ref()
-	l := m.likelihoods(&s)
+	l := m.likelihoods(e)
 	var w weighed
 	if l.silent && m.stayOf == ref && m.stayClass == l.class {
 		w = weighed{silent: true, stay: m.stay, winT: l.winT}

@@ -293,7 +293,7 @@ func (w *Worker) stepLocked(id string, now time.Time, e Event) Actions {
 		r.corrupt = true
 	}
 	if a.Learn {
-		w.scores.Add(w.prior, a.Learning.Stats, a.Learning.Poll)
+		w.scores.AddWith(w.prior, a.Learning.Evidence, a.Learning.Poll, nil)
 	}
 	if a.Found != NoHookFind {
 		loss := w.hookLoss[host]

@@ -15,8 +15,9 @@ func TestBeliefsOnlyForAPolicyThatReadsThem(t *testing.T) {
 		p    priority.Policy
 		kept bool
 	}{{priority.Bayes{}, true}, {priority.Rate{}, false}, {priority.Cbrt{}, false}} {
-		s := fold(c.p, priority.Stats{}, clone, nil)
-		s = fold(c.p, s, priority.Poll{Prev: now, Now: now.Add(time.Hour)}, nil)
+		var s priority.Stats
+		fold(c.p, &s, clone, nil)
+		fold(c.p, &s, priority.Poll{Prev: now, Now: now.Add(time.Hour)}, nil)
 		if kept := !s.Belief.IsZero(); kept != c.kept {
 			t.Errorf("policy %s: belief kept %v, want %v", c.p.Name(), kept, c.kept)
 		}

@@ -27,6 +27,7 @@ func TestFetchOutcome(t *testing.T) {
 
 	cases := []struct {
 		name      string
+		rec       store.Repo
 		f         fetchFacts
 		state     store.RepoState
 		fails     int // FetchFailCnt + CloneFailCnt after
@@ -35,41 +36,41 @@ func TestFetchOutcome(t *testing.T) {
 		failed    bool
 		maintain  bool
 	}{
-		{name: "no change within the checkpoint writes nothing", f: fetchFacts{Rec: ok, WasCloned: true, LastWritten: now.Add(-time.Hour)},
+		{name: "no change within the checkpoint writes nothing", rec: ok, f: fetchFacts{WasCloned: true, LastWritten: now.Add(-time.Hour)},
 			state: store.RepoOK, notBefore: 5 * time.Minute},
-		{name: "no change past the checkpoint writes", f: fetchFacts{Rec: ok, WasCloned: true, LastWritten: now.Add(-7 * time.Hour)},
+		{name: "no change past the checkpoint writes", rec: ok, f: fetchFacts{WasCloned: true, LastWritten: now.Add(-7 * time.Hour)},
 			state: store.RepoOK, notBefore: 5 * time.Minute, write: true},
-		{name: "an unwritten earlier report writes", f: fetchFacts{Rec: ok, WasCloned: true, Unwritten: true, LastWritten: now},
+		{name: "an unwritten earlier report writes", rec: ok, f: fetchFacts{WasCloned: true, Unwritten: true, LastWritten: now},
 			state: store.RepoOK, notBefore: 5 * time.Minute, write: true},
-		{name: "a change writes and may call for maintenance", f: fetchFacts{Rec: ok, WasCloned: true, LastWritten: now,
+		{name: "a change writes and may call for maintenance", rec: ok, f: fetchFacts{WasCloned: true, LastWritten: now,
 			Res: fetch.Result{Changed: true, Packs: 16}}, state: store.RepoOK, notBefore: 5 * time.Minute, write: true, maintain: true},
-		{name: "a success after failures clears them and writes", f: fetchFacts{Rec: failing, WasCloned: true, LastWritten: now},
+		{name: "a success after failures clears them and writes", rec: failing, f: fetchFacts{WasCloned: true, LastWritten: now},
 			state: store.RepoOK, notBefore: 5 * time.Minute, write: true},
-		{name: "a third failure is failing, retried on the cooldown", f: fetchFacts{Rec: failing, WasCloned: true, Err: fetch.Errorf(fetch.KindNetwork, "x")},
+		{name: "a third failure is failing, retried on the cooldown", rec: failing, f: fetchFacts{WasCloned: true, Err: fetch.Errorf(fetch.KindNetwork, "x")},
 			state: store.RepoFailing, fails: 3, notBefore: 24 * time.Hour, write: true, failed: true},
-		{name: "a first failure backs off by the base, no less than the minimum", f: fetchFacts{Rec: ok, WasCloned: true, Err: fetch.Errorf(fetch.KindTimeout, "x")},
+		{name: "a first failure backs off by the base, no less than the minimum", rec: ok, f: fetchFacts{WasCloned: true, Err: fetch.Errorf(fetch.KindTimeout, "x")},
 			state: store.RepoOK, fails: 1, notBefore: 5 * time.Minute, write: true, failed: true},
-		{name: "a clone failure is failing at once", f: fetchFacts{Rec: store.Repo{ID: "r", State: store.RepoCloning}, Err: fetch.Errorf(fetch.KindNetwork, "x")},
+		{name: "a clone failure is failing at once", rec: store.Repo{ID: "r", State: store.RepoCloning}, f: fetchFacts{Err: fetch.Errorf(fetch.KindNetwork, "x")},
 			state: store.RepoFailing, fails: 1, notBefore: 5 * time.Minute, write: true, failed: true},
-		{name: "not found is gone", f: fetchFacts{Rec: ok, WasCloned: true, Err: fetch.Errorf(fetch.KindNotFound, "x")},
+		{name: "not found is gone", rec: ok, f: fetchFacts{WasCloned: true, Err: fetch.Errorf(fetch.KindNotFound, "x")},
 			state: store.RepoGone, fails: 1, notBefore: 24 * time.Hour, write: true, failed: true},
-		{name: "Retry-After beyond the back-off wins", f: fetchFacts{Rec: ok, WasCloned: true, Err: retry},
+		{name: "Retry-After beyond the back-off wins", rec: ok, f: fetchFacts{WasCloned: true, Err: retry},
 			state: store.RepoOK, fails: 1, notBefore: 2 * time.Hour, write: true, failed: true},
-		{name: "corrupt calls for maintenance", f: fetchFacts{Rec: ok, WasCloned: true, Err: fetch.Errorf(fetch.KindCorrupt, "x")},
+		{name: "corrupt calls for maintenance", rec: ok, f: fetchFacts{WasCloned: true, Err: fetch.Errorf(fetch.KindCorrupt, "x")},
 			state: store.RepoOK, fails: 1, notBefore: 5 * time.Minute, write: true, failed: true, maintain: true},
-		{name: "busy records nothing and looks again soon", f: fetchFacts{Rec: ok, WasCloned: true, Err: fetch.Errorf(fetch.KindBusy, "x")},
+		{name: "busy records nothing and looks again soon", rec: ok, f: fetchFacts{WasCloned: true, Err: fetch.Errorf(fetch.KindBusy, "x")},
 			state: store.RepoOK, notBefore: 30 * time.Second},
-		{name: "disk full is no failure, written once", f: fetchFacts{Rec: ok, WasCloned: true, Err: fetch.Errorf(fetch.KindDiskFull, "x")},
+		{name: "disk full is no failure, written once", rec: ok, f: fetchFacts{WasCloned: true, Err: fetch.Errorf(fetch.KindDiskFull, "x")},
 			state: store.RepoOK, notBefore: 5 * time.Minute, write: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.f.Now, c.f.OldPrio = now, 10
-			o := fetchOutcome(&cfg, priority.DefaultPrior(), &c.f)
-			if o.Rec.State != c.state {
-				t.Errorf("state %q, want %q", o.Rec.State, c.state)
+			o := fetchOutcome(&cfg, priority.DefaultPrior(), &c.f, &c.rec)
+			if c.rec.State != c.state {
+				t.Errorf("state %q, want %q", c.rec.State, c.state)
 			}
-			if n := o.Rec.FetchFailCnt + o.Rec.CloneFailCnt; n != c.fails {
+			if n := c.rec.FetchFailCnt + c.rec.CloneFailCnt; n != c.fails {
 				t.Errorf("failures %d, want %d", n, c.fails)
 			}
 			if d := o.NotBefore.Sub(now); d != c.notBefore {
@@ -78,14 +79,14 @@ func TestFetchOutcome(t *testing.T) {
 			if o.Write != c.write || o.Failed != c.failed || o.Maintain != c.maintain {
 				t.Errorf("write %v failed %v maintain %v, want %v %v %v", o.Write, o.Failed, o.Maintain, c.write, c.failed, c.maintain)
 			}
-			if o.Rec.Priority != 11 {
-				t.Errorf("priority %v, want the policy's 11", o.Rec.Priority)
+			if c.rec.Priority != 11 {
+				t.Errorf("priority %v, want the policy's 11", c.rec.Priority)
 			}
 			if (c.f.Err == nil) != o.Polled {
 				t.Errorf("poll %v for err %v", o.Poll, c.f.Err)
 			}
-			if c.f.Err == nil && !o.Rec.LastSuccessAt.Equal(now) {
-				t.Errorf("last success %v, want now", o.Rec.LastSuccessAt)
+			if c.f.Err == nil && !c.rec.LastSuccessAt.Equal(now) {
+				t.Errorf("last success %v, want now", c.rec.LastSuccessAt)
 			}
 		})
 	}
@@ -93,7 +94,7 @@ func TestFetchOutcome(t *testing.T) {
 	full := fetch.Errorf(fetch.KindDiskFull, "x")
 	rec := ok
 	rec.LastError = full.Error()
-	if o := fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, Rec: rec, WasCloned: true, Err: full}); o.Write {
+	if o := fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, WasCloned: true, Err: full}, &rec); o.Write {
 		t.Error("disk full again wrote the record")
 	}
 }
@@ -104,18 +105,19 @@ func TestFetchOutcomeStretchesOnlyASuccessfulPoll(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ok := store.Repo{ID: "r", State: store.RepoOK, LastSuccessAt: now.Add(-time.Hour)}
 	// A hooked repo's step (old+1 by the policy) becomes HookStretch steps.
-	o := fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, Rec: ok, OldPrio: 10, WasCloned: true, Stretch: HookStretch})
-	if o.Rec.Priority != 10+HookStretch {
-		t.Errorf("stretched priority %v, want %v", o.Rec.Priority, 10+HookStretch)
+	rec := ok
+	fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, OldPrio: 10, WasCloned: true, Stretch: HookStretch}, &rec)
+	if rec.Priority != 10+HookStretch {
+		t.Errorf("stretched priority %v, want %v", rec.Priority, 10+HookStretch)
 	}
 	// The report carries the stretch, for a status that cannot ask the worker.
-	if got := reportOf(&o.Rec).PollStretch; got != HookStretch {
+	if got := reportOf(&rec).PollStretch; got != HookStretch {
 		t.Errorf("report's poll stretch %v, want %v", got, HookStretch)
 	}
 	// A failure keeps its own back-off priority, unstretched.
-	o = fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, Rec: o.Rec, OldPrio: 10, WasCloned: true, Stretch: HookStretch,
-		Err: fetch.Errorf(fetch.KindNetwork, "x")})
-	if o.Rec.Priority != 11 || reportOf(&o.Rec).PollStretch != 0 {
-		t.Errorf("a failed poll's priority %v and stretch %v, want the policy's 11 and none", o.Rec.Priority, reportOf(&o.Rec).PollStretch)
+	fetchOutcome(&cfg, priority.DefaultPrior(), &fetchFacts{Now: now, OldPrio: 10, WasCloned: true, Stretch: HookStretch,
+		Err: fetch.Errorf(fetch.KindNetwork, "x")}, &rec)
+	if rec.Priority != 11 || reportOf(&rec).PollStretch != 0 {
+		t.Errorf("a failed poll's priority %v and stretch %v, want the policy's 11 and none", rec.Priority, reportOf(&rec).PollStretch)
 	}
 }

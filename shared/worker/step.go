@@ -222,11 +222,11 @@ type Actions struct {
 // MemoryAsk is a fetch's memory reservation (membudget.Pool.Admit).
 type MemoryAsk struct{ Start, Base, PerObject int64 }
 
-// Learning is a poll the worker's change-rate scores learn from (priority.Scores.Add),
-// with the repo's stats before it.
+// Learning is a poll the worker's change-rate scores learn from
+// (priority.Scores.AddWith), with what the repo's stats showed before it.
 type Learning struct {
-	Stats priority.Stats
-	Poll  priority.Poll
+	Evidence priority.Evidence
+	Poll     priority.Poll
 }
 
 // QueueOp is what happens to a repo's place in the queue.
@@ -479,30 +479,30 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 		a.Found = r.Hook.Fetched(by, r.Answering == ByHook)
 		v.HookLoss.Count(a.Found)
 	}
-	o := fetchOutcome(cfg, v.Prior, &fetchFacts{Now: v.Now, Rec: r.Rec, OldPrio: r.Prio, WasCloned: r.Cloned,
-		Res: e.Res, Err: e.Err, Unwritten: r.Unwritten, LastWritten: r.LastWritten, Stretch: r.Stretch(v)})
+	before := r.Rec.Stats.Evidence() // what the poll's score reads, if it is scored
+	o := fetchOutcome(cfg, v.Prior, &fetchFacts{Now: v.Now, OldPrio: r.Prio, WasCloned: r.Cloned,
+		Res: e.Res, Err: e.Err, Unwritten: r.Unwritten, LastWritten: r.LastWritten, Stretch: r.Stretch(v)}, &r.Rec)
 	if o.Polled && !o.Poll.Prev.IsZero() && scored { // a first clone samples no interval
-		a.Learn, a.Learning = true, Learning{Stats: r.Rec.Stats, Poll: o.Poll}
+		a.Learn, a.Learning = true, Learning{Evidence: before, Poll: o.Poll}
 	}
 	a.Changed, a.Failed, a.Maintain, a.Corrupt, a.Packs = o.Changed, o.Failed, o.Maintain, o.Corrupt, o.Packs
 	if e.Err != nil && !busy {
 		a.Warn = e.Err
 	}
 	a.Write = o.Write
-	r.Rec = o.Rec
 	switch {
 	case busy:
 		// Nothing was fetched (another process holds the mirror's lock): what asked
 		// for the fetch is still to be answered, first in line once the lock may be free.
 		r.Pending = max(r.Pending, r.Answering)
-		a.Queue = Queueing{Op: QueueAt, Prio: o.Rec.Priority, NotBefore: o.NotBefore}
+		a.Queue = Queueing{Op: QueueAt, Prio: r.Rec.Priority, NotBefore: o.NotBefore}
 		if r.Pending != ByTurn {
 			a.Queue.Prio = v.Front
 		}
 	case r.Pending != ByTurn:
 		a.Queue = Queueing{Op: QueueFront} // asked for while it ran: fetch again, now
 	default:
-		a.Queue = Queueing{Op: QueueAt, Prio: o.Rec.Priority, NotBefore: o.NotBefore}
+		a.Queue = Queueing{Op: QueueAt, Prio: r.Rec.Priority, NotBefore: o.NotBefore}
 	}
 	// An asked-for fetch that writes nothing shows in the next heartbeat's checks: beat
 	// now, so the API shows the poll at once (one beat per ask, not per poll).
@@ -511,12 +511,11 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 	return a
 }
 
-// fetchFacts is what a fetch's outcome is decided from.
+// fetchFacts is what a fetch's outcome is decided from, besides the record.
 type fetchFacts struct {
 	Now       time.Time
-	Rec       store.Repo // the repo as the worker knew it before the fetch
-	OldPrio   float64    // the priority it was popped at
-	WasCloned bool       // a mirror existed before the fetch
+	OldPrio   float64 // the priority it was popped at
+	WasCloned bool    // a mirror existed before the fetch
 	Res       fetch.Result
 	Err       error
 	// Unwritten: an earlier report did not land, so this one is written whatever it
@@ -529,11 +528,10 @@ type fetchFacts struct {
 	Stretch float64
 }
 
-// outcome is what a fetch's result means for the repo.
+// outcome is what a fetch's result means for the repo, besides its record.
 type outcome struct {
-	Rec       store.Repo // the record after the fetch (Priority is the next turn's)
-	NotBefore time.Time  // the repo is not fetched again before this
-	Write     bool       // the record is worth a store write (invariant 6)
+	NotBefore time.Time // the repo is not fetched again before this
+	Write     bool      // the record is worth a store write (invariant 6)
 	// Poll is the successful poll the policy folded into the stats (Polled; not after a
 	// failure): the worker's change-rate scores learn from it too.
 	Poll     priority.Poll
@@ -545,16 +543,20 @@ type outcome struct {
 	Packs    int  // the pack count the fetch left, when it reported one
 }
 
-// fetchOutcome is the repo's new state after a fetch, failure counts and back-off, its
-// next priority and earliest poll, and whether the store hears of it.
-func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts) outcome {
+// fetchOutcome takes the repo's record rec, as the worker knew it before the fetch, to
+// its state after it: failure counts and back-off, its next priority (rec.Priority) and
+// earliest poll, and whether the store hears of it. The record is changed in place, and
+// the little read of it as it was is kept aside: copies of a record are a large share
+// of a poll's cost.
+func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts, rec *store.Repo) outcome {
 	now, ferr := f.Now, f.Err
 	kind := kindOf(ferr)
-	// The record is changed in the outcome itself, read as it was in f: copies of a
-	// record are a large share of a poll's cost.
-	prev := &f.Rec
-	o := outcome{Rec: f.Rec, Write: f.Unwritten, NotBefore: now.Add(max(cfg.MinInterval, 0))}
-	rec := &o.Rec
+	prev := struct {
+		LastSuccessAt, LastCommitAt time.Time
+		State                       store.RepoState
+		LastError                   string
+	}{rec.LastSuccessAt, rec.LastCommitAt, rec.State, rec.LastError}
+	o := outcome{Write: f.Unwritten, NotBefore: now.Add(max(cfg.MinInterval, 0))}
 	res := f.Res
 	switch {
 	case ferr == nil:
@@ -571,7 +573,7 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts) outcome {
 			}
 		}
 		o.Poll, o.Polled = poll, true
-		rec.Stats = fold(cfg.Policy, rec.Stats, poll, prior)
+		fold(cfg.Policy, &rec.Stats, poll, prior)
 		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
 		rec.LastFetchAt, rec.LastSuccessAt = now, now
 		if res.Changed {
@@ -687,9 +689,10 @@ func commitTimes(cs []fetch.Commit) []time.Time {
 // fold adds a poll to a repo's stats, with the belief the policy reads (priority.Fold)
 // or, for a policy that reads none, without it (priority.FoldEvidence): filtering a
 // belief nobody reads would be paid at every poll.
-func fold(p priority.Policy, s priority.Stats, poll priority.Poll, prior *priority.Prior) priority.Stats {
+func fold(p priority.Policy, s *priority.Stats, poll priority.Poll, prior *priority.Prior) {
 	if r, ok := p.(priority.BeliefReader); ok && r.ReadsBelief() {
-		return priority.Fold(s, poll, prior)
+		s.Fold(poll, prior)
+	} else {
+		s.FoldEvidence(poll, prior)
 	}
-	return priority.FoldEvidence(s, poll, prior)
 }
