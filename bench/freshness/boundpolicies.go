@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"slices"
 	"math/rand/v2"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
@@ -85,13 +86,15 @@ func share(missed func(int) float64, i int) float64 {
 // filtered is the drift bound run as a policy ("push times, cloned"): each repo's
 // belief is filtered forward under the true model (the population's prior, and that a
 // repo draws a new rate from it perMonth times a month) from the exact time of every
-// push, as driftBound does, up to each poll; it polls the repo at
-// f ∝ √(missed·E[λ | belief]). The beliefs' means (means) depend on the upstream alone,
-// so the runs at every budget and with every signal share them.
+// push, as driftBound does, up to each poll and through the pushes that poll fetches,
+// none after it; it polls the repo at f ∝ √(missed·E[λ | belief]). The beliefs at day 0
+// (from) depend on the upstream alone, so the runs at every budget and with every
+// signal share them; each run filters its own copy forward, to the times of its polls.
 type filtered struct {
 	up     Upstream
-	means  func() *filterMeans
+	from   func() *filterStart
 	missed func(i int) float64
+	f      *beliefFilter // this run's, from the start on first use
 }
 
 func (*filtered) name() string { return boundPolicy }
@@ -103,37 +106,14 @@ func (*filtered) start(int, *rand.Rand) float64 { return 0 }
 func (*filtered) cloneStep() float64 { return production{defaultPolicy()}.cloneStep() }
 
 func (s *filtered) next(i int, old float64, o seen) (float64, bool) {
-	r := s.means().at(i, o.now) * share(s.missed, i)
+	if s.f == nil {
+		s.f = s.from().filter()
+	}
+	r := s.f.mean(i, o.now) * share(s.missed, i)
 	if r <= 0 {
 		return 0, false
 	}
 	return old + 1/math.Sqrt(r), true
-}
-
-// filterMeans is every repo's expected rate under its filtered belief at each step of
-// filterStep days, up to end.
-type filterMeans struct {
-	steps int
-	mean  [][]float32
-}
-
-// newFilterMeans filters every repo of up to end (beliefFilter).
-func newFilterMeans(pop Population, up Upstream, perMonth, end float64, rng *rand.Rand) *filterMeans {
-	f := newBeliefFilter(pop, up, perMonth, rng)
-	m := &filterMeans{steps: int(math.Ceil(end/filterStep)) + 1, mean: make([][]float32, len(up))}
-	for i := range up {
-		m.mean[i] = make([]float32, m.steps)
-		for k := range m.steps {
-			m.mean[i][k] = float32(f.mean(i, float64(k)*filterStep))
-		}
-	}
-	return m
-}
-
-// at is repo i's expected rate at day: its belief's at the first step not before it.
-func (m *filterMeans) at(i int, day float64) float64 {
-	k := min(max(int(math.Ceil(day/filterStep)), 0), m.steps-1)
-	return float64(m.mean[i][k])
 }
 
 // filterGrid is the log-normal on a grid of filterRates rates, and the dormant point
@@ -143,22 +123,33 @@ const filterRates = 48
 // filterStep is the days per step of a filtered belief.
 const filterStep = 0.25
 
-// beliefFilter is every repo's belief under the true model of a drifting population,
-// filtered forward from day 0 from the exact time of every push (driftBound's filter):
-// the belief at day 0 from the counts a first clone's history shows (drawn at the repo's
-// first rate), then each step's decays, pushes and chance of drawing a new rate.
-type beliefFilter struct {
+// filterStart is the true model of a drifting population and every repo's belief at
+// day 0, from the counts a first clone's history shows (drawn at the repo's first
+// rate): where a beliefFilter starts.
+type filterStart struct {
 	up                  Upstream
 	rate, weight, decay [filterRates + 1]float64
-	rho                 float64
+	perDay, rho         float64 // the chance per day of drawing a new rate; per step
 	b                   [][filterRates + 1]float64
-	now                 []float64 // each belief's day
-	next                []int     // each repo's first push not filtered yet
+}
+
+// beliefFilter is every repo's belief under the true model of a drifting population,
+// filtered forward from day 0 from the exact time of every push (driftBound's filter):
+// each step's decays, pushes and chance of drawing a new rate.
+type beliefFilter struct {
+	*filterStart
+	b    [][filterRates + 1]float64
+	now  []float64 // each belief's day
+	next []int     // each repo's first push not filtered yet
 }
 
 func newBeliefFilter(pop Population, up Upstream, perMonth float64, rng *rand.Rand) *beliefFilter {
+	return newFilterStart(pop, up, perMonth, rng).filter()
+}
+
+func newFilterStart(pop Population, up Upstream, perMonth float64, rng *rand.Rand) *filterStart {
 	const k = filterRates
-	f := &beliefFilter{up: up, b: make([][k + 1]float64, len(up)), now: make([]float64, len(up)), next: make([]int, len(up))}
+	f := &filterStart{up: up, b: make([][k + 1]float64, len(up))}
 	r, wt := activeGrid(pop, k, 4)
 	copy(f.rate[:], r)
 	copy(f.weight[:], wt)
@@ -166,10 +157,10 @@ func newBeliefFilter(pop Population, up Upstream, perMonth float64, rng *rand.Ra
 	for j := range f.rate {
 		f.decay[j] = math.Exp(-f.rate[j] * filterStep)
 	}
-	f.rho = -math.Expm1(-perMonth / 30 * filterStep)
+	f.perDay = perMonth / 30
+	f.rho = -math.Expm1(-f.perDay * filterStep)
 	window := fetch.HistoryWindow.Hours() / 24
 	for i := range up {
-		// The belief at day 0, from the history a first clone lists.
 		b := &f.b[i]
 		n, t := 0, pop.Quiet[i]
 		if r := pop.Rates[i]; r > 0 {
@@ -201,35 +192,64 @@ func newBeliefFilter(pop Population, up Upstream, perMonth float64, rng *rand.Ra
 	return f
 }
 
-// advance filters repo i's belief to day.
+// filter is a filter at day 0, its beliefs a copy of the start's.
+func (s *filterStart) filter() *beliefFilter {
+	return &beliefFilter{filterStart: s, b: slices.Clone(s.b), now: make([]float64, len(s.up)), next: make([]int, len(s.up))}
+}
+
+// advance filters repo i's belief to day, through the pushes made by then: whole steps,
+// then what is left of one.
 func (f *beliefFilter) advance(i int, day float64) {
-	b, l := &f.b[i], f.up[i]
-	for ; f.now[i] < day; f.now[i] += filterStep {
+	l := f.up[i]
+	for f.now[i]+filterStep <= day {
 		pushes := 0
 		for f.next[i] < len(l.Pushes) && l.Pushes[f.next[i]].At < f.now[i]+filterStep {
 			pushes++
 			f.next[i]++
 		}
-		sum := 0.0
-		for j := range b {
-			b[j] *= f.decay[j]
-			if pushes > 0 {
-				b[j] *= math.Pow(f.rate[j], float64(pushes))
-			}
-			sum += b[j]
+		f.step(i, &f.decay, f.rho, pushes)
+		f.now[i] += filterStep
+	}
+	if f.now[i] >= day {
+		return
+	}
+	pushes := 0
+	for f.next[i] < len(l.Pushes) && l.Pushes[f.next[i]].At <= day {
+		pushes++
+		f.next[i]++
+	}
+	var decay [filterRates + 1]float64
+	for j, r := range f.rate {
+		decay[j] = math.Exp(-r * (day - f.now[i]))
+	}
+	f.step(i, &decay, -math.Expm1(-f.perDay*(day-f.now[i])), pushes)
+	f.now[i] = day
+}
+
+// step moves repo i's belief over one step: its decays, its pushes, then the chance rho
+// of drawing a new rate.
+func (f *beliefFilter) step(i int, decay *[filterRates + 1]float64, rho float64, pushes int) {
+	b := &f.b[i]
+	sum := 0.0
+	for j := range b {
+		b[j] *= decay[j]
+		if pushes > 0 {
+			b[j] *= math.Pow(f.rate[j], float64(pushes))
 		}
-		// Normalised, then a change draws from the weights.
-		keep := 1 - f.rho
-		if sum > 0 {
-			keep /= sum
-		}
-		for j := range b {
-			b[j] = keep*b[j] + f.rho*f.weight[j]
-		}
+		sum += b[j]
+	}
+	// Normalised, then a change draws from the weights.
+	keep := 1 - rho
+	if sum > 0 {
+		keep /= sum
+	}
+	for j := range b {
+		b[j] = keep*b[j] + rho*f.weight[j]
 	}
 }
 
-// mean is repo i's expected rate at day (not before its belief's day).
+// mean is repo i's expected rate at day (not before its belief's day), its pushes up to
+// day filtered.
 func (f *beliefFilter) mean(i int, day float64) float64 {
 	f.advance(i, day)
 	m := 0.0

@@ -210,19 +210,19 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 		}
 		return tables
 	}
-	filters := map[bool]func() *filterMeans{} // by population (realistic or not): shared by every budget and signal
+	filters := map[bool]func() *filterStart{} // by population (realistic or not): shared by every budget and signal
 	for _, real := range []bool{false, true} {
 		pop, up := sr.pop, sr.drifting
 		if real {
 			pop, up = sr.real, sr.realDrifting
 		}
-		filters[real] = sync.OnceValue(func() *filterMeans {
-			return newFilterMeans(pop, up, o.drift, end, rand.New(rand.NewPCG(seed, 0xf17)))
+		filters[real] = sync.OnceValue(func() *filterStart {
+			return newFilterStart(pop, up, o.drift, rand.New(rand.NewPCG(seed, 0xf17)))
 		})
 	}
 	boundOf := func(pop Population, up Upstream, drift, real bool, missed func(int) float64) func() scheduler {
 		if drift {
-			return func() scheduler { return &filtered{up: up, means: filters[real], missed: missed} }
+			return func() scheduler { return &filtered{up: up, from: filters[real], missed: missed} }
 		}
 		return func() scheduler { return &informed{up: up, tables: tablesOf(real), missed: missed} }
 	}
@@ -328,7 +328,7 @@ func (sr *seedRun) tasks(log *slog.Logger) []task {
 			for k, r := range rs {
 				log.Info("run", "seed", sr.seed, "section", section, "realistic", j.realistic, "drift", j.drift, "signal_fetches", r.SignalFetches, "window", cfg.Windows[k], "policy", r.Policy, "budget", r.Budget,
 					"lag_mean_h", round(r.LagMeanH), "lag_p99_h", round(r.LagP99H), "dormant_polls", round(r.DormantPolls),
-					"censored", r.Censored)
+					"censored", r.Censored, "signalling_lag_h", round(r.SignallingLagMeanH), "silent_lag_h", round(r.SilentLagMeanH))
 			}
 			sr.runs[j.k] = rs
 		}})

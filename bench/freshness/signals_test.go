@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"sync"
 	"testing"
 
@@ -440,8 +441,8 @@ func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
 	pop := NewPopulation(n, 3, targets)
 	cfg := runConfig{Budget: 0.5, End: 160, MinInterval: 5.0 / (24 * 60), Windows: []window{{100, 140}}}
 	up := pop.NewUpstream(3, cfg.End, 0.1, batch, targets)
-	means := sync.OnceValue(func() *filterMeans { return newFilterMeans(pop, up, 0.1, cfg.End, rand.New(rand.NewPCG(3, 7))) })
-	pol := &filtered{up: up, means: means}
+	start := sync.OnceValue(func() *filterStart { return newFilterStart(pop, up, 0.1, rand.New(rand.NewPCG(3, 7))) })
+	pol := &filtered{up: up, from: start}
 	r := run(pop, up, pol, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	w := cfg.Windows[0]
 	opt := func(b float64) (float64, float64) { return newOptimumAlloc(up, w, 0.5, nil).lag(b * n) }
@@ -456,7 +457,7 @@ func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
 	cfg.Deliveries = feed.deliveries(up, cfg.Covered, ownerLevel(cfg.Orgs, 3), cfg.End, rand.New(rand.NewPCG(3, 8)))
 	missed := feed.charge(up, cfg.Covered).missed
 	covPolls := 0
-	pol = &filtered{up: up, means: means, missed: missed}
+	pol = &filtered{up: up, from: start, missed: missed}
 	cov := &countingCovered{filtered: pol, covered: cfg.Covered, polls: &covPolls}
 	rf := run(pop, up, cov, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	if rf.Censored != 0 || rf.SignalFetches == 0 || rf.LagMeanH >= r.LagMeanH/2 {
@@ -467,23 +468,41 @@ func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
 	}
 }
 
-// TestTheFilteredBoundReadsItsFilterAtEachStep: the drift bound run as a policy reads
-// each repo's belief, filtered once for every budget and signal, as the filter has it at
-// the first step not before the poll; every belief stays a distribution, a repo that
-// wakes up is believed faster once its first push is filtered, and a run leaves the
-// shared beliefs as it found them.
-func TestTheFilteredBoundReadsItsFilterAtEachStep(t *testing.T) {
+// TestTheFilteredBoundKnowsNoPushAfterItsPoll: the drift bound run as a policy reads
+// each repo's belief filtered through the pushes made up to the poll, those it fetches,
+// and none after: what it believes at a day is what it would believe had the repo
+// never pushed again. Every belief stays a distribution, a repo that wakes up is
+// believed faster once its first push is filtered, and runs that share the beliefs at
+// day 0 leave them as they found them.
+func TestTheFilteredBoundKnowsNoPushAfterItsPoll(t *testing.T) {
 	const n, end = 400, 120.0
 	pop := NewPopulation(n, 4, targets)
 	up := pop.NewUpstream(4, end, 0.1, batch, targets)
-	m := newFilterMeans(pop, up, 0.1, end, rand.New(rand.NewPCG(4, 9)))
-	f := newBeliefFilter(pop, up, 0.1, rand.New(rand.NewPCG(4, 9))) // the same history draws
+	start := newFilterStart(pop, up, 0.1, rand.New(rand.NewPCG(4, 9)))
+	day0 := slices.Clone(start.b)
+	f := start.filter()
 	rng := rand.New(rand.NewPCG(4, 10))
-	for day := 0.0; day < end+5; day += rng.Float64() * 3 {
+	checked := 0
+	var days []float64
+	for day := 0.0; day < end; day += rng.Float64() * 3 {
+		days = append(days, day)
+		// The upstream as it stands at day: every push after it undone.
+		past := make(Upstream, len(up))
+		for i, l := range up {
+			past[i] = l
+			past[i].Pushes = l.Pushes[:sort.Search(len(l.Pushes), func(k int) bool { return l.Pushes[k].At > day })]
+		}
+		then := *start
+		then.up = past
+		g := then.filter()
 		for i := range up {
-			want := f.mean(i, min(day, end)) // the filter steps to the first step not before day
-			if got := m.at(i, day); got != float64(float32(want)) {
-				t.Fatalf("repo %d at day %.3f: means %g, filter %g", i, day, got, want)
+			got := f.mean(i, day)
+			want := 0.0
+			for _, d := range days { // the same steps
+				want = g.mean(i, d)
+			}
+			if got != want {
+				t.Fatalf("repo %d at day %.3f: believes %g, %g from the pushes made by then", i, day, got, want)
 			}
 			sum := 0.0
 			for _, w := range f.b[i] {
@@ -492,7 +511,11 @@ func TestTheFilteredBoundReadsItsFilterAtEachStep(t *testing.T) {
 			if math.Abs(sum-1) > 1e-9 {
 				t.Fatalf("repo %d at day %.3f: belief sums to %g", i, day, sum)
 			}
+			checked++
 		}
+	}
+	if checked == 0 {
+		t.Fatal("nothing checked")
 	}
 	woke := 0
 	for i, l := range up {
@@ -502,11 +525,12 @@ func TestTheFilteredBoundReadsItsFilterAtEachStep(t *testing.T) {
 			}
 			// The first push after it woke, if it came before the next change.
 			p := slices.IndexFunc(l.Pushes, func(p Push) bool { return p.At >= r.From })
-			if p < 0 || (k+2 < len(l.Regimes) && l.Pushes[p].At >= l.Regimes[k+2].From) || l.Pushes[p].At+2*filterStep > end {
+			if p < 0 || (k+2 < len(l.Regimes) && l.Pushes[p].At >= l.Regimes[k+2].From) || l.Pushes[p].At > end {
 				continue
 			}
-			before, after := m.at(i, r.From-filterStep), m.at(i, l.Pushes[p].At+filterStep)
-			if !(after > 2*before) {
+			f := start.filter()
+			before := f.mean(i, r.From-filterStep)
+			if after := f.mean(i, l.Pushes[p].At); !(after > 2*before) {
 				t.Errorf("repo %d woke at day %.1f, pushed at %.2f: believed %.2g before, %.2g after", i, r.From, l.Pushes[p].At, before, after)
 			}
 			woke++
@@ -515,15 +539,18 @@ func TestTheFilteredBoundReadsItsFilterAtEachStep(t *testing.T) {
 	if woke == 0 {
 		t.Fatal("no repo woke up")
 	}
-	// Two runs sharing the beliefs give what a run on beliefs of its own gives.
+	// Two runs sharing the beliefs at day 0 give what a run on beliefs of its own gives.
 	cfg := runConfig{Budget: 0.5, End: end, MinInterval: 5.0 / (24 * 60), Windows: []window{{60, 100}}}
-	shared := func() *filterMeans { return m }
-	first := run(pop, up, &filtered{up: up, means: shared}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
-	again := run(pop, up, &filtered{up: up, means: shared}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
-	own := func() *filterMeans { return newFilterMeans(pop, up, 0.1, end, rand.New(rand.NewPCG(4, 9))) }
-	alone := run(pop, up, &filtered{up: up, means: sync.OnceValue(own)}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	shared := func() *filterStart { return start }
+	first := run(pop, up, &filtered{up: up, from: shared}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	again := run(pop, up, &filtered{up: up, from: shared}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
+	own := func() *filterStart { return newFilterStart(pop, up, 0.1, rand.New(rand.NewPCG(4, 9))) }
+	alone := run(pop, up, &filtered{up: up, from: sync.OnceValue(own)}, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	if first.Commits == 0 || first != again || first != alone {
 		t.Fatalf("runs on shared beliefs %+v and %+v, on their own %+v", first, again, alone)
+	}
+	if !slices.Equal(start.b, day0) {
+		t.Fatal("a run changed the shared beliefs at day 0")
 	}
 }
 
