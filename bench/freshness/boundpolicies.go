@@ -2,8 +2,8 @@ package main
 
 import (
 	"math"
-	"slices"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/mirrorfleet/mirrorfleet/shared/fetch"
 )
