@@ -215,7 +215,7 @@ type Memo struct {
 	stay      belief
 }
 
-// likelihoods are the likelihoods of s, from m when it holds them. Those of the
+// likelihoods are the likelihoods of evidence e, from m when it holds them. Those of the
 // evidence before the window change only when a window settles: a poll that only adds to
 // the window computes the window's alone.
 func (m *Memo) likelihoods(e evidence) *likelihoods {
