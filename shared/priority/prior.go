@@ -416,7 +416,7 @@ func (sc *Scores) AddWith(prior *Prior, e Evidence, p Poll, m *Memo) {
 	if days <= 0 {
 		return
 	}
-	var scratch view
+	scratch := view{candidates: true}
 	v := prior.view(e.e, m, &scratch)
 	var stay belief // the chance of no push over the poll's interval, at each rate
 	quietFor(days, &stay)

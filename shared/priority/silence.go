@@ -282,8 +282,9 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 	// Every hazard's totals step by step: the hazards innermost, so that their chains of
 	// products and sums, independent of one another, overlap.
 	hs := p.viewHazardsPerDay()
+	nh := v.hazards()
 	var rho0, keep0 [viewHazards]float64
-	for h, hz := range hs {
+	for h, hz := range hs[:nh] {
 		rho0[h] = -math.Expm1(-hz * s.step0)
 		keep0[h] = 1 - rho0[h]
 	}
@@ -298,7 +299,7 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 			rho, stays = &t.rhoByStep[j], &t.keepByStep[j]
 		}
 		omega := &t.omega[j]
-		for h := range viewHazards {
+		for h := range nh {
 			// c[m]: what step m's change weighs after step j.
 			inject := rho[h] * total[h]
 			st := stays[h]

@@ -13,6 +13,9 @@ import (
 // a few dot products. It gives the posteriors walk and judge give, up to rounding.
 type view struct {
 	kind viewKind
+	// candidates: only Scores' candidate hazards are computed, not the prior's own (a
+	// score reads those alone).
+	candidates bool
 	// viewStay: the belief before a silence walked for no time.
 	// viewPushes: the beliefs if the repo stayed and if it changed at the window's start,
 	// and the chance of a change at each hazard.
@@ -59,7 +62,8 @@ func (p *Prior) viewOfWeighed(l *likelihoods, w *weighed, v *view) {
 		v.kind = viewPushes
 		v.stay, v.win = w.stay, w.win
 		against := math.Exp(w.mStay - w.mOld - w.mWin)
-		for h, hz := range p.viewHazardsPerDay() {
+		hs := p.viewHazardsPerDay()
+		for h, hz := range hs[:v.hazards()] {
 			v.changed[h] = changeOdds(w, hz, against)
 		}
 	case w.winT <= 0:
@@ -69,6 +73,14 @@ func (p *Prior) viewOfWeighed(l *likelihoods, w *weighed, v *view) {
 		v.kind = viewSilence
 		p.walkAll(w.stay, &l.walk, v)
 	}
+}
+
+// hazards is how many of the view's hazards are computed, from the first.
+func (v *view) hazards() int {
+	if v.candidates {
+		return len(hazards)
+	}
+	return viewHazards
 }
 
 // viewHazardsPerDay are the hazards of a view, per day.
