@@ -11,8 +11,14 @@ import (
 // Queue is the fetch schedule of one worker: a min-priority queue of the repos
 // it owns, plus a holding heap of repos that may not be fetched before a given time
 // (per-repo minimum interval, back-off, Retry-After). It is not safe for concurrent use.
+//
+// A repo pushed with a time it may not be fetched before goes to the queue like any
+// other, and is held only if it comes to the front before that time: nearly every poll
+// requeues its repo past the minimum interval, and its turn comes much later, so a
+// queue that held each one until then would move every repo through the holding heaps
+// and back at every poll.
 type Queue struct {
-	ready   qheap    // eligible repos, by priority
+	ready   qheap    // repos by priority: the front one is eligible (after hold)
 	waiting waitHeap // held repos, by the time they become eligible (few: a plain heap)
 	held    qheap    // the waiting repos again, by priority: Min must not put a repo behind them
 	items   map[string]*qitem
@@ -121,13 +127,8 @@ func (q *Queue) push(id string, priority float64, notBefore time.Time, seq int64
 		q.fronts++
 	}
 	q.items[id] = it
-	if notBefore.IsZero() {
-		it.inReady = true
-		q.ready.push(it)
-	} else {
-		heap.Push(&q.waiting, it)
-		q.held.push(it)
-	}
+	it.inReady = true
+	q.ready.push(it)
 }
 
 // Remove drops id; it reports whether id was queued.
@@ -177,7 +178,7 @@ func (q *Queue) Ahead(id string) (n int, notBefore time.Time, ok bool) {
 
 // Peek returns the repo Pop would return at now, leaving it queued.
 func (q *Queue) Peek(now time.Time) (id string, priority float64, ok bool) {
-	q.release(now)
+	q.settle(now)
 	if len(q.ready.e) == 0 {
 		return "", 0, false
 	}
@@ -186,7 +187,7 @@ func (q *Queue) Peek(now time.Time) (id string, priority float64, ok bool) {
 
 // Pop removes and returns the repo with the smallest priority among those eligible at now.
 func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
-	q.release(now)
+	q.settle(now)
 	if len(q.ready.e) == 0 {
 		return "", 0, false
 	}
@@ -201,19 +202,29 @@ func (q *Queue) Pop(now time.Time) (id string, priority float64, ok bool) {
 	return id, priority, true
 }
 
-// release makes the held repos eligible at now ready.
-func (q *Queue) release(now time.Time) {
+// settle readies the queue for now: the held repos eligible at now go back to the
+// queue, then the front is held while it is not eligible. The front is then the
+// eligible repo of the smallest priority: every eligible repo is in the queue, and
+// none before it.
+func (q *Queue) settle(now time.Time) {
 	for len(q.waiting) > 0 && !q.waiting[0].notBefore.After(now) {
 		it := heap.Pop(&q.waiting).(*qitem)
 		q.held.remove(it.pos[posHeld])
 		it.inReady = true
 		q.ready.push(it)
 	}
+	for len(q.ready.e) > 0 && q.ready.e[0].it.notBefore.After(now) {
+		it := q.ready.remove(0)
+		it.inReady = false
+		heap.Push(&q.waiting, it)
+		q.held.push(it)
+	}
 }
 
-// NextEligible is when the earliest held repo becomes eligible (zero if one is ready now
-// or the queue is empty; ok=false when nothing is queued).
-func (q *Queue) NextEligible() (time.Time, bool) {
+// NextEligible is when the earliest held repo becomes eligible after now (zero if one
+// is eligible at now or the queue is empty; ok=false when nothing is queued).
+func (q *Queue) NextEligible(now time.Time) (time.Time, bool) {
+	q.settle(now)
 	if len(q.ready.e) > 0 {
 		return time.Time{}, true
 	}

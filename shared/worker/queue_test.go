@@ -28,11 +28,49 @@ func TestQueuePopsSmallestEligiblePriority(t *testing.T) {
 	if want := "c d a"; strings.Join(got, " ") != want {
 		t.Fatalf("pop order %q, want %q", strings.Join(got, " "), want)
 	}
-	if at, ok := q.NextEligible(); !ok || !at.Equal(q0.Add(time.Minute)) {
+	if at, ok := q.NextEligible(q0); !ok || !at.Equal(q0.Add(time.Minute)) {
 		t.Fatalf("next eligible %v %v", at, ok)
 	}
 	if id, _, ok := q.Pop(q0.Add(time.Minute)); !ok || id != "b" {
 		t.Fatalf("held repo not released: %q %v", id, ok)
+	}
+}
+
+// A repo pushed with a hold waits only if it comes to the front before its time: one
+// whose time has passed by its turn is served in its place, and one that reaches the
+// front early lets the eligible repos behind it go first, and is counted by Min and
+// NextEligible while it waits.
+func TestQueueHoldsOnlyARepoAtTheFrontBeforeItsTime(t *testing.T) {
+	q := NewQueue()
+	q.Push("late", 2, q0.Add(time.Hour)) // its time passes before its turn
+	q.Push("early", 1, q0.Add(time.Hour))
+	q.Push("x", 3, time.Time{})
+	q.Push("y", 4, time.Time{})
+	if at, ok := q.NextEligible(q0); !ok || !at.IsZero() {
+		t.Fatalf("with x eligible behind a held front: next eligible %v %v", at, ok)
+	}
+	if id, _, ok := q.Pop(q0); !ok || id != "x" {
+		t.Fatalf("first pop %q %v, want x (early and late held)", id, ok)
+	}
+	if m := q.Min(); m != 1 {
+		t.Fatalf("Min %v, want the held repo's 1", m)
+	}
+	if id, _, _ := q.Pop(q0); id != "y" {
+		t.Fatalf("second pop %q, want y", id)
+	}
+	if at, ok := q.NextEligible(q0); !ok || !at.Equal(q0.Add(time.Hour)) {
+		t.Fatalf("only held repos left: next eligible %v %v", at, ok)
+	}
+	var got []string
+	for {
+		id, _, ok := q.Pop(q0.Add(2 * time.Hour))
+		if !ok {
+			break
+		}
+		got = append(got, id)
+	}
+	if strings.Join(got, " ") != "early late" || q.Len() != 0 {
+		t.Fatalf("after their time: %v, %d left", got, q.Len())
 	}
 }
 

@@ -109,7 +109,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // paused host opens, at most one second so rate-limit tokens and pokes are picked up.
 func (w *Worker) idleWait() time.Duration {
 	w.mu.Lock()
-	at, ok := w.queue.NextEligible()
+	at, ok := w.queue.NextEligible(w.clock.Now())
 	if open, parked := w.hosts.nextOpen(); parked && (!ok || !at.IsZero() && open.Before(at)) {
 		at, ok = open, true // a paused host opens sooner than any held repo is due
 	}
