@@ -116,8 +116,8 @@ func (s *filtered) next(i int, old float64, o seen) (float64, bool) {
 	return old + 1/math.Sqrt(r), true
 }
 
-// filterGrid is the log-normal on a grid of filterRates rates, and the dormant point
-// (index filterRates).
+// filterRates is how many rates of the log-normal a filtered belief holds; the dormant
+// point follows them (index filterRates).
 const filterRates = 48
 
 // filterStep is the days per step of a filtered belief.

@@ -491,13 +491,14 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 	// fit would cost it kilobytes per repo.
 	type item struct {
 		s *Stats
+		e evidence // s's, read once
 		m *Memo
 	}
 	var items []item
 	for i := range stats {
 		s := &stats[i]
 		if e := evidenceOf(s); e.oldT+e.winT > 0 {
-			it := item{s: s}
+			it := item{s: s, e: e}
 			if memos != nil {
 				it.m = memos[i]
 			}
@@ -541,9 +542,9 @@ func FitWith(stats []Stats, memos []*Memo, base *Prior, now time.Time, sc *Score
 			} else {
 				l := &scratch
 				if it.m != nil {
-					l = it.m.likelihoods(evidenceOf(it.s))
+					l = it.m.likelihoods(it.e)
 				} else {
-					likelihoodsOf(evidenceOf(it.s), l)
+					likelihoodsOf(it.e, l)
 				}
 				out.weigh(l, &w)
 				b, _ = out.judge(l, &w, out.Hazard)

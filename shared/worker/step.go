@@ -479,7 +479,10 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 		a.Found = r.Hook.Fetched(by, r.Answering == ByHook)
 		v.HookLoss.Count(a.Found)
 	}
-	before := r.Rec.Stats.Evidence() // what the poll's score reads, if it is scored
+	var before priority.Evidence // what the poll's score reads, read before the fold
+	if scored {
+		before = r.Rec.Stats.Evidence()
+	}
 	o := fetchOutcome(cfg, v.Prior, &fetchFacts{Now: v.Now, OldPrio: r.Prio, WasCloned: r.Cloned,
 		Res: e.Res, Err: e.Err, Unwritten: r.Unwritten, LastWritten: r.LastWritten, Stretch: r.Stretch(v)}, &r.Rec)
 	if o.Polled && !o.Poll.Prev.IsZero() && scored { // a first clone samples no interval
