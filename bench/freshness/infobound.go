@@ -112,13 +112,24 @@ func learnTable(draw func(seed uint64) Upstream, evalSeed uint64, day float64) *
 }
 
 // estimate is E[λ | e]: the fine bin's mean, shrunk by shrink pseudo-counts toward the
-// coarse bin's, itself shrunk toward the population's mean.
+// coarse bin's, itself shrunk toward the repo's own rate (own). The draws leave the
+// bins of the busiest repos thin or empty (a repo pushing ten times a day is one in tens
+// of thousands), and there the bins say little: shrunk toward the population's mean, a
+// repo whose history shows thousands of pushes was estimated at that mean, a thousandth
+// of its rate, and polled as rarely as a typical repo.
 func (t *rateTable) estimate(e evidence) float64 {
 	const shrink = 5
 	c := t.coarse[e.key(false)]
-	ec := (c.sum + shrink*t.mean) / (c.n + shrink)
+	ec := (c.sum + shrink*t.own(e)) / (c.n + shrink)
 	f := t.fine[e.key(true)]
 	return (f.sum + shrink*ec) / (f.n + shrink)
+}
+
+// own is the repo's own rate: the mean of its posterior under an exponential prior of
+// the population's mean rate, from its pushes over the days they span. Never 0, so that
+// no repo goes unpolled for want of a bin.
+func (t *rateTable) own(e evidence) float64 {
+	return (float64(e.pushes) + 1) / (max(e.span, 0) + 1/t.mean)
 }
 
 // infoBound is the bound at day for the upstream up (the draw of the population the

@@ -568,3 +568,34 @@ func (c *countingCovered) next(i int, old float64, o seen) (float64, bool) {
 	}
 	return p, ok
 }
+
+// TestTheTableKnowsTheBusiestRepos: a repo busier than any the table's draws hold falls
+// in an empty bin, and is estimated from its own pushes, not at the population's mean.
+func TestTheTableKnowsTheBusiestRepos(t *testing.T) {
+	const n, day = 2000, 60.0
+	draw := func(s uint64) Upstream { return NewPopulation(n, s, targets).NewUpstream(s, day+1, 0, batch, targets) }
+	table := learnTable(draw, 1, day)
+	busy := evidence{pushes: 4000, span: 400, quiet: 0.05} // ten pushes a day
+	if c := table.coarse[busy.key(false)]; c.n != 0 {
+		t.Fatalf("the busy repo's bin holds %v draws: not the case tested", c.n)
+	}
+	if got := table.estimate(busy); got < 5 || got > 20 {
+		t.Errorf("a repo with %d pushes over %.0f days estimated at %.4f a day (population mean %.4f)",
+			busy.pushes, busy.span, got, table.mean)
+	}
+	// A bin the draws fill is theirs: the repo's own rate moves it little. The commonest
+	// bin of a fresh draw's repos is estimated within 1% of its mean shrunk toward the
+	// population's.
+	var common evidence
+	most := 0.0
+	for _, l := range draw(99) {
+		if e := evidenceAt(l, day); table.coarse[e.key(false)].n > most {
+			common, most = e, table.coarse[e.key(false)].n
+		}
+	}
+	c, f := table.coarse[common.key(false)], table.fine[common.key(true)]
+	toMean := (f.sum + 5*(c.sum+5*table.mean)/(c.n+5)) / (f.n + 5)
+	if got := table.estimate(common); math.Abs(got-toMean) > 0.01*toMean {
+		t.Errorf("%+v (a bin of %.0f draws) estimated at %.5f, %.5f shrunk toward the mean", common, most, got, toMean)
+	}
+}
