@@ -263,7 +263,7 @@ func (s *Stack) dashboard() {
 			graph("Staleness (s)", m("StalenessP50", "Maximum"), m("StalenessP99", "Maximum"), m("StalenessMax", "Maximum")),
 		},
 		{
-			graph("Fetches: successes / failures / polls (the budget's)", m("FetchSuccesses", "Sum"), m("FetchFailures", "Sum"), m("Polls", "Sum")),
+			graph("Fetches: successes / failures / polls (the budget's) / polls that found a change", m("FetchSuccesses", "Sum"), m("FetchFailures", "Sum"), m("Polls", "Sum"), m("PollsFound", "Sum")),
 			graph("Fetch duration (s)", m("FetchDuration", "Average"), m("FetchDuration", "p99")),
 			graph("Bytes fetched / queue depth", m("BytesFetched", "Sum"), m("QueueDepth", "Maximum")),
 		},

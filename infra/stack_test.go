@@ -1114,7 +1114,7 @@ func TestAlarmEmailRequired(t *testing.T) {
 func TestDashboard(t *testing.T) {
 	b := js(resourcesOf("AWS::CloudWatch::Dashboard"))
 	names := []string{"Ticks", "TickDuration", "LeaderTerm", "ReposMoved", "WorkersByState", "ReposByState",
-		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "Polls", "FetchDuration", "BytesFetched", "QueueDepth",
+		"StalenessP50", "StalenessP99", "StalenessMax", "FetchSuccesses", "FetchFailures", "Polls", "PollsFound", "FetchDuration", "BytesFetched", "QueueDepth",
 		"Errors", "Throttles", "ConsumedWriteCapacityUnits", "StorageBytes", "MeteredIOBytes",
 		"CPUUtilization", "MemoryUtilization", "RequestCount", "HTTPCode_Target_5XX_Count", "HealthyHostCount"}
 	names = append(append(append(append(append(append(names, servingMetrics...), maintenanceMetrics...), eventMetrics...), memoryMetrics...), hookMetrics...), gitMetrics...)

@@ -46,6 +46,8 @@ func eventsOf(name string, series int, ev metricEvents) (perSeries []float64, ok
 		return each(ev.Changes), true
 	case metrics.Polls:
 		return each(ev.Polls), true
+	case metrics.PollsFound:
+		return each(ev.Changes), true // at most every change
 	case metrics.HookPushesAnnounced:
 		return each(ev.Changes), true // at most every change, when every repo sends hooks
 	case metrics.HookPushesLost, metrics.HookPushesOutside, metrics.FeedsUncovered:

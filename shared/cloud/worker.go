@@ -391,7 +391,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	wcfg := worker.Config{ID: cfg.WorkerID, Fetchers: cfg.Fetchers, Heartbeat: cfg.Heartbeat, Memory: pool,
-		MinInterval: cfg.MinInterval, PollBudget: cfg.PollBudget, Polled: meter.Polls(emf), Drain: cfg.Drain, Policy: prio,
+		MinInterval: cfg.MinInterval, PollBudget: cfg.PollBudget, Polled: meter.Polls(emf), PollFound: meter.PollsFound(emf), Drain: cfg.Drain, Policy: prio,
 		MaintainEvery: cfg.MaintainEvery, MaintainPacks: cfg.MaintainPacks, ScrubEvery: cfg.ScrubEvery, ScrubChangedOnly: cfg.ScrubChanged,
 		HostConcurrency: cfg.HostConcurrency, HostRate: cfg.HostRate, HostPause: cfg.HostPause, HookFound: meter.Hooks(emf)}
 	if feedRunner != nil {

@@ -460,7 +460,7 @@ func (f *Fleet) startWorker(ctx context.Context, id string) {
 	disk := &mirror.Disk{Path: MirrorsDir(f.cfg.Data)}
 	rw := &runningWorker{cancel: cancel, done: make(chan struct{}), started: time.Now()}
 	rw.w = worker.New(worker.Config{ID: id, Fetchers: f.cfg.Fetchers, Heartbeat: f.cfg.Heartbeat, MinInterval: f.cfg.MinInterval,
-		PollBudget: f.cfg.PollBudget, Polled: meter.Polls(f.Metrics),
+		PollBudget: f.cfg.PollBudget, Polled: meter.Polls(f.Metrics), PollFound: meter.PollsFound(f.Metrics),
 		Policy: f.prio, HostConcurrency: f.cfg.HostConcurrency, HostRate: f.cfg.HostRate, HostPause: f.cfg.HostPause,
 		Memory: f.memory, MaintainEvery: f.cfg.MaintainEvery, ScrubEvery: f.cfg.ScrubEvery, FeedCovered: f.feedCovered,
 		HookFound: meter.Hooks(f.Metrics)},

@@ -62,6 +62,12 @@ func Polls(sink Sink) func(host string) {
 	return func(host string) { _ = sink.Record(metrics.Poll(host)) }
 }
 
+// PollsFound returns the worker's PollFound callback reporting to sink (the polls that
+// found something new, by upstream host).
+func PollsFound(sink Sink) func(host string) {
+	return func(host string) { _ = sink.Record(metrics.PollFound(host)) }
+}
+
 // Hooks returns the worker's HookFound callback reporting to sink (the hook metrics).
 func Hooks(sink Sink) func(host string, f worker.HookFind) {
 	names := map[worker.HookFind]string{worker.HookAnnounced: metrics.HookPushesAnnounced,

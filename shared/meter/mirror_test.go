@@ -84,13 +84,15 @@ func TestMirrorReportsMaintenance(t *testing.T) {
 	}
 }
 
-// The worker's polls become the polls counter, by host.
+// The worker's polls become the polls counter, and those that found something new the
+// polls-found counter, by host.
 func TestPollsReportedByHost(t *testing.T) {
 	s := &sink{}
-	polled := Polls(s)
+	polled, found := Polls(s), PollsFound(s)
 	polled("github.com")
 	polled("gitlab.com")
-	want := []metrics.Sample{metrics.Poll("github.com"), metrics.Poll("gitlab.com")}
+	found("gitlab.com")
+	want := []metrics.Sample{metrics.Poll("github.com"), metrics.Poll("gitlab.com"), metrics.PollFound("gitlab.com")}
 	if !reflect.DeepEqual(s.samples, want) {
 		t.Errorf("samples %+v, want %+v", s.samples, want)
 	}

@@ -84,7 +84,8 @@ const (
 	EventsDropped   = "EventsDropped"   // counter per Sink: events a sink gave up on (queue full, retries spent, a lagging stream)
 	// Polls (fetches the poll budget counts: not first clones, nor fetches a hook, a feed
 	// or a sync asked for), by upstream host: the load the fleet puts on each forge.
-	Polls = "Polls" // counter
+	Polls      = "Polls"      // counter
+	PollsFound = "PollsFound" // counter: those polls that found something new
 	// Incoming push webhooks, as the fetches of hooked repos found them (worker.HookFind).
 	HookPushesAnnounced = "HookPushesAnnounced" // counter: fetches a hook asked for that brought pushes
 	HookPushesLost      = "HookPushesLost"      // counter: pushes of a hooked repo a poll found first
@@ -206,6 +207,7 @@ var defs = []Def{
 	{Name: EventsRetried, Kind: Counter, Unit: UnitCount, Props: []string{DimSink}, Help: "Event deliveries that failed and are tried again, by sink.", Sparse: true},
 	{Name: EventsDropped, Kind: Counter, Unit: UnitCount, Props: []string{DimSink}, Help: "Events a sink gave up on (queue full, retries spent, a stream too far behind), by sink.", Sparse: true},
 	{Name: Polls, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Polls started (the poll budget's: not first clones, nor fetches a hook, a feed or a sync asked for), by upstream host.", Sparse: true},
+	{Name: PollsFound, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Polls the budget counts that found something new, by upstream host: over Polls, the share of polls that find a change; beside HookPushesAnnounced, how many of a host's pushes reach the fleet without a hook.", Sparse: true},
 	{Name: HookPushesAnnounced, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Fetches of hooked repos a push webhook asked for that brought pushes, by host.", Sparse: true},
 	{Name: HookPushesLost, Kind: Counter, Unit: UnitCount, Props: []string{DimHost}, Help: "Pushes of repos with webhooks that a poll found before any hook asked (a lost or late hook), by host.", Sparse: true},
 	{Name: FeedsUncovered, Kind: Counter, Unit: UnitCount, Help: "Times a forge's change feed failed its probes in a row and stopped counting as coverage (its repos polled as usual until it answers again).", Sparse: true},
@@ -418,6 +420,11 @@ func EventPublished() Sample { return Sample{Name: EventsPublished, Value: 1} }
 // Poll counts one poll of a repo on host.
 func Poll(host string) Sample {
 	return Sample{Name: Polls, Value: 1, Dims: map[string]string{DimHost: host}}
+}
+
+// PollFound counts one poll of a repo on host that found something new.
+func PollFound(host string) Sample {
+	return Sample{Name: PollsFound, Value: 1, Dims: map[string]string{DimHost: host}}
 }
 
 // HookPush counts one fetch of a hooked repo of host that brought pushes: name is

@@ -61,6 +61,7 @@ func TestNames(t *testing.T) {
 		EventsDropped:   "mirrorfleet_events_dropped_total",
 		// incoming push webhooks
 		Polls:               "mirrorfleet_polls_total",
+		PollsFound:          "mirrorfleet_polls_found_total",
 		HookPushesAnnounced: "mirrorfleet_hook_pushes_announced_total",
 		HookPushesLost:      "mirrorfleet_hook_pushes_lost_total",
 		HookPushesOutside:   "mirrorfleet_hook_pushes_outside_total",

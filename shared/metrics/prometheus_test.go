@@ -101,7 +101,7 @@ func TestPrometheusScrape(t *testing.T) {
 	rec(HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesAnnounced), HookPush("github.com", HookPushesLost))
 	rec(HookPush("gitlab.com", HookPushesLost), HookPush("gitlab.com", HookPushesOutside))
 	rec(FeedUncovered())
-	rec(Poll("github.com"), Poll("github.com"), Poll("gitlab.com"))
+	rec(Poll("github.com"), Poll("github.com"), Poll("gitlab.com"), PollFound("github.com"))
 	rec(GitProcess("upload-pack", false, 1500*time.Millisecond)...)
 	rec(GitProcess("upload-pack", true, 500*time.Millisecond)...)
 	rec(GitProcess("repack", false, 0)...)
@@ -123,6 +123,7 @@ func TestPrometheusScrape(t *testing.T) {
 		{"mirrorfleet_events_dropped_total", map[string]string{"sink": "sse"}, 1},
 		{"mirrorfleet_polls_total", map[string]string{"host": "github.com"}, 2},
 		{"mirrorfleet_polls_total", map[string]string{"host": "gitlab.com"}, 1},
+		{"mirrorfleet_polls_found_total", map[string]string{"host": "github.com"}, 1},
 		{"mirrorfleet_hook_pushes_announced_total", map[string]string{"host": "github.com"}, 2},
 		{"mirrorfleet_hook_pushes_lost_total", map[string]string{"host": "github.com"}, 1},
 		{"mirrorfleet_hook_pushes_lost_total", map[string]string{"host": "gitlab.com"}, 1},

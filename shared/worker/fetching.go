@@ -202,6 +202,9 @@ func (w *Worker) step(ctx context.Context, j Job, e Event) Actions {
 	if a.Found != NoHookFind && w.cfg.HookFound != nil {
 		w.cfg.HookFound(host, a.Found)
 	}
+	if a.PollFound && w.cfg.PollFound != nil {
+		w.cfg.PollFound(host)
+	}
 	if a.Maintain {
 		w.pokeMaintenance()
 	}

@@ -106,6 +106,9 @@ type Config struct {
 	// Polled, if set, is told the host of each poll the budget counts (the polls
 	// metric); it is called outside the worker's lock and must not block.
 	Polled func(host string)
+	// PollFound, if set, is told the host of each of those polls that found something
+	// new (the polls-found metric), likewise outside the lock.
+	PollFound func(host string)
 	// Per upstream host (hosts.go); negative: no limit.
 	HostConcurrency int           // fetches of one host at a time
 	HostRate        float64       // fetch starts per second on one host

@@ -1160,11 +1160,13 @@ func TestMovedOutAndInDuringAFetchIsFetchedOnce(t *testing.T) {
 }
 
 // A poll budget holds polls back, not first clones or asks; Polled hears of each poll it
-// counts.
+// counts, and PollFound of each of those that found something new: not the clone, nor a
+// hook's fetch, nor a poll that found nothing.
 func TestPollBudgetHoldsPollsNotAsks(t *testing.T) {
-	var polled []string
+	var polled, found []string
 	f := newFixture(t, worker.Config{MinInterval: time.Minute, PollBudget: 24, // one repo: a poll an hour
-		Polled: func(host string) { polled = append(polled, host) }})
+		Polled:    func(host string) { polled = append(polled, host) },
+		PollFound: func(host string) { found = append(found, host) }})
 	ctx := context.Background()
 	if !f.w.RunOnce(ctx) {
 		t.Fatal("the first clone waited")
@@ -1177,6 +1179,7 @@ func TestPollBudgetHoldsPollsNotAsks(t *testing.T) {
 	if f.w.RunOnce(ctx) {
 		t.Fatal("polled past the budget")
 	}
+	f.m.changed = true // the hook's fetch and the next poll bring something
 	if !f.w.FetchNow(f.id, worker.AskHook) || !f.w.RunOnce(ctx) {
 		t.Fatal("a hook's fetch waited for the budget")
 	}
@@ -1190,6 +1193,9 @@ func TestPollBudgetHoldsPollsNotAsks(t *testing.T) {
 	}
 	if f.m.calls != 4 || !slices.Equal(polled, []string{"example.org", "example.org"}) {
 		t.Fatalf("%d syncs, polls counted %v; want 4 syncs, the 2 polls counted", f.m.calls, polled)
+	}
+	if !slices.Equal(found, []string{"example.org"}) {
+		t.Fatalf("polls that found something: %v, want the last poll alone", found)
 	}
 	if at, ok := f.w.NextPoll(f.id); !ok || at.Sub(f.clk.Now()) < 50*time.Minute {
 		t.Fatalf("next poll estimated at %v (ok %v), want about an hour on", at.Sub(f.clk.Now()), ok)
