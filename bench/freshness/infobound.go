@@ -115,10 +115,9 @@ func learnTable(draw func(seed uint64) Upstream, evalSeed uint64, day float64) *
 
 // estimate is E[λ | e]: the fine bin's mean, shrunk by shrink pseudo-counts toward the
 // coarse bin's, itself shrunk toward the repo's own rate (own). The draws leave the
-// bins of the busiest repos thin or empty (a repo pushing ten times a day is one in tens
-// of thousands), and there the bins say little: shrunk toward the population's mean, a
-// repo whose history shows thousands of pushes was estimated at that mean, a thousandth
-// of its rate, and polled as rarely as a typical repo.
+// bins of the busiest repos thin or empty, and there the bins say little: shrunk toward
+// the population's mean, a repo whose history shows thousands of pushes was estimated
+// at that mean and polled as rarely as a typical repo (ADR 17).
 func (t *rateTable) estimate(e evidence) float64 {
 	const shrink = 5
 	c := t.coarse[e.key(false)]
