@@ -42,12 +42,10 @@ func eventsOf(name string, series int, ev metricEvents) (perSeries []float64, ok
 		return each(2 * ev.Deaths), true // the death moves its repos, the replacement's join moves some back
 	case metrics.ReposOffOwner, metrics.MirrorsRecloned, metrics.ServeRejected, metrics.EventsRetried, metrics.EventsDropped, metrics.GitFailures:
 		return each(ev.Rare), true
-	case metrics.EventsPublished, metrics.EventsDelivered:
-		return each(ev.Changes), true
+	case metrics.EventsPublished, metrics.EventsDelivered, metrics.PollsFound:
+		return each(ev.Changes), true // PollsFound: at most every change
 	case metrics.Polls:
 		return each(ev.Polls), true
-	case metrics.PollsFound:
-		return each(ev.Changes), true // at most every change
 	case metrics.HookPushesAnnounced:
 		return each(ev.Changes), true // at most every change, when every repo sends hooks
 	case metrics.HookPushesLost, metrics.HookPushesOutside, metrics.FeedsUncovered:

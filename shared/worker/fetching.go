@@ -22,6 +22,7 @@ type Job struct {
 	Epoch    int64
 	Priority float64
 	Known    bool // the step knows the mirror's refs: Do looks at nothing first (Actions.Known)
+	Poll     bool // the budget counts the fetch (Actions.Poll): a find is counted (Config.PollFound)
 }
 
 // Next pops the next repo to fetch at now, if one is eligible and the rates allow. A
@@ -76,7 +77,7 @@ func (w *Worker) next(now time.Time) (j Job, polled string, ok bool) {
 			w.tokens--
 		}
 		return Job{Target: fetch.Target{ID: id, URL: r.Rec.URL, Upstream: r.Rec.Upstream, RefsDigest: r.Rec.RefsDigest},
-			Owner: w.id, Epoch: r.Rec.OwnerEpoch, Priority: prio, Known: a.Known}, polled, true
+			Owner: w.id, Epoch: r.Rec.OwnerEpoch, Priority: prio, Known: a.Known, Poll: a.Poll}, polled, true
 	}
 }
 
@@ -202,7 +203,7 @@ func (w *Worker) step(ctx context.Context, j Job, e Event) Actions {
 	if a.Found != NoHookFind && w.cfg.HookFound != nil {
 		w.cfg.HookFound(host, a.Found)
 	}
-	if a.PollFound && w.cfg.PollFound != nil {
+	if j.Poll && a.Changed && w.cfg.PollFound != nil {
 		w.cfg.PollFound(host)
 	}
 	if a.Maintain {

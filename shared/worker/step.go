@@ -209,9 +209,6 @@ type Actions struct {
 	Learning Learning //
 	Beat     bool     // heartbeat now: an asked fetch wrote nothing the API would show
 	Found    HookFind // what the fetch tells of its host's hooks
-	// PollFound: a poll the budget counted (Poll) found something new: with the polls,
-	// the share of polls that find a change (the PollsFound metric).
-	PollFound bool
 
 	Changed, Failed bool  // counters
 	Warn            error // the fetch failed: log it
@@ -486,14 +483,12 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 	if scored {
 		before = r.Rec.Stats.Evidence()
 	}
-	poll := !asked && !r.Rec.LastSuccessAt.IsZero() // as Budgeted said when it began
 	o := fetchOutcome(cfg, v.Prior, &fetchFacts{Now: v.Now, OldPrio: r.Prio, WasCloned: r.Cloned,
 		Res: e.Res, Err: e.Err, Unwritten: r.Unwritten, LastWritten: r.LastWritten, Stretch: r.Stretch(v)}, &r.Rec)
 	if o.Polled && !o.Poll.Prev.IsZero() && scored { // a first clone samples no interval
 		a.Learn, a.Learning = true, Learning{Evidence: before, Poll: o.Poll}
 	}
 	a.Changed, a.Failed, a.Maintain, a.Corrupt, a.Packs = o.Changed, o.Failed, o.Maintain, o.Corrupt, o.Packs
-	a.PollFound = poll && o.Changed
 	if e.Err != nil && !busy {
 		a.Warn = e.Err
 	}
