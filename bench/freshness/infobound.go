@@ -19,9 +19,8 @@ import (
 // the newest — and shrinking thin bins toward coarser ones, and those toward the
 // repo's own rate (the busiest repos' bins are empty in any draw). A policy that knew
 // that table and polled at f ∝ √E[λ | its bin] would have the ratio returned. Binning
-// loses a little information, so the true bound is at most this; with trainDraws draws
-// of the population the table is fine enough that halving the draws moves it by under
-// 1%.
+// loses a little information, so the true bound is at most this; trainDraws draws of
+// the population make the table fine enough that fewer draws barely move it.
 
 // evidence is what a mirror knows of a repo at a day: its first clone's listing and
 // every push since, as the fetches showed them.
