@@ -15,29 +15,30 @@ import (
 // So each goal reads the default policy against its section's bound run as a policy in
 // the same simulation, over the same pushes: it clones every repo blind, as any mirror
 // must, at the default policy's pacing, then polls each at f ∝ √E[λ | what the bound
-// knows], and with a signal it knows which repos the signal covers and polls them for
-// the pushes the signal misses (coverageAware: not the worker's fall-back).
+// knows], and with a signal it polls each repo for the pushes the signal misses, as far
+// as what the signal has shown by then tells which repos it covers (coverageAware,
+// coverage: not the worker's fall-back).
 
 // boundPolicy names the information bounds run as policies; their runs are bounds, not
 // rows of a section.
 const boundPolicy = "bound"
 
-// coverageAware is a scheduler that knows which repos a section's signal covers and
-// allocates their polls itself; the worker's fall-back (worker.PollStretch) is not
-// applied to its steps.
+// coverageAware is a scheduler that is told what a section's signal shows of the repos
+// it covers and allocates their polls itself; the worker's fall-back
+// (worker.PollStretch) is not applied to its steps.
 type coverageAware interface {
-	knowsCoverage()
+	watch(c *coverage)
 }
 
 // informed is the all-evidence bound run as a policy (results.EvidenceCloned): it polls
 // each repo at f ∝ √(missed·E[λ | evidence]), from the table of its population's true
 // model learned at the measured day nearest the poll. Its evidence is the first clone's
-// and the exact pushes up to the poll; missed (nil: every push) is the share of a repo's
-// pushes its section's signal leaves to polls.
+// and the exact pushes up to the poll; cover (nil: no signal) tells the share of a
+// repo's pushes its section's signal leaves to polls.
 type informed struct {
 	up     Upstream
 	tables []dayTable
-	missed func(i int) float64
+	cover  *coverage
 	clone  []cloneEvidence // each repo's first clone, on first use
 }
 
@@ -49,7 +50,7 @@ type dayTable struct {
 
 func (*informed) name() string { return boundPolicy }
 
-func (*informed) knowsCoverage() {}
+func (s *informed) watch(c *coverage) { s.cover = c }
 
 func (*informed) start(int, *rand.Rand) float64 { return 0 }
 
@@ -68,38 +69,40 @@ func (s *informed) next(i int, old float64, o seen) (float64, bool) {
 			near = t
 		}
 	}
-	r := near.table().estimate(s.clone[i].at(s.up[i], o.now)) * share(s.missed, i)
+	r := near.table().estimate(s.clone[i].at(s.up[i], o.now)) * share(s.cover, i, o.now)
 	if r <= 0 {
 		return 0, false // every push is signalled: no polls
 	}
 	return old + 1/math.Sqrt(r), true
 }
 
-// share is missed(i), 1 when missed is nil.
-func share(missed func(int) float64, i int) float64 {
-	if missed == nil {
+// share is the share of repo i's pushes at day that polls must find: all without a
+// signal.
+func share(c *coverage, i int, day float64) float64 {
+	if c == nil {
 		return 1
 	}
-	return missed(i)
+	return c.missed(i, day)
 }
 
 // filtered is the drift bound run as a policy ("push times, cloned"): each repo's
 // belief is filtered forward under the true model (the population's prior, and that a
 // repo draws a new rate from it perMonth times a month) from the exact time of every
 // push, as driftBound does, up to each poll and through the pushes that poll fetches,
-// none after it; it polls the repo at f ∝ √(missed·E[λ | belief]). The beliefs at day 0
+// none after it; it polls the repo at f ∝ √(missed·E[λ | belief]), missed as its
+// section's signal has shown (cover). The beliefs at day 0
 // (from) depend on the upstream alone, so the runs at every budget and with every
 // signal share them; each run filters its own copy forward, to the times of its polls.
 type filtered struct {
-	up     Upstream
-	from   func() *filterStart
-	missed func(i int) float64
-	f      *beliefFilter // this run's, from the start on first use
+	up    Upstream
+	from  func() *filterStart
+	cover *coverage
+	f     *beliefFilter // this run's, from the start on first use
 }
 
 func (*filtered) name() string { return boundPolicy }
 
-func (*filtered) knowsCoverage() {}
+func (s *filtered) watch(c *coverage) { s.cover = c }
 
 func (*filtered) start(int, *rand.Rand) float64 { return 0 }
 
@@ -109,7 +112,7 @@ func (s *filtered) next(i int, old float64, o seen) (float64, bool) {
 	if s.f == nil {
 		s.f = s.from().filter()
 	}
-	r := s.f.mean(i, o.now) * share(s.missed, i)
+	r := s.f.mean(i, o.now) * share(s.cover, i, o.now)
 	if r <= 0 {
 		return 0, false
 	}

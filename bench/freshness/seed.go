@@ -220,11 +220,11 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 			return newFilterStart(pop, up, o.drift, rand.New(rand.NewPCG(seed, 0xf17)))
 		})
 	}
-	boundOf := func(pop Population, up Upstream, drift, real bool, missed func(int) float64) func() scheduler {
+	boundOf := func(up Upstream, drift, real bool) func() scheduler {
 		if drift {
-			return func() scheduler { return &filtered{up: up, from: filters[real], missed: missed} }
+			return func() scheduler { return &filtered{up: up, from: filters[real]} }
 		}
-		return func() scheduler { return &informed{up: up, tables: tablesOf(real), missed: missed} }
+		return func() scheduler { return &informed{up: up, tables: tablesOf(real)} }
 	}
 	addBound := func(mk func() scheduler, pop Population, up Upstream, drift, real bool, sg *signals) {
 		if up == nil || !wanted(mk()) {
@@ -239,7 +239,7 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 		up          Upstream
 		drift, real bool
 	}{{sr.pop, sr.steady, false, false}, {sr.pop, sr.drifting, true, false}, {sr.real, sr.realSteady, false, true}, {sr.real, sr.realDrifting, true, true}} {
-		addBound(boundOf(u.pop, u.up, u.drift, u.real, nil), u.pop, u.up, u.drift, u.real, nil)
+		addBound(boundOf(u.up, u.drift, u.real), u.pop, u.up, u.drift, u.real, nil)
 	}
 	if o.signals {
 		sr.setup.HookStretch, sr.setup.FeedStretch, sr.setup.SignalMemoryDays, sr.setup.OrgMeanRepos = hookStretch, feedStretch, signalMemory, 1+orgExtra
@@ -259,8 +259,7 @@ func newSeedRun(log *slog.Logger, o options, seed uint64) *seedRun {
 					sr.jobs = append(sr.jobs, job{len(sr.jobs), b, mk, sr.pop, up, sg.Drift, false, &sg})
 				}
 			}
-			missed := sr.charges([]signals{sg}, up)[0].missed
-			addBound(boundOf(sr.pop, up, sg.Drift, false, missed), sr.pop, up, sg.Drift, false, &sg)
+			addBound(boundOf(up, sg.Drift, false), sr.pop, up, sg.Drift, false, &sg)
 		}
 	}
 	sr.runs = make([][]results.FreshnessRun, len(sr.jobs))
@@ -455,8 +454,9 @@ func (sr *seedRun) signalSections(drift bool) []signals {
 	return out
 }
 
-// charges are what each signal leaves to the polls of a bound on up (signalCharge): the
-// bound knows which repos are covered.
+// charges are what each signal leaves to the polls of a closed-form bound on up
+// (signalCharge): it knows which repos are covered (the bounds run as policies know
+// what the signal has shown: coverage).
 func (sr *seedRun) charges(sigs []signals, up Upstream) []signalCharge {
 	var out []signalCharge
 	org := orgs(sr.o.n, sr.seed)

@@ -217,6 +217,70 @@ func (s *signalled) next() (int, bool) {
 	return i, true
 }
 
+// coverage is what a section's signal has shown a mirror of the repos it covers by a
+// day, under the true model: it is what a bound run as a policy may know of them. A
+// feed lists a host the fleet is configured with, so its coverage is known from the
+// start. Hooks are an organization's (every repo of a hooked one sends them): an
+// organization is known covered from its first delivery; before it, it is covered with
+// the chance the model leaves it once its repos' pushes since day 0 all went
+// undelivered (Share·Loss^n against 1−Share). A bound that knew the coverage no
+// delivery had shown yet would know what only hooks show.
+type coverage struct {
+	feed        bool
+	covered     []bool    // a feed's: which repos it lists
+	org         []int     // each repo's organization
+	first       []float64 // each organization's first delivery (+Inf: none)
+	pushes      [][]float64
+	share, loss float64
+}
+
+// shownBy is what the deliveries ds of signal s show of its coverage over the upstream up,
+// whose repos fall into organizations as org says (cov: which the signal covers).
+func (s signals) shownBy(up Upstream, org []int, cov []bool, ds []delivery) *coverage {
+	if s.Period > 0 {
+		return &coverage{feed: true, covered: cov}
+	}
+	n := slices.Max(org) + 1
+	c := &coverage{org: org, first: make([]float64, n), pushes: make([][]float64, n), share: s.Share, loss: s.Loss}
+	for o := range c.first {
+		c.first[o] = math.Inf(1)
+	}
+	for _, d := range ds {
+		o := org[d.repo]
+		c.first[o] = min(c.first[o], d.at)
+	}
+	for i, l := range up {
+		for _, p := range l.Pushes {
+			c.pushes[org[i]] = append(c.pushes[org[i]], p.At)
+		}
+	}
+	for _, ps := range c.pushes {
+		slices.Sort(ps)
+	}
+	return c
+}
+
+// missed is the share of repo i's pushes at day that polls must find, as far as what
+// the signal has shown by then tells: a lost hook's of a covered repo's, all of an
+// uncovered one's, and for an organization not shown yet, the mixture of both at the
+// chance it is covered.
+func (c *coverage) missed(i int, day float64) float64 {
+	if c.feed {
+		if c.covered[i] {
+			return 0
+		}
+		return 1
+	}
+	o := c.org[i]
+	if c.first[o] <= day {
+		return c.loss
+	}
+	n, _ := slices.BinarySearch(c.pushes[o], day) // pushes before day, each undelivered
+	lost := c.share * math.Pow(c.loss, float64(n))
+	p := lost / (lost + 1 - c.share)
+	return p*c.loss + (1 - p)
+}
+
 // signalCharge is what a signal leaves to the polls of a bound: the share of each repo's
 // pushes polls must find (nil: all of them), the fetches a day the signal's deliveries
 // take of the budget (nil: none), and how long a signalled push waits for its signal.

@@ -455,9 +455,8 @@ func TestTheDriftBoundRunAsAPolicy(t *testing.T) {
 	cfg.Signal, cfg.Orgs = &feed, orgs(n, 3)
 	cfg.Covered = covered(cfg.Orgs, 3, feed.Share)
 	cfg.Deliveries = feed.deliveries(up, cfg.Covered, ownerLevel(cfg.Orgs, 3), cfg.End, rand.New(rand.NewPCG(3, 8)))
-	missed := feed.charge(up, cfg.Covered).missed
 	covPolls := 0
-	pol = &filtered{up: up, from: start, missed: missed}
+	pol = &filtered{up: up, from: start}
 	cov := &countingCovered{filtered: pol, covered: cfg.Covered, polls: &covPolls}
 	rf := run(pop, up, cov, cfg, rand.New(rand.NewPCG(1, 2)))[0]
 	if rf.Censored != 0 || rf.SignalFetches == 0 || rf.LagMeanH >= r.LagMeanH/2 {
@@ -597,5 +596,74 @@ func TestTheTableKnowsTheBusiestRepos(t *testing.T) {
 	toMean := (f.sum + 5*(c.sum+5*table.mean)/(c.n+5)) / (f.n + 5)
 	if got := table.estimate(common); math.Abs(got-toMean) > 0.01*toMean {
 		t.Errorf("%+v (a bin of %.0f draws) estimated at %.5f, %.5f shrunk toward the mean", common, most, got, toMean)
+	}
+}
+
+// TestTheHookBoundKnowsTheCoverageHooksShowed: a bound with hooks learns which
+// organizations send them from their deliveries, as a mirror would: before an
+// organization's first delivery its repos are believed covered only with the chance the
+// model leaves (all of the share while none of its repos pushed, less with every push
+// that went undelivered), from it on every repo of it is, and a feed's coverage is known
+// from the start.
+func TestTheHookBoundKnowsTheCoverageHooksShowed(t *testing.T) {
+	const n, end = 3000, 60.0
+	pop := NewPopulation(n, 5, targets)
+	up := pop.NewUpstream(5, end, 0, batch, targets)
+	org := orgs(n, 5)
+	hooks := signalSections[1] // hooks60
+	cov := covered(org, 5, hooks.Share)
+	ds := hooks.deliveries(up, cov, ownerLevel(org, 5), end, rand.New(rand.NewPCG(5, 6)))
+	c := hooks.shownBy(up, org, cov, ds)
+	first := map[int]float64{}
+	for _, d := range ds {
+		if _, ok := first[org[d.repo]]; !ok {
+			first[org[d.repo]] = d.at
+		}
+	}
+	unknown := 1 - hooks.Share*(1-hooks.Loss)
+	var before, after, silent int
+	for i := range up {
+		f, shown := first[org[i]]
+		if !cov[i] && shown {
+			t.Fatalf("repo %d: a delivery from an organization not covered", i)
+		}
+		if got := c.missed(i, 0); got != unknown {
+			t.Fatalf("repo %d at day 0: missed %g, want %g (nothing shown yet)", i, got, unknown)
+		}
+		if !shown {
+			if got := c.missed(i, end); got < unknown {
+				t.Fatalf("repo %d, no delivery by day %g: missed %g, under %g", i, end, got, unknown)
+			}
+			if len(up[i].Pushes) > 0 {
+				silent++
+				if got := c.missed(i, end); got < 0.95 {
+					t.Fatalf("repo %d pushed with no hook: missed %g, want about 1", i, got)
+				}
+			}
+			continue
+		}
+		if got := c.missed(i, f/2); got < unknown {
+			t.Fatalf("repo %d at day %g, before its organization's first hook (%g): missed %g", i, f/2, f, got)
+		}
+		before++
+		if got := c.missed(i, f); got != hooks.Loss {
+			t.Fatalf("repo %d at its organization's first hook: missed %g, want %g", i, got, hooks.Loss)
+		}
+		after++
+	}
+	if before == 0 || after == 0 || silent == 0 {
+		t.Fatalf("checked %d before, %d after a first hook, %d silent pushers", before, after, silent)
+	}
+	feed := signalSections[4]
+	fc := feed.shownBy(up, org, covered(org, 5, feed.Share), nil)
+	fcov := covered(org, 5, feed.Share)
+	for i := range up {
+		want := 1.0
+		if fcov[i] {
+			want = 0
+		}
+		if got := fc.missed(i, 0); got != want {
+			t.Fatalf("feed, repo %d: missed %g at day 0, want %g", i, got, want)
+		}
 	}
 }

@@ -108,7 +108,10 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	}
 	changes := regimeChanges(up)
 	follower, _ := sched.(rateFollower)
-	_, aware := sched.(coverageAware)
+	w, aware := sched.(coverageAware)
+	if aware && cfg.Signal != nil {
+		w.watch(cfg.Signal.shownBy(up, cfg.Orgs, cfg.Covered, cfg.Deliveries))
+	}
 	commits := false
 	if r, ok := sched.(commitsReader); ok {
 		commits = r.readsCommits()

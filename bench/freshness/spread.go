@@ -39,13 +39,21 @@ func boundName(section, evidence string) string {
 	case results.EvidenceRates:
 		what = "every rate"
 	}
-	if sectionIndex(section) >= 0 {
-		what += " and the signal's coverage"
-	}
 	how := "closed form"
+	simulated := false
 	switch evidence {
 	case results.EvidenceCloned, results.EvidenceFiltered:
-		how = "run as a policy that clones blind, simulated"
+		how, simulated = "run as a policy that clones blind, simulated", true
+	}
+	if k := sectionIndex(section); k >= 0 {
+		switch {
+		case signalSections[k].Period > 0:
+			what += " and the feed's coverage"
+		case simulated:
+			what += " and the coverage its hooks have shown"
+		default:
+			what += " and the hooks' coverage"
+		}
 	}
 	return "bound of " + section + ": " + what + "; " + how
 }
