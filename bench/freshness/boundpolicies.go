@@ -90,9 +90,9 @@ func share(c *coverage, i int, day float64) float64 {
 // repo draws a new rate from it perMonth times a month) from the exact time of every
 // push, as driftBound does, up to each poll and through the pushes that poll fetches,
 // none after it; it polls the repo at f ∝ √(missed·E[λ | belief]), missed as its
-// section's signal has shown (cover). The beliefs at day 0
-// (from) depend on the upstream alone, so the runs at every budget and with every
-// signal share them; each run filters its own copy forward, to the times of its polls.
+// section's signal has shown (cover). The beliefs at day 0 (from) depend on the
+// upstream alone, so the runs at every budget and with every signal share them; each
+// run filters its own copy forward, to the times of its polls.
 type filtered struct {
 	up    Upstream
 	from  func() *filterStart

@@ -229,8 +229,8 @@ type coverage struct {
 	feed        bool
 	covered     []bool    // a feed's: which repos it lists
 	org         []int     // each repo's organization
-	first       []float64 // each organization's first delivery (+Inf: none)
-	pushes      [][]float64
+	first       []float64   // each organization's first delivery (+Inf: none)
+	pushes      [][]float64 // each organization's push times, ascending
 	share, loss float64
 }
 
