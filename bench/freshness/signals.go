@@ -227,8 +227,8 @@ func (s *signalled) next() (int, bool) {
 // delivery had shown yet would know what only hooks show.
 type coverage struct {
 	feed        bool
-	covered     []bool    // a feed's: which repos it lists
-	org         []int     // each repo's organization
+	covered     []bool      // a feed's: which repos it lists
+	org         []int       // each repo's organization
 	first       []float64   // each organization's first delivery (+Inf: none)
 	pushes      [][]float64 // each organization's push times, ascending
 	share, loss float64
