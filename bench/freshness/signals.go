@@ -226,8 +226,8 @@ func (s *signalled) next() (int, bool) {
 // undelivered (Share·Loss^n against 1−Share). A bound that knew the coverage no
 // delivery had shown yet would know what only hooks show.
 type coverage struct {
+	known       func(i int) float64 // the share polls must find of a repo whose coverage is known (signalCharge.missed)
 	feed        bool
-	covered     []bool      // a feed's: which repos it lists
 	org         []int       // each repo's organization
 	first       []float64   // each organization's first delivery (+Inf: none)
 	pushes      [][]float64 // each organization's push times, ascending
@@ -237,11 +237,12 @@ type coverage struct {
 // shownBy is what the deliveries ds of signal s show of its coverage over the upstream up,
 // whose repos fall into organizations as org says (cov: which the signal covers).
 func (s signals) shownBy(up Upstream, org []int, cov []bool, ds []delivery) *coverage {
-	if s.Period > 0 {
-		return &coverage{feed: true, covered: cov}
+	c := &coverage{known: s.charge(up, cov).missed, feed: s.Period > 0}
+	if c.feed {
+		return c
 	}
 	n := slices.Max(org) + 1
-	c := &coverage{org: org, first: make([]float64, n), pushes: make([][]float64, n), share: s.Share, loss: s.Loss}
+	c.org, c.first, c.pushes, c.share, c.loss = org, make([]float64, n), make([][]float64, n), s.Share, s.Loss
 	for o := range c.first {
 		c.first[o] = math.Inf(1)
 	}
@@ -261,19 +262,17 @@ func (s signals) shownBy(up Upstream, org []int, cov []bool, ds []delivery) *cov
 }
 
 // missed is the share of repo i's pushes at day that polls must find, as far as what
-// the signal has shown by then tells: a lost hook's of a covered repo's, all of an
-// uncovered one's, and for an organization not shown yet, the mixture of both at the
+// the signal has shown by then tells: the known share once it is known (a feed's from
+// the start, a hooked organization's from its first delivery), and for an organization
+// not shown yet, the mixture of a covered repo's share and an uncovered one's at the
 // chance it is covered.
 func (c *coverage) missed(i int, day float64) float64 {
 	if c.feed {
-		if c.covered[i] {
-			return 0
-		}
-		return 1
+		return c.known(i)
 	}
 	o := c.org[i]
 	if c.first[o] <= day {
-		return c.loss
+		return c.known(i)
 	}
 	n, _ := slices.BinarySearch(c.pushes[o], day) // pushes before day, each undelivered
 	lost := c.share * math.Pow(c.loss, float64(n))

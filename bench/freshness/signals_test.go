@@ -655,8 +655,8 @@ func TestTheHookBoundKnowsTheCoverageHooksShowed(t *testing.T) {
 		t.Fatalf("checked %d before, %d after a first hook, %d silent pushers", before, after, silent)
 	}
 	feed := signalSections[4]
-	fc := feed.shownBy(up, org, covered(org, 5, feed.Share), nil)
 	fcov := covered(org, 5, feed.Share)
+	fc := feed.shownBy(up, org, fcov, nil)
 	for i := range up {
 		want := 1.0
 		if fcov[i] {
