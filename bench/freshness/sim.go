@@ -76,6 +76,13 @@ func (p *schedPolicy) ReadsBelief() bool {
 	return false
 }
 
+// ReadsStats is whether the scheduler is a worker policy: the others (the references,
+// round-robin) read nothing of a repo's stats, so the step keeps none for them.
+func (p *schedPolicy) ReadsStats() bool {
+	_, ok := p.s.(production)
+	return ok
+}
+
 func (p *schedPolicy) Next(in priority.Input) float64 {
 	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior})
 	if !again {
@@ -149,10 +156,26 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	if cfg.Signal != nil {
 		sig = newSignalled(cfg.Orgs, cfg.Deliveries, cfg.Signal.Period > 0, held)
 	}
+	// The run ends once every push made in a window is mirrored: past that, nothing it
+	// measures can change. due[i] is how many of repo i's pushes were made before the
+	// last window's end; unseen counts the repos with some of those still unmirrored.
+	measuredTo := 0.0
+	for _, w := range cfg.Windows {
+		measuredTo = max(measuredTo, w.To)
+	}
+	due := make([]int, n)
+	unseen := 0
+	for i, life := range up {
+		due[i], _ = slices.BinarySearchFunc(life.Pushes, measuredTo, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
+		if due[i] > 0 {
+			unseen++
+		}
+	}
+	learned := prior                            // the prior as the last window ends
 	dt := 1 / worker.PollsPerDay(cfg.Budget, n) // the pace a worker holds a poll budget at
 	for k := 0; ; k++ {
 		now := float64(k) * dt
-		if now > cfg.End {
+		if now > cfg.End || now >= measuredTo && unseen == 0 {
 			break
 		}
 		for len(changes) > 0 && changes[0].at <= now {
@@ -178,6 +201,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			}
 			prior = priority.FitWith(all, ms, prior, at(now), &scores)
 			scores.Fade()
+			if now < measuredTo {
+				learned = prior
+			}
 		}
 		var (
 			id       string
@@ -265,6 +291,9 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		if !math.IsInf(lastCommit[i], -1) {
 			res.LastCommitAt = at(lastCommit[i])
 		}
+		if cursor[i] < due[i] && c >= due[i] {
+			unseen--
+		}
 		cursor[i] = c
 		// The worker's fetch: taken at old (a signalled repo answers its signal), a
 		// mirror there or not, and what it brought; the poll's score reads the repo's
@@ -314,8 +343,8 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	for k := range meters {
 		out[k] = meters[k].result(n)
 		if learns {
-			out[k].LearnedHazardPerMonth = prior.Hazard * 30
-			out[k].LearnedDormantShare = prior.Weights[0]
+			out[k].LearnedHazardPerMonth = learned.Hazard * 30
+			out[k].LearnedDormantShare = learned.Weights[0]
 		}
 	}
 	return out

@@ -691,11 +691,22 @@ func commitTimes(cs []fetch.Commit) []time.Time {
 
 // fold adds a poll to a repo's stats, with the belief the policy reads (priority.Fold)
 // or, for a policy that reads none, without it (priority.FoldEvidence): filtering a
-// belief nobody reads would be paid at every poll.
+// belief nobody reads would be paid at every poll. A policy that reads no stats at all
+// (statsReader) gets none.
 func fold(p priority.Policy, s *priority.Stats, poll priority.Poll, prior *priority.Prior) {
+	if r, ok := p.(statsReader); ok && !r.ReadsStats() {
+		return
+	}
 	if r, ok := p.(priority.BeliefReader); ok && r.ReadsBelief() {
 		s.Fold(poll, prior)
 	} else {
 		s.FoldEvidence(poll, prior)
 	}
+}
+
+// statsReader is a policy that may read nothing of a repo's stats
+// (priority.Input.Stats): the freshness simulation's references, which know the
+// upstream's pushes. Every policy a worker runs reads them.
+type statsReader interface {
+	ReadsStats() bool
 }

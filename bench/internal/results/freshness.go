@@ -199,7 +199,7 @@ type FreshnessRun struct {
 	// the commits and their mean lag. No policy can know of a change before such a push.
 	FirstPushShare float64 `json:"first_push_share,omitempty"`
 	FirstPushLagH  float64 `json:"first_push_lag_h,omitempty"`
-	// What the worker had learned by the end (learning policies only).
+	// What the worker had learned by the end of the last window (learning policies only).
 	LearnedHazardPerMonth float64 `json:"learned_hazard_per_month,omitempty"`
 	LearnedDormantShare   float64 `json:"learned_dormant_share,omitempty"`
 	// Spread is the same row over every seed run (Setup.Seeds), when more than one was.
