@@ -171,6 +171,10 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			unseen++
 		}
 	}
+	var (
+		all []priority.Stats // the cloned repos' stats and memos at a fit
+		ms  []*priority.Memo
+	)
 	learned := prior                            // the prior as the last window ends
 	dt := 1 / worker.PollsPerDay(cfg.Budget, n) // the pace a worker holds a poll budget at
 	for k := 0; ; k++ {
@@ -190,10 +194,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			}
 		}
 		if learns && prior.Due(at(now), withEvidence) {
-			var (
-				all []priority.Stats
-				ms  []*priority.Memo
-			)
+			all, ms = all[:0], ms[:0]
 			for i, r := range held {
 				if cloned[i] {
 					all, ms = append(all, r.Rec.Stats), append(ms, &memos[i])
