@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/mirrorfleet/mirrorfleet/internal/testkit/gittest"
@@ -334,4 +335,28 @@ func TestRealisticDriftBound(t *testing.T) {
 		t.Fatalf("realistic bound %.3f with drift, %.3f without", drifting, steady)
 	}
 	t.Logf("realistic: bound %.3f without drift, %.3f with", steady, drifting)
+}
+
+// A run ends once every push made in a window is mirrored, well before its drain is
+// over, and every figure is what the whole drain gives: what comes after changes
+// nothing it measures.
+func TestARunEndsOnceEveryMeasuredPushIsMirrored(t *testing.T) {
+	pop := NewPopulation(1500, 17, targets)
+	cfg := runConfig{Budget: 1, End: 160, Windows: []window{{60, 100}, {0, 30}}}
+	for _, drift := range []float64{0, 0.1} {
+		up := pop.NewUpstream(17, cfg.End, drift, batch, targets)
+		for _, s := range []scheduler{production{defaultPolicy()}, uniform{}} {
+			short, ended := runTo(pop, up, s, cfg, rand.New(rand.NewPCG(1, 2)), false)
+			full, _ := runTo(pop, up, s, cfg, rand.New(rand.NewPCG(1, 2)), true)
+			if !(ended < cfg.End) || ended < 100 {
+				t.Fatalf("%s, drift %v: ended on day %v of %v, the last window ending on day 100", s.name(), drift, ended, cfg.End)
+			}
+			if !reflect.DeepEqual(short, full) {
+				t.Fatalf("%s, drift %v: ended on day %v: %+v; with the whole drain: %+v", s.name(), drift, ended, short, full)
+			}
+			if short[0].Commits == 0 || short[0].Censored != 0 {
+				t.Fatalf("%s, drift %v: %+v", s.name(), drift, short[0])
+			}
+		}
+	}
 }

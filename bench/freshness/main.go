@@ -34,7 +34,7 @@ func main() {
 	budgets := flag.String("budgets", "0.25,0.5,1,2", "poll budgets, polls per repo per day")
 	warmup := flag.Float64("warmup", 365, "days simulated before measuring (a fleet that has run a year)")
 	window := flag.Float64("window", 90, "days measured")
-	drain := flag.Float64("drain", 45, "days simulated after the window so late commits are seen")
+	drain := flag.Float64("drain", 45, "at most this many days simulated after the window so late commits are seen (a run ends once every measured push is mirrored)")
 	cold := flag.Float64("coldstart", 30, "days measured from the fleet's first day (every repo new)")
 	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "simulations run at once")
 	only := flag.String("policies", "", "comma-separated policies to run (default: all)")

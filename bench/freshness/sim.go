@@ -102,6 +102,13 @@ type window struct{ From, To float64 }
 // commit times (bounded as the mirror bounds them), on later polls the times of the
 // commits it brought; never the pushes' times, which the lag is measured from.
 func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.Rand) []results.FreshnessRun {
+	out, _ := runTo(pop, up, sched, cfg, rng, false)
+	return out
+}
+
+// runTo is run, and the day it ended: cfg.End, or sooner once every push made in a
+// window is mirrored, unless drainAll.
+func runTo(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.Rand, drainAll bool) ([]results.FreshnessRun, float64) {
 	n := len(pop.Rates)
 	ids := make([]string, n)
 	q := worker.NewQueue()
@@ -157,7 +164,8 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 		sig = newSignalled(cfg.Orgs, cfg.Deliveries, cfg.Signal.Period > 0, held)
 	}
 	// The run ends once every push made in a window is mirrored: past that, nothing it
-	// measures can change. due[i] is how many of repo i's pushes were made before the
+	// measures can change but what the worker learns, which is read as the last window
+	// ends. due[i] is how many of repo i's pushes were made before the
 	// last window's end; unseen counts the repos with some of those still unmirrored.
 	measuredTo := 0.0
 	for _, w := range cfg.Windows {
@@ -177,9 +185,14 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 	)
 	learned := prior                            // the prior as the last window ends
 	dt := 1 / worker.PollsPerDay(cfg.Budget, n) // the pace a worker holds a poll budget at
+	ended := cfg.End
 	for k := 0; ; k++ {
 		now := float64(k) * dt
-		if now > cfg.End || now >= measuredTo && unseen == 0 {
+		if now > cfg.End {
+			break
+		}
+		if now >= measuredTo && unseen == 0 && !drainAll {
+			ended = now
 			break
 		}
 		for len(changes) > 0 && changes[0].at <= now {
@@ -348,7 +361,7 @@ func run(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *rand.
 			out[k].LearnedDormantShare = learned.Weights[0]
 		}
 	}
-	return out
+	return out, ended
 }
 
 // historyAt is what a first clone at day now lists of the history: the times of the

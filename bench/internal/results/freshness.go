@@ -48,7 +48,7 @@ type FreshnessSetup struct {
 	Seeds          []uint64       `json:"seeds,omitempty"`
 	WarmupDays     float64        `json:"warmup_days"`
 	WindowDays     float64        `json:"window_days"` // lag, freshness and age are measured on this stretch
-	DrainDays      float64        `json:"drain_days"`  // polls continue so late commits are still seen
+	DrainDays      float64        `json:"drain_days"`  // at most: polls go on until every push of a window is mirrored
 	MinIntervalMin float64        `json:"min_interval_min"`
 	Budgets        []float64      `json:"budgets"`         // polls per repo per day
 	DriftPerMonth  float64        `json:"drift_per_month"` // chance a repo draws a new rate, per month
