@@ -165,8 +165,8 @@ func runTo(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *ran
 	}
 	// The run ends once every push made in a window is mirrored: past that, nothing it
 	// measures can change but what the worker learns, which is read as the last window
-	// ends. due[i] is how many of repo i's pushes were made before the
-	// last window's end; unseen counts the repos with some of those still unmirrored.
+	// ends. due[i] is how many of repo i's pushes were made before the last window's
+	// end; unseen counts the repos with some of those still unmirrored.
 	measuredTo := 0.0
 	for _, w := range cfg.Windows {
 		measuredTo = max(measuredTo, w.To)
