@@ -295,8 +295,7 @@ func describe(pop Population, up Upstream, ws, we float64) results.FreshnessPopu
 		a, b := ws+30*float64(m), ws+30*float64(m+1)
 		changed := 0
 		for _, l := range up {
-			k, _ := slices.BinarySearchFunc(l.Pushes, a, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
-			if k < len(l.Pushes) && l.Pushes[k].At < b {
+			if k := l.pushedBefore(a); k < len(l.Pushes) && l.Pushes[k].At < b {
 				changed++
 			}
 		}

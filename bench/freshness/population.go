@@ -230,6 +230,12 @@ func (b Batch) commits(rng *rand.Rand, at float64) []float64 {
 	return out
 }
 
+// pushedBefore is how many of l's pushes were made before day.
+func (l RepoLife) pushedBefore(day float64) int {
+	k, _ := slices.BinarySearchFunc(l.Pushes, day, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
+	return k
+}
+
 // RateAt is the repo's push rate at day t.
 func (l RepoLife) RateAt(t float64) float64 {
 	k, _ := slices.BinarySearchFunc(l.Regimes, t, func(r Regime, t float64) int { return cmp.Compare(r.From, t) })

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"cmp"
 	"math"
-	"slices"
 )
 
 // The closed forms every figure of a window is read against. A policy's lag is measured
@@ -85,9 +83,7 @@ func lagOver(up Upstream, w window, freq pollFreq, missed func(int) float64, del
 
 // pushesIn are the pushes of l made in w.
 func pushesIn(l RepoLife, w window) []Push {
-	a, _ := slices.BinarySearchFunc(l.Pushes, w.From, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
-	b, _ := slices.BinarySearchFunc(l.Pushes, w.To, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
-	return l.Pushes[a:b]
+	return l.Pushes[l.pushedBefore(w.From):l.pushedBefore(w.To)]
 }
 
 // optimumAlloc is the optimum's allocation over w: each repo polled at a frequency

@@ -174,7 +174,7 @@ func runTo(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *ran
 	due := make([]int, n)
 	unseen := 0
 	for i, life := range up {
-		due[i], _ = slices.BinarySearchFunc(life.Pushes, measuredTo, func(p Push, t float64) int { return cmp.Compare(p.At, t) })
+		due[i] = life.pushedBefore(measuredTo)
 		if due[i] > 0 {
 			unseen++
 		}
