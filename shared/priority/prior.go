@@ -360,21 +360,14 @@ const negligible = 46
 // that change in the silence, and products of such decays turn subnormal, whose
 // arithmetic is very slow.
 func decays(base [3]float64, f *belief) {
-	for k, d := range base {
-		if d < minDecay {
-			d = 0
+	for k := range gridSize {
+		if k < 3 {
+			f[k] = base[k]
+		} else {
+			f[k] = f[k-2] * f[k-2]
 		}
-		f[k] = d
-	}
-	for k := 3; k < gridSize; k++ {
-		d := f[k-2] * f[k-2]
-		if d < minDecay {
-			d = 0
-		}
-		f[k] = d
-		if d == 0 && f[k-1] == 0 { // every faster rate's decay is 0 too
-			clear(f[k+1:])
-			return
+		if f[k] < minDecay {
+			f[k] = 0
 		}
 	}
 }
