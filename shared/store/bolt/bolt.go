@@ -45,10 +45,14 @@ var (
 	bktCounts     = []byte("repo_counts")        // state -> count (8 bytes BE)
 	bktStalest    = []byte("repos_stalest")      // staleKey(repo) -> "" for repos not being deleted (layout 3)
 	bktSignals    = []byte("signals")            // worker id -> signalRecord (ADR 21; an older file gets it at Open)
+	// The ring's members and tokens (keyRingBody), apart from the meta singletons: bbolt
+	// rewrites a whole leaf at every write to any key in it, and the singletons are
+	// written at every tick, so beside them the body was copied each time (layout 4).
+	bktRing = []byte("ring")
 
 	keyElection = []byte("election")
 	keyRing     = []byte("ring")      // ringHead: the ring without its members and tokens
-	keyRingBody = []byte("ring_body") // ringBody: the members and tokens, rewritten only when they change
+	keyRingBody = []byte("ring_body") // ringBody (in bktRing): the members and tokens, rewritten only when they change
 	keyListSync = []byte("list_sync")
 	keySweep    = []byte("sweep")
 	keySlots    = []byte("slots")  // bitmap: bit i of byte i/8 set = slot i taken
@@ -62,8 +66,8 @@ var (
 // layout is the version of the file layout (the store's schema version) this code
 // writes. Open writes it into a new file, upgrades an older file, and refuses a newer
 // one with a *store.SchemaError.
-// 3 added the stalest index.
-const layout = 3
+// 3 added the stalest index; 4 moved the ring's body out of the meta bucket.
+const layout = 4
 
 // SchemaVersion is the schema version of the file once opened: always this code's.
 func (s *Store) SchemaVersion() int64 { return layout }
@@ -101,7 +105,7 @@ func OpenWith(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("bolt: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeedAction, bktNeedOwner, bktCounts, bktStalest, bktSignals} {
+		for _, name := range [][]byte{bktMeta, bktWorkers, bktOutbox, bktRepos, bktByOwner, bktNeedAction, bktNeedOwner, bktCounts, bktStalest, bktSignals, bktRing} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -66,7 +67,7 @@ func (s *Store) loadBody(tx *bbolt.Tx, h ringHead) (ringBody, error) {
 		return b, nil
 	}
 	var b ringBody
-	if _, err := getJSON(tx.Bucket(bktMeta), keyRingBody, &b); err != nil {
+	if _, err := getJSON(tx.Bucket(bktRing), keyRingBody, &b); err != nil {
 		return ringBody{}, err
 	}
 	s.cache.set(h.Body, b)
@@ -121,7 +122,7 @@ func (s *Store) putRing(tx *bbolt.Tx, m store.PutRing) error {
 	h.Scans = slices.Clone(m.Ring.Scans)
 	if old.Body == 0 || !slices.Equal(cur.Members, m.Ring.Members) || !slices.Equal(cur.Tokens, m.Ring.Tokens) {
 		b := ringBody{Members: slices.Clone(m.Ring.Members), Tokens: slices.Clone(m.Ring.Tokens)}
-		if err := putJSON(tx.Bucket(bktMeta), keyRingBody, b); err != nil {
+		if err := putJSON(tx.Bucket(bktRing), keyRingBody, b); err != nil {
 			return err
 		}
 		h.Body = h.Version
@@ -131,7 +132,8 @@ func (s *Store) putRing(tx *bbolt.Tx, m store.PutRing) error {
 }
 
 // upgrade brings a file written by an older layout up to this one: layout 1 kept the
-// owner index by id, one needs-decision bucket and the ring in one record.
+// owner index by id, one needs-decision bucket and the ring in one record; up to layout
+// 3 the ring's body was a record of the meta bucket.
 func upgrade(tx *bbolt.Tx) error {
 	meta := tx.Bucket(bktMeta)
 	v := uint64(0)
@@ -158,7 +160,7 @@ func upgrade(tx *bbolt.Tx) error {
 		} else if ok && whole.Version > 0 {
 			h := ringHead{Ring: whole, Body: whole.Version}
 			h.Members, h.Tokens = nil, nil
-			if err := putJSON(meta, keyRingBody, ringBody{Members: whole.Members, Tokens: whole.Tokens}); err != nil {
+			if err := putJSON(tx.Bucket(bktRing), keyRingBody, ringBody{Members: whole.Members, Tokens: whole.Tokens}); err != nil {
 				return err
 			}
 			if err := putJSON(meta, keyRing, h); err != nil {
@@ -166,17 +168,28 @@ func upgrade(tx *bbolt.Tx) error {
 			}
 		}
 	}
-	// Every index of the current layout is rebuilt from the records (2: by owner and
-	// ring position, needs decision; 3: stalest). Putting an entry again is harmless.
-	err := tx.Bucket(bktRepos).ForEach(func(k, v []byte) error {
-		var r store.Repo
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("upgrade: decode repo %q: %w", k, err)
+	if v < 3 {
+		// Every index of the current layout is rebuilt from the records (2: by owner and
+		// ring position, needs decision; 3: stalest). Putting an entry again is harmless.
+		err := tx.Bucket(bktRepos).ForEach(func(k, v []byte) error {
+			var r store.Repo
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("upgrade: decode repo %q: %w", k, err)
+			}
+			return indexRepo(tx, &r)
+		})
+		if err != nil {
+			return err
 		}
-		return indexRepo(tx, &r)
-	})
-	if err != nil {
-		return err
+	}
+	// 4: the ring's body moves to its own bucket.
+	if body := meta.Get(keyRingBody); body != nil {
+		if err := tx.Bucket(bktRing).Put(keyRingBody, bytes.Clone(body)); err != nil {
+			return fmt.Errorf("upgrade: move the ring's body: %w", err)
+		}
+		if err := meta.Delete(keyRingBody); err != nil {
+			return fmt.Errorf("upgrade: move the ring's body: %w", err)
+		}
 	}
 	return meta.Put(keyLayout, binary.BigEndian.AppendUint64(nil, layout))
 }

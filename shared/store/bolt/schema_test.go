@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,6 +110,52 @@ func TestSchemaVersion(t *testing.T) {
 		t.Errorf("after the migration ListStalest = %v (%v), want the repo", stale, err)
 	}
 	s.Close()
+
+	// A layout-3 file kept the ring's body in the meta bucket: it moves to its own, and
+	// the ring reads the same.
+	three := filepath.Join(dir, "three.db")
+	body := ringBody{Members: []store.Member{{ID: "w1", Slot: 0}, {ID: "w2", Slot: 1}},
+		Tokens: []store.Token{{Pos: 10, Member: "w1"}, {Pos: 20, Member: "w2"}}}
+	writeRaw(t, three, func(tx *bbolt.Tx) error {
+		meta, err := tx.CreateBucket(bktMeta)
+		if err != nil {
+			return err
+		}
+		h := ringHead{Ring: store.Ring{Version: 5, Hash: "xxh3"}, Body: 5}
+		if err := putJSON(meta, keyRing, h); err != nil {
+			return err
+		}
+		if err := putJSON(meta, keyRingBody, body); err != nil {
+			return err
+		}
+		return meta.Put(keyLayout, binary.BigEndian.AppendUint64(nil, 3))
+	})
+	s, err = Open(three)
+	if err != nil {
+		t.Fatalf("opening a layout-3 store: %v", err)
+	}
+	got, err := s.GetRing(t.Context())
+	if err != nil || got.Version != 5 || !slices.Equal(got.Members, body.Members) || !slices.Equal(got.Tokens, body.Tokens) {
+		t.Errorf("after the migration GetRing = %+v (%v), want version 5 with %+v", got, err, body)
+	}
+	s.Close()
+	db, err := bbolt.Open(three, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = db.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket(bktMeta).Get(keyRingBody) != nil {
+			t.Error("the ring's body is still in the meta bucket after the migration")
+		}
+		if tx.Bucket(bktRing).Get(keyRingBody) == nil {
+			t.Error("the ring's body is not in its own bucket after the migration")
+		}
+		return nil
+	})
+	db.Close()
+	if v := rawLayout(t, three); v != layout {
+		t.Errorf("a migrated layout-3 store has schema version %d, want %d", v, layout)
+	}
 
 	// A newer file is refused, saying what to do, and left as it was.
 	newer := filepath.Join(dir, "newer.db")
