@@ -177,8 +177,9 @@ func newSignalled(org []int, ds []delivery, feed bool, repos []worker.RepoState)
 // owner is what the worker knows of repo i's organization's hooks (nil: nothing).
 func (s *signalled) owner(i int) *worker.OwnerHooks { return s.owners[s.org[i]] }
 
-// arrive takes in the deliveries made by now.
-func (s *signalled) arrive(now float64) {
+// arrive takes in the deliveries made by now; view is what the worker reads when one
+// arrives for repo i at day.
+func (s *signalled) arrive(now float64, view func(i int, day float64) worker.View) {
 	for len(s.pending) > 0 && s.pending[0].at <= now {
 		d := s.pending[0]
 		s.pending = s.pending[1:]
@@ -190,7 +191,7 @@ func (s *signalled) arrive(now float64) {
 		default:
 			ask = worker.AskHook
 		}
-		worker.Step(&s.cfg, worker.View{Now: at(d.at)}, &s.repos[d.repo], worker.Asked{By: ask})
+		worker.Step(&s.cfg, view(d.repo, d.at), &s.repos[d.repo], worker.Asked{By: ask})
 		if !s.feed {
 			o := s.owners[s.org[d.repo]]
 			if o == nil {

@@ -105,7 +105,7 @@ func TestDeliveries(t *testing.T) {
 
 func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 	s := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}, {at: 1.1, repo: 0}, {at: 1.2, repo: 2}, {at: 5, repo: 1}}, false, heldRepos(3))
-	s.arrive(2)
+	s.arrive(2, nowOnly)
 	if i, ok := s.next(); !ok || i != 0 {
 		t.Fatalf("first fetch %d %v, want repo 0", i, ok)
 	}
@@ -135,13 +135,13 @@ func TestSignalledRepoIsFetchedFirstOncePerBurst(t *testing.T) {
 	if got := cfg.stretch(s, 0, 3); got != 1 || s.loss.Lost != 1 {
 		t.Errorf("after a push found by a poll: stretch %v, lost %d", got, s.loss.Lost)
 	}
-	s.arrive(6) // repo 1's hook
+	s.arrive(6, nowOnly) // repo 1's hook
 	if got := cfg.stretch(s, 1, 6); got <= 1 {
 		t.Errorf("after its first hook: stretch %v", got)
 	}
 	// A feed's repos are known covered; a feed names no hook.
 	f := newSignalled([]int{1, 2, 3}, []delivery{{at: 1.0, repo: 0}}, true, heldRepos(3))
-	f.arrive(2)
+	f.arrive(2, nowOnly)
 	if got := cfg.stretch(f, 1, 3); got != feedStretch {
 		t.Errorf("feed: stretch %v, want %v", got, feedStretch)
 	}
@@ -184,7 +184,7 @@ func TestQuietRepoOfAHookedOrganization(t *testing.T) {
 	if got := cfg.stretch(s, 1, 0.5); got != 1 {
 		t.Fatalf("before any hook: stretch %v", got)
 	}
-	s.arrive(1)
+	s.arrive(1, nowOnly)
 	if got := cfg.stretch(s, 1, 1.5); got != hookStretch {
 		t.Errorf("quiet repo after its organization's hook: stretch %v, want %v", got, hookStretch)
 	}
@@ -196,11 +196,11 @@ func TestQuietRepoOfAHookedOrganization(t *testing.T) {
 		t.Errorf("the other quiet repo: stretch %v, want %v", got, hookStretch)
 	}
 	// Per-repo hooks: one repo's is not the organization's, two repos' are.
-	s.arrive(2)
+	s.arrive(2, nowOnly)
 	if got := cfg.stretch(s, 5, 2.5); got != 1 {
 		t.Errorf("one repo of a per-repo organization hooked: stretch %v, want 1", got)
 	}
-	s.arrive(3)
+	s.arrive(3, nowOnly)
 	if got := cfg.stretch(s, 5, 3.5); got != hookStretch {
 		t.Errorf("two repos of a per-repo organization hooked: stretch %v, want %v", got, hookStretch)
 	}
@@ -665,5 +665,35 @@ func TestTheHookBoundKnowsTheCoverageHooksShowed(t *testing.T) {
 		if got := fc.missed(i, 0); got != want {
 			t.Fatalf("feed, repo %d: missed %g at day 0, want %g", i, got, want)
 		}
+	}
+}
+
+// nowOnly is the view of a worker that shows only the time.
+func nowOnly(_ int, day float64) worker.View { return worker.View{Now: at(day)} }
+
+// A fleet whose hooks cover most repos learns the hazard its polls alone teach: the
+// fetch a hook asked for of a repo polled as uncovered until then is scored as the poll
+// it pre-empted (worker.Step), not left out. Left out, the scores of such repos saw
+// only their quiet polls, and a new fleet behind hooks learned a hazard many times
+// the one the same repos teach without them.
+func TestHooksTeachTheHazardPollsTeach(t *testing.T) {
+	const n, seed = 2000, 3
+	pop := NewPopulation(n, seed, targets)
+	up := pop.NewUpstream(seed, 40, 0, batch, targets)
+	base := runConfig{Budget: 0.5, End: 40, MinInterval: 5.0 / (24 * 60), Windows: []window{{10, 20}}}
+	plain := run(pop, up, production{defaultPolicy()}, base, rand.New(rand.NewPCG(seed, 1)))[0]
+	sg := signals{Section: "hooks60", Share: 0.6, DelayMin: 1.0 / 86400, DelayMax: 10.0 / 86400, Loss: 0.01}
+	cfg := base
+	cfg.Signal, cfg.Orgs = &sg, orgs(n, seed)
+	cfg.Covered = covered(cfg.Orgs, seed, sg.Share)
+	cfg.Deliveries = sg.deliveries(up, cfg.Covered, ownerLevel(cfg.Orgs, seed), cfg.End, rand.New(rand.NewPCG(seed, 2)))
+	hooked := run(pop, up, production{defaultPolicy()}, cfg, rand.New(rand.NewPCG(seed, 1)))[0]
+	if plain.LearnedHazardPerMonth <= 0 || hooked.LearnedHazardPerMonth <= 0 {
+		t.Fatalf("no hazard learned: %v without hooks, %v with", plain.LearnedHazardPerMonth, hooked.LearnedHazardPerMonth)
+	}
+	t.Logf("hazard a month: %.3g behind hooks, %.3g without", hooked.LearnedHazardPerMonth, plain.LearnedHazardPerMonth)
+	if r := hooked.LearnedHazardPerMonth / plain.LearnedHazardPerMonth; r > 3 || r < 1.0/3 {
+		t.Errorf("hazard learned behind hooks %.3g a month, %.3g without (%.1f×): want within 3×",
+			hooked.LearnedHazardPerMonth, plain.LearnedHazardPerMonth, r)
 	}
 }

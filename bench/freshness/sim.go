@@ -163,6 +163,13 @@ func runTo(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *ran
 	if cfg.Signal != nil {
 		sig = newSignalled(cfg.Orgs, cfg.Deliveries, cfg.Signal.Period > 0, held)
 	}
+	// What the worker reads when a signal arrives: the queue's front tells when the
+	// poll a hook pre-empts was due (worker.Step).
+	sigView := func(i int, day float64) worker.View {
+		v := cfg.view(sig, prior, i, day)
+		v.Front = q.Min()
+		return v
+	}
 	// The run ends once every push made in a window is mirrored: past that, nothing it
 	// measures can change but what the worker learns, which is read as the last window
 	// ends. due[i] is how many of repo i's pushes were made before the last window's
@@ -226,7 +233,7 @@ func runTo(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *ran
 			signaled bool
 		)
 		if sig != nil {
-			sig.arrive(now)
+			sig.arrive(now, sigView)
 			if i, got := sig.next(); got {
 				// Fetched now, whatever its place in the queue: its next poll is a step from
 				// the queue's front, where a poll made now would be.

@@ -58,9 +58,12 @@ type RepoState struct {
 	Cloned             bool    // a mirror existed when the fetch in flight began
 	// Known: the fetch in flight began knowing the mirror's refs (Rec.RefsDigest), so
 	// it looked at neither the mirror nor the disk first.
-	Known       bool
-	Hook        HookState // its push webhooks
-	AskedAt     time.Time // the latest ask (FetchNow); zero once a sync request matched it
+	Known   bool
+	Hook    HookState // its push webhooks
+	AskedAt time.Time // the latest ask (FetchNow); zero once a sync request matched it
+	// PreemptedAt is when the poll a hook pre-empted was due (dueAt), while the fetch
+	// the hook asked for is pending; zero when the repo's polls were not scored.
+	PreemptedAt time.Time
 	StartedAt   time.Time // when the latest fetch began
 	LastWritten time.Time // when this worker last wrote the repo's record
 	Unwritten   bool      // a report that should have landed did not: the next fetch writes
@@ -342,11 +345,29 @@ func asked(v View, r *RepoState, by Ask) Actions {
 	r.AskedAt = v.Now
 	want := ByAsk
 	if by.hook() {
+		if r.Pending == ByTurn {
+			r.PreemptedAt = r.dueAt(v)
+		}
 		r.Hook, want = HookState{At: v.Now}, ByHook
 	}
 	a := ask(r, want)
 	a.Taken = true
 	return a
+}
+
+// dueAt is when the queue would have polled the repo, had no ask come, if its polls
+// are scored (zero if not, or if it cannot tell): its last poll was taken at the
+// front's priority Prio and queued at Rec.Priority, and the front has moved since at
+// the pace it kept from that poll to now.
+func (r *RepoState) dueAt(v View) time.Time {
+	if r.Phase != Queued || r.Stretch(v) != 1 || r.StartedAt.IsZero() || r.Rec.LastSuccessAt.IsZero() {
+		return time.Time{}
+	}
+	moved, left := v.Front-r.Prio, r.Rec.Priority-v.Front
+	if moved <= 0 || math.IsInf(left, 0) || math.IsNaN(left) {
+		return time.Time{}
+	}
+	return v.Now.Add(time.Duration(float64(v.Now.Sub(r.StartedAt)) * max(left, 0) / moved))
 }
 
 func ask(r *RepoState, want Want) Actions {
@@ -479,14 +500,27 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 		a.Found = r.Hook.Fetched(by, r.Answering == ByHook)
 		v.HookLoss.Count(a.Found)
 	}
+	// A hook's fetch of a repo whose polls are scored pre-empted the poll that would
+	// have found its push: that poll is scored, over the time up to when it was due.
+	// The ask, not the push, chose when it was due, so the score is not biased by the
+	// push (a score at the hook's time would be).
+	preempted := r.PreemptedAt
+	r.PreemptedAt = time.Time{}
+	if r.Answering != ByHook || e.Err != nil || !e.Res.Changed || !r.Cloned {
+		preempted = time.Time{}
+	}
 	var before priority.Evidence // what the poll's score reads, read before the fold
-	if scored {
+	if scored || !preempted.IsZero() {
 		before = r.Rec.Stats.Evidence()
 	}
 	o := fetchOutcome(cfg, v.Prior, &fetchFacts{Now: v.Now, OldPrio: r.Prio, WasCloned: r.Cloned,
 		Res: e.Res, Err: e.Err, Unwritten: r.Unwritten, LastWritten: r.LastWritten, Stretch: r.Stretch(v)}, &r.Rec)
 	if o.Polled && !o.Poll.Prev.IsZero() && scored { // a first clone samples no interval
 		a.Learn, a.Learning = true, Learning{Evidence: before, Poll: o.Poll}
+	}
+	if o.Polled && !o.Poll.Prev.IsZero() && !preempted.IsZero() {
+		a.Learn, a.Learning = true, Learning{Evidence: before,
+			Poll: priority.Poll{Prev: o.Poll.Prev, Now: maxTime(preempted, v.Now), Changed: true}}
 	}
 	a.Changed, a.Failed, a.Maintain, a.Corrupt, a.Packs = o.Changed, o.Failed, o.Maintain, o.Corrupt, o.Packs
 	if e.Err != nil && !busy {
@@ -709,4 +743,12 @@ func fold(p priority.Policy, s *priority.Stats, poll priority.Poll, prior *prior
 // upstream's pushes. Every policy a worker runs reads them.
 type statsReader interface {
 	ReadsStats() bool
+}
+
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

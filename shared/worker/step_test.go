@@ -208,8 +208,9 @@ func TestStep(t *testing.T) {
 			{ev: mirror, want: "sync"},
 			{ev: unchanged, want: "end learn report queue=step1+5m0s"},
 		}},
-		// A hook jumps the queue; its fetch is no poll, is not learned from, and tells
-		// the host's hooks announced the push. The hooked repo's polls are stretched
+		// A hook jumps the queue; its fetch is no poll, is not learned from (no poll of
+		// the repo was taken here to pre-empt: TestAHookIsScoredAsThePollItPreempted),
+		// and tells the host's hooks announced the push. The hooked repo's polls are stretched
 		// (HookStretch) and not learned from either.
 		"hook": {start: mirrored(), lines: []line{
 			{ev: hook, want: "taken queue=front", state: "queued pending=hook hooked"},
@@ -505,5 +506,64 @@ func TestStepRefsDigest(t *testing.T) {
 	fetchWith(&r, Fetched{Err: fetch.Errorf(fetch.KindNetwork, "connection reset")})
 	if r.Rec.RefsDigest != "d1" {
 		t.Errorf("a network failure forgot the digest")
+	}
+}
+
+// A hook's fetch of a repo whose polls are scored is scored as the poll it pre-empted:
+// one that found a push, over the time from the last fetch to when that poll was due,
+// which the queue's front tells (halfway from the last poll's priority to the next an
+// hour after it: due an hour later). A hook of a repo already hooked, or whose fetch
+// brings nothing, is scored as nothing; nor is a sync, which says nothing of a push.
+func TestAHookIsScoredAsThePollItPreempted(t *testing.T) {
+	cfg := stepConfig()
+	poll := func(r *RepoState, v View, res fetch.Result) Actions {
+		Step(&cfg, v, r, PollDue{Prio: v.Front})
+		Step(&cfg, v, r, Checked{Cloned: true})
+		return Step(&cfg, v, r, Fetched{Res: res})
+	}
+	v := View{Now: s0, Worker: "w1", Front: 100, Prior: priority.DefaultPrior()}
+	found := fetch.Result{Changed: true, Commits: []fetch.Commit{{Author: s0}}}
+	for _, c := range []struct {
+		name   string
+		ask    Ask
+		hooked bool
+		res    fetch.Result
+		learn  bool
+	}{
+		{"hook", AskHook, false, found, true},
+		{"hook of a hooked repo", AskHook, true, found, false},
+		{"hook that brings nothing", AskHook, false, fetch.Result{}, false},
+		{"sync", AskSync, false, found, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := mirrored()
+			if c.hooked {
+				r.Hook = HookState{At: s0.Add(-time.Minute)}
+			}
+			v := v
+			if a := poll(&r, v, fetch.Result{}); a.Learn != !c.hooked {
+				t.Fatalf("the poll before: learn %v", a.Learn)
+			}
+			if want := map[bool]float64{false: 101, true: 110}[c.hooked]; r.Rec.Priority != want {
+				t.Fatalf("queued at %v, want %v (the policy's step of 1, stretched when hooked)", r.Rec.Priority, want)
+			}
+			v.Now, v.Front = s0.Add(time.Hour), 100.5
+			Step(&cfg, v, &r, Asked{By: c.ask})
+			before := r.Rec.Stats.Evidence()
+			a := poll(&r, v, c.res)
+			if a.Learn != c.learn {
+				t.Fatalf("learn %v, want %v", a.Learn, c.learn)
+			}
+			if !c.learn {
+				return
+			}
+			want := priority.Poll{Prev: s0, Now: s0.Add(2 * time.Hour), Changed: true}
+			if p := a.Learning.Poll; !p.Prev.Equal(want.Prev) || !p.Now.Equal(want.Now) || !p.Changed {
+				t.Errorf("scored %+v, want a find from %v to %v", p, want.Prev, want.Now)
+			}
+			if a.Learning.Evidence != before {
+				t.Errorf("scored with evidence %+v, want the evidence before the fetch, %+v", a.Learning.Evidence, before)
+			}
+		})
 	}
 }
