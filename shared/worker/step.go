@@ -100,6 +100,10 @@ func (r *RepoState) Stretch(v View) float64 {
 	return 1
 }
 
+// scored is whether the repo's polls are scored (priority.Scores): not while a signal
+// covers it, whose quiet is the signal's doing.
+func (r *RepoState) scored(v View) bool { return r.Stretch(v) == 1 }
+
 // View is what the step reads of the worker besides the repo.
 type View struct {
 	Now         time.Time
@@ -360,7 +364,7 @@ func asked(v View, r *RepoState, by Ask) Actions {
 // front's priority Prio and queued at Rec.Priority, and the front has moved since at
 // the pace it kept from that poll to now.
 func (r *RepoState) dueAt(v View) time.Time {
-	if r.Phase != Queued || r.Stretch(v) != 1 || r.StartedAt.IsZero() || r.Rec.LastSuccessAt.IsZero() {
+	if r.Phase != Queued || !r.scored(v) || r.StartedAt.IsZero() || r.Rec.LastSuccessAt.IsZero() {
 		return time.Time{}
 	}
 	moved, left := v.Front-r.Prio, r.Rec.Priority-v.Front
@@ -495,7 +499,7 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 	}
 	busy := kind == fetch.KindBusy
 	asked := r.Answering != ByTurn
-	scored := !asked && r.Stretch(v) == 1
+	scored := !asked && r.scored(v)
 	if by := r.Hook.HookedBy(v.Owner, v.Now); by != NotHooked && e.Err == nil && r.Cloned && e.Res.Changed {
 		a.Found = r.Hook.Fetched(by, r.Answering == ByHook)
 		v.HookLoss.Count(a.Found)
@@ -509,18 +513,19 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 	if r.Answering != ByHook || e.Err != nil || !e.Res.Changed || !r.Cloned {
 		preempted = time.Time{}
 	}
+	learns := scored || !preempted.IsZero()
 	var before priority.Evidence // what the poll's score reads, read before the fold
-	if scored || !preempted.IsZero() {
+	if learns {
 		before = r.Rec.Stats.Evidence()
 	}
 	o := fetchOutcome(cfg, v.Prior, &fetchFacts{Now: v.Now, OldPrio: r.Prio, WasCloned: r.Cloned,
 		Res: e.Res, Err: e.Err, Unwritten: r.Unwritten, LastWritten: r.LastWritten, Stretch: r.Stretch(v)}, &r.Rec)
-	if o.Polled && !o.Poll.Prev.IsZero() && scored { // a first clone samples no interval
-		a.Learn, a.Learning = true, Learning{Evidence: before, Poll: o.Poll}
-	}
-	if o.Polled && !o.Poll.Prev.IsZero() && !preempted.IsZero() {
-		a.Learn, a.Learning = true, Learning{Evidence: before,
-			Poll: priority.Poll{Prev: o.Poll.Prev, Now: maxTime(preempted, v.Now), Changed: true}}
+	if o.Polled && !o.Poll.Prev.IsZero() && learns { // a first clone samples no interval
+		poll := o.Poll
+		if !preempted.IsZero() {
+			poll = priority.Poll{Prev: o.Poll.Prev, Now: maxTime(preempted, v.Now), Changed: true}
+		}
+		a.Learn, a.Learning = true, Learning{Evidence: before, Poll: poll}
 	}
 	a.Changed, a.Failed, a.Maintain, a.Corrupt, a.Packs = o.Changed, o.Failed, o.Maintain, o.Corrupt, o.Packs
 	if e.Err != nil && !busy {
