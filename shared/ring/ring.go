@@ -9,10 +9,11 @@
 // of the circle out of the members with the largest shares, and a leaving member's arcs go
 // to the members with the smallest shares or next to its arcs (see Add and Remove). A join
 // moves exactly 1/(n+1) of the key space, all of it to the newcomer; a leave moves
-// exactly the leaver's share. Shares stay within about 1% of the mean (at most
-// 1+1/MaxDonors after joins, 1+1/MaxDonors+1/LeaveSlack with leaves), so load imbalance
-// is mostly the sampling noise of the keys. Tokens: about MaxDonors per member (46 at 10
-// members, 4.3k at 100, 62k at 1000), plateauing under join/leave churn.
+// exactly the leaver's share. Shares stay near the mean (at most 1+1/MaxDonors of it
+// after joins, 1+1/MaxDonors+1/LeaveSlack with leaves), so load imbalance is mostly the
+// sampling noise of the keys. Tokens grow with the members, to about MaxDonors per
+// member, and plateau under join/leave churn; bench/results/placement.json (the
+// report's placement section) has the shares and token counts measured.
 //
 // A *Ring is immutable: Add and Remove return a new ring, so any number of goroutines may
 // look keys up concurrently.
