@@ -20,13 +20,14 @@ import (
 //
 // go-git v5 indexes a pack while it streams in with a packfile.Parser that keeps, for
 // every object, an objectInfo in a slice and two maps, plus a 96 MiB cache of
-// decompressed delta bases that no option changes: about 330 MiB for a 160k-object
-// repository, 6× the git CLI. firstPackStore writes the pack to a temp file as it
-// arrives (the stream guard has judged it already) and, once complete, indexes it in
-// two passes over the file with go-git's own Scanner, delta patcher and idxfile
-// encoder: one to hash the whole objects and note where each delta's base is, one
-// that walks each base's delta tree depth first, holding only the contents along the
-// current chain. It keeps about 50 bytes per object besides go-git's index writer.
+// decompressed delta bases that no option changes: several times what the git CLI
+// needs for the same repository (ADR 26 and bench/results/fetchcost.json have the
+// figures). firstPackStore writes the pack to a temp file as it arrives (the stream
+// guard has judged it already) and, once complete, indexes it in two passes over the
+// file with go-git's own Scanner, delta patcher and idxfile encoder: one to hash the
+// whole objects and note where each delta's base is, one that walks each base's delta
+// tree depth first, holding only the contents along the current chain. Per object it
+// keeps one packEntry besides go-git's index writer.
 //
 // Only first mirrors take this path: their pack is complete (no thin pack: there is
 // nothing to delta against), and the mirror is not yet visible to anyone.
