@@ -37,6 +37,35 @@ func TestPopulationMatchesTheTargets(t *testing.T) {
 	}
 }
 
+// TestQuietDoesNotTellActiveFromDormant: how long a repo has been quiet when the run
+// starts does not say by itself whether it is active or dormant. Both kinds are quiet up
+// to ten years, and no length of quiet is shared by many repos: a cap on the active
+// repos' quiet put every slow repo quiet for longer on one day no dormant repo was at,
+// so a long silence, which a real fleet reads as dormancy, was a sure sign of activity.
+func TestQuietDoesNotTellActiveFromDormant(t *testing.T) {
+	pop := NewPopulation(20000, 7, targets)
+	var longActive, longDormant int
+	seen := map[float64]int{}
+	for i, q := range pop.Quiet {
+		if q >= maxQuietDays {
+			t.Fatalf("repo %d quiet %.0f days, want under %.0f", i, q, maxQuietDays)
+		}
+		if seen[q]++; seen[q] > 1 {
+			t.Fatalf("more than one repo quiet exactly %v days", q)
+		}
+		if q > 8*365 {
+			if pop.Rates[i] > 0 {
+				longActive++
+			} else {
+				longDormant++
+			}
+		}
+	}
+	if longActive == 0 || longDormant < longActive {
+		t.Errorf("quiet for over eight years: %d active repos, %d dormant; want both, mostly dormant", longActive, longDormant)
+	}
+}
+
 func TestUpstreamIsTheSameForEveryReaderAndHidesPushTimes(t *testing.T) {
 	pop := NewPopulation(500, 3, targets)
 	a, b := pop.NewUpstream(3, 100, 0, batch, targets), pop.NewUpstream(3, 100, 0, batch, targets)

@@ -42,16 +42,14 @@ type cloneEvidence struct {
 	root   bool
 	pushes int
 	since  float64 // where the history begins (day)
-	newest float64 // its newest commit; −Inf when it lists none
+	newest float64 // the repo's newest commit, listed or older than the listing; −Inf: none
 }
 
 func clonedEvidence(life RepoLife) cloneEvidence {
 	times, since, root := historyAt(life, 0, 0)
-	c := cloneEvidence{root: root, pushes: priority.Sessions(times), since: since, newest: math.Inf(-1)}
-	if len(times) > 0 {
-		c.newest = life.Newest
-	}
-	return c
+	// The newest commit's age shows whether the listing holds a commit or not, as the
+	// worker reads it (fetch.Result.LastCommitAt).
+	return cloneEvidence{root: root, pushes: priority.Sessions(times), since: since, newest: life.Newest}
 }
 
 // at is the evidence at day (≥ 0): the clone's, and the exact pushes made since day 0.

@@ -50,14 +50,28 @@ func NewPopulation(n int, seed uint64, t Targets) Population {
 		if k < active {
 			p.Rates[i] = math.Exp(mu + sigma*z[k])
 			// The time since the last commit of a Poisson process seen at a random moment is
-			// exponential with the same rate; no repo is older than ten years.
-			p.Quiet[i] = min(rng.ExpFloat64()/p.Rates[i], 3650)
+			// exponential with the same rate; no repo is older than maxQuietDays, so it is
+			// drawn below that (a cap would put every slow repo quiet for longer on one day).
+			// The draw is the standard exponential it always was, turned into its uniform, so
+			// the seed's other draws are unchanged.
+			p.Quiet[i] = truncatedExp(-math.Expm1(-rng.ExpFloat64()), p.Rates[i], maxQuietDays)
 		} else {
-			// Dormant: last touched between one and eight years ago (log-uniform).
-			p.Quiet[i] = 365 * math.Exp(rng.Float64()*math.Log(8))
+			// Dormant: last touched between one year and maxQuietDays ago (log-uniform), as
+			// far back as an active repo's quiet goes, so that no length of quiet tells the
+			// two apart: the fleet must weigh it, as a real one does.
+			p.Quiet[i] = 365 * math.Exp(rng.Float64()*math.Log(maxQuietDays/365))
 		}
 	}
 	return p
+}
+
+// maxQuietDays is the longest a repo of the population has been quiet when the run
+// starts: ten years.
+const maxQuietDays = 3650.0
+
+// truncatedExp is draw u (uniform in [0, 1)) of an exponential of rate, below limit.
+func truncatedExp(u, rate, limit float64) float64 {
+	return -math.Log1p(u*math.Expm1(-rate*limit)) / rate
 }
 
 // topShare is the share of expected commits held by the top repos when rates are e^(σz).

@@ -401,6 +401,28 @@ func TestCloneEvidenceCountsThePushesUpToTheDay(t *testing.T) {
 	}
 }
 
+// TestCloneEvidenceKnowsTheQuietOfAnEmptyListing: a first clone whose history lists no
+// commit still shows when the repo last changed (the worker reads it as
+// fetch.Result.LastCommitAt), and so does the bound's evidence: its silence is the
+// time since that commit, not the listing's span.
+func TestCloneEvidenceKnowsTheQuietOfAnEmptyListing(t *testing.T) {
+	up := NewPopulation(2000, 5, targets).NewUpstream(5, 60, 0, batch, targets)
+	empty := 0
+	for i, l := range up {
+		if times, _, _ := historyAt(l, 0, 0); len(times) > 0 {
+			continue
+		}
+		empty++
+		c := clonedEvidence(l)
+		if e := c.at(l, 0); e.pushes != 0 || e.quiet != -l.Newest || e.span != -c.since {
+			t.Fatalf("repo %d, listing empty, last changed on day %.0f: %+v, want no push over %.0f days, quiet %.0f", i, l.Newest, e, -c.since, -l.Newest)
+		}
+	}
+	if empty == 0 {
+		t.Fatal("no first clone lists an empty history: nothing was tested")
+	}
+}
+
 // TestTheBoundRunAsAPolicy: the all-evidence table run as a policy clones every repo
 // first, as the worker does, and in the stationary window comes close to the static
 // bound of the same table; in the cold start it pays for cloning blind.
