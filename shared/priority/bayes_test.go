@@ -437,3 +437,57 @@ func TestANewRepoIsSteppedFlatter(t *testing.T) {
 		t.Fatalf("slow/daily step ratio %.1f new, %.1f settled: want the new one flatter", n, o)
 	}
 }
+
+// The first clone marks a repo whose making held a run of pushes (Made): a repo worked
+// on from its first days, where one begun with a commit or two is not.
+func TestFoldMarksARepoMadeInARunOfWork(t *testing.T) {
+	now := t0.Add(1000 * 24 * time.Hour)
+	born := now.AddDate(-2, 0, 0)
+	for _, c := range []struct {
+		pushes int
+		root   bool
+		want   bool
+	}{{1, true, false}, {MadePushes - 1, true, false}, {MadePushes, true, true}, {8, true, true}, {8, false, false}} {
+		// The pushes a day apart from the first commit on (a making), then two years quiet.
+		commits := []time.Time{born}
+		for k := 1; k < c.pushes; k++ {
+			commits = append(commits, born.Add(time.Duration(k)*24*time.Hour))
+		}
+		s := Fold(Stats{}, Poll{Now: now, Changed: true, Commits: commits, Since: born, FromRoot: c.root}, nil)
+		if s.Made != c.want {
+			t.Errorf("a making of %d pushes, from the root %v: Made %v, want %v", c.pushes, c.root, s.Made, c.want)
+		}
+	}
+}
+
+// Among the repos whose history reached the root, those made in a run of work are a
+// class of their own: where the repos worked on and left far outnumber the busy ones
+// that kept going, a repo quiet for years after a run of work reads as dormant, while
+// the same quiet after a commit or two keeps a slow repo's chance.
+func TestFitLearnsWhatARunOfWorkSays(t *testing.T) {
+	var stats []Stats
+	for i := range 1200 {
+		days := float64(400 + i%900)
+		switch i % 4 {
+		case 0, 1: // made in a run of work and left: silence since its making
+			stats = append(stats, Stats{Exposure: days * 86400, Root: true, Made: true})
+		case 2: // begun with a commit, slow since: a push in about 300 days
+			stats = append(stats, Stats{Events: math.Round(days / 300), Exposure: days * 86400, Root: true})
+		default: // made in a run of work and kept going: a push every 5 days
+			stats = append(stats, Stats{Events: math.Round(days / 5), Exposure: days * 86400, Root: true, Made: true})
+		}
+	}
+	p := Fit(stats, nil, t0, nil)
+	begun := Stats{WinSeconds: 500 * 86400, Root: true}
+	made := begun
+	made.Made = true
+	if m, b := p.Rate(made), p.Rate(begun); m > b/3 {
+		t.Fatalf("quiet 500 days after a run of work: %.2g pushes/day; after a commit or two: %.2g", m, b)
+	}
+	// One made in a run of work that keeps pushing is believed at once.
+	busy := made
+	busy.WinEvents, busy.WinSeconds = 6, 30*86400
+	if r := p.Rate(busy); r < 0.1 {
+		t.Fatalf("a repo made in a run of work pushing 6 times in 30 days: %.2g pushes/day", r)
+	}
+}

@@ -148,6 +148,7 @@ func (s *Stats) history(p Poll, prior *Prior) {
 		}
 		return -1
 	})
+	s.Made = p.FromRoot && Sessions(times[:k]) >= MadePushes
 	times = times[k:]
 	for from := since; from.Before(p.Now); {
 		to := from.Add(Window)
@@ -186,6 +187,11 @@ func making(times []time.Time, root time.Time) time.Time {
 
 // MaxMaking bounds the making of a repo (making).
 const MaxMaking = 4 * Window
+
+// MadePushes is how many pushes a making takes for the repo to be weighed as one
+// worked on from the start (Stats.Made): a repo begun with a run of work and one begun
+// with a commit or two are weighed apart, and the fleet learns how much that tells.
+const MadePushes = 3
 
 // window adds n pushes over seconds to the current window, the last of them quiet
 // seconds before its end, and settles it once it is full and holds a push: judged a

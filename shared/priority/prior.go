@@ -48,7 +48,8 @@ type Prior struct {
 	// ClassWeights, when Classes is set, are the weights among the repos of each class
 	// of what a first clone shows besides its pushes (classOf): whether its history
 	// reached the repo's first commit (a repo made and left, or a young one) and, if so,
-	// whether that commit is under YoungAge old. The fleet learns how much each tells.
+	// whether that commit is under YoungAge old and whether its making held a run of
+	// pushes (Stats.Made). The fleet learns how much each tells.
 	ClassWeights [classes]belief
 	Classes      bool
 	// Hazard is how often a repo draws a new rate from Weights (wakes up, goes quiet,
@@ -265,9 +266,11 @@ func (p *Prior) weigh(l *likelihoods, w *weighed) {
 // The classes of repos a prior weighs apart: what the first clone showed besides the
 // pushes.
 const (
-	classOther = iota // the history did not reach the first commit
-	classRoot         // it did, and that commit is YoungAge old or more
-	classYoung        // it did, and that commit is younger
+	classOther     = iota // the history did not reach the first commit
+	classRoot             // it did, and that commit is YoungAge old or more
+	classYoung            // it did, and that commit is younger
+	classRootMade         // classRoot, and its making held MadePushes pushes or more
+	classYoungMade        // classYoung, and likewise
 	classes
 )
 
@@ -279,8 +282,12 @@ const YoungAge = 365 * 24 * time.Hour
 // classOf is the class of a repo's stats.
 func classOf(s *Stats) int {
 	switch {
+	case s.Root && s.Young && s.Made:
+		return classYoungMade
 	case s.Root && s.Young:
 		return classYoung
+	case s.Root && s.Made:
+		return classRootMade
 	case s.Root:
 		return classRoot
 	}

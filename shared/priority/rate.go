@@ -28,6 +28,9 @@ type Stats struct {
 	Root bool `json:"r,omitempty"`
 	// Young: the first commit Root reached was under YoungAge old at the first clone.
 	Young bool `json:"y,omitempty"`
+	// Made: the making of the repo Root reached (its first run of work) held at least
+	// MadePushes pushes.
+	Made bool `json:"m,omitempty"`
 	// Belief is the Bayes policy's belief about the repo's current rate as of its last
 	// poll (filtered forward: Belief).
 	Belief Belief `json:"b,omitzero"`

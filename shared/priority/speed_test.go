@@ -119,7 +119,7 @@ func TestAMemoIsOnlyASaving(t *testing.T) {
 	prior := &Prior{Weights: logNormal(0.5, math.Log(0.005), 1.6), Hazard: 0.01 / 30}
 	other := &Prior{Weights: logNormal(0.3, math.Log(0.05), 1.2), Hazard: 0.1 / 30}
 	kept := &Prior{Weights: logNormal(0.4, math.Log(0.01), 1.4), Hazard: 0.03 / 30, Classes: true}
-	kept.ClassWeights = [classes]belief{kept.Weights, logNormal(0.8, math.Log(0.001), 1), kept.Weights}
+	kept.ClassWeights = [classes]belief{kept.Weights, logNormal(0.8, math.Log(0.001), 1), kept.Weights, kept.Weights, kept.Weights}
 	kept.withTails()
 	copied := *kept
 	var m Memo

@@ -457,6 +457,8 @@ func TestRepoStatsEncoding(t *testing.T) {
 		{Polls: 12.375, Changes: 0.1, Seconds: 1.5e6 + 1.0/3},
 		{Polls: 1},
 		{Polls: 3, Changes: 1e-200, Seconds: 60},
+		{Events: 2, Exposure: 9e6, Root: true, Made: true},
+		{WinSeconds: 86400, Root: true, Young: true, Made: true},
 	} {
 		r.Stats = st
 		it, err := repoItem(r, 1)

@@ -69,11 +69,11 @@ const (
 	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
 	rEvents, rExposure, rWinEvents, rWinSeconds, rWinQuiet          = "st_e", "st_s", "st_we", "st_ws", "st_wq"
-	rRoot, rYoung                                                   = "st_r", "st_y" // 1 when the first clone reached the root; and it was young
-	rBelief                                                         = "st_b"         // priority.Stats.Belief, as Belief.Bytes; absent when unset
-	rStretch                                                        = "stretch"      // store.Repo.PollStretch; absent when zero
-	rUpstream                                                       = "up"           // store.Repo.Upstream; absent when empty
-	rRefs                                                           = "refs"         // store.Repo.RefsDigest; absent when empty
+	rRoot, rYoung, rMade                                            = "st_r", "st_y", "st_m" // 1 when the first clone reached the root; it was young; its making held several pushes
+	rBelief                                                         = "st_b"                 // priority.Stats.Belief, as Belief.Bytes; absent when unset
+	rStretch                                                        = "stretch"              // store.Repo.PollStretch; absent when zero
+	rUpstream                                                       = "up"                   // store.Repo.Upstream; absent when empty
+	rRefs                                                           = "refs"                 // store.Repo.RefsDigest; absent when empty
 )
 
 // statAttr is one stored statistic of a repo's polls.
@@ -87,7 +87,7 @@ type statAttr struct {
 // for them.
 func statAttrs(st priority.Stats, stretch float64) []statAttr {
 	return []statAttr{{rPolls, st.Polls}, {rChanges, st.Changes}, {rPolled, st.Seconds},
-		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}, {rWinQuiet, st.WinQuiet}, {rRoot, flag(st.Root)}, {rYoung, flag(st.Young)},
+		{rEvents, st.Events}, {rExposure, st.Exposure}, {rWinEvents, st.WinEvents}, {rWinSeconds, st.WinSeconds}, {rWinQuiet, st.WinQuiet}, {rRoot, flag(st.Root)}, {rYoung, flag(st.Young)}, {rMade, flag(st.Made)},
 		{rStretch, stretch}}
 }
 
@@ -202,7 +202,7 @@ func decodeRepo(m item) (store.Repo, int64, error) {
 		LastError:     d.s(rErr),
 		Stats: priority.Stats{Polls: d.f64(rPolls), Changes: d.f64(rChanges), Seconds: d.f64(rPolled),
 			Events: d.f64(rEvents), Exposure: d.f64(rExposure), WinEvents: d.f64(rWinEvents), WinSeconds: d.f64(rWinSeconds),
-			WinQuiet: d.f64(rWinQuiet), Root: d.f64(rRoot) > 0, Young: d.f64(rYoung) > 0, Belief: d.belief(rBelief)},
+			WinQuiet: d.f64(rWinQuiet), Root: d.f64(rRoot) > 0, Young: d.f64(rYoung) > 0, Made: d.f64(rMade) > 0, Belief: d.belief(rBelief)},
 		PollStretch: d.f64(rStretch),
 		RefsDigest:  d.s(rRefs),
 	}
