@@ -46,7 +46,7 @@ const (
 // in the cold start's p99 and costs in its mean: ADR 17 and bench/REPORT.md, section 1.
 const (
 	NewSpan = 30 * 24 * time.Hour
-	NewExp  = 0.45
+	NewExp  = 0.46
 )
 
 // Next steps the repo by 1/√(expected pushes per day) (rate^−NewExp while it is new),
