@@ -69,11 +69,12 @@ const (
 	rCloneFail, rFetchFail, rSize, rErr, rRev                       = "clone_fail", "fetch_fail", "size", "last_error", "rev"
 	rPolls, rChanges, rPolled                                       = "st_n", "st_x", "st_t" // priority.Stats; absent when zero
 	rEvents, rExposure, rWinEvents, rWinSeconds, rWinQuiet          = "st_e", "st_s", "st_we", "st_ws", "st_wq"
-	rRoot, rYoung, rMade                                            = "st_r", "st_y", "st_m" // 1 when the first clone reached the root; it was young; its making held several pushes
-	rBelief                                                         = "st_b"                 // priority.Stats.Belief, as Belief.Bytes; absent when unset
-	rStretch                                                        = "stretch"              // store.Repo.PollStretch; absent when zero
-	rUpstream                                                       = "up"                   // store.Repo.Upstream; absent when empty
-	rRefs                                                           = "refs"                 // store.Repo.RefsDigest; absent when empty
+	rRoot, rYoung                                                   = "st_r", "st_y" // 1 when the first clone reached the root; and it was young
+	rMade                                                           = "st_m"         // 1 when the making of the root it reached held several pushes
+	rBelief                                                         = "st_b"         // priority.Stats.Belief, as Belief.Bytes; absent when unset
+	rStretch                                                        = "stretch"      // store.Repo.PollStretch; absent when zero
+	rUpstream                                                       = "up"           // store.Repo.Upstream; absent when empty
+	rRefs                                                           = "refs"         // store.Repo.RefsDigest; absent when empty
 )
 
 // statAttr is one stored statistic of a repo's polls.
