@@ -163,14 +163,14 @@ func (sp *split) read(wc, wf *belief) belief {
 		b[0] = 1
 		return b
 	}
-	scaleBelief(&b, sum)
+	scaleBelief(&b, sum, gridSize)
 	return b
 }
 
 // scale divides both parts by sum, dropping what is too small to matter.
 func (sp *split) scale(sum float64) {
-	scaleBelief(&sp.stay, sum)
-	scaleBelief(&sp.moved, sum)
+	scaleBelief(&sp.stay, sum, gridSize)
+	scaleBelief(&sp.moved, sum, gridSize)
 }
 
 // started is the belief s's evidence gives: its windowed posterior under p, split.
@@ -221,14 +221,17 @@ func (p *Prior) filter(sp *split, wc *belief, from, now time.Time, pushes []time
 // halve towards its end (the last two equal), so a long one keeps the chance of a recent
 // change; a change in a step is placed at its middle: the old rate was quiet for the
 // half before, the new one for the half after. A change draws from the fleet's weights:
-// it moves its share of the belief into Moved.
+// it moves its share of the belief into Moved. The rates a step's decays leave nothing
+// of (past its live ones) end it at 0 and add nothing to its sums, so its loops stop
+// there.
 func (p *Prior) filterQuiet(sp *split, wc *belief, days float64) {
 	if !(days > 0) {
 		return
 	}
 	steps := quietSteps(days)
 	var half [maxQuietSteps]belief
-	halfDecays(days, steps, &half)
+	var lives [maxQuietSteps]int
+	halfDecays(days, steps, &half, &lives)
 	hazard := p.Hazard
 	st, mv, wf := &sp.stay, &sp.moved, &p.Weights
 	step := days // halved before each step but the last, which equals the one before
@@ -236,16 +239,18 @@ func (p *Prior) filterQuiet(sp *split, wc *belief, days float64) {
 		if j < steps-1 {
 			step /= 2
 		}
-		h := &half[j]
+		h, live := &half[j], lives[j]
 		rho := -math.Expm1(-hazard * step)
 		var b0, b1 float64 // the chance the old rate was quiet up to a change at mid-step
-		for k := 0; k < gridSize; k += 2 {
+		for k := 0; k < live; k += 2 {
 			b0 += (wc[k]*st[k] + wf[k]*mv[k]) * h[k]
 			b1 += (wc[k+1]*st[k+1] + wf[k+1]*mv[k+1]) * h[k+1]
 		}
 		inject := rho * (b0 + b1)
+		clear(st[live:])
+		clear(mv[live:])
 		var s0, s1 float64
-		for k := 0; k < gridSize; k += 2 {
+		for k := 0; k < live; k += 2 {
 			st[k] *= (1 - rho) * h[k] * h[k]
 			st[k+1] *= (1 - rho) * h[k+1] * h[k+1]
 			mv[k] = h[k] * ((1-rho)*mv[k]*h[k] + inject)
@@ -258,7 +263,8 @@ func (p *Prior) filterQuiet(sp *split, wc *belief, days float64) {
 			sp.dormant(wc, wf) // nothing left at any rate: only the dormant could be this quiet
 			return
 		}
-		sp.scale(sum)
+		scaleBelief(st, sum, live)
+		scaleBelief(mv, sum, live)
 	}
 }
 
@@ -269,12 +275,13 @@ const (
 	maxQuietSteps    = 10
 )
 
-// scaleBelief divides b by sum, and drops the probabilities too small to matter, which
-// would otherwise sink into subnormal numbers, whose arithmetic is very slow. It
-// multiplies by the inverse: a filter scales at every step.
-func scaleBelief(b *belief, sum float64) {
+// scaleBelief divides b's first n rates by sum (past them b is 0, and stays so), and
+// drops the probabilities too small to matter, which would otherwise sink into
+// subnormal numbers, whose arithmetic is very slow. It multiplies by the inverse: a
+// filter scales at every step.
+func scaleBelief(b *belief, sum float64, n int) {
 	inv := 1 / sum
-	for k := range b {
+	for k := range b[:n] {
 		if b[k] *= inv; b[k] < minBelief {
 			b[k] = 0
 		}
@@ -307,19 +314,23 @@ func quietSteps(days float64) int {
 
 // halfDecays sets half[j] to the decays over half of step j of a quiet of days cut in
 // steps, from the last (the shortest) back: each step before it is twice as long, so
-// its half-decay is the square of the next's; the last two steps are equal.
-func halfDecays(days float64, steps int, half *[maxQuietSteps]belief) {
+// its half-decay is the square of the next's; the last two steps are equal. live[j] is
+// how many rates half[j] leaves above 0 (decays); half must be 0 when called.
+func halfDecays(days float64, steps int, half *[maxQuietSteps]belief, live *[maxQuietSteps]int) {
 	last := days / math.Exp2(float64(steps-1))
-	decaysOver(last/2, &half[steps-1])
+	live[steps-1] = decaysOver(last/2, &half[steps-1])
 	for j := steps - 2; j >= 0; j-- {
 		if j == steps-2 {
-			half[j] = half[j+1]
+			half[j], live[j] = half[j+1], live[j+1]
 			continue
 		}
-		for k := range gridSize {
+		n := 0
+		for k := range live[j+1] {
 			if d := half[j+1][k] * half[j+1][k]; d >= minDecay {
 				half[j][k] = d
+				n = k + 1
 			} // else 0, as decays makes it: no subnormal arithmetic
 		}
+		live[j] = n + n%2
 	}
 }

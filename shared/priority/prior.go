@@ -194,9 +194,21 @@ type scaled struct {
 }
 
 func scale(l *[gridSize]float64) (s scaled) {
-	s.top = math.Inf(-1)
-	for _, v := range l {
-		s.top = max(s.top, v)
+	// The best by plain comparisons, in two halves: likelihoods are never NaN, and the
+	// sign of a zero best changes no difference from it, so max's care for both is
+	// not needed, and its chain of dependent steps is halved.
+	t0, t1 := math.Inf(-1), math.Inf(-1)
+	for k := 0; k < gridSize; k += 2 {
+		if l[k] > t0 {
+			t0 = l[k]
+		}
+		if l[k+1] > t1 {
+			t1 = l[k+1]
+		}
+	}
+	s.top = t0
+	if t1 > t0 {
+		s.top = t1
 	}
 	for k, v := range l {
 		if d := v - s.top; d > -negligible {
@@ -365,8 +377,10 @@ const negligible = 46
 // the rest (a squaring doubles the relative error: 2^18 ulp at most, far below what
 // matters here). A decay under minDecay is 0: it would weigh nothing against the repos
 // that change in the silence, and products of such decays turn subnormal, whose
-// arithmetic is very slow.
-func decays(base [3]float64, f *belief) {
+// arithmetic is very slow. It returns how many rates, from the slowest, hold the
+// decays above 0 (live: even, for the loops that take rates in pairs); the faster ones'
+// products with anything finite are 0, so a loop may stop there.
+func decays(base [3]float64, f *belief) (live int) {
 	for k := range gridSize {
 		if k < 3 {
 			f[k] = base[k]
@@ -376,7 +390,16 @@ func decays(base [3]float64, f *belief) {
 		if f[k] < minDecay {
 			f[k] = 0
 		}
+		if f[k] != 0 {
+			live = k + 1
+		} else if k >= 3 && f[k-1] == 0 {
+			// Each rate's decay is the square of the one two below: both chains are 0
+			// from here on.
+			clear(f[k+1:])
+			break
+		}
 	}
+	return live + live%2
 }
 
 // minDecay is the least decay over a step of a silence that is not taken as 0 (e^-69).
@@ -426,8 +449,8 @@ func (sc *Scores) AddWith(prior *Prior, e Evidence, p Poll, m *Memo) {
 	scratch := view{candidates: true}
 	v := prior.view(e.e, m, &scratch)
 	var stay belief // the chance of no push over the poll's interval, at each rate
-	quietFor(days, &stay)
-	r := v.read(&stay)
+	live := quietFor(days, &stay)
+	r := v.read(&stay, live)
 	for h := range hazards {
 		quiet := min(max(r.at(v, h), 1e-9), 1-1e-9)
 		if p.Changed {

@@ -52,31 +52,30 @@ func (s *silence) cut(days float64) {
 		sq = math.Exp2(float64(s.q) / silenceGrid)
 	}
 	s.step0 = days - sq/2
-	decaysOver(s.step0, &s.f0)
+	s.live = decaysOver(s.step0, &s.f0)
 	s.sh = shapeOf(s.q)
-	s.live = gridSize
-	for s.live > 0 && s.f0[s.live-1] == 0 {
-		s.live--
-	}
-	s.live += s.live % 2
 }
 
-// decaysOver sets f[k] to e^(−gridRates[k]·days).
-func decaysOver(days float64, f *belief) {
+// decaysOver sets f[k] to e^(−gridRates[k]·days) and returns how many rates hold them
+// above 0 (decays).
+func decaysOver(days float64, f *belief) (live int) {
 	var base [3]float64
 	for k := range base {
 		base[k] = math.Exp(-gridRates[k] * days)
 	}
-	decays(base, f)
+	return decays(base, f)
 }
 
-// shape is the steps of a silence past its first, for a grid point: each step's length
-// and the decays of every rate over it (f). It depends on the grid point alone, so it
-// is computed once for all priors (shapes). Entries [0] are the first step's, which
-// is each repo's own: unused.
+// shape is the steps of a silence past its first, for a grid point: each step's length,
+// the decays of every rate over it (f) and how many rates they leave above 0 (live),
+// and each candidate hazard's chance of a change in it (rho). It depends on the grid
+// point alone, so it is computed once for all priors (shapes). Entries [0] are the
+// first step's, which is each repo's own: unused.
 type shape struct {
 	step [silenceSteps]float64
 	f    [silenceSteps]belief
+	live [silenceSteps]int
+	rho  [silenceSteps][len(hazards)]float64
 }
 
 // shapes keeps the shapes of the grid points as they are first needed: a table of a
@@ -105,25 +104,32 @@ func newShape(q int) *shape {
 	for j := 1; j < silenceSteps; j++ {
 		sh.step[j] = sq / math.Exp2(float64(min(j, silenceSteps-2)+1))
 		if j == silenceSteps-1 {
-			sh.f[j] = sh.f[j-1] // the last two steps are equal
+			sh.f[j], sh.live[j] = sh.f[j-1], sh.live[j-1] // the last two steps are equal
 		} else {
-			decaysOver(sh.step[j], &sh.f[j])
+			sh.live[j] = decaysOver(sh.step[j], &sh.f[j])
+		}
+		for h, hz := range hazardsPerDay {
+			sh.rho[j][h] = stepChange(hz, sh.step[j])
 		}
 	}
 	return sh
 }
 
+// stepChange is the chance of a change of behaviour in a step of days at hazard per day.
+func stepChange(hazard, days float64) float64 { return -math.Expm1(-hazard * days) }
+
 // tail is what walking a silence at every hazard of a view needs past its first step,
 // under a prior: the shape, the fleet's weights decayed from the start of step m to the
-// end (fresh), the sums of the weights decayed over steps m…j (omega[j][m]), what fresh
-// reads of the rates and of the active ones, and each hazard's chance of a change in
-// each step (rho) and of none (1−rho). Entries [0] are the first step's: unused.
+// end (fresh; 0 past the shape's live[m]), the sums of the weights decayed over steps
+// m…j (omega[j][m]), what fresh reads of the rates and of the active ones, and each
+// hazard's chance of a change in each step (rhoByStep; of none: 1−rho). Entries [0]
+// are the first step's: unused.
 type tail struct {
 	*shape
-	fresh                 [silenceSteps]belief
-	omega                 [silenceSteps][silenceSteps]float64
-	rates, active         [silenceSteps]float64
-	rhoByStep, keepByStep [silenceSteps][viewHazards]float64
+	fresh         [silenceSteps]belief
+	omega         [silenceSteps][silenceSteps]float64
+	rates, active [silenceSteps]float64
+	rhoByStep     [silenceSteps][viewHazards]float64
 }
 
 // tailCache keeps a prior's tails by grid point, and a weak reference to it (self), as
@@ -171,13 +177,13 @@ func (p *Prior) ref() weak.Pointer[Prior] {
 	return weak.Make(p)
 }
 
+// fillTail fills t for grid point q. Past a step's live rates its decays are 0, and so
+// is everything decayed over it: the loops stop there.
 func (p *Prior) fillTail(t *tail, q int) {
 	t.shape = shapeOf(q)
-	for h, hz := range p.viewHazardsPerDay() {
-		for j := 1; j < silenceSteps; j++ {
-			t.rhoByStep[j][h] = -math.Expm1(-hz * t.step[j])
-			t.keepByStep[j][h] = 1 - t.rhoByStep[j][h]
-		}
+	for j := 1; j < silenceSteps; j++ {
+		copy(t.rhoByStep[j][:], t.shape.rho[j][:])
+		t.rhoByStep[j][ownHazard] = stepChange(p.Hazard, t.step[j])
 	}
 	for m := silenceSteps - 1; m >= 1; m-- {
 		for k := range gridSize {
@@ -187,11 +193,12 @@ func (p *Prior) fillTail(t *tail, q int) {
 				t.fresh[m][k] = t.fresh[m+1][k] * t.f[m][k]
 			}
 		}
-		t.rates[m], t.active[m] = dotOf(&t.fresh[m], &gridBelief), dotOf(&t.fresh[m], &activeRates)
+		live := t.live[m]
+		t.rates[m], t.active[m] = dotUpTo(&t.fresh[m], &gridBelief, live), dotUpTo(&t.fresh[m], &activeRates, live)
 		v := p.Weights
 		for j := m; j < silenceSteps; j++ {
 			var s0, s1 float64
-			for k := 0; k < gridSize; k += 2 {
+			for k := 0; k < live; k += 2 {
 				v[k] *= t.f[j][k]
 				v[k+1] *= t.f[j][k+1]
 				s0 += v[k]
@@ -278,15 +285,14 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 		}
 		sigma[j], omega0[j] = sa0+sa1, sb0+sb1
 	}
-	v.decayed, v.fresh0, v.tail = a, b, t
+	v.decayed, v.fresh0, v.live, v.tail = a, b, live, t
 	// Every hazard's totals step by step: the hazards innermost, so that their chains of
 	// products and sums, independent of one another, overlap.
 	hs := p.viewHazardsPerDay()
 	nh := v.hazards()
-	var rho0, keep0 [viewHazards]float64
+	var rho0 [viewHazards]float64
 	for h, hz := range hs[:nh] {
-		rho0[h] = -math.Expm1(-hz * s.step0)
-		keep0[h] = 1 - rho0[h]
+		rho0[h] = stepChange(hz, s.step0)
 	}
 	var keep, total [viewHazards]float64
 	var coef [viewHazards][n]float64
@@ -294,15 +300,15 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 		keep[h], total[h] = 1, 1
 	}
 	for j := range n {
-		rho, stays := &rho0, &keep0
+		rho := &rho0
 		if j > 0 {
-			rho, stays = &t.rhoByStep[j], &t.keepByStep[j]
+			rho = &t.rhoByStep[j]
 		}
 		omega := &t.omega[j]
 		for h := range nh {
 			// c[m]: what step m's change weighs after step j.
 			inject := rho[h] * total[h]
-			st := stays[h]
+			st := 1 - rho[h]
 			keep[h] *= st
 			c := &coef[h]
 			for m := range j {

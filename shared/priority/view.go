@@ -26,6 +26,7 @@ type view struct {
 	// the start of each step to the end (fresh0 for the first step, the tail's for the
 	// others); each hazard weighs them (coefStay, coefFresh) over its total.
 	decayed, fresh0 belief
+	live            int // past it decayed and fresh0 are 0 (silence.live)
 	tail            *tail
 	coefStay        [viewHazards]float64
 	coefFresh       [viewHazards][silenceSteps]float64
@@ -101,7 +102,7 @@ var hazardsPerDay = func() (hs [len(hazards)]float64) {
 
 // dot is Σ b[k]·x[k] of the posterior at hazard h.
 func (v *view) dot(h int, x *belief) float64 {
-	r := v.read(x)
+	r := v.read(x, gridSize)
 	return r.at(v, h)
 }
 
@@ -112,15 +113,17 @@ type reading struct {
 	fresh              [silenceSteps]float64
 }
 
-func (v *view) read(x *belief) (r reading) {
+// read reads x, which is 0 past its first live rates (even), off the view.
+func (v *view) read(x *belief, live int) (r reading) {
 	switch v.kind {
 	case viewStay:
-		r.stay = dotOf(&v.stay, x)
+		r.stay = dotUpTo(&v.stay, x, live)
 	case viewPushes:
-		r.stay, r.win = dotOf(&v.stay, x), dotOf(&v.win, x)
+		r.stay, r.win = dotUpTo(&v.stay, x, live), dotUpTo(&v.win, x, live)
 	default:
-		r.decayed = dotOf(&v.decayed, x)
-		r.fresh[0] = dotOf(&v.fresh0, x)
+		n := min(live, v.live)
+		r.decayed = dotUpTo(&v.decayed, x, n)
+		r.fresh[0] = dotUpTo(&v.fresh0, x, n)
 		for m := 1; m < silenceSteps; m++ {
 			switch x {
 			case &gridBelief:
@@ -128,7 +131,7 @@ func (v *view) read(x *belief) (r reading) {
 			case &activeRates:
 				r.fresh[m] = v.tail.active[m]
 			default:
-				r.fresh[m] = dotOf(&v.tail.fresh[m], x)
+				r.fresh[m] = dotUpTo(&v.tail.fresh[m], x, min(live, v.tail.live[m]))
 			}
 		}
 		r.stay = x[0] // what is read when nothing survives the silence: dormant
@@ -184,9 +187,13 @@ func (v *view) belief(h int) (b belief, changed float64) {
 	return b, moved
 }
 
-func dotOf(a, b *belief) float64 {
+func dotOf(a, b *belief) float64 { return dotUpTo(a, b, gridSize) }
+
+// dotUpTo is dotOf over the first n rates (n even), where a or b is 0 past them: the
+// terms left out are 0, and so is what they would add.
+func dotUpTo(a, b *belief, n int) float64 {
 	var s0, s1 float64 // two sums, so that the additions need not wait for one another
-	for k := 0; k < gridSize; k += 2 {
+	for k := 0; k < n; k += 2 {
 		s0 += a[k] * b[k]
 		s1 += a[k+1] * b[k+1]
 	}
@@ -207,8 +214,9 @@ var activeRates = func() belief {
 
 var gridBelief = belief(gridRates)
 
-// quietFor sets q[k] to the chance of no push in days at each grid rate.
-func quietFor(days float64, q *belief) { decaysOver(days, q) }
+// quietFor sets q[k] to the chance of no push in days at each grid rate, and returns
+// how many rates, from the slowest, have any (decays).
+func quietFor(days float64, q *belief) (live int) { return decaysOver(days, q) }
 
 // Memo keeps what a repo's stats say between its polls: their likelihoods, which
 // depend on the stats' evidence alone (those before the window change only when a
