@@ -132,7 +132,8 @@ const filterStep = 0.25
 type filterStart struct {
 	up                  Upstream
 	rate, weight, decay [filterRates + 1]float64
-	perDay, rho         float64 // the chance per day of drawing a new rate; per step
+	perDay, rho         float64                  // the chance per day of drawing a new rate; per step
+	rhoWeight           [filterRates + 1]float64 // rho·weight
 	b                   [][filterRates + 1]float64
 }
 
@@ -162,6 +163,9 @@ func newFilterStart(pop Population, up Upstream, perMonth float64, rng *rand.Ran
 	}
 	f.perDay = perMonth / 30
 	f.rho = -math.Expm1(-f.perDay * filterStep)
+	for j, w := range f.weight {
+		f.rhoWeight[j] = f.rho * w
+	}
 	window := fetch.HistoryWindow.Hours() / 24
 	for i := range up {
 		b := &f.b[i]
@@ -204,51 +208,84 @@ func (s *filterStart) filter() *beliefFilter {
 // then what is left of one.
 func (f *beliefFilter) advance(i int, day float64) {
 	l := f.up[i]
+	b := &f.b[i]
+	var (
+		end              stepEnd
+		decay, rhoWeight [filterRates + 1]float64 // a step's that is not whole
+	)
 	for f.now[i]+filterStep <= day {
 		pushes := 0
 		for f.next[i] < len(l.Pushes) && l.Pushes[f.next[i]].At < f.now[i]+filterStep {
 			pushes++
 			f.next[i]++
 		}
-		f.step(i, &f.decay, f.rho, pushes)
+		end = f.step(b, &f.decay, pushes, end, f.rho, &f.rhoWeight)
 		f.now[i] += filterStep
 	}
-	if f.now[i] >= day {
-		return
+	if f.now[i] < day {
+		pushes := 0
+		for f.next[i] < len(l.Pushes) && l.Pushes[f.next[i]].At <= day {
+			pushes++
+			f.next[i]++
+		}
+		for j, r := range f.rate {
+			decay[j] = math.Exp(-r * (day - f.now[i]))
+		}
+		rho := -math.Expm1(-f.perDay * (day - f.now[i]))
+		for j, w := range f.weight {
+			rhoWeight[j] = rho * w
+		}
+		end = f.step(b, &decay, pushes, end, rho, &rhoWeight)
+		f.now[i] = day
 	}
-	pushes := 0
-	for f.next[i] < len(l.Pushes) && l.Pushes[f.next[i]].At <= day {
-		pushes++
-		f.next[i]++
-	}
-	var decay [filterRates + 1]float64
-	for j, r := range f.rate {
-		decay[j] = math.Exp(-r * (day - f.now[i]))
-	}
-	f.step(i, &decay, -math.Expm1(-f.perDay*(day-f.now[i])), pushes)
-	f.now[i] = day
+	end.apply(b)
 }
 
-// step moves repo i's belief over one step: its decays, its pushes, then the chance rho
-// of drawing a new rate.
-func (f *beliefFilter) step(i int, decay *[filterRates + 1]float64, rho float64, pushes int) {
-	b := &f.b[i]
-	sum := 0.0
+// stepEnd is the end of a step not yet applied to a belief b: b = keep·b + rho·weight
+// (rhoWeight; nil: nothing pending). Each step applies the one before as it starts, so
+// a run of steps reads and writes the belief once per step.
+type stepEnd struct {
+	keep      float64
+	rhoWeight *[filterRates + 1]float64
+}
+
+func (e stepEnd) apply(b *[filterRates + 1]float64) {
+	if e.rhoWeight == nil {
+		return
+	}
 	for j := range b {
-		b[j] *= decay[j]
-		if pushes > 0 {
-			b[j] *= math.Pow(f.rate[j], float64(pushes))
+		b[j] = e.keep*b[j] + e.rhoWeight[j]
+	}
+}
+
+// step moves belief b over one step: the end of the step before (prev), its decays, its
+// pushes; it returns its own end, the chance rho of drawing a new rate, with rhoWeight
+// rho·weight.
+func (f *beliefFilter) step(b, decay *[filterRates + 1]float64, pushes int, prev stepEnd, rho float64, rhoWeight *[filterRates + 1]float64) stepEnd {
+	sum := 0.0
+	if prev.rhoWeight != nil && pushes == 0 { // the common step, in one pass
+		k, w := prev.keep, prev.rhoWeight
+		for j := range b {
+			x := (k*b[j] + w[j]) * decay[j]
+			b[j] = x
+			sum += x
 		}
-		sum += b[j]
+	} else {
+		prev.apply(b)
+		for j := range b {
+			b[j] *= decay[j]
+			if pushes > 0 {
+				b[j] *= math.Pow(f.rate[j], float64(pushes))
+			}
+			sum += b[j]
+		}
 	}
 	// Normalised, then a change draws from the weights.
 	keep := 1 - rho
 	if sum > 0 {
 		keep /= sum
 	}
-	for j := range b {
-		b[j] = keep*b[j] + rho*f.weight[j]
-	}
+	return stepEnd{keep, rhoWeight}
 }
 
 // mean is repo i's expected rate at day (not before its belief's day), its pushes up to
