@@ -130,11 +130,31 @@ const filterStep = 0.25
 // day 0, from the counts a first clone's history shows (drawn at the repo's first
 // rate): where a beliefFilter starts.
 type filterStart struct {
-	up                  Upstream
-	rate, weight, decay [filterRates + 1]float64
-	perDay, rho         float64                  // the chance per day of drawing a new rate; per step
-	rhoWeight           [filterRates + 1]float64 // rho·weight
-	b                   [][filterRates + 1]float64
+	up           Upstream
+	rate, weight [filterRates + 1]float64
+	perDay       float64     // the chance per day of drawing a new rate
+	whole        *beliefStep // a step of filterStep days
+	b            [][filterRates + 1]float64
+}
+
+// beliefStep is what a step of a filtered belief applies, for its length: each rate's
+// decay, the chance rho of drawing a new rate, and rho·weight.
+type beliefStep struct {
+	decay, rhoWeight [filterRates + 1]float64
+	rho              float64
+}
+
+// stepOf is the step of days.
+func (s *filterStart) stepOf(days float64) *beliefStep {
+	st := new(beliefStep)
+	for j, r := range s.rate {
+		st.decay[j] = math.Exp(-r * days)
+	}
+	st.rho = -math.Expm1(-s.perDay * days)
+	for j, w := range s.weight {
+		st.rhoWeight[j] = st.rho * w
+	}
+	return st
 }
 
 // beliefFilter is every repo's belief under the true model of a drifting population,
@@ -145,6 +165,10 @@ type beliefFilter struct {
 	b    [][filterRates + 1]float64
 	now  []float64 // each belief's day
 	next []int     // each repo's first push not filtered yet
+	// The steps shorter than filterStep, by their length. A belief is filtered to each
+	// poll of its repo, and the polls keep to a grid of times, so the few lengths the
+	// steps up to them take recur over and over.
+	parts map[float64]*beliefStep
 }
 
 func newBeliefFilter(pop Population, up Upstream, perMonth float64, rng *rand.Rand) *beliefFilter {
@@ -158,14 +182,8 @@ func newFilterStart(pop Population, up Upstream, perMonth float64, rng *rand.Ran
 	copy(f.rate[:], r)
 	copy(f.weight[:], wt)
 	f.weight[k] = targets.Dormant
-	for j := range f.rate {
-		f.decay[j] = math.Exp(-f.rate[j] * filterStep)
-	}
 	f.perDay = perMonth / 30
-	f.rho = -math.Expm1(-f.perDay * filterStep)
-	for j, w := range f.weight {
-		f.rhoWeight[j] = f.rho * w
-	}
+	f.whole = f.stepOf(filterStep)
 	window := fetch.HistoryWindow.Hours() / 24
 	for i := range up {
 		b := &f.b[i]
@@ -201,7 +219,8 @@ func newFilterStart(pop Population, up Upstream, perMonth float64, rng *rand.Ran
 
 // filter is a filter at day 0, its beliefs a copy of the start's.
 func (s *filterStart) filter() *beliefFilter {
-	return &beliefFilter{filterStart: s, b: slices.Clone(s.b), now: make([]float64, len(s.up)), next: make([]int, len(s.up))}
+	return &beliefFilter{filterStart: s, b: slices.Clone(s.b), now: make([]float64, len(s.up)), next: make([]int, len(s.up)),
+		parts: map[float64]*beliefStep{}}
 }
 
 // advance filters repo i's belief to day, through the pushes made by then: whole steps,
@@ -209,17 +228,14 @@ func (s *filterStart) filter() *beliefFilter {
 func (f *beliefFilter) advance(i int, day float64) {
 	l := f.up[i]
 	b := &f.b[i]
-	var (
-		end              stepEnd
-		decay, rhoWeight [filterRates + 1]float64 // a step's that is not whole
-	)
+	var end stepEnd
 	for f.now[i]+filterStep <= day {
 		pushes := 0
 		for f.next[i] < len(l.Pushes) && l.Pushes[f.next[i]].At < f.now[i]+filterStep {
 			pushes++
 			f.next[i]++
 		}
-		end = f.step(b, &f.decay, pushes, end, f.rho, &f.rhoWeight)
+		end = f.step(b, f.whole, pushes, end)
 		f.now[i] += filterStep
 	}
 	if f.now[i] < day {
@@ -228,14 +244,13 @@ func (f *beliefFilter) advance(i int, day float64) {
 			pushes++
 			f.next[i]++
 		}
-		for j, r := range f.rate {
-			decay[j] = math.Exp(-r * (day - f.now[i]))
+		days := day - f.now[i]
+		part := f.parts[days]
+		if part == nil {
+			part = f.stepOf(days)
+			f.parts[days] = part
 		}
-		rho := -math.Expm1(-f.perDay * (day - f.now[i]))
-		for j, w := range f.weight {
-			rhoWeight[j] = rho * w
-		}
-		end = f.step(b, &decay, pushes, end, rho, &rhoWeight)
+		end = f.step(b, part, pushes, end)
 		f.now[i] = day
 	}
 	end.apply(b)
@@ -258,22 +273,21 @@ func (e stepEnd) apply(b *[filterRates + 1]float64) {
 	}
 }
 
-// step moves belief b over one step: the end of the step before (prev), its decays, its
-// pushes; it returns its own end, the chance rho of drawing a new rate, with rhoWeight
-// rho·weight.
-func (f *beliefFilter) step(b, decay *[filterRates + 1]float64, pushes int, prev stepEnd, rho float64, rhoWeight *[filterRates + 1]float64) stepEnd {
+// step moves belief b over one step st: the end of the step before (prev), its decays,
+// its pushes; it returns its own end.
+func (f *beliefFilter) step(b *[filterRates + 1]float64, st *beliefStep, pushes int, prev stepEnd) stepEnd {
 	sum := 0.0
 	if prev.rhoWeight != nil && pushes == 0 { // the common step, in one pass
 		k, w := prev.keep, prev.rhoWeight
 		for j := range b {
-			x := (k*b[j] + w[j]) * decay[j]
+			x := (k*b[j] + w[j]) * st.decay[j]
 			b[j] = x
 			sum += x
 		}
 	} else {
 		prev.apply(b)
 		for j := range b {
-			b[j] *= decay[j]
+			b[j] *= st.decay[j]
 			if pushes > 0 {
 				b[j] *= math.Pow(f.rate[j], float64(pushes))
 			}
@@ -281,11 +295,11 @@ func (f *beliefFilter) step(b, decay *[filterRates + 1]float64, pushes int, prev
 		}
 	}
 	// Normalised, then a change draws from the weights.
-	keep := 1 - rho
+	keep := 1 - st.rho
 	if sum > 0 {
 		keep /= sum
 	}
-	return stepEnd{keep, rhoWeight}
+	return stepEnd{keep, &st.rhoWeight}
 }
 
 // mean is repo i's expected rate at day (not before its belief's day), its pushes up to
