@@ -21,8 +21,8 @@ func at(day float64) time.Time { return epoch.Add(time.Duration(day * 86400 * fl
 type seen struct {
 	now        float64 // day of the poll
 	changed    bool
-	lastCommit float64 // day of the newest upstream commit seen (negative: before the run; −Inf: none)
-	stats      priority.Stats
+	lastCommit float64         // day of the newest upstream commit seen (negative: before the run; −Inf: none)
+	stats      *priority.Stats // the repo's, read only; nil when the scheduler reads none
 	prior      *priority.Prior // what the worker has learned of its repos
 }
 
@@ -102,7 +102,12 @@ func (s production) start(int, *rand.Rand) float64 { return 0 }
 func (s production) cloneStep() float64 { return worker.CloneStep(s.p, priority.DefaultPrior()) }
 
 func (s production) next(_ int, old float64, o seen) (float64, bool) {
-	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: o.stats, Prior: o.prior, Now: at(o.now)}
+	return s.nextWith(old, o, o.stats)
+}
+
+// nextWith is next of a repo whose stats are stats.
+func (s production) nextWith(old float64, o seen, stats *priority.Stats) (float64, bool) {
+	in := priority.Input{Old: old, Cloned: true, Changed: o.changed, Stats: *stats, Prior: o.prior, Now: at(o.now)}
 	if !math.IsInf(o.lastCommit, -1) {
 		in.LastCommitAt = at(o.lastCommit)
 	}

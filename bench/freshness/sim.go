@@ -84,7 +84,18 @@ func (p *schedPolicy) ReadsStats() bool {
 }
 
 func (p *schedPolicy) Next(in priority.Input) float64 {
-	next, again := p.s.next(p.i, in.Old, seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, stats: in.Stats, prior: in.Prior})
+	o := seen{now: p.now, changed: in.Changed, lastCommit: p.lastCommit, prior: in.Prior}
+	var (
+		next  float64
+		again bool
+	)
+	if pr, ok := p.s.(production); ok {
+		// Only a worker policy reads the stats: passed on by reference, apart, they
+		// are not copied, and in does not move to the heap.
+		next, again = pr.nextWith(in.Old, o, &in.Stats)
+	} else {
+		next, again = p.s.next(p.i, in.Old, o)
+	}
 	if !again {
 		return math.Inf(1)
 	}
