@@ -257,12 +257,14 @@ func (p *Prior) walk(stay belief, s *silence, hazard float64) (belief, float64) 
 // W·Π_{i≥m} f_i. Only the amounts injected depend on the hazard, through the totals
 // along the way; those are sums of the same decayed beliefs over partial products of the
 // steps, computed once for every hazard (and, past the first step, once per prior: tail).
-func (p *Prior) walkAll(stay belief, s *silence, v *view) {
+// It computes in v's own arrays: a view is large, and copies of it add up.
+func (p *Prior) walkAll(stay *belief, s *silence, v *view) {
 	const n = silenceSteps
 	t := p.tailOf(s.q)
 	// sigma[j]: Σ stay·Π_{i≤j} f_i; omega0[j]: Σ W·Π_{0≤i≤j} f_i.
 	var sigma, omega0 [n]float64
-	a, b := stay, p.Weights
+	a, b := &v.decayed, &v.fresh0
+	*a, *b = *stay, p.Weights
 	live := s.live // past it a and b are 0 after the first step
 	clear(a[live:])
 	clear(b[live:])
@@ -285,7 +287,7 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 		}
 		sigma[j], omega0[j] = sa0+sa1, sb0+sb1
 	}
-	v.decayed, v.fresh0, v.live, v.tail = a, b, live, t
+	v.live, v.tail = live, t
 	// Every hazard's totals step by step: the hazards innermost, so that their chains of
 	// products and sums, independent of one another, overlap.
 	hs := p.viewHazardsPerDay()
@@ -294,11 +296,11 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 	for h, hz := range hs[:nh] {
 		rho0[h] = stepChange(hz, s.step0)
 	}
-	var keep, total [viewHazards]float64
-	var coef [viewHazards][n]float64
+	keep, total, coef := &v.coefStay, &v.total, &v.coefFresh
 	for h := range viewHazards {
 		keep[h], total[h] = 1, 1
 	}
+	clear(coef[nh:]) // each computed hazard's are set step by step
 	for j := range n {
 		rho := &rho0
 		if j > 0 {
@@ -322,5 +324,4 @@ func (p *Prior) walkAll(stay belief, s *silence, v *view) {
 			total[h] = tot
 		}
 	}
-	v.coefStay, v.coefFresh, v.total = keep, coef, total
 }

@@ -67,13 +67,21 @@ func (p *Prior) viewOfWeighed(l *likelihoods, w *weighed, v *view) {
 		for h, hz := range hs[:v.hazards()] {
 			v.changed[h] = changeOdds(w, hz, against)
 		}
-	case w.winT <= 0:
-		v.kind = viewStay
-		v.stay = w.stay
 	default:
-		v.kind = viewSilence
-		p.walkAll(w.stay, &l.walk, v)
+		p.viewOfSilence(&w.stay, l, v)
 	}
+}
+
+// viewOfSilence computes the view of likelihoods l of a silence, from the belief before
+// it.
+func (p *Prior) viewOfSilence(stay *belief, l *likelihoods, v *view) {
+	if l.winT <= 0 {
+		v.kind = viewStay
+		v.stay = *stay
+		return
+	}
+	v.kind = viewSilence
+	p.walkAll(stay, &l.walk, v)
 }
 
 // hazards is how many of the view's hazards are computed, from the first.
@@ -260,14 +268,14 @@ func (p *Prior) view(e evidence, m *Memo, v *view) *view {
 	}
 	ref := p.ref()
 	l := m.likelihoods(e)
-	var w weighed
 	if l.silent && m.stayOf == ref && m.stayClass == l.class {
-		w = weighed{silent: true, stay: m.stay, winT: l.winT}
-	} else {
-		p.weigh(l, &w)
-		if l.silent {
-			m.stay, m.stayOf, m.stayClass = w.stay, ref, l.class
-		}
+		p.viewOfSilence(&m.stay, l, v)
+		return v
+	}
+	var w weighed
+	p.weigh(l, &w)
+	if l.silent {
+		m.stay, m.stayOf, m.stayClass = w.stay, ref, l.class
 	}
 	p.viewOfWeighed(l, &w, v)
 	return v
