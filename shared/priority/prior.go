@@ -381,25 +381,40 @@ const negligible = 46
 // decays above 0 (live: even, for the loops that take rates in pairs); the faster ones'
 // products with anything finite are 0, so a loop may stop there.
 func decays(base [3]float64, f *belief) (live int) {
-	for k := range gridSize {
-		if k < 3 {
-			f[k] = base[k]
-		} else {
-			f[k] = f[k-2] * f[k-2]
-		}
-		if f[k] < minDecay {
-			f[k] = 0
-		}
-		if f[k] != 0 {
+	for k, b := range base {
+		if f[k] = floored(b); f[k] != 0 {
 			live = k + 1
-		} else if k >= 3 && f[k-1] == 0 {
-			// Each rate's decay is the square of the one two below: both chains are 0
-			// from here on.
-			clear(f[k+1:])
-			break
 		}
 	}
+	// Each rate's decay is the square of the one two below: the odd rates' chain and the
+	// even ones', kept in hand rather than read back.
+	odd, even := f[1], f[2]
+	k := 3
+	for ; k+1 < gridSize; k += 2 {
+		odd, even = floored(odd*odd), floored(even*even)
+		f[k], f[k+1] = odd, even
+		switch {
+		case even != 0:
+			live = k + 2
+		case odd != 0:
+			live = k + 1
+		default: // both chains are 0 from here on
+			clear(f[k+2:])
+			return live + live%2
+		}
+	}
+	if f[k] = floored(odd * odd); f[k] != 0 {
+		live = k + 1
+	}
 	return live + live%2
+}
+
+// floored is a decay, 0 under minDecay.
+func floored(d float64) float64 {
+	if d < minDecay {
+		return 0
+	}
+	return d
 }
 
 // minDecay is the least decay over a step of a silence that is not taken as 0 (e^-69).
