@@ -66,8 +66,7 @@ func (Bayes) Next(in Input) float64 {
 	if in.Stats.Belief.IsZero() { // stats kept before beliefs were, until their next poll
 		rate = prior.guarded(in.Stats)
 	} else {
-		sp := in.Stats.Belief.get()
-		rate = sp.rate(prior.weightsOf(classOf(&in.Stats)), &prior.Weights)
+		rate = in.Stats.Belief.rate(prior.weightsOf(classOf(&in.Stats)), &prior.Weights)
 	}
 	step := stepDays(rate)
 	if in.Stats.Seconds < NewSpan.Seconds() {

@@ -297,14 +297,20 @@ func beliefRate(b *belief) float64 {
 	return max(dotOf(b, &gridBelief), GuardRate*dotOf(b, &activeRates))
 }
 
-// rate is beliefRate of the belief sp holds under class weights wc and fleet weights wf
-// (read), scaling the rate rather than the belief.
-func (sp *split) rate(wc, wf *belief) float64 {
-	b, sum := sp.weighed(wc, wf)
+// rate is beliefRate of the belief b holds under class weights wc and fleet weights wf
+// (split.read), scaling the rate rather than the belief. It reads b as stored: a
+// decision needs no split of it.
+func (b *Belief) rate(wc, wf *belief) float64 {
+	var w belief
+	sum := 0.0
+	for k := range gridSize {
+		w[k] = wc[k]*float64(b.Stay[k]) + wf[k]*float64(b.Moved[k])
+		sum += w[k]
+	}
 	if !(sum > 0) {
 		return 0 // dormant
 	}
-	return beliefRate(&b) / sum
+	return beliefRate(&w) / sum
 }
 
 // quietSteps is how many steps filterQuiet cuts a quiet of days into.

@@ -30,9 +30,8 @@ func polled(s Stats, from, to time.Time, step float64, pushing bool, p *Prior) (
 }
 
 func rateOf(s Stats) float64 {
-	sp := s.Belief.get()
 	p := DefaultPrior()
-	return sp.rate(p.weightsOf(classOf(&s)), &p.Weights)
+	return s.Belief.rate(p.weightsOf(classOf(&s)), &p.Weights)
 }
 
 // A repo quiet for years that pushes is believed awake at the poll that shows it: its
