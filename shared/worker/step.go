@@ -262,8 +262,10 @@ type Queueing struct {
 const AskCovers = 5 * time.Minute
 
 // Step moves r to its state after e and returns what the worker is to do. It changes
-// nothing but r (cfg is read only).
-func Step(cfg *Config, v View, r *RepoState, e Event) Actions {
+// nothing but r (cfg is read only). The steps of a fetch, a poll's every step, fill in
+// its result, zero, in place: Actions is large, and copies of it are a good share of a
+// poll's cost.
+func Step(cfg *Config, v View, r *RepoState, e Event) (a Actions) {
 	switch e := e.(type) {
 	case MovedIn:
 		return movedIn(cfg, v, r, e)
@@ -274,18 +276,22 @@ func Step(cfg *Config, v View, r *RepoState, e Event) Actions {
 	case SyncRequested:
 		return syncRequested(v, r, e.Epoch)
 	case PollDue:
-		return pollDue(v, r, e.Prio)
+		pollDue(v, r, e.Prio, &a)
+		return a
 	case Checked:
-		return checked(cfg, v, r, e)
+		checked(cfg, v, r, e, &a)
+		return a
 	case Admitting:
 		return admitting(cfg, v, r, e)
 	case MemoryAdmitted:
 		return Actions{Sync: r.Phase == Fetching || r.Phase == Leaving}
 	case MemoryRefused:
 		// Nothing was fetched: the repo's turn comes again, as when its lock is busy.
-		return fetched(cfg, v, r, Fetched{Err: fetch.Errorf(fetch.KindBusy, "waiting for memory: %v", e.Err)})
+		fetched(cfg, v, r, Fetched{Err: fetch.Errorf(fetch.KindBusy, "waiting for memory: %v", e.Err)}, &a)
+		return a
 	case Fetched:
-		return fetched(cfg, v, r, e)
+		fetched(cfg, v, r, e, &a)
+		return a
 	case Written:
 		if r.Phase != NotHeld {
 			r.Unwritten = !e.Landed
@@ -400,15 +406,15 @@ func syncRequested(v View, r *RepoState, epoch int64) Actions {
 
 // pollDue starts the fetch of a repo the queue gave its turn: what was pending is what
 // the fetch answers. A repo whose mirror's refs the worker knows (its RefsDigest, from
-// its last sync or the store) is mirrored: its fetch needs no first look.
-func pollDue(v View, r *RepoState, prio float64) Actions {
+// its last sync or the store) is mirrored: its fetch needs no first look. Its actions
+// go in a, zero.
+func pollDue(v View, r *RepoState, prio float64, a *Actions) {
 	if r.Phase != Queued {
-		return Actions{} // a queue entry of a repo no longer waiting
+		return // a queue entry of a repo no longer waiting
 	}
 	r.Known = r.Rec.RefsDigest != ""
-	a := Actions{Fetch: true, Poll: r.Budgeted(), Known: r.Known}
+	a.Fetch, a.Poll, a.Known = true, r.Budgeted(), r.Known
 	r.Phase, r.Prio, r.Answering, r.Pending, r.StartedAt = Fetching, prio, r.Pending, ByTurn, v.Now
-	return a
 }
 
 // checked is the disk guard, run before every fetch that writes, not only before a
@@ -419,9 +425,9 @@ func pollDue(v View, r *RepoState, prio float64) Actions {
 // A fetch that began knowing the mirror's refs leaves the guard to Admitting, once the
 // sync knows it writes: a no-change poll is none of its business. Then the fetch
 // reserves what it is expected to need in memory (ADR 26): membudget.Start from the
-// mirror's size and what its last fetch of the same kind came to need.
-func checked(cfg *Config, v View, r *RepoState, e Checked) Actions {
-	var a Actions
+// mirror's size and what its last fetch of the same kind came to need. Its actions go
+// in a, zero.
+func checked(cfg *Config, v View, r *RepoState, e Checked, a *Actions) {
 	if r.Known {
 		r.Cloned, a.GuardWrite = true, true
 	} else {
@@ -430,22 +436,23 @@ func checked(cfg *Config, v View, r *RepoState, e Checked) Actions {
 		if full != "" {
 			if !e.Cloned {
 				*r = RepoState{}
-				return Actions{HandBack: full, EndFetch: true, Forget: true}
+				*a = Actions{HandBack: full, EndFetch: true, Forget: true}
+				return
 			}
-			return fetched(cfg, v, r, Fetched{Err: fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full)})
+			fetched(cfg, v, r, Fetched{Err: fetch.Errorf(fetch.KindDiskFull, "%s: fetch skipped", full)}, a)
+			return
 		}
 		a.MaxBytes = share
 	}
 	if cfg.Memory == nil {
 		a.Sync = true
-		return a
+		return
 	}
 	size, prev, per := int64(0), r.MemClone, int64(membudget.PerObject) // a first mirror's pack is indexed from disk
 	if r.Cloned {
 		size, prev, per = r.Rec.SizeBytes, r.MemUpdate, membudget.PerObjectUpdate
 	}
 	a.Admit = &MemoryAsk{Start: membudget.Start(size, prev), Base: membudget.Start(size, 0), PerObject: per}
-	return a
 }
 
 // admitting is the disk guard of a sync that began knowing the mirror's refs, asked
@@ -479,16 +486,16 @@ func diskGuard(cfg *Config, v View, used, total int64) (int64, string) {
 // The order is the decision. Whether the poll is scored is decided on what the repo
 // was when polled, before the hook accounting: a covered repo's poll that finds a push
 // its hook missed unhooks the repo, and is no sample of its silences either. Its next
-// step is stretched by what the repo is after it.
-func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
-	a := Actions{EndFetch: true}
+// step is stretched by what the repo is after it. Its actions go in a, zero.
+func fetched(cfg *Config, v View, r *RepoState, e Fetched, a *Actions) {
+	a.EndFetch = true
 	kind := kindOf(e.Err)
 	if kind == fetch.KindRateLimited {
 		a.PauseHost, a.RetryAfter = true, fetch.RetryAfterOf(e.Err) // the whole host, not just this repo
 	}
 	if r.Phase != Fetching {
 		*r, a.Forget = RepoState{}, true // moved out while it ran: the next owner goes on
-		return a
+		return
 	}
 	if e.Need > 0 {
 		if r.Cloned {
@@ -550,7 +557,6 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched) Actions {
 	// now, so the API shows the poll at once (one beat per ask, not per poll).
 	a.Beat = asked && !busy && !o.Write
 	r.Phase, r.Answering = Queued, ByTurn
-	return a
 }
 
 // fetchFacts is what a fetch's outcome is decided from, besides the record.
