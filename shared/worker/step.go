@@ -528,11 +528,10 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched, a *Actions) {
 	o := fetchOutcome(cfg, v.Prior, &fetchFacts{Now: v.Now, OldPrio: r.Prio, WasCloned: r.Cloned,
 		Res: e.Res, Err: e.Err, Unwritten: r.Unwritten, LastWritten: r.LastWritten, Stretch: r.Stretch(v)}, &r.Rec)
 	if o.Polled && !o.Poll.Prev.IsZero() && learns { // a first clone samples no interval
-		poll := o.Poll
+		a.Learn, a.Learning.Evidence, a.Learning.Poll = true, before, o.Poll
 		if !preempted.IsZero() {
-			poll = priority.Poll{Prev: o.Poll.Prev, Now: maxTime(preempted, v.Now), Changed: true}
+			a.Learning.Poll = priority.Poll{Prev: o.Poll.Prev, Now: maxTime(preempted, v.Now), Changed: true}
 		}
-		a.Learn, a.Learning = true, Learning{Evidence: before, Poll: poll}
 	}
 	a.Changed, a.Failed, a.Maintain, a.Corrupt, a.Packs = o.Changed, o.Failed, o.Maintain, o.Corrupt, o.Packs
 	if e.Err != nil && !busy {
@@ -610,7 +609,8 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts, rec *store.
 	case ferr == nil:
 		// The poll covers the time since the last success (failed polls in between are
 		// part of it); a first clone brings the history instead.
-		poll := priority.Poll{Now: now, Changed: res.Changed, Commits: commitTimes(res.Commits)}
+		o.Poll, o.Polled = priority.Poll{Now: now, Changed: res.Changed, Commits: commitTimes(res.Commits)}, true
+		poll := &o.Poll // built in place: a poll is large
 		if f.WasCloned && !res.Cloned && !prev.LastSuccessAt.IsZero() {
 			poll.Prev = prev.LastSuccessAt
 		} else {
@@ -620,8 +620,7 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts, rec *store.
 				poll.LastCommitAt = prev.LastCommitAt
 			}
 		}
-		o.Poll, o.Polled = poll, true
-		fold(cfg.Policy, &rec.Stats, poll, prior)
+		fold(cfg.Policy, &rec.Stats, *poll, prior)
 		rec.FetchFailCnt, rec.CloneFailCnt, rec.LastError = 0, 0, ""
 		rec.LastFetchAt, rec.LastSuccessAt = now, now
 		if res.Changed {
