@@ -604,7 +604,7 @@ func fetchOutcome(cfg *Config, prior *priority.Prior, f *fetchFacts, rec *store.
 		LastError                   string
 	}{rec.LastSuccessAt, rec.LastCommitAt, rec.State, rec.LastError}
 	o := outcome{Write: f.Unwritten, NotBefore: now.Add(max(cfg.MinInterval, 0))}
-	res := f.Res
+	res := &f.Res
 	switch {
 	case ferr == nil:
 		// The poll covers the time since the last success (failed polls in between are
