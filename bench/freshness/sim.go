@@ -226,9 +226,9 @@ func runTo(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *ran
 		}
 		if learns && prior.Due(at(now), withEvidence) {
 			all, ms = all[:0], ms[:0]
-			for i, r := range held {
+			for i := range held { // by index: a repo's state is large
 				if cloned[i] {
-					all, ms = append(all, r.Rec.Stats), append(ms, &memos[i])
+					all, ms = append(all, held[i].Rec.Stats), append(ms, &memos[i])
 				}
 			}
 			prior = priority.FitWith(all, ms, prior, at(now), &scores)
