@@ -177,6 +177,16 @@ func newSignalled(org []int, ds []delivery, feed bool, repos []worker.RepoState)
 // owner is what the worker knows of repo i's organization's hooks (nil: nothing).
 func (s *signalled) owner(i int) *worker.OwnerHooks { return s.owners[s.org[i]] }
 
+// ownerOf is owner, made if need be.
+func (s *signalled) ownerOf(i int) *worker.OwnerHooks {
+	o := s.owners[s.org[i]]
+	if o == nil {
+		o = &worker.OwnerHooks{}
+		s.owners[s.org[i]] = o
+	}
+	return o
+}
+
 // arrive takes in the deliveries made by now; view is what the worker reads when one
 // arrives for repo i at day.
 func (s *signalled) arrive(now float64, view func(i int, day float64) worker.View) {
@@ -193,12 +203,7 @@ func (s *signalled) arrive(now float64, view func(i int, day float64) worker.Vie
 		}
 		worker.Step(&s.cfg, view(d.repo, d.at), &s.repos[d.repo], worker.Asked{By: ask})
 		if !s.feed {
-			o := s.owners[s.org[d.repo]]
-			if o == nil {
-				o = &worker.OwnerHooks{}
-				s.owners[s.org[d.repo]] = o
-			}
-			o.Saw(strconv.Itoa(d.repo), d.owner, at(d.at))
+			s.ownerOf(d.repo).Saw(strconv.Itoa(d.repo), d.owner, at(d.at))
 		}
 		if !s.queued[d.repo] {
 			s.queued[d.repo] = true

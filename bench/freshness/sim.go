@@ -36,7 +36,10 @@ type runConfig struct {
 // repo a feed covers. A repo counts as hooked from its first hook until a poll finds a
 // push before its hook (worker.HookState), and a repo with no hook of its own counts as
 // hooked while its organization's hooks cover it (worker.OwnerHooks: an owner-level
-// hook, or hooks of ownerRepos of its repos) until a poll finds a push of it first.
+// hook, or hooks of ownerRepos of its repos) until a poll finds a push of it first. A
+// repo that may be hooked is stretched by what the worker learned of the repos at its
+// level (worker.HookLoss.Missed); a poll's find of a repo whose organization showed
+// nothing marks the organization (worker.OwnerHooks.FoundAt).
 const (
 	hookStretch  = worker.HookStretch // at the loss assumed before any is counted
 	ownerRepos   = worker.OwnerRepos
@@ -345,6 +348,10 @@ func runTo(pop Population, up Upstream, sched scheduler, cfg runConfig, rng *ran
 		}
 		if sig != nil {
 			sig.loss.Count(a.Found)
+			sig.loss.CountMaybe(a.Maybe)
+			if a.OwnerFound {
+				sig.ownerOf(i).FoundAt = at(now)
+			}
 		}
 		if !math.IsInf(a.Queue.Prio, 1) {
 			q.Push(id, a.Queue.Prio, a.Queue.NotBefore)

@@ -59,20 +59,28 @@ func (w *Worker) sawHookLocked(id, url string, ask Ask, now time.Time) {
 	if !ask.hook() {
 		return
 	}
+	if o := w.ownerLocked(url); o != nil {
+		o.Saw(id, ask == AskOwnerHook, now)
+	}
+}
+
+// ownerLocked is what the worker knows of the owner of the repo at url, made if need
+// be; nil for a repo with no owner.
+func (w *Worker) ownerLocked(url string) *OwnerHooks {
 	owner, ok := OwnerOf(url)
 	if !ok {
-		return
+		return nil
 	}
 	o := w.owners[owner]
 	if o == nil {
 		o = &OwnerHooks{}
 		w.owners[owner] = o
 	}
-	o.Saw(id, ask == AskOwnerHook, now)
+	return o
 }
 
-// ownerHooksLocked is the hooks of the owner of the repo at url, nil when none came
-// within HookMemory.
+// ownerHooksLocked is what the worker knows of the hooks of the owner of the repo at
+// url, nil when nothing within HookMemory.
 func (w *Worker) ownerHooksLocked(url string) *OwnerHooks {
 	if len(w.owners) == 0 {
 		return nil
@@ -84,8 +92,9 @@ func (w *Worker) ownerHooksLocked(url string) *OwnerHooks {
 	return w.owners[owner]
 }
 
-// forgetOwnersLocked drops the owners none of whose hooks is within HookMemory, so the
-// state is bounded by the owners hooked in the last HookMemory.
+// forgetOwnersLocked drops the owners of which nothing is within HookMemory
+// (OwnerHooks.Expired), so the state is bounded by the owners hooked, or found
+// unhooked, in the last HookMemory.
 func (w *Worker) forgetOwnersLocked(now time.Time) {
 	for k, o := range w.owners {
 		if o.Expired(now) {

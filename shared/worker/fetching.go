@@ -299,13 +299,19 @@ func (w *Worker) stepLocked(id string, now time.Time, e Event) Actions {
 	if a.Learn {
 		w.scores.AddWith(w.prior, a.Learning.Evidence, a.Learning.Poll, nil)
 	}
-	if a.Found != NoHookFind {
+	if a.Found != NoHookFind || a.Maybe.Level.Maybe() {
 		loss := w.hookLoss[host]
 		if loss == nil {
 			loss = &HookLoss{}
 			w.hookLoss[host] = loss
 		}
 		loss.Count(a.Found)
+		loss.CountMaybe(a.Maybe)
+	}
+	if a.OwnerFound {
+		if o := w.ownerLocked(url); o != nil {
+			o.FoundAt = now
+		}
 	}
 	if a.Changed {
 		w.stats.changed.Add(1)

@@ -30,6 +30,9 @@ const OwnerRepos = 2
 type OwnerHooks struct {
 	OwnerAt time.Time            // the latest hook the forge marked as set on the owner
 	Last    [OwnerRepos]RepoHook // the latest hook of the last distinct repos, latest first
+	// FoundAt is when a poll last found a push of one of its repos while nothing said
+	// any was hooked (MaybeUnknown): its repos are then taken as unhooked.
+	FoundAt time.Time
 }
 
 // RepoHook is one repo's latest hook.
@@ -65,11 +68,18 @@ func (o *OwnerHooks) Covered(now time.Time) bool {
 	return recent(o.OwnerAt, now) || (oldest.Repo != "" && recent(oldest.At, now))
 }
 
-// Expired is whether nothing the owner sent is within HookMemory at now: a worker
-// forgets it.
-func (o *OwnerHooks) Expired(now time.Time) bool {
-	return !recent(o.OwnerAt, now) && !recent(o.Last[0].At, now)
+// hooked is whether any hook of the owner's came within HookMemory.
+func (o *OwnerHooks) hooked(now time.Time) bool {
+	return o != nil && (recent(o.OwnerAt, now) || recent(o.Last[0].At, now))
 }
+
+// found is whether a poll found a push of the owner's that no hook announced, while
+// none of its repos was hooked, within HookMemory.
+func (o *OwnerHooks) found(now time.Time) bool { return o != nil && recent(o.FoundAt, now) }
+
+// Expired is whether nothing the owner sent or showed is within HookMemory at now: a
+// worker forgets it.
+func (o *OwnerHooks) Expired(now time.Time) bool { return !o.hooked(now) && !o.found(now) }
 
 func recent(at, now time.Time) bool { return !at.IsZero() && now.Sub(at) <= HookMemory }
 

@@ -83,19 +83,23 @@ func TestHookedByOwner(t *testing.T) {
 		owner *OwnerHooks
 		want  Hooking
 	}{
-		{"no hooks", HookState{}, nil, NotHooked},
-		{"owner not covered", HookState{}, &OwnerHooks{Last: [OwnerRepos]RepoHook{{"x", now}}}, NotHooked},
+		{"no hooks", HookState{}, nil, MaybeUnknown},
+		{"owner not covered", HookState{}, &OwnerHooks{Last: [OwnerRepos]RepoHook{{"x", now}}}, MaybeSibling},
+		{"owner found unhooked", HookState{}, &OwnerHooks{FoundAt: now}, NotHooked},
+		{"owner found unhooked long ago", HookState{}, &OwnerHooks{FoundAt: now.Add(-HookMemory - time.Hour)}, MaybeUnknown},
 		{"quiet repo, covered owner", HookState{}, covered, HookedOwner},
 		{"own hook", HookState{At: now}, covered, HookedOwn},
-		{"own hook lost", HookState{At: now, Lost: true}, covered, NotHooked},
+		{"own hook lost", HookState{At: now, Lost: true}, covered, MaybeLapsed},
+		{"own hook lost twice", HookState{At: now, Lost: true, Gone: true}, covered, NotHooked},
 		{"own hook long ago", HookState{At: now.Add(-HookMemory - time.Hour), Lost: true}, covered, HookedOwner},
+		{"own hook long ago, owner not covered", HookState{At: now.Add(-HookMemory - time.Hour)}, nil, MaybeLapsed},
 		{"outside the owner's hook", HookState{OwnerLost: true}, covered, NotHooked},
 	} {
 		if got := c.h.HookedBy(c.owner, now); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
-		want := 1.0
-		if c.want != NotHooked {
+		want := 1.0 // NotHooked, or a level that may be hooked before the host taught anything
+		if c.want == HookedOwn || c.want == HookedOwner {
 			want = HookStretch
 		}
 		if got := (&RepoState{Hook: c.h}).Stretch(View{Now: now, Owner: c.owner}); got < want-1e-9 || got > want+1e-9 {
@@ -126,11 +130,11 @@ func TestFetchNowLearnsOwners(t *testing.T) {
 		return w.repos[id].Hook.HookedBy(w.ownerHooksLocked(w.repos[id].Rec.URL), now)
 	}
 	w.FetchNow("a", AskHook)
-	if hooked("a") != HookedOwn || hooked("c") != NotHooked {
+	if hooked("a") != HookedOwn || hooked("c") != MaybeSibling {
 		t.Fatalf("one repo-level hook: a %v, c %v", hooked("a"), hooked("c"))
 	}
 	w.FetchNow("b", AskHook) // a second repo of the owner
-	if hooked("c") != HookedOwner || hooked("x") != NotHooked {
+	if hooked("c") != HookedOwner || hooked("x") != MaybeUnknown {
 		t.Fatalf("two repos hooked: c %v, x %v", hooked("c"), hooked("x"))
 	}
 	w.FetchNow("x", AskOwnerHook)
@@ -176,7 +180,7 @@ func TestNoteHookOfAnotherWorkersRepo(t *testing.T) {
 	hooked := func() Hooking { return w.repos["b"].Hook.HookedBy(w.ownerHooksLocked(w.repos["b"].Rec.URL), now) }
 	w.NoteHook("a", "https://github.com/org/a", AskSync)
 	w.NoteHook("top", "https://github.com/top", AskOwnerHook)
-	if hooked() != NotHooked || len(w.owners) != 0 {
+	if hooked() != MaybeUnknown || len(w.owners) != 0 {
 		t.Fatalf("after a sync and a hook with no organization: %v, owners %v", hooked(), w.owners)
 	}
 	w.NoteHook("a", "https://github.com/org/a", AskOwnerHook)

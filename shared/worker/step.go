@@ -58,8 +58,11 @@ type RepoState struct {
 	Cloned             bool    // a mirror existed when the fetch in flight began
 	// Known: the fetch in flight began knowing the mirror's refs (Rec.RefsDigest), so
 	// it looked at neither the mirror nor the disk first.
-	Known   bool
-	Hook    HookState // its push webhooks
+	Known bool
+	Hook  HookState // its push webhooks
+	// AskedBy is how the repo counted as hooked when the hook whose fetch is pending
+	// came, if it may have been (Hooking.Maybe): that fetch counts for that level.
+	AskedBy Hooking
 	AskedAt time.Time // the latest ask (FetchNow); zero once a sync request matched it
 	// PreemptedAt is when the poll a hook pre-empted was due (dueAt), while the fetch
 	// the hook asked for is pending; zero when the repo's polls were not scored.
@@ -89,20 +92,31 @@ func (r *RepoState) Budgeted() bool {
 // Stretch is the factor on the repo's next poll step (PollStretch, the report's
 // poll_stretch): FeedStretch while a feed covers it, StretchForLoss of its host's hook
 // loss while it counts as hooked, by its own hooks or its owner's
-// (HookState.HookedBy), else 1.
+// (HookState.HookedBy), StretchForLoss of the share its host's hooks missed of the
+// repos at its level while it may be hooked (HookLoss.Missed), else 1.
 func (r *RepoState) Stretch(v View) float64 {
-	switch {
-	case v.FeedCovered:
+	if v.FeedCovered {
 		return FeedStretch
-	case r.Hook.HookedBy(v.Owner, v.Now) != NotHooked:
+	}
+	switch by := r.Hook.HookedBy(v.Owner, v.Now); {
+	case by == HookedOwn || by == HookedOwner:
 		return StretchForLoss(v.HookLoss.Share())
+	case by.Maybe():
+		return StretchForLoss(v.HookLoss.Missed(by))
 	}
 	return 1
 }
 
 // scored is whether the repo's polls are scored (priority.Scores): not while a signal
-// covers it, whose quiet is the signal's doing.
-func (r *RepoState) scored(v View) bool { return r.Stretch(v) == 1 }
+// covers it, whose quiet is the signal's doing. A repo that may be hooked is: it has
+// shown no push since it was last known hooked, if ever, so its quiet is its own.
+func (r *RepoState) scored(v View) bool {
+	if v.FeedCovered {
+		return false
+	}
+	by := r.Hook.HookedBy(v.Owner, v.Now)
+	return by != HookedOwn && by != HookedOwner
+}
 
 // View is what the step reads of the worker besides the repo.
 type View struct {
@@ -210,12 +224,16 @@ type Actions struct {
 	PauseHost  bool
 	RetryAfter time.Duration
 
-	Queue    Queueing // where the repo goes in the queue
-	Write    bool     // write the repo's report (RepoState.Report) to the store
-	Learn    bool     // the worker's hazard scores learn from Learning
-	Learning Learning //
-	Beat     bool     // heartbeat now: an asked fetch wrote nothing the API would show
-	Found    HookFind // what the fetch tells of its host's hooks
+	Queue    Queueing  // where the repo goes in the queue
+	Write    bool      // write the repo's report (RepoState.Report) to the store
+	Learn    bool      // the worker's hazard scores learn from Learning
+	Learning Learning  //
+	Beat     bool      // heartbeat now: an asked fetch wrote nothing the API would show
+	Found    HookFind  // what the fetch tells of its host's hooks
+	Maybe    MaybeFind // what it tells of the level the repo may have been hooked at
+	// OwnerFound: a poll found a push of a repo none of whose owner's repos was hooked
+	// (OwnerHooks.FoundAt).
+	OwnerFound bool
 
 	Changed, Failed bool  // counters
 	Warn            error // the fetch failed: log it
@@ -357,6 +375,9 @@ func asked(v View, r *RepoState, by Ask) Actions {
 	if by.hook() {
 		if r.Pending == ByTurn {
 			r.PreemptedAt = r.dueAt(v)
+		}
+		if by := r.Hook.HookedBy(v.Owner, v.Now); by.Maybe() {
+			r.AskedBy = by
 		}
 		r.Hook, want = HookState{At: v.Now}, ByHook
 	}
@@ -507,9 +528,20 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched, a *Actions) {
 	busy := kind == fetch.KindBusy
 	asked := r.Answering != ByTurn
 	scored := !asked && r.scored(v)
+	var hookedBefore Hooking // how it counted before the hook this fetch answers
+	if r.Answering == ByHook {
+		hookedBefore, r.AskedBy = r.AskedBy, NotHooked
+	}
 	if by := r.Hook.HookedBy(v.Owner, v.Now); by != NotHooked && e.Err == nil && r.Cloned && e.Res.Changed {
-		a.Found = r.Hook.Fetched(by, r.Answering == ByHook)
-		v.HookLoss.Count(a.Found)
+		hookAsked := r.Answering == ByHook
+		a.Found = r.Hook.Fetched(by, hookAsked)
+		switch {
+		case hookAsked && hookedBefore.Maybe():
+			a.Maybe = MaybeFind{Level: hookedBefore, Announced: true}
+		case !hookAsked && by.Maybe():
+			a.Maybe = MaybeFind{Level: by}
+			a.OwnerFound = by == MaybeUnknown
+		}
 	}
 	// A hook's fetch of a repo whose polls are scored pre-empted the poll that would
 	// have found its push: that poll is scored, over the time up to when it was due.

@@ -255,7 +255,7 @@ type Worker struct {
 	queue        *Queue
 	hosts        *hosts
 	hookLoss     map[string]*HookLoss   // per host: what its hooks announced and missed
-	owners       map[string]*OwnerHooks // per owner (OwnerOf) whose hooks came within HookMemory
+	owners       map[string]*OwnerHooks // per owner (OwnerOf) whose hooks came, or were found missing, within HookMemory
 	parkSeq      uint64
 	// prior is what the repos this worker owns (a random sample of the fleet's) say of
 	// change rates; scores weigh how often repos change behaviour. Learned in Heartbeat.
