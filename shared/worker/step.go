@@ -528,12 +528,12 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched, a *Actions) {
 	busy := kind == fetch.KindBusy
 	asked := r.Answering != ByTurn
 	scored := !asked && r.scored(v)
+	hookAsked := r.Answering == ByHook
 	var hookedBefore Hooking // how it counted before the hook this fetch answers
-	if r.Answering == ByHook {
+	if hookAsked {
 		hookedBefore, r.AskedBy = r.AskedBy, NotHooked
 	}
 	if by := r.Hook.HookedBy(v.Owner, v.Now); by != NotHooked && e.Err == nil && r.Cloned && e.Res.Changed {
-		hookAsked := r.Answering == ByHook
 		a.Found = r.Hook.Fetched(by, hookAsked)
 		switch {
 		case hookAsked && hookedBefore.Maybe():
@@ -549,7 +549,7 @@ func fetched(cfg *Config, v View, r *RepoState, e Fetched, a *Actions) {
 	// push (a score at the hook's time would be).
 	preempted := r.PreemptedAt
 	r.PreemptedAt = time.Time{}
-	if r.Answering != ByHook || e.Err != nil || !e.Res.Changed || !r.Cloned {
+	if !hookAsked || e.Err != nil || !e.Res.Changed || !r.Cloned {
 		preempted = time.Time{}
 	}
 	learns := scored || !preempted.IsZero()
